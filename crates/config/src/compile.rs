@@ -1,0 +1,374 @@
+//! Validation: everything that a single field's type cannot express (references between sections,
+//! duplicates, ranges). All errors are collected; a configuration with any error is rejected whole.
+
+use crate::model::{Balance, Config};
+use crate::schema;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+
+/// One problem in a configuration, with its path (`upstreams.api.targets[0].weight`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// Where in the file.
+    pub path: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+impl ConfigError {
+    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        ConfigError {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.message)
+    }
+}
+
+/// Every error found in a configuration.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigErrors(pub Vec<ConfigError>);
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, e) in self.0.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{e}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+/// Parses and validates a configuration document.
+pub fn compile(text: &str) -> Result<Config, ConfigErrors> {
+    let mut errors = Vec::new();
+    let config = schema::read(text, &mut errors);
+    validate(&config, &mut errors);
+    if errors.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigErrors(errors))
+    }
+}
+
+fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
+    let mut err = |path: String, msg: String| errors.push(ConfigError { path, message: msg });
+
+    if c.listeners.is_empty() {
+        err(
+            "listeners".into(),
+            "at least one listener is required".into(),
+        );
+    }
+    let mut binds = HashMap::new();
+    for (name, l) in &c.listeners {
+        let p = format!("listeners.{name}");
+        if l.bind.port() != 0 {
+            if let Some(other) = binds.insert(l.bind, name) {
+                err(
+                    format!("{p}.bind"),
+                    format!("{} is already bound by listener `{other}`", l.bind),
+                );
+            }
+        }
+        if let Some(admin) = &c.admin {
+            if admin.bind == l.bind && l.bind.port() != 0 {
+                err(
+                    format!("{p}.bind"),
+                    format!("{} is the admin listener's address", l.bind),
+                );
+            }
+        }
+        if l.max_connections == 0 {
+            err(format!("{p}.max_connections"), "must be at least 1".into());
+        }
+        if l.max_header_bytes.0 < 1024 || l.max_header_bytes.0 > (1 << 20) {
+            err(
+                format!("{p}.max_header_bytes"),
+                "must be between 1k and 1m".into(),
+            );
+        }
+        if l.header_read_timeout.0.is_zero() {
+            err(
+                format!("{p}.header_read_timeout"),
+                "must be greater than zero".into(),
+            );
+        }
+    }
+
+    for (name, u) in &c.upstreams {
+        let p = format!("upstreams.{name}");
+        if u.targets.is_empty() {
+            err(
+                format!("{p}.targets"),
+                "at least one target is required".into(),
+            );
+        }
+        let mut seen = HashSet::new();
+        for (i, t) in u.targets.iter().enumerate() {
+            if !(1..=1000).contains(&t.weight) {
+                err(
+                    format!("{p}.targets[{i}].weight"),
+                    "must be from 1 to 1000".into(),
+                );
+            }
+            if t.address.port() == 0 {
+                err(
+                    format!("{p}.targets[{i}].address"),
+                    "port 0 is not a valid endpoint".into(),
+                );
+            }
+            if !seen.insert(t.address) {
+                err(
+                    format!("{p}.targets[{i}].address"),
+                    format!("{} is listed twice", t.address),
+                );
+            }
+        }
+        match (u.balance, &u.hash_key) {
+            (Balance::ConsistentHash, None) => err(
+                format!("{p}.hash_key"),
+                "consistent_hash needs a hash_key (client_ip, uri, header:NAME or cookie:NAME)"
+                    .into(),
+            ),
+            (Balance::ConsistentHash, Some(_)) | (_, None) => {}
+            (_, Some(_)) => err(
+                format!("{p}.hash_key"),
+                "hash_key is only used with balance: consistent_hash".into(),
+            ),
+        }
+        if u.retries > 10 {
+            err(format!("{p}.retries"), "at most 10 retries".into());
+        }
+        for (i, s) in u.retry_on_status.iter().enumerate() {
+            if !(500..=599).contains(s) {
+                err(
+                    format!("{p}.retry_on_status[{i}]"),
+                    "only 5xx statuses can be retried".into(),
+                );
+            }
+        }
+        for (field, d) in [
+            ("connect", u.timeouts.connect),
+            ("read", u.timeouts.read),
+            ("write", u.timeouts.write),
+        ] {
+            if d.0.is_zero() {
+                err(
+                    format!("{p}.timeouts.{field}"),
+                    "must be greater than zero".into(),
+                );
+            }
+        }
+        if let Some(hc) = &u.health_check {
+            if !hc.path.starts_with('/') {
+                err(
+                    format!("{p}.health_check.path"),
+                    "must start with `/`".into(),
+                );
+            }
+            if hc.rise == 0 || hc.fall == 0 {
+                err(
+                    format!("{p}.health_check"),
+                    "rise and fall must be at least 1".into(),
+                );
+            }
+            if hc.interval.0.is_zero() || hc.timeout.0.is_zero() {
+                err(
+                    format!("{p}.health_check"),
+                    "interval and timeout must be greater than zero".into(),
+                );
+            }
+        }
+    }
+
+    let mut hosts: HashMap<String, &str> = HashMap::new();
+    for (name, site) in &c.sites {
+        let p = format!("sites.{name}");
+        if site.hosts.is_empty() {
+            err(
+                format!("{p}.hosts"),
+                "at least one host name (or `*`) is required".into(),
+            );
+        }
+        for (i, h) in site.hosts.iter().enumerate() {
+            let lower = h.to_ascii_lowercase();
+            if let Err(msg) = check_host_pattern(&lower) {
+                err(format!("{p}.hosts[{i}]"), msg);
+            } else if let Some(other) = hosts.insert(lower, name) {
+                err(
+                    format!("{p}.hosts[{i}]"),
+                    format!("`{h}` is already served by site `{other}`"),
+                );
+            }
+        }
+        let mut paths = HashSet::new();
+        for (i, r) in site.routes.iter().enumerate() {
+            let rp = format!("{p}.routes[{i}]");
+            if !r.path.starts_with('/') {
+                err(format!("{rp}.path"), "must start with `/`".into());
+            }
+            if !paths.insert(r.path.as_str()) {
+                err(
+                    format!("{rp}.path"),
+                    format!("`{}` is routed twice in this site", r.path),
+                );
+            }
+            if !c.upstreams.contains_key(&r.upstream) {
+                err(
+                    format!("{rp}.upstream"),
+                    format!("unknown upstream `{}`", r.upstream),
+                );
+            }
+            if let Some(rw) = &r.rewrite {
+                if !rw.starts_with('/') {
+                    err(format!("{rp}.rewrite"), "must start with `/`".into());
+                }
+                if r.strip_prefix {
+                    err(
+                        format!("{rp}.rewrite"),
+                        "use either strip_prefix or rewrite, not both".into(),
+                    );
+                }
+            }
+            if let crate::model::HostHeader::Literal(h) = &r.host_header {
+                if h.is_empty() || h.bytes().any(|b| b <= b' ' || b == 0x7f) {
+                    err(
+                        format!("{rp}.host_header"),
+                        "must be `preserve`, `upstream` or a host name".into(),
+                    );
+                }
+            }
+        }
+    }
+
+    if let Some(grace) = Some(c.shutdown_grace.0) {
+        if grace > std::time::Duration::from_secs(3600) {
+            err("shutdown_grace".into(), "at most 1h".into());
+        }
+    }
+}
+
+/// Checks a lower-cased host pattern: `*`, `*.suffix` or an exact name.
+fn check_host_pattern(h: &str) -> Result<(), String> {
+    if h == "*" {
+        return Ok(());
+    }
+    let name = h.strip_prefix("*.").unwrap_or(h);
+    let ok = !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|label| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        });
+    if ok {
+        Ok(())
+    } else {
+        Err(format!("`{h}` is not a host name, `*.` wildcard or `*`"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+listeners:
+  main: { bind: "127.0.0.1:0" }
+upstreams:
+  api:
+    targets: ["127.0.0.1:9001", { address: "127.0.0.1:9002", weight: 3 }]
+    balance: consistent_hash
+    hash_key: header:X-User
+sites:
+  example:
+    hosts: ["example.com", "*.example.com"]
+    routes:
+      - { path: /api/, upstream: api, strip_prefix: true }
+"#;
+
+    #[test]
+    fn good_config_compiles() {
+        let c = compile(GOOD).expect("valid");
+        assert_eq!(c.upstreams["api"].targets[1].weight, 3);
+        assert_eq!(
+            c.upstreams["api"].hash_key,
+            Some(crate::HashKey::Header("x-user".into()))
+        );
+        assert!(c.reuse_port);
+    }
+
+    #[test]
+    fn quickstart_compiles() {
+        compile(crate::QUICKSTART).expect("quick-start config is valid");
+    }
+
+    #[test]
+    fn every_error_is_reported_with_its_path() {
+        let bad = r#"
+workers: many
+bogus: 1
+listeners:
+  main: { bind: "127.0.0.1:99999" }
+  other: { bind: "127.0.0.1:0", color: blue }
+upstreams:
+  api:
+    targets: [{ address: "127.0.0.1:9001", weight: 0 }]
+    timeouts: { connect: 5 parsecs }
+  hashed:
+    targets: ["127.0.0.1:9003"]
+    balance: consistent_hash
+sites:
+  a:
+    hosts: ["example.com"]
+    routes: [{ path: api, upstream: nowhere }]
+  b:
+    hosts: ["EXAMPLE.com", "bad host"]
+    routes: []
+"#;
+        let errs = compile(bad).expect_err("invalid").0;
+        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+        for expected in [
+            "workers",
+            "bogus",
+            "listeners.main.bind",
+            "listeners.other.color",
+            "upstreams.api.timeouts.connect",
+            "upstreams.hashed.hash_key",
+            "sites.a.routes[0].path",
+            "sites.a.routes[0].upstream",
+            "sites.b.hosts[0]",
+            "sites.b.hosts[1]",
+        ] {
+            assert!(
+                paths.iter().any(|p| p.starts_with(expected)),
+                "missing {expected} in {paths:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn weight_zero_is_rejected() {
+        let text = GOOD.replace("weight: 3", "weight: 0");
+        let errs = compile(&text).expect_err("invalid").0;
+        assert_eq!(errs[0].path, "upstreams.api.targets[1].weight");
+    }
+
+    #[test]
+    fn syntax_error_has_a_line() {
+        let errs = compile("listeners: [\n").expect_err("invalid").0;
+        assert!(errs[0].path.starts_with("line "), "{errs:?}");
+    }
+}

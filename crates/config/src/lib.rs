@@ -1,0 +1,16 @@
+//! Configuration stage: turns one YAML document into a validated [`Config`], reporting every error
+//! with its path in the file. Nothing here does I/O; the binary reads the file and hands us the text.
+
+#![forbid(unsafe_code)]
+
+mod compile;
+mod model;
+mod schema;
+mod units;
+
+pub use compile::{compile, ConfigError, ConfigErrors};
+pub use model::*;
+pub use units::{ByteSize, Duration};
+
+/// The quick-start configuration used by `gatehouse run` without a file.
+pub const QUICKSTART: &str = include_str!("quickstart.yaml");

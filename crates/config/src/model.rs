@@ -1,0 +1,545 @@
+//! The configuration model. Every field is documented in `docs/config.md`; the same types are what
+//! the YAML deserialises into, so defaults live in exactly one place.
+
+use crate::units::{ByteSize, Duration};
+use serde::de::{self, Deserializer, MapAccess, Visitor};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::SocketAddr;
+
+/// The whole validated configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Number of worker threads.
+    pub workers: Workers,
+    /// One SO_REUSEPORT listener socket per worker (`true`) or one socket shared by all (`false`).
+    pub reuse_port: bool,
+    /// Pin worker `i` to core `i`.
+    pub cpu_affinity: CpuAffinity,
+    /// Reload when the configuration file changes.
+    pub watch: bool,
+    /// How long in-flight requests may finish after SIGTERM/SIGINT.
+    pub shutdown_grace: Duration,
+    /// The admin listener (metrics, status); none when absent.
+    pub admin: Option<Admin>,
+    /// Access log settings.
+    pub access_log: AccessLog,
+    /// Forwarding headers added to upstream requests.
+    pub forwarding: Forwarding,
+    /// Address of the built-in demo backend, started by the binary when set.
+    pub demo_backend: Option<SocketAddr>,
+    /// Traffic listeners by name.
+    pub listeners: BTreeMap<String, Listener>,
+    /// Upstream pools by name.
+    pub upstreams: BTreeMap<String, Upstream>,
+    /// Sites (virtual hosts) by name.
+    pub sites: BTreeMap<String, Site>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            workers: Workers::Auto,
+            reuse_port: true,
+            cpu_affinity: CpuAffinity::Off,
+            watch: false,
+            shutdown_grace: Duration::secs(30),
+            admin: None,
+            access_log: AccessLog::default(),
+            forwarding: Forwarding::default(),
+            demo_backend: None,
+            listeners: BTreeMap::new(),
+            upstreams: BTreeMap::new(),
+            sites: BTreeMap::new(),
+        }
+    }
+}
+
+/// Worker thread count: `auto` (one per core) or a number.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Workers {
+    /// One worker per available core.
+    Auto,
+    /// Exactly this many workers (at least one).
+    Count(usize),
+}
+
+impl<'de> Deserialize<'de> for Workers {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Workers;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("`auto` or a number of workers from 1 to 1024")
+            }
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Workers, E> {
+                match usize::try_from(v) {
+                    Ok(n @ 1..=1024) => Ok(Workers::Count(n)),
+                    _ => Err(E::custom("workers must be `auto` or from 1 to 1024")),
+                }
+            }
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Workers, E> {
+                u64::try_from(v)
+                    .map_err(|_| E::custom("workers must be `auto` or from 1 to 1024"))
+                    .and_then(|v| self.visit_u64(v))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Workers, E> {
+                match v {
+                    "auto" => Ok(Workers::Auto),
+                    _ => v
+                        .parse::<u64>()
+                        .map_err(|_| E::custom("workers must be `auto` or a number"))
+                        .and_then(|n| self.visit_u64(n)),
+                }
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// CPU pinning of worker threads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CpuAffinity {
+    /// Pin worker `i` to the `i`-th available core.
+    Auto,
+    /// Leave scheduling to the kernel.
+    Off,
+}
+
+/// The admin listener.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Admin {
+    /// Address to bind, e.g. `127.0.0.1:9080`.
+    pub bind: SocketAddr,
+}
+
+/// Access log output.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct AccessLog {
+    /// `off`, `stdout`, `stderr` or a file path.
+    pub path: String,
+    /// Line format.
+    pub format: LogFormat,
+}
+
+impl Default for AccessLog {
+    fn default() -> Self {
+        AccessLog {
+            path: "off".into(),
+            format: LogFormat::Combined,
+        }
+    }
+}
+
+/// Access log line format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LogFormat {
+    /// The NCSA combined format, as nginx's `combined`.
+    Combined,
+    /// One JSON object per line.
+    Json,
+}
+
+/// Which forwarding headers the proxy adds.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Forwarding {
+    /// Append the client address to `X-Forwarded-For`.
+    pub x_forwarded_for: bool,
+    /// Set `X-Forwarded-Proto` to the downstream scheme.
+    pub x_forwarded_proto: bool,
+    /// Set `X-Real-IP` to the client address.
+    pub x_real_ip: bool,
+    /// Append `Via: <version> <this value>` when set.
+    pub via: Option<String>,
+}
+
+impl Default for Forwarding {
+    fn default() -> Self {
+        Forwarding {
+            x_forwarded_for: true,
+            x_forwarded_proto: true,
+            x_real_ip: true,
+            via: None,
+        }
+    }
+}
+
+/// A traffic listener.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Listener {
+    /// Address to bind; port 0 picks a free port.
+    pub bind: SocketAddr,
+    /// Listen backlog.
+    #[serde(default = "defaults::backlog")]
+    pub backlog: u32,
+    /// Open connections allowed per worker; further connections wait in the backlog.
+    #[serde(default = "defaults::max_connections")]
+    pub max_connections: usize,
+    /// Accept HTTP/2 with prior knowledge (h2c) besides HTTP/1.1.
+    #[serde(default = "defaults::yes")]
+    pub http2: bool,
+    /// Time allowed for a client to send a whole request head.
+    #[serde(default = "defaults::header_read_timeout")]
+    pub header_read_timeout: Duration,
+    /// Idle time allowed between requests on a keep-alive connection.
+    #[serde(default = "defaults::keepalive_timeout")]
+    pub keepalive_timeout: Duration,
+    /// Largest request head (request line and headers) accepted.
+    #[serde(default = "defaults::max_header_bytes")]
+    pub max_header_bytes: ByteSize,
+    /// Requests served on one connection before it is closed (0: no limit).
+    #[serde(default = "defaults::max_requests_per_connection")]
+    pub max_requests_per_connection: u64,
+}
+
+/// An upstream pool.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Upstream {
+    /// Endpoints of the pool.
+    pub targets: Vec<Target>,
+    /// Balancing policy.
+    #[serde(default)]
+    pub balance: Balance,
+    /// The key for `consistent_hash`.
+    #[serde(default)]
+    pub hash_key: Option<HashKey>,
+    /// Protocol spoken to the endpoints.
+    #[serde(default)]
+    pub protocol: UpstreamProtocol,
+    /// Keep-alive pool settings.
+    #[serde(default)]
+    pub keepalive: Keepalive,
+    /// Timeouts.
+    #[serde(default)]
+    pub timeouts: Timeouts,
+    /// Further attempts on another endpoint after a failed one.
+    #[serde(default = "defaults::retries")]
+    pub retries: u32,
+    /// Upstream statuses that count as failures worth a retry (idempotent requests only).
+    #[serde(default)]
+    pub retry_on_status: Vec<u16>,
+    /// Passive health: eject an endpoint after consecutive failures.
+    #[serde(default)]
+    pub passive_health: PassiveHealth,
+    /// Active health checks.
+    #[serde(default)]
+    pub health_check: Option<HealthCheck>,
+}
+
+/// One endpoint; written as `"ip:port"` or as a map.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Target {
+    /// Endpoint address.
+    pub address: SocketAddr,
+    /// Relative weight, 1 to 1000.
+    pub weight: u32,
+    /// Concurrent requests allowed to this endpoint (0: no limit).
+    pub max_conns: u32,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TargetMap {
+    address: SocketAddr,
+    #[serde(default = "defaults::weight")]
+    weight: u32,
+    #[serde(default)]
+    max_conns: u32,
+}
+
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = Target;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("an address `ip:port` or a map with `address`, `weight`, `max_conns`")
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Target, E> {
+                let address = v
+                    .parse()
+                    .map_err(|_| E::custom(format!("invalid address `{v}`: expected ip:port")))?;
+                Ok(Target {
+                    address,
+                    weight: 1,
+                    max_conns: 0,
+                })
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Target, A::Error> {
+                let m = TargetMap::deserialize(de::value::MapAccessDeserializer::new(map))?;
+                Ok(Target {
+                    address: m.address,
+                    weight: m.weight,
+                    max_conns: m.max_conns,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// Balancing policy of an upstream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Balance {
+    /// Weighted random.
+    Random,
+    /// Smooth weighted round robin (nginx's order).
+    #[default]
+    RoundRobin,
+    /// Fewest requests in flight relative to weight.
+    LeastConn,
+    /// Peak-EWMA latency, power of two random choices.
+    Ewma,
+    /// Client address hash on the first two octets (IPv4) or first 48 bits (IPv6), weighted.
+    IpHash,
+    /// Consistent hash ring on `hash_key`.
+    ConsistentHash,
+}
+
+/// What `consistent_hash` hashes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum HashKey {
+    /// The client address.
+    ClientIp,
+    /// The request path and query.
+    Uri,
+    /// A request header (lower-case name).
+    Header(String),
+    /// A cookie by name.
+    Cookie(String),
+}
+
+impl HashKey {
+    /// Parses `client_ip`, `uri`, `header:NAME` or `cookie:NAME`.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let bad =
+            || format!("invalid hash_key `{text}`: use client_ip, uri, header:NAME or cookie:NAME");
+        match text.split_once(':') {
+            None if text == "client_ip" => Ok(HashKey::ClientIp),
+            None if text == "uri" => Ok(HashKey::Uri),
+            Some(("header", name)) if is_token(name) => {
+                Ok(HashKey::Header(name.to_ascii_lowercase()))
+            }
+            Some(("cookie", name)) if is_token(name) => Ok(HashKey::Cookie(name.to_string())),
+            _ => Err(bad()),
+        }
+    }
+}
+
+/// True for a non-empty RFC 9110 token (header names, cookie names).
+pub fn is_token(s: &str) -> bool {
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+impl<'de> Deserialize<'de> for HashKey {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        HashKey::parse(&s).map_err(de::Error::custom)
+    }
+}
+
+/// Protocol to the endpoints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UpstreamProtocol {
+    /// HTTP/1.1 with pooled keep-alive connections.
+    #[default]
+    Http1,
+    /// HTTP/2 with prior knowledge, one multiplexed connection per endpoint and worker.
+    Http2,
+}
+
+/// Keep-alive pool settings, per endpoint and worker.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Keepalive {
+    /// Idle connections kept per endpoint and worker.
+    pub max_idle: usize,
+    /// Idle connections older than this are closed.
+    pub idle_timeout: Duration,
+}
+
+impl Default for Keepalive {
+    fn default() -> Self {
+        Keepalive {
+            max_idle: 256,
+            idle_timeout: Duration::secs(60),
+        }
+    }
+}
+
+/// Upstream timeouts.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Timeouts {
+    /// Establishing a TCP connection.
+    pub connect: Duration,
+    /// Waiting for the response head, and between two reads of the response body.
+    pub read: Duration,
+    /// A single blocked write of the request to the endpoint.
+    pub write: Duration,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::secs(3),
+            read: Duration::secs(60),
+            write: Duration::secs(60),
+        }
+    }
+}
+
+/// Passive health: eject after `failures` consecutive failures for `eject`.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct PassiveHealth {
+    /// Consecutive failures (connect errors, timeouts, 5xx listed in `retry_on_status`) that eject; 0 disables.
+    pub failures: u32,
+    /// How long an ejected endpoint is skipped.
+    pub eject: Duration,
+}
+
+impl Default for PassiveHealth {
+    fn default() -> Self {
+        PassiveHealth {
+            failures: 3,
+            eject: Duration::secs(10),
+        }
+    }
+}
+
+/// Active HTTP health check.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HealthCheck {
+    /// Path requested with GET.
+    pub path: String,
+    /// Time between checks.
+    #[serde(default = "defaults::hc_interval")]
+    pub interval: Duration,
+    /// Time allowed for one check.
+    #[serde(default = "defaults::hc_timeout")]
+    pub timeout: Duration,
+    /// Consecutive successes that mark an endpoint healthy.
+    #[serde(default = "defaults::rise")]
+    pub rise: u32,
+    /// Consecutive failures that mark an endpoint unhealthy.
+    #[serde(default = "defaults::fall")]
+    pub fall: u32,
+    /// Host header sent with checks.
+    #[serde(default)]
+    pub host: Option<String>,
+}
+
+/// A site: a set of host names and its routes.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Site {
+    /// Host names: exact (`example.com`), wildcard (`*.example.com`) or `*` for any host.
+    pub hosts: Vec<String>,
+    /// Routes, matched by longest path prefix.
+    pub routes: Vec<Route>,
+}
+
+/// A route: a path prefix sent to an upstream.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Route {
+    /// Path prefix, starting with `/`.
+    pub path: String,
+    /// Upstream name.
+    pub upstream: String,
+    /// Remove the prefix before forwarding (a path that becomes empty is sent as `/`).
+    #[serde(default)]
+    pub strip_prefix: bool,
+    /// Replace the prefix with this before forwarding.
+    #[serde(default)]
+    pub rewrite: Option<String>,
+    /// Host header sent upstream: `preserve` (default), `upstream` (the endpoint address) or a literal.
+    #[serde(default)]
+    pub host_header: HostHeader,
+    /// Largest request body accepted (413 beyond it).
+    #[serde(default = "defaults::max_body")]
+    pub max_body: ByteSize,
+}
+
+/// Host header policy.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum HostHeader {
+    /// Forward the client's Host.
+    #[default]
+    Preserve,
+    /// Send the endpoint's `ip:port`.
+    Upstream,
+    /// Send this value.
+    Literal(String),
+}
+
+impl<'de> Deserialize<'de> for HostHeader {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(match s.as_str() {
+            "preserve" => HostHeader::Preserve,
+            "upstream" => HostHeader::Upstream,
+            _ => HostHeader::Literal(s),
+        })
+    }
+}
+
+mod defaults {
+    use crate::units::{ByteSize, Duration};
+    pub fn yes() -> bool {
+        true
+    }
+    pub fn backlog() -> u32 {
+        4096
+    }
+    pub fn max_connections() -> usize {
+        20_000
+    }
+    pub fn header_read_timeout() -> Duration {
+        Duration::secs(10)
+    }
+    pub fn keepalive_timeout() -> Duration {
+        Duration::secs(75)
+    }
+    pub fn max_header_bytes() -> ByteSize {
+        ByteSize(64 << 10)
+    }
+    pub fn max_requests_per_connection() -> u64 {
+        10_000
+    }
+    pub fn weight() -> u32 {
+        1
+    }
+    pub fn retries() -> u32 {
+        1
+    }
+    pub fn hc_interval() -> Duration {
+        Duration::secs(5)
+    }
+    pub fn hc_timeout() -> Duration {
+        Duration::secs(2)
+    }
+    pub fn rise() -> u32 {
+        2
+    }
+    pub fn fall() -> u32 {
+        3
+    }
+    pub fn max_body() -> ByteSize {
+        ByteSize(16 << 20)
+    }
+}

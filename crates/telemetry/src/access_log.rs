@@ -1,0 +1,269 @@
+//! Access log: each worker formats lines into its own buffer; a full buffer (or the periodic flush)
+//! is handed to one writer thread through a bounded channel with `try_send`, so a worker never
+//! waits on the disk. When the writer falls behind, whole buffers are dropped and counted.
+
+use crate::time::{clf_time, rfc3339_time};
+use gatehouse_config::LogFormat;
+use std::cell::RefCell;
+use std::fmt::Write as _;
+use std::io::Write;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::mpsc::{sync_channel, SyncSender, TrySendError};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+/// Lines are handed to the writer in buffers of about this size.
+const BATCH_BYTES: usize = 32 * 1024;
+/// Buffers waiting for the writer before new ones are dropped.
+const QUEUE_DEPTH: usize = 256;
+
+/// One finished request.
+#[derive(Debug)]
+pub struct Entry<'a> {
+    /// Client address.
+    pub client: IpAddr,
+    /// When the request arrived.
+    pub time: SystemTime,
+    /// Request method.
+    pub method: &'a str,
+    /// Request target as received.
+    pub uri: &'a str,
+    /// `HTTP/1.1`, `HTTP/2.0`, …
+    pub version: &'a str,
+    /// Host header or authority.
+    pub host: &'a str,
+    /// Response status.
+    pub status: u16,
+    /// Response body bytes sent.
+    pub bytes: u64,
+    /// Referer header.
+    pub referer: &'a str,
+    /// User-Agent header.
+    pub user_agent: &'a str,
+    /// Time from request head to the end of the response.
+    pub duration: Duration,
+    /// Endpoint that answered, if any.
+    pub upstream: &'a str,
+    /// Route (`site/path`).
+    pub route: &'a str,
+}
+
+/// Where lines go.
+#[derive(Clone, Debug)]
+pub struct AccessLog {
+    format: LogFormat,
+    tx: SyncSender<Vec<u8>>,
+    dropped: Arc<AtomicU64>,
+}
+
+thread_local! {
+    static BUFFER: RefCell<Vec<u8>> = RefCell::new(Vec::with_capacity(BATCH_BYTES + 1024));
+}
+
+impl AccessLog {
+    /// Opens `path` (`stdout`, `stderr` or a file, appended) and starts the writer thread.
+    pub fn open(path: &str, format: LogFormat) -> std::io::Result<Self> {
+        let mut out: Box<dyn Write + Send> = match path {
+            "stdout" => Box::new(std::io::stdout()),
+            "stderr" => Box::new(std::io::stderr()),
+            file => Box::new(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(file)?,
+            ),
+        };
+        let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE_DEPTH);
+        std::thread::Builder::new()
+            .name("access-log".into())
+            .spawn(move || {
+                for batch in rx {
+                    if out.write_all(&batch).and_then(|_| out.flush()).is_err() {
+                        tracing::error!("access log write failed");
+                    }
+                }
+            })?;
+        Ok(AccessLog {
+            format,
+            tx,
+            dropped: Arc::new(AtomicU64::new(0)),
+        })
+    }
+
+    /// Lines dropped because the writer fell behind.
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Relaxed)
+    }
+
+    /// Formats `e` into this thread's buffer, handing the buffer over when it is full.
+    pub fn log(&self, e: &Entry<'_>) {
+        BUFFER.with(|b| {
+            let mut buf = b.borrow_mut();
+            match self.format {
+                LogFormat::Combined => combined(&mut buf, e),
+                LogFormat::Json => json(&mut buf, e),
+            }
+            if buf.len() >= BATCH_BYTES {
+                self.hand_over(&mut buf);
+            }
+        });
+    }
+
+    /// Hands this thread's buffered lines to the writer; workers call it periodically.
+    pub fn flush_local(&self) {
+        BUFFER.with(|b| {
+            let mut buf = b.borrow_mut();
+            if !buf.is_empty() {
+                self.hand_over(&mut buf);
+            }
+        });
+    }
+
+    fn hand_over(&self, buf: &mut Vec<u8>) {
+        let batch = std::mem::replace(buf, Vec::with_capacity(BATCH_BYTES + 1024));
+        let lines = batch.iter().filter(|&&b| b == b'\n').count() as u64;
+        match self.tx.try_send(batch) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                self.dropped.fetch_add(lines, Relaxed);
+            }
+        }
+    }
+}
+
+fn dash(s: &str) -> &str {
+    if s.is_empty() {
+        "-"
+    } else {
+        s
+    }
+}
+
+/// Escapes `"` and `\` and control bytes so a client cannot forge log lines.
+fn push_escaped(buf: &mut Vec<u8>, s: &str) {
+    for &b in s.as_bytes() {
+        match b {
+            b'"' | b'\\' => {
+                buf.push(b'\\');
+                buf.push(b);
+            }
+            0..=0x1f | 0x7f => {
+                let _ = write!(buf, "\\x{b:02x}");
+            }
+            _ => buf.push(b),
+        }
+    }
+}
+
+fn combined(buf: &mut Vec<u8>, e: &Entry<'_>) {
+    let _ = write!(buf, "{} - - [{}] \"", e.client, clf_time(e.time));
+    push_escaped(buf, e.method);
+    buf.push(b' ');
+    push_escaped(buf, e.uri);
+    let _ = write!(buf, " {}\" {} {} \"", e.version, e.status, e.bytes);
+    push_escaped(buf, dash(e.referer));
+    buf.extend_from_slice(b"\" \"");
+    push_escaped(buf, dash(e.user_agent));
+    let _ = writeln!(
+        buf,
+        "\" {:.3} \"{}\"",
+        e.duration.as_secs_f64(),
+        dash(e.upstream)
+    );
+}
+
+fn json_str(out: &mut String, s: &str) {
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            c if (c as u32) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", c as u32);
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+}
+
+fn json(buf: &mut Vec<u8>, e: &Entry<'_>) {
+    let mut s = String::with_capacity(256);
+    s.push_str("{\"time\":");
+    json_str(&mut s, &rfc3339_time(e.time));
+    s.push_str(",\"client\":");
+    json_str(&mut s, &e.client.to_string());
+    for (k, v) in [
+        ("method", e.method),
+        ("uri", e.uri),
+        ("protocol", e.version),
+        ("host", e.host),
+    ] {
+        let _ = write!(s, ",\"{k}\":");
+        json_str(&mut s, v);
+    }
+    let _ = write!(
+        s,
+        ",\"status\":{},\"bytes\":{},\"duration_ms\":{:.3}",
+        e.status,
+        e.bytes,
+        e.duration.as_secs_f64() * 1e3
+    );
+    for (k, v) in [
+        ("referer", e.referer),
+        ("user_agent", e.user_agent),
+        ("upstream", e.upstream),
+        ("route", e.route),
+    ] {
+        let _ = write!(s, ",\"{k}\":");
+        json_str(&mut s, v);
+    }
+    s.push_str("}\n");
+    buf.extend_from_slice(s.as_bytes());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> Entry<'static> {
+        Entry {
+            client: "127.0.0.1".parse().expect("ip"),
+            time: std::time::UNIX_EPOCH + Duration::from_secs(971_186_136),
+            method: "GET",
+            uri: "/a\"b",
+            version: "HTTP/1.1",
+            host: "example.com",
+            status: 200,
+            bytes: 75,
+            referer: "",
+            user_agent: "curl/8\n",
+            duration: Duration::from_millis(2),
+            upstream: "127.0.0.1:9000",
+            route: "site/",
+        }
+    }
+
+    #[test]
+    fn combined_line_is_escaped() {
+        let mut b = Vec::new();
+        combined(&mut b, &entry());
+        let line = String::from_utf8(b).expect("utf8");
+        assert_eq!(
+            line,
+            "127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a\\\"b HTTP/1.1\" 200 75 \"-\" \"curl/8\\x0a\" 0.002 \"127.0.0.1:9000\"\n"
+        );
+    }
+
+    #[test]
+    fn json_line_parses_back() {
+        let mut b = Vec::new();
+        json(&mut b, &entry());
+        let line = String::from_utf8(b).expect("utf8");
+        assert!(line.ends_with("}\n"));
+        assert!(line.contains("\"uri\":\"/a\\\"b\""), "{line}");
+        assert!(line.contains("\"user_agent\":\"curl/8\\u000a\""), "{line}");
+        assert!(line.contains("\"status\":200"), "{line}");
+    }
+}

@@ -1,0 +1,12 @@
+//! Record stage: lock-free counters and histograms read by the `/metrics` endpoint, and an access
+//! log that formats lines into a per-worker buffer and hands whole buffers to a writer thread, so a
+//! slow disk never blocks a worker.
+
+#![forbid(unsafe_code)]
+
+pub mod access_log;
+mod metrics;
+mod time;
+
+pub use metrics::{Counter, Gauge, Histogram, ProcessStats, RouteStats, LATENCY_BUCKETS};
+pub use time::{clf_time, rfc3339_time};

@@ -1,0 +1,166 @@
+//! Metric primitives: relaxed atomics, rendered in the Prometheus text format by the admin listener.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
+
+/// A monotonically increasing count.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Relaxed);
+    }
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Relaxed);
+    }
+    /// Current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// A value that goes up and down.
+#[derive(Debug, Default)]
+pub struct Gauge(AtomicI64);
+
+impl Gauge {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Relaxed);
+    }
+    /// Subtracts one.
+    pub fn dec(&self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+    /// Current value.
+    pub fn get(&self) -> i64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// Upper bounds of the latency histogram, seconds.
+pub const LATENCY_BUCKETS: [f64; 14] = [
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
+/// A latency histogram with fixed buckets.
+#[derive(Debug, Default)]
+pub struct Histogram {
+    buckets: [AtomicU64; LATENCY_BUCKETS.len()],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Histogram {
+    /// Records one observation.
+    pub fn observe(&self, d: Duration) {
+        let secs = d.as_secs_f64();
+        if let Some(i) = LATENCY_BUCKETS.iter().position(|&b| secs <= b) {
+            self.buckets[i].fetch_add(1, Relaxed);
+        }
+        self.count.fetch_add(1, Relaxed);
+        self.sum_micros
+            .fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Relaxed);
+    }
+
+    /// Appends the `_bucket`, `_sum` and `_count` series of `name` with `labels` (`a="b",…`).
+    pub fn render(&self, out: &mut String, name: &str, labels: &str) {
+        let sep = if labels.is_empty() { "" } else { "," };
+        let mut cumulative = 0;
+        for (i, bound) in LATENCY_BUCKETS.iter().enumerate() {
+            cumulative += self.buckets[i].load(Relaxed);
+            let _ = writeln!(
+                out,
+                "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {cumulative}"
+            );
+        }
+        let count = self.count.load(Relaxed);
+        let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
+        let sum = self.sum_micros.load(Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "{name}_sum{{{labels}}} {sum}");
+        let _ = writeln!(out, "{name}_count{{{labels}}} {count}");
+    }
+}
+
+/// Per-route request counts by status class and latency; kept across reloads by route identity.
+#[derive(Debug, Default)]
+pub struct RouteStats {
+    /// Responses by status class: index 0 = 1xx … 4 = 5xx.
+    pub by_class: [Counter; 5],
+    /// Time from request head to response head.
+    pub latency: Histogram,
+}
+
+impl RouteStats {
+    /// Records one response.
+    pub fn record(&self, status: u16, elapsed: Duration) {
+        let class = usize::from(status / 100).clamp(1, 5) - 1;
+        self.by_class[class].inc();
+        self.latency.observe(elapsed);
+    }
+}
+
+/// Process-wide counters.
+#[derive(Debug, Default)]
+pub struct ProcessStats {
+    /// Connections accepted.
+    pub connections_accepted: Counter,
+    /// Connections open now.
+    pub connections_active: Gauge,
+    /// Connections refused because a worker was at its limit.
+    pub connections_refused: Counter,
+    /// Requests answered without a matching route.
+    pub unrouted: Counter,
+    /// Requests rejected as malformed before routing.
+    pub bad_requests: Counter,
+    /// Retries made to another endpoint.
+    pub retries: Counter,
+    /// Successful configuration reloads.
+    pub reloads: Counter,
+    /// Rejected configuration reloads.
+    pub reload_failures: Counter,
+    /// Access log lines dropped because the writer fell behind.
+    pub access_log_dropped: Counter,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histogram_is_cumulative() {
+        let h = Histogram::default();
+        h.observe(Duration::from_micros(300));
+        h.observe(Duration::from_millis(3));
+        h.observe(Duration::from_secs(30));
+        let mut out = String::new();
+        h.render(&mut out, "x", "route=\"a\"");
+        assert!(
+            out.contains("x_bucket{route=\"a\",le=\"0.0005\"} 1\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_bucket{route=\"a\",le=\"0.005\"} 2\n"),
+            "{out}"
+        );
+        assert!(
+            out.contains("x_bucket{route=\"a\",le=\"+Inf\"} 3\n"),
+            "{out}"
+        );
+        assert!(out.contains("x_count{route=\"a\"} 3\n"), "{out}");
+    }
+
+    #[test]
+    fn route_stats_classes() {
+        let s = RouteStats::default();
+        s.record(200, Duration::ZERO);
+        s.record(204, Duration::ZERO);
+        s.record(503, Duration::ZERO);
+        assert_eq!(s.by_class[1].get(), 2);
+        assert_eq!(s.by_class[4].get(), 1);
+    }
+}

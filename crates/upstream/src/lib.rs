@@ -1,0 +1,114 @@
+//! Select and connect stages: an [`Upstream`] is a compiled pool of endpoints with a balancer; its
+//! [`EndpointState`]s (counters, health, idle connections) live in a [`Registry`] keyed by upstream
+//! name and address, so they survive configuration reloads for endpoints that did not change.
+
+#![forbid(unsafe_code)]
+
+mod balance;
+mod body;
+mod endpoint;
+mod health;
+mod pool;
+mod registry;
+mod util;
+
+pub use balance::{Balancer, SelectKey};
+pub use body::{BodyTooLarge, RequestBody};
+pub use endpoint::{Endpoint, EndpointState, EndpointStats};
+pub use health::{run_health_checks, HealthCheckSpec};
+pub use pool::{ConnectError, Lease, SendFailure};
+pub use registry::Registry;
+pub use util::{now_ms, set_worker_index, worker_index};
+
+use gatehouse_config as config;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Per-upstream settings used on the request path.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// HTTP/2 to the endpoints instead of HTTP/1.1.
+    pub http2: bool,
+    /// Idle connections kept per endpoint and worker.
+    pub max_idle: usize,
+    /// Idle connections older than this are closed.
+    pub idle_timeout: Duration,
+    /// TCP connect timeout.
+    pub connect_timeout: Duration,
+    /// Response head timeout, and the longest gap between two body reads.
+    pub read_timeout: Duration,
+    /// Longest time one write to the endpoint may stay blocked.
+    pub write_timeout: Duration,
+    /// Further attempts after a failure.
+    pub retries: u32,
+    /// Statuses that count as failures for idempotent requests.
+    pub retry_on_status: Box<[u16]>,
+    /// Consecutive failures that eject an endpoint (0: never).
+    pub eject_after: u32,
+    /// How long an ejected endpoint is skipped.
+    pub eject_for: Duration,
+}
+
+/// A compiled upstream pool: immutable, part of a configuration snapshot.
+#[derive(Debug)]
+pub struct Upstream {
+    /// Name from the configuration.
+    pub name: Arc<str>,
+    /// Endpoints, in configuration order.
+    pub endpoints: Box<[Endpoint]>,
+    /// Balancing policy with its precomputed tables.
+    pub balancer: Balancer,
+    /// Request-path settings.
+    pub settings: Settings,
+    /// Active health check, if configured.
+    pub health_check: Option<HealthCheckSpec>,
+}
+
+impl Upstream {
+    /// Compiles one upstream, taking endpoint state from the registry.
+    pub fn new(name: &str, cfg: &config::Upstream, registry: &Registry) -> Self {
+        let endpoints: Box<[Endpoint]> = cfg
+            .targets
+            .iter()
+            .map(|t| Endpoint {
+                state: registry.endpoint(name, t.address),
+                weight: t.weight.max(1),
+                max_conns: t.max_conns,
+            })
+            .collect();
+        let balancer = Balancer::new(cfg.balance, cfg.hash_key.clone(), &endpoints);
+        let settings = Settings {
+            http2: cfg.protocol == config::UpstreamProtocol::Http2,
+            max_idle: cfg.keepalive.max_idle,
+            idle_timeout: cfg.keepalive.idle_timeout.0,
+            connect_timeout: cfg.timeouts.connect.0,
+            read_timeout: cfg.timeouts.read.0,
+            write_timeout: cfg.timeouts.write.0,
+            retries: cfg.retries,
+            retry_on_status: cfg.retry_on_status.clone().into(),
+            eject_after: cfg.passive_health.failures,
+            eject_for: cfg.passive_health.eject.0,
+        };
+        let health_check = cfg.health_check.as_ref().map(HealthCheckSpec::from_config);
+        Upstream {
+            name: name.into(),
+            endpoints,
+            balancer,
+            settings,
+            health_check,
+        }
+    }
+
+    /// Picks an available endpoint not in `tried`, or `None` when every endpoint is down, ejected,
+    /// at its connection limit or already tried.
+    pub fn select(&self, key: &SelectKey<'_>, tried: &[usize]) -> Option<usize> {
+        self.balancer.select(&self.endpoints, key, tried, now_ms())
+    }
+
+    /// Closes this worker's idle connections that outlived the idle timeout.
+    pub fn sweep_idle(&self) {
+        for ep in self.endpoints.iter() {
+            ep.state.sweep_idle(self.settings.idle_timeout);
+        }
+    }
+}
