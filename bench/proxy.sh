@@ -51,6 +51,11 @@
 #   TARGETS [direct nginx gatehouse haproxy]   subset/order of targets
 #   TOOLS [wrk ab]  load generators to use
 #   WARMUP [2]      seconds of unrecorded wrk warm-up per (file, target); 0 = none
+#   PRIME [1]       1 = before each measured run, refill the proxy's upstream pool
+#                   with a short clean ab -k burst (CONNS x 10 requests), so
+#                   "new backend conns" counts connections opened under steady
+#                   load, not the re-connects after the previous run's aborted
+#                   in-flight requests (wrk stops mid-request); 0 = off
 #   SETTLE [1]      seconds of sleep between runs
 #   HAPROXY_MAXCONN [4096]   HAProxy global maxconn (fd budget: ulimit -n)
 #   AB_TIMEOUT [300]         hard time limit for one ab run, seconds
@@ -72,6 +77,7 @@ FILES=${FILES:-test.html}
 TARGETS=${TARGETS:-direct nginx gatehouse haproxy}
 TOOLS=${TOOLS:-wrk ab}
 WARMUP=${WARMUP:-2}
+PRIME=${PRIME:-1}
 SETTLE=${SETTLE:-1}
 HAPROXY_MAXCONN=${HAPROXY_MAXCONN:-4096}
 AB_TIMEOUT=${AB_TIMEOUT:-300}
@@ -83,7 +89,7 @@ log() { printf '[proxy.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- validation
-for v in DURATION AB_N REPS CONNS WARMUP SETTLE HAPROXY_MAXCONN AB_TIMEOUT; do
+for v in DURATION AB_N REPS CONNS WARMUP PRIME SETTLE HAPROXY_MAXCONN AB_TIMEOUT; do
 	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer (got '${!v}')"
 done
 ((DURATION >= 1 && AB_N >= 1 && REPS >= 1 && CONNS >= 1)) ||
@@ -111,6 +117,8 @@ want() { # want TARGET -> true if TARGET is in TARGETS
 need=(nginx curl python3 taskset getconf)
 want haproxy && need+=(haproxy)
 need+=("${TOOL_LIST[@]}")
+((PRIME)) && need+=(ab)
+((WARMUP)) && need+=(wrk)
 for c in "${need[@]}"; do command -v "$c" >/dev/null || die "'$c' not found in PATH"; done
 (($(nproc) >= 2)) || die "needs at least 2 CPUs (CPU 0: backend + load generator, CPU 1: proxy)"
 taskset -c 1 true 2>/dev/null || die "cannot pin to CPU 1 (taskset -c 1 failed)"
@@ -129,8 +137,8 @@ if want gatehouse; then
 		GATEHOUSE_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/gatehouse
 	fi
 	[[ -x $GATEHOUSE_BIN ]] || die "gatehouse binary not found or not executable: $GATEHOUSE_BIN"
-	GATEHOUSE_VERSION=$("$GATEHOUSE_BIN" version 2>&1 | head -n 3 | tr '\n' ' ') ||
-		die "'$GATEHOUSE_BIN version' failed: $GATEHOUSE_VERSION"
+	gh_version_out=$("$GATEHOUSE_BIN" version 2>&1) || die "'$GATEHOUSE_BIN version' failed: $gh_version_out"
+	GATEHOUSE_VERSION=${gh_version_out%%$'\n'*}
 fi
 
 # --------------------------------------------------- work dir, process cleanup
@@ -149,7 +157,7 @@ descendants() { # descendants PID... -> REPLY_PIDS (the PIDs and all their desce
 		REPLY_PIDS+=("$p")
 		for t in /proc/"$p"/task/*/children; do
 			kids=
-			read -r kids <"$t" 2>/dev/null || true
+			read -r kids 2>/dev/null <"$t" || true
 			# shellcheck disable=SC2206 # pids are plain integers
 			[[ -n $kids ]] && stack+=($kids)
 		done
@@ -160,7 +168,7 @@ descendants() { # descendants PID... -> REPLY_PIDS (the PIDs and all their desce
 cleanup() {
 	local rc=$? p i alive
 	set +e
-	trap - EXIT INT TERM
+	trap - EXIT INT TERM ERR
 	[[ -n $LOADGEN_PID ]] && kill -TERM "$LOADGEN_PID" 2>/dev/null
 	descendants "${PID[@]}" ${LOADGEN_PID:+"$LOADGEN_PID"}
 	local -a all=("${REPLY_PIDS[@]}")
@@ -375,7 +383,7 @@ wait_line() { # wait_line NAME FILE PATTERN; at most ~10 s; 1 if not seen
 	local i
 	for ((i = 0; i < 100; i++)); do
 		kill -0 "${PID[$1]}" 2>/dev/null || return 1
-		grep -q -- "$3" "$2" 2>/dev/null && return 0
+		grep -Eq -- "$3" "$2" 2>/dev/null && return 0
 		sleep 0.1
 	done
 	return 1
@@ -406,7 +414,7 @@ if want gatehouse; then
 		status_json=1
 	fi
 	start_proc gatehouse 1 "$GATEHOUSE_BIN" "${gh_args[@]}"
-	if ((status_json)) && ! wait_line gatehouse "$WORK/gatehouse.out" '"event":"ready"'; then
+	if ((status_json)) && ! wait_line gatehouse "$WORK/gatehouse.out" '"event" *: *"ready"'; then
 		kill -0 "${PID[gatehouse]}" 2>/dev/null || { show_logs gatehouse; die "gatehouse exited during start-up (config refused?)"; }
 		log "warning: no {\"event\":\"ready\"} line from gatehouse after 10 s; falling back to polling"
 	fi
@@ -432,7 +440,7 @@ tree_jiffies() { # tree_jiffies PID -> REPLY = utime+stime of PID and its descen
 	REPLY=0
 	descendants "$1"
 	for p in "${REPLY_PIDS[@]}"; do
-		read -r line <"/proc/$p/stat" 2>/dev/null || continue
+		read -r line 2>/dev/null <"/proc/$p/stat" || continue
 		rest=${line##*) }
 		read -r -a f <<<"$rest" # f[0] = field 3 (state); utime = field 14, stime = field 15
 		REPLY=$((REPLY + f[11] + f[12]))
@@ -487,7 +495,12 @@ run_load() { # run_load REP TOOL TARGET FILE [warmup]
 	fi
 	SEQ=$((SEQ + 1))
 	out=$WORK/runs/$(printf '%03d' "$SEQ")-$tool-$target-$file.txt
-	a0=$(backend_accepts)
+	if ((PRIME)); then
+		taskset -c 0 timeout -k 5 60 ab -k -n $((CONNS * 10)) -c "$CONNS" "$url" >"$out.prime" 2>&1 ||
+			log "warning: pool priming of $target /$file exited non-zero (see KEEP_WORKDIR=1 $out.prime)"
+		sleep 0.2 # let the primer's client connections finish closing
+	fi
+	a0=$(backend_accepts) || die "cannot read backend stub_status"
 	declare -A S0=() S1=()
 	snap S0 "$pid"
 	if [[ $tool == wrk ]]; then
@@ -501,7 +514,7 @@ run_load() { # run_load REP TOOL TARGET FILE [warmup]
 	wait "$LOADGEN_PID" || rc=$?
 	LOADGEN_PID=
 	snap S1 "$pid"
-	a1=$(backend_accepts)
+	a1=$(backend_accepts) || die "cannot read backend stub_status"
 	kill -0 "$pid" 2>/dev/null || { show_logs "$name"; die "$name died during the $tool run against $target"; }
 	local -a kv=(
 		"rep=$rep" "seq=$SEQ" "target=$target" "file=$file" "exit_code=$rc" "clk_tck=$CLK_TCK"
@@ -551,19 +564,29 @@ mkdir -p "$BENCH/results"
 cp "$CSV" "$BENCH/results/proxy-latest.csv"
 
 cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-git_rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null || echo "no commit")
-[[ -n $(git -C "$ROOT" status --porcelain 2>/dev/null | head -n 1) ]] && git_rev+=" (dirty tree)"
+versions=("$(nginx -v 2>&1 | sed 's/^nginx version: //')")
+want haproxy && versions+=("$(haproxy -v 2>/dev/null | head -n 1 | sed 's/ - https.*//; s/ *$//')")
+for t in "${TOOL_LIST[@]}"; do
+	case $t in
+	wrk) versions+=("$( (wrk --version 2>&1 || true) | head -n 1 | awk '{ print "wrk " $2 }')") ;;
+	ab) versions+=("$(ab -V 2>&1 | head -n 1 | sed 's/^This is //; s/, Version/ Version/; s/ <.*//')") ;;
+	esac
+done
+[[ -n $GATEHOUSE_VERSION ]] && versions+=("gatehouse: ${GATEHOUSE_VERSION% }")
+if git_rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
+	[[ -z $(git -C "$ROOT" status --porcelain 2>/dev/null | head -n 1) ]] || git_rev+=" + uncommitted changes"
+else
+	git_rev="no commit yet"
+fi
 {
 	echo "- Date: $START_DATE (finished $(date -u '+%H:%M:%S UTC'))"
 	echo "- Machine: $(nproc) CPUs, $cpu_model, Linux $(uname -r); clock tick $CLK_TCK Hz"
-	echo "- Versions: $(nginx -v 2>&1 | sed 's/^nginx version: //')" \
-		"$(want haproxy && haproxy -v 2>/dev/null | head -n 1 | sed 's/ - https.*//')" \
-		"$(for t in "${TOOL_LIST[@]}"; do case $t in wrk) wrk --version 2>&1 | head -n 1 | awk '{ print "; wrk " $2 }' ;; ab) ab -V | head -n 1 | sed 's/^This is /; /; s/, Version/ Version/' ;; esac; done | tr -d '\n')" \
-		"${GATEHOUSE_VERSION:+; gatehouse: $GATEHOUSE_VERSION}"
+	printf -v vline '%s; ' "${versions[@]}"
+	echo "- Versions: ${vline%; }"
 	echo "- Source: git $git_rev"
-	echo "- Settings: TARGETS=\"${TARGET_LIST[*]}\" TOOLS=\"${TOOL_LIST[*]}\" FILES=\"${FILE_LIST[*]}\" REPS=$REPS DURATION=${DURATION}s (wrk -t1 -c$CONNS --latency) AB_N=$AB_N (ab -k -c$CONNS) WARMUP=${WARMUP}s"
+	echo "- Settings: TARGETS=\"${TARGET_LIST[*]}\" TOOLS=\"${TOOL_LIST[*]}\" FILES=\"${FILE_LIST[*]}\" REPS=$REPS DURATION=${DURATION}s (wrk -t1 -c$CONNS --latency) AB_N=$AB_N (ab -k -c$CONNS) WARMUP=${WARMUP}s PRIME=$PRIME"
 	echo "- Layout: backend nginx (1 worker) and load generator on CPU 0; proxy under test alone on CPU 1 with one worker/thread. Target order rotated by one each rep; runs interleaved."
-	echo "- Columns: proxy CPU % = utime+stime of the proxy's process tree / wall time (100 % = one core; for direct: the backend's). req/s per proxy CPU-s = completed requests / proxy CPU-seconds. New backend conns = backend stub_status accepts delta (pools warmed beforehand; for direct: the client's own connections). Others' CPU % = /proc/stat user+nice+system not used by proxy, backend or load generator (one core = 100 %). ab's p99 has 1 ms resolution. Raw per-run numbers: bench/results/proxy-latest.csv."
+	echo "- Columns: proxy CPU % = utime+stime of the proxy's process tree / wall time (100 % = one core; for direct: the backend's). req/s per proxy CPU-s = completed requests / proxy CPU-seconds. New backend conns = backend stub_status accepts delta during the run (pools warmed$( ((PRIME)) && echo " and refilled before each run"); for direct: the client's own connections). Others' CPU % = /proc/stat busy time (incl. irq/softirq) not used by proxy, backend or load generator (one core = 100 %). ab's p99 has 1 ms resolution. Raw per-run numbers: bench/results/proxy-latest.csv."
 } >"$WORK/meta.md"
 
 update=()

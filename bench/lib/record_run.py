@@ -179,8 +179,11 @@ def main():
     row["proxy_cpu_pct"] = round(pct(proxy_j), 2)
     row["backend_cpu_pct"] = round(pct(backend_j), 2)
     row["loadgen_cpu_pct"] = round(pct(loadgen_j), 2)
-    # user+nice+system jiffies not attributable to proxy/backend/load generator.
-    row["others_cpu_pct"] = round(pct(task_busy_j - tested_j), 2)
+    # Busy jiffies (user+nice+system+irq+softirq, all CPUs) not attributable to
+    # the proxy, backend or load generator.  irq/softirq are included because
+    # per-task utime+stime already contain the softirq work done in task
+    # context (loopback TCP), so excluding them would go negative.
+    row["others_cpu_pct"] = round(pct(task_busy_j + irq_j - tested_j), 2)
     row["irq_softirq_pct"] = round(pct(irq_j), 2)
     row["steal_pct"] = round(pct(i("steal_j")), 2)
     row["machine_busy_pct"] = round(100.0 * (task_busy_j + irq_j) / total_j, 2) if total_j else ""

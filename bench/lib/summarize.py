@@ -31,6 +31,8 @@ TARGET_NAMES = {
 }
 TARGET_ORDER = ["direct", "gatehouse", "nginx", "haproxy"]
 PEERS = [("nginx", "nginx"), ("haproxy", "HAProxy")]
+# Median "others' CPU" above this (% of one core) marks the row as disturbed.
+OTHERS_WARN_PCT = 10.0
 
 
 def fnum(v):
@@ -122,7 +124,8 @@ def summarize(rows):
                     conns += " (client conns)"
                 cells = [tool, TARGET_NAMES.get(target, target), cell, fmt_ms(m["lat_mean_ms"]),
                          fmt_ms(m["p99_ms"]), fmt_pct(m["proxy_cpu_pct"]), fmt_int(m["req_per_cpu_s"]),
-                         conns, fmt_pct(m["others_cpu_pct"])]
+                         conns, fmt_pct(m["others_cpu_pct"])
+                         + (" ⚠" if (m["others_cpu_pct"] or 0) > OTHERS_WARN_PCT else "")]
                 if multi_file:
                     cells.insert(0, f)
                 out.append("| " + " | ".join(cells) + " |")
@@ -155,6 +158,33 @@ def summarize(rows):
                 )
     if not any_ratio:
         out.append("- (no ratios: Gatehouse and a peer were not both measured)")
+    notes = []
+    ticks = [(fnum(r.get("proxy_j")), r) for r in rows]
+    short = [r for j, r in ticks if j is not None and j < 100]
+    if short:
+        notes.append(
+            f"{len(short)} of {len(rows)} runs used fewer than 100 clock ticks of proxy CPU "
+            "(CPU is sampled in 1/CLK_TCK s ticks): their CPU %, req/s per CPU-s and others' CPU % "
+            "carry a quantisation error of 1 % or more; raise AB_N / DURATION for tighter figures."
+        )
+    oth = [(fnum(r.get("others_cpu_pct")), r) for r in rows]
+    oth = [(x, r) for x, r in oth if x is not None]
+    if any((m["others_cpu_pct"] or 0) > OTHERS_WARN_PCT for m in medians.values()):
+        notes.append(
+            f"⚠ in the others' CPU column: median above {OTHERS_WARN_PCT:.0f} % of a core was used by "
+            "processes outside the benchmark during those runs (e.g. a compiler); treat those rows as disturbed."
+        )
+    if oth:
+        x, r = max(oth, key=lambda t: t[0])
+        st = [x for x in (fnum(r2.get("steal_pct")) for r2 in rows) if x is not None]
+        notes.append(
+            f"Noise: others' CPU at most {x:.1f} % of a core ({r['tool']} {r['target']} rep {r['rep']}); "
+            f"hypervisor steal at most {max(st) if st else 0:.1f} %, median {statistics.median(st) if st else 0:.1f} %."
+        )
+    if notes:
+        out.append("")
+        for n in notes:
+            out.append(f"- {n}")
     if failures:
         out.append("")
         out.append("Failed runs (errors, non-2xx responses, incomplete output or non-zero exit):")

@@ -49,11 +49,22 @@ pub struct Entry<'a> {
     pub route: &'a str,
 }
 
+enum Msg {
+    Lines(Vec<u8>),
+    Sync(std::sync::mpsc::Sender<()>),
+}
+
+impl std::fmt::Debug for Msg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Msg")
+    }
+}
+
 /// Where lines go.
 #[derive(Clone, Debug)]
 pub struct AccessLog {
     format: LogFormat,
-    tx: SyncSender<Vec<u8>>,
+    tx: SyncSender<Msg>,
     dropped: Arc<AtomicU64>,
 }
 
@@ -120,10 +131,18 @@ impl AccessLog {
         });
     }
 
+    /// Waits until every line handed over so far is written, at most `timeout`.
+    pub fn sync(&self, timeout: Duration) {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        if self.tx.send(Msg::Sync(done_tx)).is_ok() {
+            let _ = done_rx.recv_timeout(timeout);
+        }
+    }
+
     fn hand_over(&self, buf: &mut Vec<u8>) {
         let batch = std::mem::replace(buf, Vec::with_capacity(BATCH_BYTES + 1024));
         let lines = batch.iter().filter(|&&b| b == b'\n').count() as u64;
-        match self.tx.try_send(batch) {
+        match self.tx.try_send(Msg::Lines(batch)) {
             Ok(()) => {}
             Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
                 self.dropped.fetch_add(lines, Relaxed);

@@ -105,6 +105,17 @@ impl Upstream {
         self.balancer.select(&self.endpoints, key, tried, now_ms())
     }
 
+    /// Whether the balancer reads request headers (so the caller keeps them for selection).
+    pub fn balancer_needs_headers(&self) -> bool {
+        matches!(
+            &self.balancer,
+            Balancer::ConsistentHash {
+                key: config::HashKey::Header(_) | config::HashKey::Cookie(_),
+                ..
+            }
+        )
+    }
+
     /// Closes this worker's idle connections that outlived the idle timeout.
     pub fn sweep_idle(&self) {
         for ep in self.endpoints.iter() {

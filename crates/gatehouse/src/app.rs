@@ -1,0 +1,325 @@
+//! Wiring and the control loop: start workers and listeners from a configuration, then apply
+//! reloads (SIGHUP or file change) and drain on SIGTERM/SIGINT. Runs on the main thread's own
+//! runtime; traffic runs on the workers.
+
+use crate::admin::{self, StatusDoc};
+use crate::events::Events;
+use crate::listeners::ListenerSet;
+use gatehouse_config::{AccessLog as AccessLogConfig, Config, Workers as WorkerCount};
+use gatehouse_listener::{ServeContext, Workers};
+use gatehouse_proxy::{RouteStatsRegistry, Shared, Snapshot};
+use gatehouse_telemetry::access_log::AccessLog;
+use gatehouse_upstream::Registry;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio::signal::unix::{signal, SignalKind};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// How often `watch: true` looks at the file, and workers flush logs and sweep idle connections.
+const TICK: Duration = Duration::from_secs(1);
+
+struct Control {
+    path: Option<PathBuf>,
+    events: Events,
+    workers: Workers,
+    registry: Registry,
+    route_stats: RouteStatsRegistry,
+    shared: Arc<Shared>,
+    listeners: ListenerSet,
+    ctx: ServeContext,
+    access_log: Option<(AccessLogConfig, AccessLog)>,
+    health: Vec<JoinHandle<()>>,
+    status: StatusDoc,
+    generation: u64,
+    file_stamp: Option<(SystemTime, u64)>,
+    started_with: Config,
+}
+
+fn read_config(path: Option<&Path>) -> Result<Config, String> {
+    let (text, source) = match path {
+        Some(p) => (
+            std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
+            p.display().to_string(),
+        ),
+        None => (
+            gatehouse_config::QUICKSTART.to_string(),
+            "the built-in quick start".to_string(),
+        ),
+    };
+    gatehouse_config::compile(&text).map_err(|e| format!("invalid configuration in {source}:\n{e}"))
+}
+
+fn stamp(path: Option<&Path>) -> Option<(SystemTime, u64)> {
+    let meta = std::fs::metadata(path?).ok()?;
+    Some((meta.modified().ok()?, meta.len()))
+}
+
+/// Runs the gateway until SIGTERM or SIGINT.
+pub fn run(path: Option<PathBuf>, status_json: bool) -> Result<(), String> {
+    let config = read_config(path.as_deref())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start runtime: {e}"))?;
+    rt.block_on(serve(path, config, Events::new(status_json)))
+}
+
+async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<(), String> {
+    let n = match config.workers {
+        WorkerCount::Auto => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        WorkerCount::Count(n) => n,
+    };
+    if let Some(addr) = config.demo_backend {
+        let l = tokio::net::TcpListener::bind(addr)
+            .await
+            .map_err(|e| format!("demo backend: cannot bind {addr}: {e}"))?;
+        tokio::spawn(crate::demo::serve(l));
+    }
+    let workers = Workers::start(
+        n,
+        config.cpu_affinity == gatehouse_config::CpuAffinity::Auto,
+        gatehouse_upstream::set_worker_index,
+    )
+    .map_err(|e| format!("cannot start workers: {e}"))?;
+    let registry = Registry::new(n);
+    let route_stats = RouteStatsRegistry::default();
+    let access_log = open_log(&config.access_log)?;
+    let snapshot = Snapshot::build(
+        Arc::new(config.clone()),
+        1,
+        &registry,
+        &route_stats,
+        access_log.as_ref().map(|(_, l)| l.clone()),
+    )?;
+    let shared = Shared::new(snapshot);
+    let (drain_tx, drain_rx) = watch::channel(false);
+    let ctx = ServeContext {
+        shared: shared.clone(),
+        drain: drain_rx,
+    };
+    let mut control = Control {
+        file_stamp: stamp(path.as_deref()),
+        path,
+        events,
+        workers,
+        registry,
+        route_stats,
+        shared: shared.clone(),
+        listeners: ListenerSet::default(),
+        ctx,
+        access_log,
+        health: Vec::new(),
+        status: Arc::new(Mutex::new(json!({}))),
+        generation: 1,
+        started_with: config.clone(),
+    };
+    control
+        .listeners
+        .apply(&config, &control.workers, &control.ctx)?;
+    control.restart_health_checks();
+    for w in &control.workers.workers {
+        w.handle.spawn(worker_maintenance(shared.clone()));
+    }
+    let admin_addr = match &config.admin {
+        Some(a) => {
+            let l = tokio::net::TcpListener::bind(a.bind)
+                .await
+                .map_err(|e| format!("admin listener: cannot bind {}: {e}", a.bind))?;
+            let addr = l.local_addr().ok();
+            tokio::spawn(admin::serve(l, shared.clone(), control.status.clone()));
+            addr
+        }
+        None => None,
+    };
+    control.update_status(admin_addr);
+    let addrs = control.listeners.addrs();
+    tracing::info!(workers = n, listeners = ?addrs, admin = ?admin_addr, "gatehouse ready");
+    control.events.emit(
+        "ready",
+        json!({ "listeners": addrs, "admin": admin_addr, "pid": std::process::id(), "workers": n, "generation": 1 }),
+    );
+
+    let mut hup = signal(SignalKind::hangup()).map_err(|e| format!("cannot watch SIGHUP: {e}"))?;
+    let mut term =
+        signal(SignalKind::terminate()).map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    let mut int =
+        signal(SignalKind::interrupt()).map_err(|e| format!("cannot watch SIGINT: {e}"))?;
+    let mut tick = tokio::time::interval(TICK);
+    loop {
+        tokio::select! {
+            _ = hup.recv() => control.reload("SIGHUP", admin_addr),
+            _ = tick.tick() => {
+                let now = stamp(control.path.as_deref());
+                if control.shared.snapshot.load().config.watch && now.is_some() && now != control.file_stamp {
+                    control.file_stamp = now;
+                    control.reload("file change", admin_addr);
+                }
+            }
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+        }
+    }
+    control.stop(drain_tx).await;
+    Ok(())
+}
+
+fn open_log(cfg: &AccessLogConfig) -> Result<Option<(AccessLogConfig, AccessLog)>, String> {
+    if cfg.path == "off" {
+        return Ok(None);
+    }
+    AccessLog::open(&cfg.path, cfg.format)
+        .map(|l| Some((cfg.clone(), l)))
+        .map_err(|e| format!("access log: cannot open {}: {e}", cfg.path))
+}
+
+/// Per-worker housekeeping: hand buffered log lines to the writer, close expired idle connections.
+async fn worker_maintenance(shared: Arc<Shared>) {
+    let mut tick = tokio::time::interval(TICK);
+    loop {
+        tick.tick().await;
+        let snap = shared.snapshot.load();
+        if let Some(log) = &snap.access_log {
+            log.flush_local();
+        }
+        for u in snap.upstreams.values() {
+            u.sweep_idle();
+        }
+    }
+}
+
+impl Control {
+    fn reload(&mut self, why: &str, admin_addr: Option<std::net::SocketAddr>) {
+        self.file_stamp = stamp(self.path.as_deref());
+        let started = Instant::now();
+        match self.try_reload() {
+            Ok(()) => {
+                self.shared.stats.reloads.inc();
+                self.update_status(admin_addr);
+                tracing::info!(trigger = why, generation = self.generation, took = ?started.elapsed(), "configuration reloaded");
+                self.events.emit(
+                    "reloaded",
+                    json!({ "generation": self.generation, "listeners": self.listeners.addrs() }),
+                );
+            }
+            Err(e) => {
+                self.shared.stats.reload_failures.inc();
+                tracing::error!(
+                    trigger = why,
+                    "reload rejected, keeping the running configuration:\n{e}"
+                );
+                self.events.emit("reload_failed", json!({ "errors": e.lines().collect::<Vec<_>>(), "generation": self.generation }));
+            }
+        }
+    }
+
+    fn try_reload(&mut self) -> Result<(), String> {
+        let config = read_config(self.path.as_deref())?;
+        for (field, changed) in [
+            ("workers", config.workers != self.started_with.workers),
+            (
+                "reuse_port",
+                config.reuse_port != self.started_with.reuse_port,
+            ),
+            (
+                "cpu_affinity",
+                config.cpu_affinity != self.started_with.cpu_affinity,
+            ),
+            ("admin", config.admin != self.started_with.admin),
+            (
+                "demo_backend",
+                config.demo_backend != self.started_with.demo_backend,
+            ),
+        ] {
+            if changed {
+                tracing::warn!(
+                    field,
+                    "this setting changes only on restart; the running value stays"
+                );
+            }
+        }
+        let log = match &self.access_log {
+            Some((cfg, log)) if *cfg == config.access_log => Some((cfg.clone(), log.clone())),
+            _ => open_log(&config.access_log)?,
+        };
+        let generation = self.generation + 1;
+        let snapshot = Snapshot::build(
+            Arc::new(config.clone()),
+            generation,
+            &self.registry,
+            &self.route_stats,
+            log.as_ref().map(|(_, l)| l.clone()),
+        )?;
+        self.listeners.apply(&config, &self.workers, &self.ctx)?;
+        self.shared.snapshot.store(Arc::new(snapshot));
+        self.access_log = log;
+        self.generation = generation;
+        self.restart_health_checks();
+        Ok(())
+    }
+
+    fn restart_health_checks(&mut self) {
+        for h in self.health.drain(..) {
+            h.abort();
+        }
+        let snap = self.shared.snapshot.load();
+        for u in snap.upstreams.values().filter(|u| u.health_check.is_some()) {
+            self.health
+                .push(tokio::spawn(gatehouse_upstream::run_health_checks(
+                    u.clone(),
+                )));
+        }
+    }
+
+    fn update_status(&self, admin: Option<std::net::SocketAddr>) {
+        if let Ok(mut s) = self.status.lock() {
+            *s = json!({
+                "version": env!("CARGO_PKG_VERSION"),
+                "pid": std::process::id(),
+                "generation": self.generation,
+                "workers": self.workers.workers.len(),
+                "listeners": self.listeners.addrs(),
+                "admin": admin,
+            });
+        }
+    }
+
+    /// Stops accepting, lets open requests finish within the grace period, then stops.
+    async fn stop(mut self, drain: watch::Sender<bool>) {
+        let grace = self.shared.snapshot.load().config.shutdown_grace.0;
+        tracing::info!(grace = ?grace, "shutting down: no new connections, draining open ones");
+        self.events
+            .emit("draining", json!({ "grace_ms": grace.as_millis() as u64 }));
+        self.listeners.close();
+        let _ = drain.send(true);
+        let deadline = Instant::now() + grace;
+        let mut poll = tokio::time::interval(Duration::from_millis(20));
+        while self.shared.stats.connections_active.get() > 0 && Instant::now() < deadline {
+            poll.tick().await;
+        }
+        let left = self.shared.stats.connections_active.get();
+        if left > 0 {
+            tracing::warn!(
+                connections = left,
+                "grace period over; closing remaining connections"
+            );
+        }
+        for h in self.health.drain(..) {
+            h.abort();
+        }
+        if let Some((_, log)) = &self.access_log {
+            // Each worker hands over its buffered lines, then the writer confirms they are out.
+            for w in &self.workers.workers {
+                let log = log.clone();
+                let _ = w.handle.spawn(async move { log.flush_local() }).await;
+            }
+            log.sync(Duration::from_secs(5));
+        }
+        self.workers.stop();
+        tracing::info!("stopped");
+        self.events
+            .emit("stopped", json!({ "unfinished_connections": left }));
+    }
+}

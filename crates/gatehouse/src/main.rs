@@ -1,0 +1,103 @@
+//! The `gatehouse` binary: command line, then hands over to [`app`].
+
+#![forbid(unsafe_code)]
+
+mod admin;
+mod app;
+mod demo;
+mod events;
+mod listeners;
+
+use clap::{Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Gatehouse: HTTPS access layer and API gateway.
+#[derive(Parser)]
+#[command(name = "gatehouse", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the gateway (with no --config, the built-in quick-start configuration).
+    Run {
+        /// Configuration file (YAML).
+        #[arg(long, short)]
+        config: Option<PathBuf>,
+        /// Print machine-readable events (ready, reloaded, stopped) as JSON lines on stdout.
+        #[arg(long)]
+        status_json: bool,
+    },
+    /// Validate a configuration file and list every error, like `nginx -t`.
+    Check {
+        /// Configuration file (YAML).
+        file: PathBuf,
+    },
+    /// Print the version.
+    Version,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Version => {
+            println!("gatehouse {}", env!("CARGO_PKG_VERSION"));
+            ExitCode::SUCCESS
+        }
+        Command::Check { file } => check(&file),
+        Command::Run {
+            config,
+            status_json,
+        } => {
+            init_logging();
+            match app::run(config, status_json) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("gatehouse: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
+    }
+}
+
+fn check(file: &std::path::Path) -> ExitCode {
+    let text = match std::fs::read_to_string(file) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("gatehouse: cannot read {}: {e}", file.display());
+            return ExitCode::FAILURE;
+        }
+    };
+    match gatehouse_config::compile(&text) {
+        Ok(_) => {
+            println!("gatehouse: configuration {} is valid", file.display());
+            ExitCode::SUCCESS
+        }
+        Err(errors) => {
+            for e in &errors.0 {
+                eprintln!("{}: {e}", file.display());
+            }
+            eprintln!(
+                "gatehouse: configuration {} has {} error(s)",
+                file.display(),
+                errors.0.len()
+            );
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("GATEHOUSE_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_target(false)
+        .init();
+}

@@ -1,0 +1,19 @@
+//! Accept and serve stages.
+//!
+//! ```text
+//! worker thread (current-thread runtime, optionally pinned)
+//!   accept loop per listener ── SO_REUSEPORT socket of its own, or one shared socket
+//!     └─ connection task: sniff h2c preface ─► hyper HTTP/1.1 (upgrades) or HTTP/2
+//!          └─ ConnIo enforces header-read and keep-alive idle timeouts
+//! ```
+
+#![forbid(unsafe_code)]
+
+mod bind;
+mod io;
+mod serve;
+mod workers;
+
+pub use bind::{bind_listener, BoundListener};
+pub use serve::{accept_loop, ServeContext};
+pub use workers::{Worker, Workers};

@@ -1,0 +1,213 @@
+//! Serve stage: accept with a per-worker connection limit, pick HTTP/1.1 or HTTP/2 (prior
+//! knowledge) from the first bytes, run hyper, and drain on shutdown.
+
+use crate::io::{BusyGuard, ConnIo, ConnState};
+use bytes::{Bytes, BytesMut};
+use gatehouse_config::Listener;
+use gatehouse_proxy::{ConnInfo, ResponseBody, Shared};
+use http::header::{HeaderValue, CONNECTION};
+use http_body::{Body, Frame, SizeHint};
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// What every connection of a process needs.
+#[derive(Debug, Clone)]
+pub struct ServeContext {
+    /// Snapshot and counters.
+    pub shared: Arc<Shared>,
+    /// Becomes `true` when connections should finish their current requests and close.
+    pub drain: watch::Receiver<bool>,
+}
+
+/// Accepts connections on `socket` until the task is aborted.
+pub async fn accept_loop(socket: std::net::TcpListener, config: Arc<Listener>, ctx: ServeContext) {
+    let listener = match tokio::net::TcpListener::from_std(socket) {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot register listener socket");
+            return;
+        }
+    };
+    let limit = Arc::new(Semaphore::new(config.max_connections));
+    loop {
+        // At the limit, new connections wait in the kernel's backlog.
+        let Ok(permit) = limit.clone().acquire_owned().await else {
+            return;
+        };
+        match listener.accept().await {
+            Ok((stream, peer)) => {
+                tokio::spawn(serve_connection(
+                    stream,
+                    peer,
+                    config.clone(),
+                    ctx.clone(),
+                    permit,
+                ));
+            }
+            Err(e) => {
+                // Out of descriptors or memory: back off instead of spinning, then go on.
+                tracing::warn!(error = %e, "accept failed; backing off");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
+/// Counts an open connection until dropped.
+struct ActiveGuard(Arc<Shared>);
+
+impl Drop for ActiveGuard {
+    fn drop(&mut self) {
+        self.0.stats.connections_active.dec();
+    }
+}
+
+async fn sniff(stream: &mut TcpStream) -> std::io::Result<(Bytes, bool)> {
+    let mut buf = BytesMut::with_capacity(4096);
+    loop {
+        if stream.read_buf(&mut buf).await? == 0 {
+            return Ok((buf.freeze(), false));
+        }
+        let n = buf.len().min(H2_PREFACE.len());
+        if buf[..n] != H2_PREFACE[..n] {
+            return Ok((buf.freeze(), false));
+        }
+        if n == H2_PREFACE.len() {
+            return Ok((buf.freeze(), true));
+        }
+    }
+}
+
+async fn serve_connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    config: Arc<Listener>,
+    ctx: ServeContext,
+    _permit: OwnedSemaphorePermit,
+) {
+    let shared = ctx.shared.clone();
+    shared.stats.connections_accepted.inc();
+    shared.stats.connections_active.inc();
+    let _active = ActiveGuard(shared.clone());
+    let _ = stream.set_nodelay(true);
+    let Ok(local) = stream.local_addr() else {
+        return;
+    };
+    let state = Arc::new(ConnState::new());
+    let header_timeout = config.header_read_timeout.0;
+    let (prefix, h2) = if config.http2 {
+        match tokio::time::timeout(header_timeout, sniff(&mut stream)).await {
+            Ok(Ok(sniffed)) => sniffed,
+            _ => return,
+        }
+    } else {
+        (Bytes::new(), false)
+    };
+    let io = TokioIo::new(ConnIo::new(
+        stream,
+        prefix,
+        state.clone(),
+        header_timeout,
+        config.keepalive_timeout.0,
+        h2,
+    ));
+    let info = ConnInfo {
+        peer,
+        local,
+        tls: false,
+    };
+    let max_requests = config.max_requests_per_connection;
+    let service = service_fn(move |req| {
+        let guard = BusyGuard::new(state.clone());
+        let n = state
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            + 1;
+        let shared = shared.clone();
+        async move {
+            let mut resp = gatehouse_proxy::handle(shared, req, info).await;
+            if max_requests > 0 && n >= max_requests && resp.version() != http::Version::HTTP_2 {
+                resp.headers_mut()
+                    .insert(CONNECTION, HeaderValue::from_static("close"));
+            }
+            Ok::<_, Infallible>(resp.map(|inner| TrackedBody {
+                inner,
+                _guard: guard,
+            }))
+        }
+    });
+    let mut drain = ctx.drain.clone();
+    if h2 {
+        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+            .timer(TokioTimer::new())
+            .max_concurrent_streams(256)
+            .max_header_list_size(u32::try_from(config.max_header_bytes.0).unwrap_or(u32::MAX))
+            .serve_connection(io, service);
+        tokio::pin!(conn);
+        tokio::select! {
+            _ = conn.as_mut() => {}
+            _ = drained(&mut drain) => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+            }
+        }
+    } else {
+        let conn = hyper::server::conn::http1::Builder::new()
+            .timer(TokioTimer::new())
+            .max_buf_size(
+                usize::try_from(config.max_header_bytes.0)
+                    .unwrap_or(usize::MAX)
+                    .max(8192),
+            )
+            .serve_connection(io, service)
+            .with_upgrades();
+        tokio::pin!(conn);
+        tokio::select! {
+            _ = conn.as_mut() => {}
+            _ = drained(&mut drain) => {
+                conn.as_mut().graceful_shutdown();
+                let _ = conn.await;
+            }
+        }
+    }
+}
+
+async fn drained(rx: &mut watch::Receiver<bool>) {
+    // The guard `wait_for` returns is not Send; drop it before the select arm runs.
+    let _ = rx.wait_for(|d| *d).await.map(|_| ());
+}
+
+/// The response body with the connection's busy mark, released when the body is done.
+struct TrackedBody {
+    inner: ResponseBody,
+    _guard: BusyGuard,
+}
+
+impl Body for TrackedBody {
+    type Data = Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
+}

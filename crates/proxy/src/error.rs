@@ -1,0 +1,111 @@
+//! The one place where failures become HTTP responses: a short generic body for the client, the
+//! detail in the log.
+
+use crate::body::ResponseBody;
+use http::{header, Response, StatusCode};
+
+/// Why a request could not be answered by an upstream.
+#[derive(Debug)]
+pub enum ProxyError {
+    /// The request is malformed; it is never forwarded.
+    BadRequest(&'static str),
+    /// No site or route matches the host and path.
+    NoRoute,
+    /// The declared body is larger than the route allows.
+    BodyTooLarge {
+        /// The route's limit.
+        limit: u64,
+    },
+    /// Every endpoint is down, ejected, at its limit or already tried.
+    NoHealthyEndpoint {
+        /// Upstream name.
+        upstream: String,
+    },
+    /// No connection could be made (after retries).
+    ConnectFailed {
+        /// Last endpoint tried.
+        endpoint: String,
+        /// What failed.
+        reason: String,
+    },
+    /// The endpoint did not answer within the read timeout.
+    UpstreamTimeout {
+        /// Endpoint.
+        endpoint: String,
+    },
+    /// The endpoint broke the exchange (reset, protocol error).
+    UpstreamFailed {
+        /// Endpoint.
+        endpoint: String,
+        /// What failed.
+        reason: String,
+    },
+}
+
+impl ProxyError {
+    /// The status the client sees.
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ProxyError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ProxyError::NoRoute => StatusCode::NOT_FOUND,
+            ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ProxyError::NoHealthyEndpoint { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::ConnectFailed { .. } | ProxyError::UpstreamFailed { .. } => {
+                StatusCode::BAD_GATEWAY
+            }
+            ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+        }
+    }
+
+    /// Logs the detail and builds the client's response.
+    pub fn into_response(self) -> Response<ResponseBody> {
+        let status = self.status();
+        match &self {
+            ProxyError::BadRequest(why) => tracing::debug!(%status, why, "rejected request"),
+            ProxyError::NoRoute => tracing::debug!(%status, "no route"),
+            ProxyError::BodyTooLarge { limit } => {
+                tracing::debug!(%status, limit, "request body too large")
+            }
+            ProxyError::NoHealthyEndpoint { upstream } => {
+                tracing::warn!(%status, upstream, "no healthy endpoint")
+            }
+            ProxyError::ConnectFailed { endpoint, reason } => {
+                tracing::warn!(%status, endpoint, reason, "connect failed")
+            }
+            ProxyError::UpstreamTimeout { endpoint } => {
+                tracing::warn!(%status, endpoint, "upstream timed out")
+            }
+            ProxyError::UpstreamFailed { endpoint, reason } => {
+                tracing::warn!(%status, endpoint, reason, "upstream failed")
+            }
+        }
+        let close = matches!(
+            self,
+            ProxyError::BadRequest(_) | ProxyError::BodyTooLarge { .. }
+        );
+        simple(status, close)
+    }
+}
+
+/// A short plain-text response such as `502 Bad Gateway`.
+pub fn simple(status: StatusCode, close: bool) -> Response<ResponseBody> {
+    let text = format!(
+        "{} {}\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    );
+    let mut resp = Response::new(ResponseBody::full(text.into()));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        header::HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    if close {
+        h.insert(
+            header::CONNECTION,
+            header::HeaderValue::from_static("close"),
+        );
+    }
+    resp
+}

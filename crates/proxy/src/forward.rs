@@ -1,0 +1,383 @@
+//! Forward stage: validate, route, rewrite, then try endpoints until one answers or the retry budget
+//! is spent. A retry goes to an endpoint not tried yet, and only when the request was certainly not
+//! sent, or is idempotent with no body (so it can be replayed exactly).
+
+use crate::body::{LogRecord, ResponseBody};
+use crate::error::ProxyError;
+use crate::headers::{
+    add_forwarding, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade,
+};
+use crate::snapshot::{RouteEntry, Snapshot};
+use crate::upgrade::tunnel;
+use crate::{ConnInfo, Shared};
+use gatehouse_config::HostHeader;
+use gatehouse_upstream::{Lease, RequestBody, SelectKey};
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, Version};
+use hyper::body::Incoming;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+/// Most attempts one request may make (first try plus `retries`, which validation caps at 10).
+const MAX_ATTEMPTS: usize = 11;
+
+/// Answers one client request.
+pub async fn handle(
+    shared: Arc<Shared>,
+    req: Request<Incoming>,
+    conn: ConnInfo,
+) -> Response<ResponseBody> {
+    let start = Instant::now();
+    let snap = shared.snapshot.load_full();
+    let record = snap
+        .access_log
+        .as_ref()
+        .map(|log| capture(log, &req, &conn, start));
+    let mut outcome = Outcome {
+        route: None,
+        endpoint: None,
+    };
+    let mut resp = match forward(&shared, &snap, req, &conn, &mut outcome).await {
+        Ok(resp) => resp,
+        Err(e) => {
+            if matches!(e, ProxyError::BadRequest(_)) {
+                shared.stats.bad_requests.inc();
+            }
+            e.into_response()
+        }
+    };
+    let status = resp.status().as_u16();
+    match &outcome.route {
+        Some(route) => route.stats.record(status, start.elapsed()),
+        None => shared.stats.unrouted.inc(),
+    }
+    if let Some(mut r) = record {
+        r.status = status;
+        if let Some(route) = &outcome.route {
+            r.route = route.id.to_string();
+        }
+        if let Some(ep) = outcome.endpoint {
+            r.upstream = ep;
+        }
+        resp.body_mut().set_record(r);
+    }
+    resp
+}
+
+/// What the request path learned, for metrics and the log.
+struct Outcome {
+    route: Option<Arc<RouteEntry>>,
+    endpoint: Option<String>,
+}
+
+fn capture(
+    log: &gatehouse_telemetry::access_log::AccessLog,
+    req: &Request<Incoming>,
+    conn: &ConnInfo,
+    start: Instant,
+) -> Box<LogRecord> {
+    let h = |name: header::HeaderName| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    Box::new(LogRecord {
+        log: log.clone(),
+        client: conn.peer.ip(),
+        time: SystemTime::now(),
+        start,
+        method: req.method().as_str().to_string(),
+        uri: req.uri().to_string(),
+        version: version_text(req.version()),
+        host: req
+            .uri()
+            .authority()
+            .map(|a| a.as_str().to_string())
+            .unwrap_or_else(|| h(header::HOST)),
+        referer: h(header::REFERER),
+        user_agent: h(header::USER_AGENT),
+        status: 0,
+        upstream: String::new(),
+        route: String::new(),
+    })
+}
+
+fn version_text(v: Version) -> &'static str {
+    match v {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_11 => "HTTP/1.1",
+        Version::HTTP_2 => "HTTP/2.0",
+        _ => "HTTP/3.0",
+    }
+}
+
+fn idempotent(m: &Method) -> bool {
+    matches!(
+        *m,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
+}
+
+/// The host a request is for: the authority of an absolute-form or HTTP/2 target, else `Host`.
+fn request_host(req: &Request<Incoming>) -> Result<Option<&str>, ProxyError> {
+    if let Some(a) = req.uri().authority() {
+        return Ok(Some(a.as_str()));
+    }
+    let mut hosts = req.headers().get_all(header::HOST).iter();
+    match (hosts.next(), hosts.next()) {
+        (Some(_), Some(_)) => Err(ProxyError::BadRequest("several Host headers")),
+        (Some(v), None) => v
+            .to_str()
+            .map(Some)
+            .map_err(|_| ProxyError::BadRequest("invalid Host header")),
+        (None, _) if req.version() == Version::HTTP_11 => {
+            Err(ProxyError::BadRequest("missing Host header"))
+        }
+        (None, _) => Ok(None),
+    }
+}
+
+async fn forward(
+    shared: &Shared,
+    snap: &Snapshot,
+    mut req: Request<Incoming>,
+    conn: &ConnInfo,
+    outcome: &mut Outcome,
+) -> Result<Response<ResponseBody>, ProxyError> {
+    let host = request_host(&req)?;
+    if host.is_some_and(|h| !valid_host(h)) {
+        return Err(ProxyError::BadRequest("invalid Host header"));
+    }
+    let host_value = host.map(str::to_string);
+    let route = snap
+        .router
+        .lookup(host.unwrap_or(""), req.uri().path())
+        .ok_or(ProxyError::NoRoute)?
+        .clone();
+    outcome.route = Some(route.clone());
+
+    let declared = match req.headers().get(header::CONTENT_LENGTH) {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or(ProxyError::BadRequest("invalid Content-Length"))?,
+        ),
+        None => None,
+    };
+    if declared.is_some_and(|n| n > route.max_body) {
+        return Err(ProxyError::BodyTooLarge {
+            limit: route.max_body,
+        });
+    }
+
+    let upstream = route.upstream.clone();
+    let settings = &upstream.settings;
+    let h2_downstream = req.version() == Version::HTTP_2;
+    let upgrade = !h2_downstream && !settings.http2 && wants_upgrade(req.headers());
+    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
+
+    let target = upstream_target(&route, req.uri()).map_err(ProxyError::BadRequest)?;
+    let (mut parts, body) = req.into_parts();
+    let key_uri = target
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    strip_hop_by_hop(&mut parts.headers, upgrade);
+    parts.headers.remove(header::EXPECT);
+    add_forwarding(&mut parts.headers, snap, conn, h2_downstream);
+    match (&route.host_header, &host_value) {
+        (HostHeader::Literal(h), _) => {
+            if let Ok(v) = HeaderValue::try_from(h.as_str()) {
+                parts.headers.insert(header::HOST, v);
+            }
+        }
+        (HostHeader::Preserve, Some(h)) if !parts.headers.contains_key(header::HOST) => {
+            if let Ok(v) = HeaderValue::try_from(h.as_str()) {
+                parts.headers.insert(header::HOST, v);
+            }
+        }
+        _ => {}
+    }
+    parts.uri = target;
+    parts.version = if settings.http2 {
+        Version::HTTP_2
+    } else {
+        Version::HTTP_11
+    };
+    let body = RequestBody::streaming(body, route.max_body);
+    let method = parts.method.clone();
+    let replayable = idempotent(&method) && body.is_empty() && !upgrade;
+    // Keep a copy for replay only when a replay may happen.
+    let template = (replayable && settings.retries > 0).then(|| {
+        (
+            parts.method.clone(),
+            parts.uri.clone(),
+            parts.headers.clone(),
+        )
+    });
+    let mut pending = Some(Request::from_parts(parts, body));
+
+    let select_headers = pending
+        .as_ref()
+        .map(|r| r.headers().clone())
+        .filter(|_| upstream.balancer_needs_headers());
+    let empty = http::HeaderMap::new();
+    let key = SelectKey {
+        client_ip: conn.peer.ip(),
+        uri: &key_uri,
+        headers: select_headers.as_ref().unwrap_or(&empty),
+    };
+
+    let mut tried = [0usize; MAX_ATTEMPTS];
+    let attempts = (settings.retries as usize + 1).min(MAX_ATTEMPTS);
+    let mut last_error = None;
+    // A retryable status answer, returned as it is if no other endpoint does better.
+    let mut fallback: Option<Response<ResponseBody>> = None;
+    for attempt in 0..attempts {
+        let Some(idx) = upstream.select(&key, &tried[..attempt]) else {
+            break;
+        };
+        tried[attempt] = idx;
+        if attempt > 0 {
+            shared.stats.retries.inc();
+        }
+        let ep = &upstream.endpoints[idx].state;
+        outcome.endpoint = Some(ep.addr_text.to_string());
+        let Some(mut request) = pending.take().or_else(|| rebuild(&template)) else {
+            break;
+        };
+        if route.host_header == HostHeader::Upstream
+            || (settings.http2 && !request.headers().contains_key(header::HOST))
+        {
+            if let Ok(v) = HeaderValue::try_from(&*ep.addr_text) {
+                request.headers_mut().insert(header::HOST, v);
+            }
+        }
+        if settings.http2 {
+            to_absolute(&mut request, &ep.addr_text);
+        }
+        let mut lease = match Lease::acquire(ep, settings).await {
+            Ok(lease) => lease,
+            Err(e) => {
+                ep.record_failure(settings.eject_after, settings.eject_for);
+                last_error = Some(ProxyError::ConnectFailed {
+                    endpoint: ep.addr_text.to_string(),
+                    reason: e.to_string(),
+                });
+                // Never sent: the same request can go elsewhere, whatever its method.
+                pending = Some(request);
+                continue;
+            }
+        };
+        let sent_at = Instant::now();
+        match tokio::time::timeout(settings.read_timeout, lease.send(request)).await {
+            Ok(Ok(mut resp)) => {
+                let status = resp.status().as_u16();
+                if settings.retry_on_status.contains(&status) {
+                    ep.record_failure(settings.eject_after, settings.eject_for);
+                    if attempt + 1 < attempts && template.is_some() {
+                        fallback = Some(respond(resp, lease, settings.read_timeout, false));
+                        continue;
+                    }
+                } else {
+                    ep.record_success(sent_at.elapsed());
+                }
+                if status == 101 {
+                    if let Some(client) = client_upgrade {
+                        tunnel(client, hyper::upgrade::on(&mut resp));
+                    }
+                }
+                return Ok(respond(
+                    resp,
+                    lease,
+                    settings.read_timeout,
+                    upgrade && status == 101,
+                ));
+            }
+            Ok(Err(failure)) => {
+                ep.record_failure(settings.eject_after, settings.eject_for);
+                last_error = Some(ProxyError::UpstreamFailed {
+                    endpoint: ep.addr_text.to_string(),
+                    reason: failure.reason,
+                });
+                if let Some(unsent) = failure.unsent {
+                    pending = Some(unsent);
+                } else if template.is_none() {
+                    break;
+                }
+            }
+            Err(_) => {
+                ep.record_failure(settings.eject_after, settings.eject_for);
+                last_error = Some(ProxyError::UpstreamTimeout {
+                    endpoint: ep.addr_text.to_string(),
+                });
+                if template.is_none() {
+                    break;
+                }
+            }
+        }
+    }
+    if let Some(resp) = fallback {
+        return Ok(resp);
+    }
+    Err(last_error.unwrap_or(ProxyError::NoHealthyEndpoint {
+        upstream: upstream.name.to_string(),
+    }))
+}
+
+fn rebuild(
+    template: &Option<(Method, http::Uri, http::HeaderMap)>,
+) -> Option<Request<RequestBody>> {
+    let (method, uri, headers) = template.as_ref()?;
+    let mut req = Request::new(RequestBody::empty());
+    *req.method_mut() = method.clone();
+    *req.uri_mut() = uri.clone();
+    *req.headers_mut() = headers.clone();
+    Some(req)
+}
+
+/// HTTP/2 to the upstream carries the authority in the target.
+fn to_absolute(req: &mut Request<RequestBody>, endpoint: &str) {
+    *req.version_mut() = Version::HTTP_2;
+    let authority = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or(endpoint)
+        .to_string();
+    let pq = req
+        .uri()
+        .path_and_query()
+        .map_or("/", |p| p.as_str())
+        .to_string();
+    if let Ok(uri) = http::Uri::builder()
+        .scheme("http")
+        .authority(authority)
+        .path_and_query(pq)
+        .build()
+    {
+        *req.uri_mut() = uri;
+    }
+    req.headers_mut().remove(header::HOST);
+}
+
+fn respond(
+    resp: Response<Incoming>,
+    lease: Lease,
+    read_timeout: std::time::Duration,
+    switching: bool,
+) -> Response<ResponseBody> {
+    let (mut parts, body) = resp.into_parts();
+    strip_hop_by_hop(&mut parts.headers, switching);
+    let body = if switching {
+        drop(lease);
+        ResponseBody::empty()
+    } else {
+        ResponseBody::upstream(body, lease, read_timeout)
+    };
+    Response::from_parts(parts, body)
+}

@@ -1,0 +1,192 @@
+//! Header rewriting between client and upstream: hop-by-hop headers removed in both directions
+//! (including every header named in `Connection`), forwarding headers added, path rewritten.
+
+use crate::snapshot::{RouteEntry, Snapshot};
+use crate::ConnInfo;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::uri::PathAndQuery;
+use http::Uri;
+
+static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
+static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
+
+/// Hop-by-hop headers of RFC 9110 §7.6.1 plus the legacy `Proxy-Connection`.
+const HOP_BY_HOP: [&HeaderName; 7] = [
+    &header::CONNECTION,
+    &KEEP_ALIVE,
+    &PROXY_CONNECTION,
+    &header::TE,
+    &header::TRAILER,
+    &header::TRANSFER_ENCODING,
+    &header::UPGRADE,
+];
+
+/// Removes hop-by-hop headers and those named in `Connection`. With `keep_upgrade`, `Upgrade` is
+/// kept and `Connection: upgrade` restored, for protocol switches.
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
+    if headers.contains_key(header::CONNECTION) {
+        let named: Vec<HeaderName> = headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+            .filter(|n| !(keep_upgrade && n == header::UPGRADE))
+            .collect();
+        for name in named {
+            headers.remove(name);
+        }
+    }
+    for name in HOP_BY_HOP {
+        if keep_upgrade && *name == header::UPGRADE {
+            continue;
+        }
+        headers.remove(name);
+    }
+    if keep_upgrade {
+        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+}
+
+/// Whether the client asks to switch protocols (`Connection: upgrade` with `Upgrade`).
+pub(crate) fn wants_upgrade(headers: &HeaderMap) -> bool {
+    headers.contains_key(header::UPGRADE)
+        && headers.get_all(header::CONNECTION).iter().any(|v| {
+            v.to_str().is_ok_and(|v| {
+                v.split(',')
+                    .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
+            })
+        })
+}
+
+/// Adds `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Real-IP` and `Via` as configured.
+pub(crate) fn add_forwarding(headers: &mut HeaderMap, snap: &Snapshot, conn: &ConnInfo, h2: bool) {
+    let f = &snap.forwarding;
+    let ip = conn.peer.ip();
+    if f.x_forwarded_for {
+        let mut value = String::new();
+        for prior in headers.get_all(&X_FORWARDED_FOR) {
+            if let Ok(p) = prior.to_str() {
+                value.push_str(p);
+                value.push_str(", ");
+            }
+        }
+        use std::fmt::Write as _;
+        let _ = write!(value, "{ip}");
+        if let Ok(v) = HeaderValue::try_from(value) {
+            headers.insert(&X_FORWARDED_FOR, v);
+        }
+    }
+    if f.x_real_ip {
+        if let Ok(v) = HeaderValue::try_from(ip.to_string()) {
+            headers.insert(&X_REAL_IP, v);
+        }
+    }
+    if f.x_forwarded_proto {
+        headers.insert(
+            &X_FORWARDED_PROTO,
+            HeaderValue::from_static(if conn.tls { "https" } else { "http" }),
+        );
+    }
+    if let Some((v1, v2)) = &snap.via {
+        headers.append(header::VIA, if h2 { v2.clone() } else { v1.clone() });
+    }
+}
+
+/// The origin-form target sent upstream: the path rewritten by the route, the query kept.
+pub(crate) fn upstream_target(route: &RouteEntry, uri: &Uri) -> Result<Uri, &'static str> {
+    let pq = uri
+        .path_and_query()
+        .cloned()
+        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    let new_pq = match &route.rewrite {
+        crate::snapshot::Rewrite::Keep => pq,
+        crate::snapshot::Rewrite::Prefix(to) => {
+            let rest = pq.path().get(route.prefix_len..).unwrap_or("");
+            let mut path = String::with_capacity(
+                to.len() + rest.len() + 1 + pq.query().map_or(0, |q| q.len() + 1),
+            );
+            path.push_str(to);
+            if path.is_empty() && !rest.starts_with('/')
+                || !path.ends_with('/') && !rest.is_empty() && !rest.starts_with('/')
+            {
+                path.push('/');
+            } else if path.ends_with('/') && rest.starts_with('/') {
+                path.pop();
+            }
+            path.push_str(rest);
+            if let Some(q) = pq.query() {
+                path.push('?');
+                path.push_str(q);
+            }
+            PathAndQuery::try_from(path).map_err(|_| "invalid rewritten path")?
+        }
+    };
+    Uri::from_parts({
+        let mut parts = http::uri::Parts::default();
+        parts.path_and_query = Some(new_pq);
+        parts
+    })
+    .map_err(|_| "invalid request target")
+}
+
+/// Checks a Host value: a host name or address with an optional port, nothing else.
+pub(crate) fn valid_host(host: &str) -> bool {
+    !host.is_empty()
+        && host.len() <= 255
+        && host
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hop_by_hop_and_connection_named_headers_go() {
+        let mut h = HeaderMap::new();
+        h.insert(
+            header::CONNECTION,
+            HeaderValue::from_static("keep-alive, X-Secret"),
+        );
+        h.insert("x-secret", HeaderValue::from_static("1"));
+        h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
+        h.insert(header::TE, HeaderValue::from_static("trailers"));
+        h.append("x-keep", HeaderValue::from_static("a"));
+        h.append("x-keep", HeaderValue::from_static("b"));
+        strip_hop_by_hop(&mut h, false);
+        assert_eq!(h.len(), 2);
+        let kept: Vec<_> = h.get_all("x-keep").iter().collect();
+        assert_eq!(kept, ["a", "b"]);
+    }
+
+    #[test]
+    fn upgrade_is_kept_for_switches() {
+        let mut h = HeaderMap::new();
+        h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
+        h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
+        assert!(wants_upgrade(&h));
+        strip_hop_by_hop(&mut h, true);
+        assert_eq!(
+            h.get(header::UPGRADE).map(|v| v.as_bytes()),
+            Some(&b"websocket"[..])
+        );
+        assert_eq!(
+            h.get(header::CONNECTION).map(|v| v.as_bytes()),
+            Some(&b"upgrade"[..])
+        );
+    }
+
+    #[test]
+    fn hosts() {
+        assert!(valid_host("example.com:8080"));
+        assert!(valid_host("[::1]:80"));
+        assert!(!valid_host("a b"));
+        assert!(!valid_host("a/b"));
+        assert!(!valid_host(""));
+    }
+}

@@ -1,0 +1,57 @@
+//! The request path after a connection is served: route, check, rewrite headers, select an
+//! endpoint, forward with bounded retries, stream the response back, record.
+//!
+//! ```text
+//! request ─► validate ─► route ─► limits ─► rewrite ─► select ─► lease ─► send ─┬► stream response
+//!              400        404       413                  503       502    504   └► retry (bounded)
+//! ```
+//! Everything reads one [`Snapshot`], loaded once per request; errors become responses in exactly
+//! one place ([`error::ProxyError::into_response`]).
+
+#![forbid(unsafe_code)]
+
+mod body;
+pub mod error;
+mod forward;
+mod headers;
+mod snapshot;
+mod upgrade;
+
+pub use body::ResponseBody;
+pub use forward::handle;
+pub use snapshot::{RouteEntry, RouteStatsRegistry, Snapshot};
+
+use arc_swap::ArcSwap;
+use gatehouse_telemetry::ProcessStats;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// State shared by every worker: the current snapshot and process counters.
+#[derive(Debug)]
+pub struct Shared {
+    /// The configuration in force; replaced whole on reload.
+    pub snapshot: ArcSwap<Snapshot>,
+    /// Process-wide counters.
+    pub stats: ProcessStats,
+}
+
+impl Shared {
+    /// Shared state starting from `snapshot`.
+    pub fn new(snapshot: Snapshot) -> Arc<Self> {
+        Arc::new(Shared {
+            snapshot: ArcSwap::from_pointee(snapshot),
+            stats: ProcessStats::default(),
+        })
+    }
+}
+
+/// Facts about the downstream connection a request came on.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    /// Client address.
+    pub peer: SocketAddr,
+    /// Local address the client connected to.
+    pub local: SocketAddr,
+    /// Whether the client connection is TLS.
+    pub tls: bool,
+}

@@ -1,0 +1,146 @@
+//! The compiled, immutable configuration that every request reads: router, routes, upstreams and
+//! forwarding settings. Built from a validated [`Config`] off the request path, swapped whole.
+
+use gatehouse_config::{Config, Forwarding, HostHeader};
+use gatehouse_router::Router;
+use gatehouse_telemetry::access_log::AccessLog;
+use gatehouse_telemetry::RouteStats;
+use gatehouse_upstream::{Registry, Upstream};
+use http::HeaderValue;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, Weak};
+
+/// How a route changes the path before forwarding.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rewrite {
+    /// Forward the path unchanged.
+    Keep,
+    /// Replace the matched prefix with this (empty: strip it).
+    Prefix(String),
+}
+
+/// A compiled route.
+#[derive(Debug)]
+pub struct RouteEntry {
+    /// `site:prefix`, used in metrics and logs.
+    pub id: Arc<str>,
+    /// Length of the matched prefix.
+    pub prefix_len: usize,
+    /// Where requests go.
+    pub upstream: Arc<Upstream>,
+    /// Path rewrite.
+    pub rewrite: Rewrite,
+    /// Host header policy.
+    pub host_header: HostHeader,
+    /// Largest accepted request body.
+    pub max_body: u64,
+    /// Counters, kept across reloads.
+    pub stats: Arc<RouteStats>,
+}
+
+/// Route counters by route id, so a reload that keeps a route keeps its counts.
+#[derive(Debug, Default)]
+pub struct RouteStatsRegistry(Mutex<HashMap<String, Weak<RouteStats>>>);
+
+impl RouteStatsRegistry {
+    fn get(&self, id: &str) -> Arc<RouteStats> {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, w| w.strong_count() > 0);
+        if let Some(s) = map.get(id).and_then(Weak::upgrade) {
+            return s;
+        }
+        let s = Arc::new(RouteStats::default());
+        map.insert(id.to_string(), Arc::downgrade(&s));
+        s
+    }
+}
+
+/// The whole compiled configuration.
+#[derive(Debug)]
+pub struct Snapshot {
+    /// Increases by one with each applied configuration.
+    pub generation: u64,
+    /// The configuration it was built from.
+    pub config: Arc<Config>,
+    /// Host and path lookup.
+    pub router: Router<Arc<RouteEntry>>,
+    /// Every route, for metrics.
+    pub routes: Vec<Arc<RouteEntry>>,
+    /// Upstreams by name.
+    pub upstreams: BTreeMap<String, Arc<Upstream>>,
+    /// Forwarding header settings.
+    pub forwarding: Forwarding,
+    /// Precomputed `Via` values for HTTP/1.1 and HTTP/2 requests.
+    pub via: Option<(HeaderValue, HeaderValue)>,
+    /// Access log, when enabled.
+    pub access_log: Option<AccessLog>,
+}
+
+impl Snapshot {
+    /// Compiles `config`. Errors here are internal inconsistencies that validation should have
+    /// caught; they are reported the same way.
+    pub fn build(
+        config: Arc<Config>,
+        generation: u64,
+        registry: &Registry,
+        route_stats: &RouteStatsRegistry,
+        access_log: Option<AccessLog>,
+    ) -> Result<Snapshot, String> {
+        let upstreams: BTreeMap<String, Arc<Upstream>> = config
+            .upstreams
+            .iter()
+            .map(|(name, u)| (name.clone(), Arc::new(Upstream::new(name, u, registry))))
+            .collect();
+        let mut builder = Router::builder();
+        let mut routes = Vec::new();
+        for (site_name, site) in &config.sites {
+            let mut entries = Vec::new();
+            for r in &site.routes {
+                let upstream = upstreams
+                    .get(&r.upstream)
+                    .ok_or_else(|| format!("unknown upstream `{}`", r.upstream))?
+                    .clone();
+                let id = format!("{site_name}:{}", r.path);
+                let rewrite = match (&r.rewrite, r.strip_prefix) {
+                    (Some(to), _) => Rewrite::Prefix(to.clone()),
+                    (None, true) => Rewrite::Prefix(String::new()),
+                    (None, false) => Rewrite::Keep,
+                };
+                let entry = Arc::new(RouteEntry {
+                    stats: route_stats.get(&id),
+                    id: id.into(),
+                    prefix_len: r.path.len(),
+                    upstream,
+                    rewrite,
+                    host_header: r.host_header.clone(),
+                    max_body: r.max_body.0,
+                });
+                routes.push(entry.clone());
+                entries.push((r.path.clone(), entry));
+            }
+            builder
+                .site(site.hosts.iter().map(String::as_str), entries)
+                .map_err(|e| format!("site `{site_name}`: {e:?}"))?;
+        }
+        let via = match &config.forwarding.via {
+            Some(name) => {
+                let h1 = HeaderValue::try_from(format!("1.1 {name}"))
+                    .map_err(|_| "forwarding.via: not a valid header value")?;
+                let h2 = HeaderValue::try_from(format!("2.0 {name}"))
+                    .map_err(|_| "forwarding.via: not a valid header value")?;
+                Some((h1, h2))
+            }
+            None => None,
+        };
+        Ok(Snapshot {
+            generation,
+            forwarding: config.forwarding.clone(),
+            via,
+            config,
+            router: builder.build(),
+            routes,
+            upstreams,
+            access_log,
+        })
+    }
+}
