@@ -17,10 +17,7 @@ pub struct ConfigError {
 
 impl ConfigError {
     pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
-        ConfigError {
-            path: path.into(),
-            message: message.into(),
-        }
+        ConfigError { path: path.into(), message: message.into() }
     }
 }
 
@@ -64,129 +61,79 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
     let mut err = |path: String, msg: String| errors.push(ConfigError { path, message: msg });
 
     if c.listeners.is_empty() {
-        err(
-            "listeners".into(),
-            "at least one listener is required".into(),
-        );
+        err("listeners".into(), "at least one listener is required".into());
     }
     let mut binds = HashMap::new();
     for (name, l) in &c.listeners {
         let p = format!("listeners.{name}");
         if l.bind.port() != 0 {
             if let Some(other) = binds.insert(l.bind, name) {
-                err(
-                    format!("{p}.bind"),
-                    format!("{} is already bound by listener `{other}`", l.bind),
-                );
+                err(format!("{p}.bind"), format!("{} is already bound by listener `{other}`", l.bind));
             }
         }
         if let Some(admin) = &c.admin {
             if admin.bind == l.bind && l.bind.port() != 0 {
-                err(
-                    format!("{p}.bind"),
-                    format!("{} is the admin listener's address", l.bind),
-                );
+                err(format!("{p}.bind"), format!("{} is the admin listener's address", l.bind));
             }
         }
         if l.max_connections == 0 {
             err(format!("{p}.max_connections"), "must be at least 1".into());
         }
         if l.max_header_bytes.0 < 1024 || l.max_header_bytes.0 > (1 << 20) {
-            err(
-                format!("{p}.max_header_bytes"),
-                "must be between 1k and 1m".into(),
-            );
+            err(format!("{p}.max_header_bytes"), "must be between 1k and 1m".into());
         }
         if l.header_read_timeout.0.is_zero() {
-            err(
-                format!("{p}.header_read_timeout"),
-                "must be greater than zero".into(),
-            );
+            err(format!("{p}.header_read_timeout"), "must be greater than zero".into());
         }
     }
 
     for (name, u) in &c.upstreams {
         let p = format!("upstreams.{name}");
         if u.targets.is_empty() {
-            err(
-                format!("{p}.targets"),
-                "at least one target is required".into(),
-            );
+            err(format!("{p}.targets"), "at least one target is required".into());
         }
         let mut seen = HashSet::new();
         for (i, t) in u.targets.iter().enumerate() {
             if !(1..=1000).contains(&t.weight) {
-                err(
-                    format!("{p}.targets[{i}].weight"),
-                    "must be from 1 to 1000".into(),
-                );
+                err(format!("{p}.targets[{i}].weight"), "must be from 1 to 1000".into());
             }
             if t.address.port() == 0 {
-                err(
-                    format!("{p}.targets[{i}].address"),
-                    "port 0 is not a valid endpoint".into(),
-                );
+                err(format!("{p}.targets[{i}].address"), "port 0 is not a valid endpoint".into());
             }
             if !seen.insert(t.address) {
-                err(
-                    format!("{p}.targets[{i}].address"),
-                    format!("{} is listed twice", t.address),
-                );
+                err(format!("{p}.targets[{i}].address"), format!("{} is listed twice", t.address));
             }
         }
         match (u.balance, &u.hash_key) {
             (Balance::ConsistentHash, None) => err(
                 format!("{p}.hash_key"),
-                "consistent_hash needs a hash_key (client_ip, uri, header:NAME or cookie:NAME)"
-                    .into(),
+                "consistent_hash needs a hash_key (client_ip, uri, header:NAME or cookie:NAME)".into(),
             ),
             (Balance::ConsistentHash, Some(_)) | (_, None) => {}
-            (_, Some(_)) => err(
-                format!("{p}.hash_key"),
-                "hash_key is only used with balance: consistent_hash".into(),
-            ),
+            (_, Some(_)) => err(format!("{p}.hash_key"), "hash_key is only used with balance: consistent_hash".into()),
         }
         if u.retries > 10 {
             err(format!("{p}.retries"), "at most 10 retries".into());
         }
         for (i, s) in u.retry_on_status.iter().enumerate() {
             if !(500..=599).contains(s) {
-                err(
-                    format!("{p}.retry_on_status[{i}]"),
-                    "only 5xx statuses can be retried".into(),
-                );
+                err(format!("{p}.retry_on_status[{i}]"), "only 5xx statuses can be retried".into());
             }
         }
-        for (field, d) in [
-            ("connect", u.timeouts.connect),
-            ("read", u.timeouts.read),
-            ("write", u.timeouts.write),
-        ] {
+        for (field, d) in [("connect", u.timeouts.connect), ("read", u.timeouts.read), ("write", u.timeouts.write)] {
             if d.0.is_zero() {
-                err(
-                    format!("{p}.timeouts.{field}"),
-                    "must be greater than zero".into(),
-                );
+                err(format!("{p}.timeouts.{field}"), "must be greater than zero".into());
             }
         }
         if let Some(hc) = &u.health_check {
             if !hc.path.starts_with('/') {
-                err(
-                    format!("{p}.health_check.path"),
-                    "must start with `/`".into(),
-                );
+                err(format!("{p}.health_check.path"), "must start with `/`".into());
             }
             if hc.rise == 0 || hc.fall == 0 {
-                err(
-                    format!("{p}.health_check"),
-                    "rise and fall must be at least 1".into(),
-                );
+                err(format!("{p}.health_check"), "rise and fall must be at least 1".into());
             }
             if hc.interval.0.is_zero() || hc.timeout.0.is_zero() {
-                err(
-                    format!("{p}.health_check"),
-                    "interval and timeout must be greater than zero".into(),
-                );
+                err(format!("{p}.health_check"), "interval and timeout must be greater than zero".into());
             }
         }
     }
@@ -195,20 +142,14 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
     for (name, site) in &c.sites {
         let p = format!("sites.{name}");
         if site.hosts.is_empty() {
-            err(
-                format!("{p}.hosts"),
-                "at least one host name (or `*`) is required".into(),
-            );
+            err(format!("{p}.hosts"), "at least one host name (or `*`) is required".into());
         }
         for (i, h) in site.hosts.iter().enumerate() {
             let lower = h.to_ascii_lowercase();
             if let Err(msg) = check_host_pattern(&lower) {
                 err(format!("{p}.hosts[{i}]"), msg);
             } else if let Some(other) = hosts.insert(lower, name) {
-                err(
-                    format!("{p}.hosts[{i}]"),
-                    format!("`{h}` is already served by site `{other}`"),
-                );
+                err(format!("{p}.hosts[{i}]"), format!("`{h}` is already served by site `{other}`"));
             }
         }
         let mut paths = HashSet::new();
@@ -218,34 +159,22 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
                 err(format!("{rp}.path"), "must start with `/`".into());
             }
             if !paths.insert(r.path.as_str()) {
-                err(
-                    format!("{rp}.path"),
-                    format!("`{}` is routed twice in this site", r.path),
-                );
+                err(format!("{rp}.path"), format!("`{}` is routed twice in this site", r.path));
             }
             if !c.upstreams.contains_key(&r.upstream) {
-                err(
-                    format!("{rp}.upstream"),
-                    format!("unknown upstream `{}`", r.upstream),
-                );
+                err(format!("{rp}.upstream"), format!("unknown upstream `{}`", r.upstream));
             }
             if let Some(rw) = &r.rewrite {
                 if !rw.starts_with('/') {
                     err(format!("{rp}.rewrite"), "must start with `/`".into());
                 }
                 if r.strip_prefix {
-                    err(
-                        format!("{rp}.rewrite"),
-                        "use either strip_prefix or rewrite, not both".into(),
-                    );
+                    err(format!("{rp}.rewrite"), "use either strip_prefix or rewrite, not both".into());
                 }
             }
             if let crate::model::HostHeader::Literal(h) = &r.host_header {
                 if h.is_empty() || h.bytes().any(|b| b <= b' ' || b == 0x7f) {
-                    err(
-                        format!("{rp}.host_header"),
-                        "must be `preserve`, `upstream` or a host name".into(),
-                    );
+                    err(format!("{rp}.host_header"), "must be `preserve`, `upstream` or a host name".into());
                 }
             }
         }
@@ -269,9 +198,7 @@ fn check_host_pattern(h: &str) -> Result<(), String> {
         && name.split('.').all(|label| {
             !label.is_empty()
                 && label.len() <= 63
-                && label
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
         });
     if ok {
         Ok(())
@@ -303,10 +230,7 @@ sites:
     fn good_config_compiles() {
         let c = compile(GOOD).expect("valid");
         assert_eq!(c.upstreams["api"].targets[1].weight, 3);
-        assert_eq!(
-            c.upstreams["api"].hash_key,
-            Some(crate::HashKey::Header("x-user".into()))
-        );
+        assert_eq!(c.upstreams["api"].hash_key, Some(crate::HashKey::Header("x-user".into())));
         assert!(c.reuse_port);
     }
 
@@ -352,10 +276,7 @@ sites:
             "sites.b.hosts[0]",
             "sites.b.hosts[1]",
         ] {
-            assert!(
-                paths.iter().any(|p| p.starts_with(expected)),
-                "missing {expected} in {paths:?}"
-            );
+            assert!(paths.iter().any(|p| p.starts_with(expected)), "missing {expected} in {paths:?}");
         }
     }
 

@@ -128,10 +128,7 @@ pub struct AccessLog {
 
 impl Default for AccessLog {
     fn default() -> Self {
-        AccessLog {
-            path: "off".into(),
-            format: LogFormat::Combined,
-        }
+        AccessLog { path: "off".into(), format: LogFormat::Combined }
     }
 }
 
@@ -161,12 +158,7 @@ pub struct Forwarding {
 
 impl Default for Forwarding {
     fn default() -> Self {
-        Forwarding {
-            x_forwarded_for: true,
-            x_forwarded_proto: true,
-            x_real_ip: true,
-            via: None,
-        }
+        Forwarding { x_forwarded_for: true, x_forwarded_proto: true, x_real_ip: true, via: None }
     }
 }
 
@@ -264,22 +256,12 @@ impl<'de> Deserialize<'de> for Target {
                 f.write_str("an address `ip:port` or a map with `address`, `weight`, `max_conns`")
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Target, E> {
-                let address = v
-                    .parse()
-                    .map_err(|_| E::custom(format!("invalid address `{v}`: expected ip:port")))?;
-                Ok(Target {
-                    address,
-                    weight: 1,
-                    max_conns: 0,
-                })
+                let address = v.parse().map_err(|_| E::custom(format!("invalid address `{v}`: expected ip:port")))?;
+                Ok(Target { address, weight: 1, max_conns: 0 })
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Target, A::Error> {
                 let m = TargetMap::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(Target {
-                    address: m.address,
-                    weight: m.weight,
-                    max_conns: m.max_conns,
-                })
+                Ok(Target { address: m.address, weight: m.weight, max_conns: m.max_conns })
             }
         }
         d.deserialize_any(V)
@@ -321,14 +303,11 @@ pub enum HashKey {
 impl HashKey {
     /// Parses `client_ip`, `uri`, `header:NAME` or `cookie:NAME`.
     pub fn parse(text: &str) -> Result<Self, String> {
-        let bad =
-            || format!("invalid hash_key `{text}`: use client_ip, uri, header:NAME or cookie:NAME");
+        let bad = || format!("invalid hash_key `{text}`: use client_ip, uri, header:NAME or cookie:NAME");
         match text.split_once(':') {
             None if text == "client_ip" => Ok(HashKey::ClientIp),
             None if text == "uri" => Ok(HashKey::Uri),
-            Some(("header", name)) if is_token(name) => {
-                Ok(HashKey::Header(name.to_ascii_lowercase()))
-            }
+            Some(("header", name)) if is_token(name) => Ok(HashKey::Header(name.to_ascii_lowercase())),
             Some(("cookie", name)) if is_token(name) => Ok(HashKey::Cookie(name.to_string())),
             _ => Err(bad()),
         }
@@ -337,9 +316,7 @@ impl HashKey {
 
 /// True for a non-empty RFC 9110 token (header names, cookie names).
 pub fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 impl<'de> Deserialize<'de> for HashKey {
@@ -372,10 +349,7 @@ pub struct Keepalive {
 
 impl Default for Keepalive {
     fn default() -> Self {
-        Keepalive {
-            max_idle: 256,
-            idle_timeout: Duration::secs(60),
-        }
+        Keepalive { max_idle: 256, idle_timeout: Duration::secs(60) }
     }
 }
 
@@ -393,11 +367,7 @@ pub struct Timeouts {
 
 impl Default for Timeouts {
     fn default() -> Self {
-        Timeouts {
-            connect: Duration::secs(3),
-            read: Duration::secs(60),
-            write: Duration::secs(60),
-        }
+        Timeouts { connect: Duration::secs(3), read: Duration::secs(60), write: Duration::secs(60) }
     }
 }
 
@@ -413,10 +383,7 @@ pub struct PassiveHealth {
 
 impl Default for PassiveHealth {
     fn default() -> Self {
-        PassiveHealth {
-            failures: 3,
-            eject: Duration::secs(10),
-        }
+        PassiveHealth { failures: 3, eject: Duration::secs(10) }
     }
 }
 

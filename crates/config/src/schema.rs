@@ -25,11 +25,7 @@ pub(crate) const TOP_LEVEL: &[&str] = &[
 ];
 
 /// Deserialises `value` as `T`, recording an error at `path` (plus the inner path) on failure.
-pub(crate) fn field<T: DeserializeOwned>(
-    value: Value,
-    path: &str,
-    errors: &mut Vec<ConfigError>,
-) -> Option<T> {
+pub(crate) fn field<T: DeserializeOwned>(value: Value, path: &str, errors: &mut Vec<ConfigError>) -> Option<T> {
     match serde_path_to_error::deserialize::<_, T>(value) {
         Ok(v) => Some(v),
         Err(e) => {
@@ -46,18 +42,11 @@ pub(crate) fn field<T: DeserializeOwned>(
 }
 
 /// Deserialises a map of named entries, each on its own.
-fn named<T: DeserializeOwned>(
-    value: Value,
-    section: &str,
-    errors: &mut Vec<ConfigError>,
-) -> BTreeMap<String, T> {
+fn named<T: DeserializeOwned>(value: Value, section: &str, errors: &mut Vec<ConfigError>) -> BTreeMap<String, T> {
     let mut out = BTreeMap::new();
     let Value::Mapping(map) = value else {
         if !value.is_null() {
-            errors.push(ConfigError::new(
-                section,
-                "expected a map of names to entries",
-            ));
+            errors.push(ConfigError::new(section, "expected a map of names to entries"));
         }
         return out;
     };
@@ -68,10 +57,7 @@ fn named<T: DeserializeOwned>(
         };
         let path = format!("{section}.{name}");
         if !valid_name(&name) {
-            errors.push(ConfigError::new(
-                &path,
-                "names may use letters, digits, `-`, `_` and `.` only",
-            ));
+            errors.push(ConfigError::new(&path, "names may use letters, digits, `-`, `_` and `.` only"));
         }
         if let Some(v) = field(entry, &path, errors) {
             out.insert(name, v);
@@ -81,10 +67,7 @@ fn named<T: DeserializeOwned>(
 }
 
 fn valid_name(name: &str) -> bool {
-    !name.is_empty()
-        && name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
 /// Reads the whole document into a [`Config`], collecting every structural error.
@@ -93,13 +76,8 @@ pub(crate) fn read(text: &str, errors: &mut Vec<ConfigError>) -> Config {
     let root: Value = match serde_yaml::from_str(text) {
         Ok(v) => v,
         Err(e) => {
-            let at = e
-                .location()
-                .map(|l| format!("line {} column {}", l.line(), l.column()));
-            errors.push(ConfigError::new(
-                at.as_deref().unwrap_or("(document)"),
-                e.to_string(),
-            ));
+            let at = e.location().map(|l| format!("line {} column {}", l.line(), l.column()));
+            errors.push(ConfigError::new(at.as_deref().unwrap_or("(document)"), e.to_string()));
             return config;
         }
     };
@@ -107,19 +85,13 @@ pub(crate) fn read(text: &str, errors: &mut Vec<ConfigError>) -> Config {
         Value::Mapping(m) => m,
         Value::Null => return config,
         _ => {
-            errors.push(ConfigError::new(
-                "(document)",
-                "the configuration must be a map of settings",
-            ));
+            errors.push(ConfigError::new("(document)", "the configuration must be a map of settings"));
             return config;
         }
     };
     for (key, value) in map {
         let Value::String(key) = key else {
-            errors.push(ConfigError::new(
-                "(document)",
-                "setting names must be strings",
-            ));
+            errors.push(ConfigError::new("(document)", "setting names must be strings"));
             continue;
         };
         let e = &mut *errors;
@@ -136,10 +108,8 @@ pub(crate) fn read(text: &str, errors: &mut Vec<ConfigError>) -> Config {
             "listeners" => config.listeners = named(value, &key, e),
             "upstreams" => config.upstreams = named(value, &key, e),
             "sites" => config.sites = named(value, &key, e),
-            _ => errors.push(ConfigError::new(
-                &key,
-                format!("unknown setting; expected one of: {}", TOP_LEVEL.join(", ")),
-            )),
+            _ => errors
+                .push(ConfigError::new(&key, format!("unknown setting; expected one of: {}", TOP_LEVEL.join(", ")))),
         }
     }
     config

@@ -21,26 +21,18 @@ impl Duration {
     /// Parses `250ms`, `5s`, `2m`, `1h` or a bare number of seconds.
     pub fn parse(text: &str) -> Result<Self, String> {
         let text = text.trim();
-        let split = text
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(text.len());
+        let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
         let (digits, unit) = text.split_at(split);
-        let value: u64 = digits
-            .parse()
-            .map_err(|_| format!("invalid duration `{text}`: expected e.g. 500ms, 5s, 2m, 1h"))?;
+        let value: u64 =
+            digits.parse().map_err(|_| format!("invalid duration `{text}`: expected e.g. 500ms, 5s, 2m, 1h"))?;
         let ms = match unit.trim() {
             "ms" => Some(value),
             "" | "s" => value.checked_mul(1000),
             "m" => value.checked_mul(60_000),
             "h" => value.checked_mul(3_600_000),
-            other => {
-                return Err(format!(
-                    "invalid duration unit `{other}` in `{text}`: use ms, s, m or h"
-                ))
-            }
+            other => return Err(format!("invalid duration unit `{other}` in `{text}`: use ms, s, m or h")),
         };
-        ms.map(Self::millis)
-            .ok_or_else(|| format!("duration `{text}` is too large"))
+        ms.map(Self::millis).ok_or_else(|| format!("duration `{text}` is too large"))
     }
 }
 
@@ -77,28 +69,18 @@ impl ByteSize {
     pub fn parse(text: &str) -> Result<Self, String> {
         let lower = text.trim().to_ascii_lowercase();
         let body = lower.strip_suffix('b').unwrap_or(&lower);
-        let split = body
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(body.len());
+        let split = body.find(|c: char| !c.is_ascii_digit()).unwrap_or(body.len());
         let (digits, unit) = body.split_at(split);
-        let value: u64 = digits
-            .parse()
-            .map_err(|_| format!("invalid size `{text}`: expected e.g. 512, 16k, 10m, 1g"))?;
+        let value: u64 =
+            digits.parse().map_err(|_| format!("invalid size `{text}`: expected e.g. 512, 16k, 10m, 1g"))?;
         let mult = match unit {
             "" => 1,
             "k" => 1 << 10,
             "m" => 1 << 20,
             "g" => 1 << 30,
-            other => {
-                return Err(format!(
-                    "invalid size unit `{other}` in `{text}`: use k, m or g"
-                ))
-            }
+            other => return Err(format!("invalid size unit `{other}` in `{text}`: use k, m or g")),
         };
-        value
-            .checked_mul(mult)
-            .map(ByteSize)
-            .ok_or_else(|| format!("size `{text}` is too large"))
+        value.checked_mul(mult).map(ByteSize).ok_or_else(|| format!("size `{text}` is too large"))
     }
 }
 
@@ -114,9 +96,7 @@ impl<'de> Deserialize<'de> for ByteSize {
                 Ok(ByteSize(v))
             }
             fn visit_i64<E: de::Error>(self, v: i64) -> Result<ByteSize, E> {
-                u64::try_from(v)
-                    .map(ByteSize)
-                    .map_err(|_| E::custom("a size cannot be negative"))
+                u64::try_from(v).map(ByteSize).map_err(|_| E::custom("a size cannot be negative"))
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<ByteSize, E> {
                 ByteSize::parse(v).map_err(E::custom)

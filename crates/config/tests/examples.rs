@@ -16,18 +16,13 @@ fn example_files() -> Vec<PathBuf> {
 }
 
 fn name(path: &Path) -> String {
-    path.file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default()
+    path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default()
 }
 
 #[test]
 fn there_are_at_least_four_examples() {
     let files = example_files();
-    assert!(
-        files.len() >= 4,
-        "expected at least 4 examples in {EXAMPLES}, found {files:?}"
-    );
+    assert!(files.len() >= 4, "expected at least 4 examples in {EXAMPLES}, found {files:?}");
 }
 
 #[test]
@@ -39,21 +34,13 @@ fn every_example_compiles() {
             failures.push(format!("{}:\n{errors}", name(&path)));
         }
     }
-    assert!(
-        failures.is_empty(),
-        "invalid example configurations:\n{}",
-        failures.join("\n\n")
-    );
+    assert!(failures.is_empty(), "invalid example configurations:\n{}", failures.join("\n\n"));
 }
 
 #[test]
 fn every_example_opens_with_a_comment() {
     for path in example_files() {
         let text = fs::read_to_string(&path).expect("example file is readable UTF-8");
-        assert!(
-            text.starts_with("# "),
-            "{} must open with a `# ...` comment line",
-            name(&path)
-        );
+        assert!(text.starts_with("# "), "{} must open with a `# ...` comment line", name(&path));
     }
 }

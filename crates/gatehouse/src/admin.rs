@@ -25,37 +25,25 @@ pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>, statu
         tokio::spawn(async move {
             let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let (code, ctype, body) = match (req.method(), req.uri().path()) {
-                    (&http::Method::GET, "/metrics") => {
-                        (200, "text/plain; version=0.0.4", render_metrics(&shared))
+                    (&http::Method::GET, "/metrics") => (200, "text/plain; version=0.0.4", render_metrics(&shared)),
+                    (&http::Method::GET, "/status") => {
+                        (200, "application/json", status.lock().map(|s| s.to_string()).unwrap_or_default())
                     }
-                    (&http::Method::GET, "/status") => (
-                        200,
-                        "application/json",
-                        status.lock().map(|s| s.to_string()).unwrap_or_default(),
-                    ),
                     (&http::Method::GET, "/healthz") => (200, "text/plain", "ok\n".to_string()),
                     _ => (404, "text/plain", "404 Not Found\n".to_string()),
                 };
                 let mut resp = http::Response::new(Full::new(Bytes::from(body)));
-                *resp.status_mut() =
-                    http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
-                resp.headers_mut().insert(
-                    http::header::CONTENT_TYPE,
-                    http::HeaderValue::from_static(ctype),
-                );
+                *resp.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
+                resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(ctype));
                 async move { Ok::<_, Infallible>(resp) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
         });
     }
 }
 
 fn esc(v: &str) -> String {
-    v.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
+    v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
 }
 
 fn help(out: &mut String, name: &str, kind: &str, text: &str) {
@@ -74,12 +62,7 @@ pub fn render_metrics(shared: &Shared) -> String {
             "Client connections accepted.",
             s.connections_accepted.get() as i64,
         ),
-        (
-            "gatehouse_connections_active",
-            "gauge",
-            "Client connections open now.",
-            s.connections_active.get(),
-        ),
+        ("gatehouse_connections_active", "gauge", "Client connections open now.", s.connections_active.get()),
         (
             "gatehouse_unrouted_requests_total",
             "counter",
@@ -92,54 +75,29 @@ pub fn render_metrics(shared: &Shared) -> String {
             "Requests rejected as malformed (400).",
             s.bad_requests.get() as i64,
         ),
-        (
-            "gatehouse_upstream_retries_total",
-            "counter",
-            "Attempts made after a failed one.",
-            s.retries.get() as i64,
-        ),
-        (
-            "gatehouse_config_reloads_total",
-            "counter",
-            "Configurations applied after start.",
-            s.reloads.get() as i64,
-        ),
+        ("gatehouse_upstream_retries_total", "counter", "Attempts made after a failed one.", s.retries.get() as i64),
+        ("gatehouse_config_reloads_total", "counter", "Configurations applied after start.", s.reloads.get() as i64),
         (
             "gatehouse_config_reload_failures_total",
             "counter",
             "Configurations rejected on reload.",
             s.reload_failures.get() as i64,
         ),
-        (
-            "gatehouse_config_generation",
-            "gauge",
-            "Generation of the configuration in force.",
-            snap.generation as i64,
-        ),
+        ("gatehouse_config_generation", "gauge", "Generation of the configuration in force.", snap.generation as i64),
         (
             "gatehouse_access_log_dropped_total",
             "counter",
             "Access log lines dropped because the writer fell behind.",
             snap.access_log.as_ref().map_or(0, |l| l.dropped()) as i64,
         ),
-        (
-            "gatehouse_routes",
-            "gauge",
-            "Routes in the configuration in force.",
-            snap.routes.len() as i64,
-        ),
+        ("gatehouse_routes", "gauge", "Routes in the configuration in force.", snap.routes.len() as i64),
     ];
     for (name, kind, text, value) in process {
         help(&mut out, name, kind, text);
         let _ = writeln!(out, "{name} {value}");
     }
 
-    help(
-        &mut out,
-        "gatehouse_requests_total",
-        "counter",
-        "Responses by route and status class.",
-    );
+    help(&mut out, "gatehouse_requests_total", "counter", "Responses by route and status class.");
     for r in &snap.routes {
         for (i, c) in r.stats.by_class.iter().enumerate() {
             let _ = writeln!(
@@ -158,68 +116,36 @@ pub fn render_metrics(shared: &Shared) -> String {
         "Time from request head to response head, by route.",
     );
     for r in &snap.routes {
-        r.stats.latency.render(
-            &mut out,
-            "gatehouse_request_duration_seconds",
-            &format!("route=\"{}\"", esc(&r.id)),
-        );
+        r.stats.latency.render(&mut out, "gatehouse_request_duration_seconds", &format!("route=\"{}\"", esc(&r.id)));
     }
 
     type Read = fn(&gatehouse_upstream::EndpointState) -> u64;
     let endpoint_metrics: [(&str, &str, &str, Read); 9] = [
-        (
-            "gatehouse_upstream_requests_total",
-            "counter",
-            "Requests sent to the endpoint.",
-            |e| e.stats.requests.load(Relaxed),
-        ),
-        (
-            "gatehouse_upstream_connections_total",
-            "counter",
-            "TCP connections opened to the endpoint.",
-            |e| e.stats.connects.load(Relaxed),
-        ),
-        (
-            "gatehouse_upstream_pool_reused_total",
-            "counter",
-            "Requests sent on a pooled keep-alive connection.",
-            |e| {
-                e.stats
-                    .requests
-                    .load(Relaxed)
-                    .saturating_sub(e.stats.connects.load(Relaxed))
-            },
-        ),
-        (
-            "gatehouse_upstream_connect_errors_total",
-            "counter",
-            "Failed connection attempts.",
-            |e| e.stats.connect_errors.load(Relaxed),
-        ),
+        ("gatehouse_upstream_requests_total", "counter", "Requests sent to the endpoint.", |e| {
+            e.stats.requests.load(Relaxed)
+        }),
+        ("gatehouse_upstream_connections_total", "counter", "TCP connections opened to the endpoint.", |e| {
+            e.stats.connects.load(Relaxed)
+        }),
+        ("gatehouse_upstream_pool_reused_total", "counter", "Requests sent on a pooled keep-alive connection.", |e| {
+            e.stats.requests.load(Relaxed).saturating_sub(e.stats.connects.load(Relaxed))
+        }),
+        ("gatehouse_upstream_connect_errors_total", "counter", "Failed connection attempts.", |e| {
+            e.stats.connect_errors.load(Relaxed)
+        }),
         (
             "gatehouse_upstream_failures_total",
             "counter",
             "Failed exchanges (connect, timeout, reset, retryable status).",
             |e| e.stats.failures.load(Relaxed),
         ),
-        (
-            "gatehouse_upstream_ejections_total",
-            "counter",
-            "Ejections by passive health.",
-            |e| e.stats.ejections.load(Relaxed),
-        ),
-        (
-            "gatehouse_upstream_inflight",
-            "gauge",
-            "Requests in flight to the endpoint.",
-            |e| u64::from(e.inflight()),
-        ),
-        (
-            "gatehouse_upstream_idle_connections",
-            "gauge",
-            "Idle pooled connections to the endpoint.",
-            |e| e.idle_connections() as u64,
-        ),
+        ("gatehouse_upstream_ejections_total", "counter", "Ejections by passive health.", |e| {
+            e.stats.ejections.load(Relaxed)
+        }),
+        ("gatehouse_upstream_inflight", "gauge", "Requests in flight to the endpoint.", |e| u64::from(e.inflight())),
+        ("gatehouse_upstream_idle_connections", "gauge", "Idle pooled connections to the endpoint.", |e| {
+            e.idle_connections() as u64
+        }),
         (
             "gatehouse_upstream_healthy",
             "gauge",

@@ -44,10 +44,7 @@ fn read_config(path: Option<&Path>) -> Result<Config, String> {
             std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
             p.display().to_string(),
         ),
-        None => (
-            gatehouse_config::QUICKSTART.to_string(),
-            "the built-in quick start".to_string(),
-        ),
+        None => (gatehouse_config::QUICKSTART.to_string(), "the built-in quick start".to_string()),
     };
     gatehouse_config::compile(&text).map_err(|e| format!("invalid configuration in {source}:\n{e}"))
 }
@@ -73,9 +70,8 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
         WorkerCount::Count(n) => n,
     };
     if let Some(addr) = config.demo_backend {
-        let l = tokio::net::TcpListener::bind(addr)
-            .await
-            .map_err(|e| format!("demo backend: cannot bind {addr}: {e}"))?;
+        let l =
+            tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("demo backend: cannot bind {addr}: {e}"))?;
         tokio::spawn(crate::demo::serve(l));
     }
     let workers = Workers::start(
@@ -96,10 +92,7 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
     )?;
     let shared = Shared::new(snapshot);
     let (drain_tx, drain_rx) = watch::channel(false);
-    let ctx = ServeContext {
-        shared: shared.clone(),
-        drain: drain_rx,
-    };
+    let ctx = ServeContext { shared: shared.clone(), drain: drain_rx };
     let mut control = Control {
         file_stamp: stamp(path.as_deref()),
         path,
@@ -116,9 +109,7 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
         generation: 1,
         started_with: config.clone(),
     };
-    control
-        .listeners
-        .apply(&config, &control.workers, &control.ctx)?;
+    control.listeners.apply(&config, &control.workers, &control.ctx)?;
     control.restart_health_checks();
     for w in &control.workers.workers {
         w.handle.spawn(worker_maintenance(shared.clone()));
@@ -143,10 +134,8 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
     );
 
     let mut hup = signal(SignalKind::hangup()).map_err(|e| format!("cannot watch SIGHUP: {e}"))?;
-    let mut term =
-        signal(SignalKind::terminate()).map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
-    let mut int =
-        signal(SignalKind::interrupt()).map_err(|e| format!("cannot watch SIGINT: {e}"))?;
+    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("cannot watch SIGINT: {e}"))?;
     let mut tick = tokio::time::interval(TICK);
     loop {
         tokio::select! {
@@ -199,18 +188,16 @@ impl Control {
                 self.shared.stats.reloads.inc();
                 self.update_status(admin_addr);
                 tracing::info!(trigger = why, generation = self.generation, took = ?started.elapsed(), "configuration reloaded");
-                self.events.emit(
-                    "reloaded",
-                    json!({ "generation": self.generation, "listeners": self.listeners.addrs() }),
-                );
+                self.events
+                    .emit("reloaded", json!({ "generation": self.generation, "listeners": self.listeners.addrs() }));
             }
             Err(e) => {
                 self.shared.stats.reload_failures.inc();
-                tracing::error!(
-                    trigger = why,
-                    "reload rejected, keeping the running configuration:\n{e}"
+                tracing::error!(trigger = why, "reload rejected, keeping the running configuration:\n{e}");
+                self.events.emit(
+                    "reload_failed",
+                    json!({ "errors": e.lines().collect::<Vec<_>>(), "generation": self.generation }),
                 );
-                self.events.emit("reload_failed", json!({ "errors": e.lines().collect::<Vec<_>>(), "generation": self.generation }));
             }
         }
     }
@@ -219,25 +206,13 @@ impl Control {
         let config = read_config(self.path.as_deref())?;
         for (field, changed) in [
             ("workers", config.workers != self.started_with.workers),
-            (
-                "reuse_port",
-                config.reuse_port != self.started_with.reuse_port,
-            ),
-            (
-                "cpu_affinity",
-                config.cpu_affinity != self.started_with.cpu_affinity,
-            ),
+            ("reuse_port", config.reuse_port != self.started_with.reuse_port),
+            ("cpu_affinity", config.cpu_affinity != self.started_with.cpu_affinity),
             ("admin", config.admin != self.started_with.admin),
-            (
-                "demo_backend",
-                config.demo_backend != self.started_with.demo_backend,
-            ),
+            ("demo_backend", config.demo_backend != self.started_with.demo_backend),
         ] {
             if changed {
-                tracing::warn!(
-                    field,
-                    "this setting changes only on restart; the running value stays"
-                );
+                tracing::warn!(field, "this setting changes only on restart; the running value stays");
             }
         }
         let log = match &self.access_log {
@@ -266,10 +241,7 @@ impl Control {
         }
         let snap = self.shared.snapshot.load();
         for u in snap.upstreams.values().filter(|u| u.health_check.is_some()) {
-            self.health
-                .push(tokio::spawn(gatehouse_upstream::run_health_checks(
-                    u.clone(),
-                )));
+            self.health.push(tokio::spawn(gatehouse_upstream::run_health_checks(u.clone())));
         }
     }
 
@@ -290,8 +262,7 @@ impl Control {
     async fn stop(mut self, drain: watch::Sender<bool>) {
         let grace = self.shared.snapshot.load().config.shutdown_grace.0;
         tracing::info!(grace = ?grace, "shutting down: no new connections, draining open ones");
-        self.events
-            .emit("draining", json!({ "grace_ms": grace.as_millis() as u64 }));
+        self.events.emit("draining", json!({ "grace_ms": grace.as_millis() as u64 }));
         self.listeners.close();
         let _ = drain.send(true);
         let deadline = Instant::now() + grace;
@@ -301,10 +272,7 @@ impl Control {
         }
         let left = self.shared.stats.connections_active.get();
         if left > 0 {
-            tracing::warn!(
-                connections = left,
-                "grace period over; closing remaining connections"
-            );
+            tracing::warn!(connections = left, "grace period over; closing remaining connections");
         }
         for h in self.health.drain(..) {
             h.abort();
@@ -319,7 +287,6 @@ impl Control {
         }
         self.workers.stop();
         tracing::info!("stopped");
-        self.events
-            .emit("stopped", json!({ "unfinished_connections": left }));
+        self.events.emit("stopped", json!({ "unfinished_connections": left }));
     }
 }

@@ -15,33 +15,20 @@ pub async fn serve(listener: tokio::net::TcpListener) {
         };
         tokio::spawn(async move {
             let service = service_fn(|req: http::Request<hyper::body::Incoming>| async move {
-                let host = req
-                    .headers()
-                    .get(http::header::HOST)
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("-")
-                    .to_string();
-                let xff = req
-                    .headers()
-                    .get("x-forwarded-for")
-                    .and_then(|v| v.to_str().ok())
-                    .unwrap_or("-")
-                    .to_string();
+                let host =
+                    req.headers().get(http::header::HOST).and_then(|v| v.to_str().ok()).unwrap_or("-").to_string();
+                let xff = req.headers().get("x-forwarded-for").and_then(|v| v.to_str().ok()).unwrap_or("-").to_string();
                 let body = format!(
                     "Hello from the Gatehouse demo backend.\nYou asked for {} {} (Host: {host}, X-Forwarded-For: {xff}).\n",
                     req.method(),
                     req.uri()
                 );
                 let mut resp = http::Response::new(Full::new(Bytes::from(body)));
-                resp.headers_mut().insert(
-                    http::header::CONTENT_TYPE,
-                    http::HeaderValue::from_static("text/plain; charset=utf-8"),
-                );
+                resp.headers_mut()
+                    .insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("text/plain; charset=utf-8"));
                 Ok::<_, Infallible>(resp)
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
         });
     }
 }

@@ -23,12 +23,7 @@ pub struct ListenerSet {
 
 impl ListenerSet {
     /// Makes the running listeners match `config`.
-    pub fn apply(
-        &mut self,
-        config: &Config,
-        workers: &Workers,
-        ctx: &ServeContext,
-    ) -> Result<(), String> {
+    pub fn apply(&mut self, config: &Config, workers: &Workers, ctx: &ServeContext) -> Result<(), String> {
         let n = workers.workers.len();
         let mut old = std::mem::take(&mut self.running);
         // Phase 1: find or bind every wanted listener; on failure put everything back.
@@ -90,10 +85,7 @@ impl ListenerSet {
 
     /// Bound addresses by listener name.
     pub fn addrs(&self) -> BTreeMap<String, SocketAddr> {
-        self.running
-            .iter()
-            .map(|(k, r)| (k.clone(), r.bound.addr))
-            .collect()
+        self.running.iter().map(|(k, r)| (k.clone(), r.bound.addr)).collect()
     }
 
     /// Stops accepting everywhere and closes the sockets.

@@ -48,10 +48,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Check { file } => check(&file),
-        Command::Run {
-            config,
-            status_json,
-        } => {
+        Command::Run { config, status_json } => {
             init_logging();
             match app::run(config, status_json) {
                 Ok(()) => ExitCode::SUCCESS,
@@ -81,11 +78,7 @@ fn check(file: &std::path::Path) -> ExitCode {
             for e in &errors.0 {
                 eprintln!("{}: {e}", file.display());
             }
-            eprintln!(
-                "gatehouse: configuration {} has {} error(s)",
-                file.display(),
-                errors.0.len()
-            );
+            eprintln!("gatehouse: configuration {} has {} error(s)", file.display(), errors.0.len());
             ExitCode::FAILURE
         }
     }

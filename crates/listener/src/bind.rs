@@ -36,25 +36,13 @@ fn socket(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<TcpLis
 }
 
 /// Binds `config` for `workers` workers, with a message naming the address on failure.
-pub fn bind_listener(
-    name: &str,
-    config: &Listener,
-    workers: usize,
-    reuse_port: bool,
-) -> Result<BoundListener, String> {
+pub fn bind_listener(name: &str, config: &Listener, workers: usize, reuse_port: bool) -> Result<BoundListener, String> {
     let explain = |e: io::Error| match e.kind() {
-        io::ErrorKind::AddrInUse => format!(
-            "listener `{name}`: address {} is already in use",
-            config.bind
-        ),
-        io::ErrorKind::AddrNotAvailable => format!(
-            "listener `{name}`: address {} is not available on this host",
-            config.bind
-        ),
-        io::ErrorKind::PermissionDenied => format!(
-            "listener `{name}`: permission denied binding {}",
-            config.bind
-        ),
+        io::ErrorKind::AddrInUse => format!("listener `{name}`: address {} is already in use", config.bind),
+        io::ErrorKind::AddrNotAvailable => {
+            format!("listener `{name}`: address {} is not available on this host", config.bind)
+        }
+        io::ErrorKind::PermissionDenied => format!("listener `{name}`: permission denied binding {}", config.bind),
         _ => format!("listener `{name}`: cannot bind {}: {e}", config.bind),
     };
     let first = socket(config.bind, config.backlog, reuse_port).map_err(explain)?;
@@ -65,12 +53,7 @@ pub fn bind_listener(
             sockets.push(socket(addr, config.backlog, true).map_err(explain)?);
         }
     }
-    Ok(BoundListener {
-        name: name.to_string(),
-        addr,
-        config: config.clone(),
-        sockets,
-    })
+    Ok(BoundListener { name: name.to_string(), addr, config: config.clone(), sockets })
 }
 
 impl BoundListener {

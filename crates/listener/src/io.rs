@@ -140,9 +140,7 @@ impl ConnIo {
         let timer = match &mut self.timer {
             Some((at, sleep)) if *at == deadline => sleep,
             slot => {
-                let sleep = Box::pin(tokio::time::sleep_until(
-                    Instant::now() + Duration::from_millis(deadline - now),
-                ));
+                let sleep = Box::pin(tokio::time::sleep_until(Instant::now() + Duration::from_millis(deadline - now)));
                 &mut slot.insert((deadline, sleep)).1
             }
         };
@@ -151,11 +149,7 @@ impl ConnIo {
 }
 
 impl AsyncRead for ConnIo {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         if !this.prefix.is_empty() {
             let n = this.prefix.len().min(buf.remaining());
@@ -185,11 +179,7 @@ impl AsyncRead for ConnIo {
 }
 
 impl AsyncWrite for ConnIo {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
     fn poll_write_vectored(

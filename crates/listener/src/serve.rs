@@ -47,13 +47,7 @@ pub async fn accept_loop(socket: std::net::TcpListener, config: Arc<Listener>, c
         };
         match listener.accept().await {
             Ok((stream, peer)) => {
-                tokio::spawn(serve_connection(
-                    stream,
-                    peer,
-                    config.clone(),
-                    ctx.clone(),
-                    permit,
-                ));
+                tokio::spawn(serve_connection(stream, peer, config.clone(), ctx.clone(), permit));
             }
             Err(e) => {
                 // Out of descriptors or memory: back off instead of spinning, then go on.
@@ -114,37 +108,19 @@ async fn serve_connection(
     } else {
         (Bytes::new(), false)
     };
-    let io = TokioIo::new(ConnIo::new(
-        stream,
-        prefix,
-        state.clone(),
-        header_timeout,
-        config.keepalive_timeout.0,
-        h2,
-    ));
-    let info = ConnInfo {
-        peer,
-        local,
-        tls: false,
-    };
+    let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), header_timeout, config.keepalive_timeout.0, h2));
+    let info = ConnInfo { peer, local, tls: false };
     let max_requests = config.max_requests_per_connection;
     let service = service_fn(move |req| {
         let guard = BusyGuard::new(state.clone());
-        let n = state
-            .requests
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
-            + 1;
+        let n = state.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let shared = shared.clone();
         async move {
             let mut resp = gatehouse_proxy::handle(shared, req, info).await;
             if max_requests > 0 && n >= max_requests && resp.version() != http::Version::HTTP_2 {
-                resp.headers_mut()
-                    .insert(CONNECTION, HeaderValue::from_static("close"));
+                resp.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
             }
-            Ok::<_, Infallible>(resp.map(|inner| TrackedBody {
-                inner,
-                _guard: guard,
-            }))
+            Ok::<_, Infallible>(resp.map(|inner| TrackedBody { inner, _guard: guard }))
         }
     });
     let mut drain = ctx.drain.clone();
@@ -165,11 +141,7 @@ async fn serve_connection(
     } else {
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
-            .max_buf_size(
-                usize::try_from(config.max_header_bytes.0)
-                    .unwrap_or(usize::MAX)
-                    .max(8192),
-            )
+            .max_buf_size(usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX).max(8192))
             .serve_connection(io, service)
             .with_upgrades();
         tokio::pin!(conn);
@@ -198,10 +170,7 @@ impl Body for TrackedBody {
     type Data = Bytes;
     type Error = Box<dyn std::error::Error + Send + Sync>;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         Pin::new(&mut self.inner).poll_frame(cx)
     }
     fn is_end_stream(&self) -> bool {

@@ -32,11 +32,7 @@ impl Workers {
         pin: bool,
         on_start: impl Fn(usize) + Send + Sync + Clone + 'static,
     ) -> std::io::Result<Workers> {
-        let cores = if pin {
-            core_affinity::get_core_ids().unwrap_or_default()
-        } else {
-            Vec::new()
-        };
+        let cores = if pin { core_affinity::get_core_ids().unwrap_or_default() } else { Vec::new() };
         let (stop, _) = watch::channel(false);
         let (tx, rx) = mpsc::channel();
         let mut threads = Vec::with_capacity(n);
@@ -68,20 +64,12 @@ impl Workers {
             threads.push(thread);
         }
         drop(tx);
-        let mut workers: Vec<Worker> = rx
-            .iter()
-            .take(n)
-            .map(|(index, handle)| Worker { index, handle })
-            .collect();
+        let mut workers: Vec<Worker> = rx.iter().take(n).map(|(index, handle)| Worker { index, handle }).collect();
         if workers.len() != n {
             return Err(std::io::Error::other("a worker failed to start"));
         }
         workers.sort_by_key(|w| w.index);
-        Ok(Workers {
-            workers,
-            threads,
-            stop,
-        })
+        Ok(Workers { workers, threads, stop })
     }
 
     /// Stops every worker (dropping their remaining tasks) and waits for the threads.

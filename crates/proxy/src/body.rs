@@ -25,12 +25,7 @@ pub struct ResponseBody {
 #[derive(Debug)]
 enum Kind {
     Full(Option<Bytes>),
-    Upstream {
-        inner: Incoming,
-        lease: Option<Lease>,
-        read_timeout: Duration,
-        timer: Option<Pin<Box<Sleep>>>,
-    },
+    Upstream { inner: Incoming, lease: Option<Lease>, read_timeout: Duration, timer: Option<Pin<Box<Sleep>>> },
 }
 
 /// What the access log needs, captured at request time when logging is on.
@@ -66,31 +61,18 @@ impl std::error::Error for BodyTimeout {}
 impl ResponseBody {
     /// A complete body.
     pub fn full(bytes: Bytes) -> Self {
-        ResponseBody {
-            kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())),
-            sent: 0,
-            record: None,
-        }
+        ResponseBody { kind: Kind::Full(Some(bytes).filter(|b| !b.is_empty())), sent: 0, record: None }
     }
 
     /// No body.
     pub fn empty() -> Self {
-        ResponseBody {
-            kind: Kind::Full(None),
-            sent: 0,
-            record: None,
-        }
+        ResponseBody { kind: Kind::Full(None), sent: 0, record: None }
     }
 
     /// The upstream's body; `lease` returns to the pool when it ends.
     pub(crate) fn upstream(inner: Incoming, lease: Lease, read_timeout: Duration) -> Self {
         let mut body = ResponseBody {
-            kind: Kind::Upstream {
-                inner,
-                lease: Some(lease),
-                read_timeout,
-                timer: None,
-            },
+            kind: Kind::Upstream { inner, lease: Some(lease), read_timeout, timer: None },
             sent: 0,
             record: None,
         };
@@ -140,19 +122,11 @@ impl Body for ResponseBody {
     type Data = Bytes;
     type Error = Box<dyn std::error::Error + Send + Sync>;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         let polled = match &mut this.kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Upstream {
-                inner,
-                lease,
-                read_timeout,
-                timer,
-            } => match Pin::new(&mut *inner).poll_frame(cx) {
+            Kind::Upstream { inner, lease, read_timeout, timer } => match Pin::new(&mut *inner).poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => {
                     *timer = None;
                     Poll::Ready(Some(Ok(frame)))

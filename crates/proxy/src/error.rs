@@ -50,9 +50,7 @@ impl ProxyError {
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ProxyError::NoHealthyEndpoint { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            ProxyError::ConnectFailed { .. } | ProxyError::UpstreamFailed { .. } => {
-                StatusCode::BAD_GATEWAY
-            }
+            ProxyError::ConnectFailed { .. } | ProxyError::UpstreamFailed { .. } => StatusCode::BAD_GATEWAY,
             ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
         }
     }
@@ -79,33 +77,20 @@ impl ProxyError {
                 tracing::warn!(%status, endpoint, reason, "upstream failed")
             }
         }
-        let close = matches!(
-            self,
-            ProxyError::BadRequest(_) | ProxyError::BodyTooLarge { .. }
-        );
+        let close = matches!(self, ProxyError::BadRequest(_) | ProxyError::BodyTooLarge { .. });
         simple(status, close)
     }
 }
 
 /// A short plain-text response such as `502 Bad Gateway`.
 pub fn simple(status: StatusCode, close: bool) -> Response<ResponseBody> {
-    let text = format!(
-        "{} {}\n",
-        status.as_u16(),
-        status.canonical_reason().unwrap_or("")
-    );
+    let text = format!("{} {}\n", status.as_u16(), status.canonical_reason().unwrap_or(""));
     let mut resp = Response::new(ResponseBody::full(text.into()));
     *resp.status_mut() = status;
     let h = resp.headers_mut();
-    h.insert(
-        header::CONTENT_TYPE,
-        header::HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
+    h.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain; charset=utf-8"));
     if close {
-        h.insert(
-            header::CONNECTION,
-            header::HeaderValue::from_static("close"),
-        );
+        h.insert(header::CONNECTION, header::HeaderValue::from_static("close"));
     }
     resp
 }

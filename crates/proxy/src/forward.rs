@@ -4,9 +4,7 @@
 
 use crate::body::{LogRecord, ResponseBody};
 use crate::error::ProxyError;
-use crate::headers::{
-    add_forwarding, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade,
-};
+use crate::headers::{add_forwarding, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade};
 use crate::snapshot::{RouteEntry, Snapshot};
 use crate::upgrade::tunnel;
 use crate::{ConnInfo, Shared};
@@ -22,21 +20,11 @@ use std::time::{Instant, SystemTime};
 const MAX_ATTEMPTS: usize = 11;
 
 /// Answers one client request.
-pub async fn handle(
-    shared: Arc<Shared>,
-    req: Request<Incoming>,
-    conn: ConnInfo,
-) -> Response<ResponseBody> {
+pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> Response<ResponseBody> {
     let start = Instant::now();
     let snap = shared.snapshot.load_full();
-    let record = snap
-        .access_log
-        .as_ref()
-        .map(|log| capture(log, &req, &conn, start));
-    let mut outcome = Outcome {
-        route: None,
-        endpoint: None,
-    };
+    let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start));
+    let mut outcome = Outcome { route: None, endpoint: None };
     let mut resp = match forward(&shared, &snap, req, &conn, &mut outcome).await {
         Ok(resp) => resp,
         Err(e) => {
@@ -76,13 +64,7 @@ fn capture(
     conn: &ConnInfo,
     start: Instant,
 ) -> Box<LogRecord> {
-    let h = |name: header::HeaderName| {
-        req.headers()
-            .get(name)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-            .to_string()
-    };
+    let h = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     Box::new(LogRecord {
         log: log.clone(),
         client: conn.peer.ip(),
@@ -91,11 +73,7 @@ fn capture(
         method: req.method().as_str().to_string(),
         uri: req.uri().to_string(),
         version: version_text(req.version()),
-        host: req
-            .uri()
-            .authority()
-            .map(|a| a.as_str().to_string())
-            .unwrap_or_else(|| h(header::HOST)),
+        host: req.uri().authority().map(|a| a.as_str().to_string()).unwrap_or_else(|| h(header::HOST)),
         referer: h(header::REFERER),
         user_agent: h(header::USER_AGENT),
         status: 0,
@@ -115,10 +93,7 @@ fn version_text(v: Version) -> &'static str {
 }
 
 fn idempotent(m: &Method) -> bool {
-    matches!(
-        *m,
-        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
-    )
+    matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE)
 }
 
 /// The host a request is for: the authority of an absolute-form or HTTP/2 target, else `Host`.
@@ -129,13 +104,8 @@ fn request_host(req: &Request<Incoming>) -> Result<Option<&str>, ProxyError> {
     let mut hosts = req.headers().get_all(header::HOST).iter();
     match (hosts.next(), hosts.next()) {
         (Some(_), Some(_)) => Err(ProxyError::BadRequest("several Host headers")),
-        (Some(v), None) => v
-            .to_str()
-            .map(Some)
-            .map_err(|_| ProxyError::BadRequest("invalid Host header")),
-        (None, _) if req.version() == Version::HTTP_11 => {
-            Err(ProxyError::BadRequest("missing Host header"))
-        }
+        (Some(v), None) => v.to_str().map(Some).map_err(|_| ProxyError::BadRequest("invalid Host header")),
+        (None, _) if req.version() == Version::HTTP_11 => Err(ProxyError::BadRequest("missing Host header")),
         (None, _) => Ok(None),
     }
 }
@@ -152,11 +122,7 @@ async fn forward(
         return Err(ProxyError::BadRequest("invalid Host header"));
     }
     let host_value = host.map(str::to_string);
-    let route = snap
-        .router
-        .lookup(host.unwrap_or(""), req.uri().path())
-        .ok_or(ProxyError::NoRoute)?
-        .clone();
+    let route = snap.router.lookup(host.unwrap_or(""), req.uri().path()).ok_or(ProxyError::NoRoute)?.clone();
     outcome.route = Some(route.clone());
 
     let declared = match req.headers().get(header::CONTENT_LENGTH) {
@@ -169,9 +135,7 @@ async fn forward(
         None => None,
     };
     if declared.is_some_and(|n| n > route.max_body) {
-        return Err(ProxyError::BodyTooLarge {
-            limit: route.max_body,
-        });
+        return Err(ProxyError::BodyTooLarge { limit: route.max_body });
     }
 
     let upstream = route.upstream.clone();
@@ -182,10 +146,7 @@ async fn forward(
 
     let target = upstream_target(&route, req.uri()).map_err(ProxyError::BadRequest)?;
     let (mut parts, body) = req.into_parts();
-    let key_uri = target
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
+    let key_uri = target.path_and_query().map_or("/", |p| p.as_str()).to_string();
     strip_hop_by_hop(&mut parts.headers, upgrade);
     parts.headers.remove(header::EXPECT);
     add_forwarding(&mut parts.headers, snap, conn, h2_downstream);
@@ -203,34 +164,19 @@ async fn forward(
         _ => {}
     }
     parts.uri = target;
-    parts.version = if settings.http2 {
-        Version::HTTP_2
-    } else {
-        Version::HTTP_11
-    };
+    parts.version = if settings.http2 { Version::HTTP_2 } else { Version::HTTP_11 };
     let body = RequestBody::streaming(body, route.max_body);
     let method = parts.method.clone();
     let replayable = idempotent(&method) && body.is_empty() && !upgrade;
     // Keep a copy for replay only when a replay may happen.
-    let template = (replayable && settings.retries > 0).then(|| {
-        (
-            parts.method.clone(),
-            parts.uri.clone(),
-            parts.headers.clone(),
-        )
-    });
+    let template =
+        (replayable && settings.retries > 0).then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
     let mut pending = Some(Request::from_parts(parts, body));
 
-    let select_headers = pending
-        .as_ref()
-        .map(|r| r.headers().clone())
-        .filter(|_| upstream.balancer_needs_headers());
+    let select_headers = pending.as_ref().map(|r| r.headers().clone()).filter(|_| upstream.balancer_needs_headers());
     let empty = http::HeaderMap::new();
-    let key = SelectKey {
-        client_ip: conn.peer.ip(),
-        uri: &key_uri,
-        headers: select_headers.as_ref().unwrap_or(&empty),
-    };
+    let key =
+        SelectKey { client_ip: conn.peer.ip(), uri: &key_uri, headers: select_headers.as_ref().unwrap_or(&empty) };
 
     let mut tried = [0usize; MAX_ATTEMPTS];
     let attempts = (settings.retries as usize + 1).min(MAX_ATTEMPTS);
@@ -264,10 +210,8 @@ async fn forward(
             Ok(lease) => lease,
             Err(e) => {
                 ep.record_failure(settings.eject_after, settings.eject_for);
-                last_error = Some(ProxyError::ConnectFailed {
-                    endpoint: ep.addr_text.to_string(),
-                    reason: e.to_string(),
-                });
+                last_error =
+                    Some(ProxyError::ConnectFailed { endpoint: ep.addr_text.to_string(), reason: e.to_string() });
                 // Never sent: the same request can go elsewhere, whatever its method.
                 pending = Some(request);
                 continue;
@@ -291,19 +235,12 @@ async fn forward(
                         tunnel(client, hyper::upgrade::on(&mut resp));
                     }
                 }
-                return Ok(respond(
-                    resp,
-                    lease,
-                    settings.read_timeout,
-                    upgrade && status == 101,
-                ));
+                return Ok(respond(resp, lease, settings.read_timeout, upgrade && status == 101));
             }
             Ok(Err(failure)) => {
                 ep.record_failure(settings.eject_after, settings.eject_for);
-                last_error = Some(ProxyError::UpstreamFailed {
-                    endpoint: ep.addr_text.to_string(),
-                    reason: failure.reason,
-                });
+                last_error =
+                    Some(ProxyError::UpstreamFailed { endpoint: ep.addr_text.to_string(), reason: failure.reason });
                 if let Some(unsent) = failure.unsent {
                     pending = Some(unsent);
                 } else if template.is_none() {
@@ -312,9 +249,7 @@ async fn forward(
             }
             Err(_) => {
                 ep.record_failure(settings.eject_after, settings.eject_for);
-                last_error = Some(ProxyError::UpstreamTimeout {
-                    endpoint: ep.addr_text.to_string(),
-                });
+                last_error = Some(ProxyError::UpstreamTimeout { endpoint: ep.addr_text.to_string() });
                 if template.is_none() {
                     break;
                 }
@@ -324,14 +259,10 @@ async fn forward(
     if let Some(resp) = fallback {
         return Ok(resp);
     }
-    Err(last_error.unwrap_or(ProxyError::NoHealthyEndpoint {
-        upstream: upstream.name.to_string(),
-    }))
+    Err(last_error.unwrap_or(ProxyError::NoHealthyEndpoint { upstream: upstream.name.to_string() }))
 }
 
-fn rebuild(
-    template: &Option<(Method, http::Uri, http::HeaderMap)>,
-) -> Option<Request<RequestBody>> {
+fn rebuild(template: &Option<(Method, http::Uri, http::HeaderMap)>) -> Option<Request<RequestBody>> {
     let (method, uri, headers) = template.as_ref()?;
     let mut req = Request::new(RequestBody::empty());
     *req.method_mut() = method.clone();
@@ -343,23 +274,9 @@ fn rebuild(
 /// HTTP/2 to the upstream carries the authority in the target.
 fn to_absolute(req: &mut Request<RequestBody>, endpoint: &str) {
     *req.version_mut() = Version::HTTP_2;
-    let authority = req
-        .headers()
-        .get(header::HOST)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or(endpoint)
-        .to_string();
-    let pq = req
-        .uri()
-        .path_and_query()
-        .map_or("/", |p| p.as_str())
-        .to_string();
-    if let Ok(uri) = http::Uri::builder()
-        .scheme("http")
-        .authority(authority)
-        .path_and_query(pq)
-        .build()
-    {
+    let authority = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or(endpoint).to_string();
+    let pq = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
+    if let Ok(uri) = http::Uri::builder().scheme("http").authority(authority).path_and_query(pq).build() {
         *req.uri_mut() = uri;
     }
     req.headers_mut().remove(header::HOST);

@@ -54,12 +54,10 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
 /// Whether the client asks to switch protocols (`Connection: upgrade` with `Upgrade`).
 pub(crate) fn wants_upgrade(headers: &HeaderMap) -> bool {
     headers.contains_key(header::UPGRADE)
-        && headers.get_all(header::CONNECTION).iter().any(|v| {
-            v.to_str().is_ok_and(|v| {
-                v.split(',')
-                    .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
-            })
-        })
+        && headers
+            .get_all(header::CONNECTION)
+            .iter()
+            .any(|v| v.to_str().is_ok_and(|v| v.split(',').any(|t| t.trim().eq_ignore_ascii_case("upgrade"))))
 }
 
 /// Adds `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Real-IP` and `Via` as configured.
@@ -86,10 +84,7 @@ pub(crate) fn add_forwarding(headers: &mut HeaderMap, snap: &Snapshot, conn: &Co
         }
     }
     if f.x_forwarded_proto {
-        headers.insert(
-            &X_FORWARDED_PROTO,
-            HeaderValue::from_static(if conn.tls { "https" } else { "http" }),
-        );
+        headers.insert(&X_FORWARDED_PROTO, HeaderValue::from_static(if conn.tls { "https" } else { "http" }));
     }
     if let Some((v1, v2)) = &snap.via {
         headers.append(header::VIA, if h2 { v2.clone() } else { v1.clone() });
@@ -98,17 +93,12 @@ pub(crate) fn add_forwarding(headers: &mut HeaderMap, snap: &Snapshot, conn: &Co
 
 /// The origin-form target sent upstream: the path rewritten by the route, the query kept.
 pub(crate) fn upstream_target(route: &RouteEntry, uri: &Uri) -> Result<Uri, &'static str> {
-    let pq = uri
-        .path_and_query()
-        .cloned()
-        .unwrap_or_else(|| PathAndQuery::from_static("/"));
+    let pq = uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
     let new_pq = match &route.rewrite {
         crate::snapshot::Rewrite::Keep => pq,
         crate::snapshot::Rewrite::Prefix(to) => {
             let rest = pq.path().get(route.prefix_len..).unwrap_or("");
-            let mut path = String::with_capacity(
-                to.len() + rest.len() + 1 + pq.query().map_or(0, |q| q.len() + 1),
-            );
+            let mut path = String::with_capacity(to.len() + rest.len() + 1 + pq.query().map_or(0, |q| q.len() + 1));
             path.push_str(to);
             if path.is_empty() && !rest.starts_with('/')
                 || !path.ends_with('/') && !rest.is_empty() && !rest.starts_with('/')
@@ -135,11 +125,7 @@ pub(crate) fn upstream_target(route: &RouteEntry, uri: &Uri) -> Result<Uri, &'st
 
 /// Checks a Host value: a host name or address with an optional port, nothing else.
 pub(crate) fn valid_host(host: &str) -> bool {
-    !host.is_empty()
-        && host.len() <= 255
-        && host
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b))
+    !host.is_empty() && host.len() <= 255 && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._:[]".contains(&b))
 }
 
 #[cfg(test)]
@@ -149,10 +135,7 @@ mod tests {
     #[test]
     fn hop_by_hop_and_connection_named_headers_go() {
         let mut h = HeaderMap::new();
-        h.insert(
-            header::CONNECTION,
-            HeaderValue::from_static("keep-alive, X-Secret"),
-        );
+        h.insert(header::CONNECTION, HeaderValue::from_static("keep-alive, X-Secret"));
         h.insert("x-secret", HeaderValue::from_static("1"));
         h.insert("keep-alive", HeaderValue::from_static("timeout=5"));
         h.insert(header::TE, HeaderValue::from_static("trailers"));
@@ -171,14 +154,8 @@ mod tests {
         h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
         assert!(wants_upgrade(&h));
         strip_hop_by_hop(&mut h, true);
-        assert_eq!(
-            h.get(header::UPGRADE).map(|v| v.as_bytes()),
-            Some(&b"websocket"[..])
-        );
-        assert_eq!(
-            h.get(header::CONNECTION).map(|v| v.as_bytes()),
-            Some(&b"upgrade"[..])
-        );
+        assert_eq!(h.get(header::UPGRADE).map(|v| v.as_bytes()), Some(&b"websocket"[..]));
+        assert_eq!(h.get(header::CONNECTION).map(|v| v.as_bytes()), Some(&b"upgrade"[..]));
     }
 
     #[test]

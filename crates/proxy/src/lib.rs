@@ -38,10 +38,7 @@ pub struct Shared {
 impl Shared {
     /// Shared state starting from `snapshot`.
     pub fn new(snapshot: Snapshot) -> Arc<Self> {
-        Arc::new(Shared {
-            snapshot: ArcSwap::from_pointee(snapshot),
-            stats: ProcessStats::default(),
-        })
+        Arc::new(Shared { snapshot: ArcSwap::from_pointee(snapshot), stats: ProcessStats::default() })
     }
 }
 

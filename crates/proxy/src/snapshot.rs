@@ -96,10 +96,8 @@ impl Snapshot {
         for (site_name, site) in &config.sites {
             let mut entries = Vec::new();
             for r in &site.routes {
-                let upstream = upstreams
-                    .get(&r.upstream)
-                    .ok_or_else(|| format!("unknown upstream `{}`", r.upstream))?
-                    .clone();
+                let upstream =
+                    upstreams.get(&r.upstream).ok_or_else(|| format!("unknown upstream `{}`", r.upstream))?.clone();
                 let id = format!("{site_name}:{}", r.path);
                 let rewrite = match (&r.rewrite, r.strip_prefix) {
                     (Some(to), _) => Rewrite::Prefix(to.clone()),

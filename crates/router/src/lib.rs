@@ -87,11 +87,7 @@ impl<T> RouterBuilder<T> {
                     by_len.len() - 1
                 }
             };
-            if by_len[slot]
-                .1
-                .insert(prefix.as_bytes().into(), value)
-                .is_some()
-            {
+            if by_len[slot].1.insert(prefix.as_bytes().into(), value).is_some() {
                 return Err(BuildError::DuplicatePath(prefix));
             }
         }
@@ -122,11 +118,7 @@ impl<T> Router<T> {
         let site = self.site_for(host)?;
         let table = &self.sites[site];
         let path = path.as_bytes();
-        table
-            .by_len
-            .iter()
-            .filter(|(len, _)| *len <= path.len())
-            .find_map(|(len, map)| map.get(&path[..*len]))
+        table.by_len.iter().filter(|(len, _)| *len <= path.len()).find_map(|(len, map)| map.get(&path[..*len]))
     }
 
     fn site_for(&self, host: &str) -> Option<usize> {
@@ -177,19 +169,12 @@ mod tests {
         let mut b = Router::builder();
         b.site(
             ["example.com", "www.example.com"],
-            [
-                ("/".to_string(), "ex-root"),
-                ("/api/".to_string(), "ex-api"),
-                ("/api/v2/".to_string(), "ex-api2"),
-            ],
+            [("/".to_string(), "ex-root"), ("/api/".to_string(), "ex-api"), ("/api/v2/".to_string(), "ex-api2")],
         )
         .expect("site");
-        b.site(["*.example.com"], [("/".to_string(), "wild")])
-            .expect("site");
-        b.site(["*.deep.example.com"], [("/".to_string(), "deep")])
-            .expect("site");
-        b.site(["*"], [("/static".to_string(), "any-static")])
-            .expect("site");
+        b.site(["*.example.com"], [("/".to_string(), "wild")]).expect("site");
+        b.site(["*.deep.example.com"], [("/".to_string(), "deep")]).expect("site");
+        b.site(["*"], [("/static".to_string(), "any-static")]).expect("site");
         b.build()
     }
 
@@ -226,10 +211,7 @@ mod tests {
     fn duplicates_are_refused() {
         let mut b = Router::builder();
         b.site(["a.com"], [("/".to_string(), 1)]).expect("site");
-        assert_eq!(
-            b.site(["A.com"], [("/".to_string(), 2)]),
-            Err(BuildError::DuplicateHost("a.com".into()))
-        );
+        assert_eq!(b.site(["A.com"], [("/".to_string(), 2)]), Err(BuildError::DuplicateHost("a.com".into())));
         let mut b = Router::builder();
         assert_eq!(
             b.site(["a.com"], [("/".to_string(), 1), ("/".to_string(), 2)]),
@@ -240,8 +222,7 @@ mod tests {
     #[test]
     fn many_routes_are_found() {
         let mut b = Router::builder();
-        b.site(["*"], (0..10_000).map(|i| (format!("/svc{i}/"), i)))
-            .expect("site");
+        b.site(["*"], (0..10_000).map(|i| (format!("/svc{i}/"), i))).expect("site");
         let r = b.build();
         assert_eq!(r.lookup("h", "/svc9999/x"), Some(&9999));
         assert_eq!(r.lookup("h", "/svc1/x"), Some(&1));

@@ -78,28 +78,24 @@ impl AccessLog {
         let mut out: Box<dyn Write + Send> = match path {
             "stdout" => Box::new(std::io::stdout()),
             "stderr" => Box::new(std::io::stderr()),
-            file => Box::new(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(file)?,
-            ),
+            file => Box::new(std::fs::OpenOptions::new().create(true).append(true).open(file)?),
         };
-        let (tx, rx) = sync_channel::<Vec<u8>>(QUEUE_DEPTH);
-        std::thread::Builder::new()
-            .name("access-log".into())
-            .spawn(move || {
-                for batch in rx {
-                    if out.write_all(&batch).and_then(|_| out.flush()).is_err() {
-                        tracing::error!("access log write failed");
+        let (tx, rx) = sync_channel::<Msg>(QUEUE_DEPTH);
+        std::thread::Builder::new().name("access-log".into()).spawn(move || {
+            for msg in rx {
+                match msg {
+                    Msg::Lines(batch) => {
+                        if out.write_all(&batch).and_then(|_| out.flush()).is_err() {
+                            tracing::error!("access log write failed");
+                        }
+                    }
+                    Msg::Sync(done) => {
+                        let _ = done.send(());
                     }
                 }
-            })?;
-        Ok(AccessLog {
-            format,
-            tx,
-            dropped: Arc::new(AtomicU64::new(0)),
-        })
+            }
+        })?;
+        Ok(AccessLog { format, tx, dropped: Arc::new(AtomicU64::new(0)) })
     }
 
     /// Lines dropped because the writer fell behind.
@@ -184,12 +180,7 @@ fn combined(buf: &mut Vec<u8>, e: &Entry<'_>) {
     push_escaped(buf, dash(e.referer));
     buf.extend_from_slice(b"\" \"");
     push_escaped(buf, dash(e.user_agent));
-    let _ = writeln!(
-        buf,
-        "\" {:.3} \"{}\"",
-        e.duration.as_secs_f64(),
-        dash(e.upstream)
-    );
+    let _ = writeln!(buf, "\" {:.3} \"{}\"", e.duration.as_secs_f64(), dash(e.upstream));
 }
 
 fn json_str(out: &mut String, s: &str) {
@@ -213,12 +204,7 @@ fn json(buf: &mut Vec<u8>, e: &Entry<'_>) {
     json_str(&mut s, &rfc3339_time(e.time));
     s.push_str(",\"client\":");
     json_str(&mut s, &e.client.to_string());
-    for (k, v) in [
-        ("method", e.method),
-        ("uri", e.uri),
-        ("protocol", e.version),
-        ("host", e.host),
-    ] {
+    for (k, v) in [("method", e.method), ("uri", e.uri), ("protocol", e.version), ("host", e.host)] {
         let _ = write!(s, ",\"{k}\":");
         json_str(&mut s, v);
     }
@@ -229,12 +215,7 @@ fn json(buf: &mut Vec<u8>, e: &Entry<'_>) {
         e.bytes,
         e.duration.as_secs_f64() * 1e3
     );
-    for (k, v) in [
-        ("referer", e.referer),
-        ("user_agent", e.user_agent),
-        ("upstream", e.upstream),
-        ("route", e.route),
-    ] {
+    for (k, v) in [("referer", e.referer), ("user_agent", e.user_agent), ("upstream", e.upstream), ("route", e.route)] {
         let _ = write!(s, ",\"{k}\":");
         json_str(&mut s, v);
     }

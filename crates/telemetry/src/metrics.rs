@@ -43,9 +43,8 @@ impl Gauge {
 }
 
 /// Upper bounds of the latency histogram, seconds.
-pub const LATENCY_BUCKETS: [f64; 14] = [
-    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-];
+pub const LATENCY_BUCKETS: [f64; 14] =
+    [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
 
 /// A latency histogram with fixed buckets.
 #[derive(Debug, Default)]
@@ -63,8 +62,7 @@ impl Histogram {
             self.buckets[i].fetch_add(1, Relaxed);
         }
         self.count.fetch_add(1, Relaxed);
-        self.sum_micros
-            .fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Relaxed);
+        self.sum_micros.fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Relaxed);
     }
 
     /// Appends the `_bucket`, `_sum` and `_count` series of `name` with `labels` (`a="b",…`).
@@ -73,10 +71,7 @@ impl Histogram {
         let mut cumulative = 0;
         for (i, bound) in LATENCY_BUCKETS.iter().enumerate() {
             cumulative += self.buckets[i].load(Relaxed);
-            let _ = writeln!(
-                out,
-                "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {cumulative}"
-            );
+            let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"{bound}\"}} {cumulative}");
         }
         let count = self.count.load(Relaxed);
         let _ = writeln!(out, "{name}_bucket{{{labels}{sep}le=\"+Inf\"}} {count}");
@@ -139,18 +134,9 @@ mod tests {
         h.observe(Duration::from_secs(30));
         let mut out = String::new();
         h.render(&mut out, "x", "route=\"a\"");
-        assert!(
-            out.contains("x_bucket{route=\"a\",le=\"0.0005\"} 1\n"),
-            "{out}"
-        );
-        assert!(
-            out.contains("x_bucket{route=\"a\",le=\"0.005\"} 2\n"),
-            "{out}"
-        );
-        assert!(
-            out.contains("x_bucket{route=\"a\",le=\"+Inf\"} 3\n"),
-            "{out}"
-        );
+        assert!(out.contains("x_bucket{route=\"a\",le=\"0.0005\"} 1\n"), "{out}");
+        assert!(out.contains("x_bucket{route=\"a\",le=\"0.005\"} 2\n"), "{out}");
+        assert!(out.contains("x_bucket{route=\"a\",le=\"+Inf\"} 3\n"), "{out}");
         assert!(out.contains("x_count{route=\"a\"} 3\n"), "{out}");
     }
 

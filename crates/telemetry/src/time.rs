@@ -2,9 +2,7 @@
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
-const MONTHS: [&str; 12] = [
-    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-];
+const MONTHS: [&str; 12] = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"];
 
 /// (year, month 1-12, day, hour, minute, second, millisecond) of `t` in UTC.
 fn civil(t: SystemTime) -> (i64, u32, u32, u32, u32, u32, u32) {
@@ -22,24 +20,13 @@ fn civil(t: SystemTime) -> (i64, u32, u32, u32, u32, u32, u32) {
     let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
     let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
     let year = yoe + era * 400 + i64::from(month <= 2);
-    (
-        year,
-        month,
-        day,
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60,
-        d.subsec_millis(),
-    )
+    (year, month, day, rem / 3600, rem / 60 % 60, rem % 60, d.subsec_millis())
 }
 
 /// `10/Oct/2000:13:55:36 +0000`, as in the common log format.
 pub fn clf_time(t: SystemTime) -> String {
     let (y, mo, d, h, mi, s, _) = civil(t);
-    format!(
-        "{d:02}/{}/{y}:{h:02}:{mi:02}:{s:02} +0000",
-        MONTHS[(mo - 1) as usize]
-    )
+    format!("{d:02}/{}/{y}:{h:02}:{mi:02}:{s:02} +0000", MONTHS[(mo - 1) as usize])
 }
 
 /// `2000-10-10T13:55:36.123Z`.

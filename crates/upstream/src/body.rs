@@ -29,10 +29,7 @@ impl std::error::Error for BodyTooLarge {}
 impl RequestBody {
     /// No body.
     pub fn empty() -> Self {
-        RequestBody {
-            inner: None,
-            remaining: 0,
-        }
+        RequestBody { inner: None, remaining: 0 }
     }
 
     /// The client's body, limited to `limit` bytes.
@@ -40,10 +37,7 @@ impl RequestBody {
         if body.is_end_stream() {
             return Self::empty();
         }
-        RequestBody {
-            inner: Some(body),
-            remaining: limit,
-        }
+        RequestBody { inner: Some(body), remaining: limit }
     }
 
     /// True when there is nothing to send (so the request can be replayed on a retry).
@@ -56,10 +50,7 @@ impl Body for RequestBody {
     type Data = Bytes;
     type Error = Box<dyn std::error::Error + Send + Sync>;
 
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         let Some(inner) = this.inner.as_mut() else {
             return Poll::Ready(None);
@@ -90,8 +81,6 @@ impl Body for RequestBody {
     }
 
     fn size_hint(&self) -> SizeHint {
-        self.inner
-            .as_ref()
-            .map_or_else(|| SizeHint::with_exact(0), |b| b.size_hint())
+        self.inner.as_ref().map_or_else(|| SizeHint::with_exact(0), |b| b.size_hint())
     }
 }

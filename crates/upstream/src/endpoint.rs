@@ -61,8 +61,7 @@ pub struct EndpointState {
     ewma_at_ms: AtomicU64,
     pub(crate) pools: Box<[Mutex<Vec<Idle>>]>,
     /// One multiplexed HTTP/2 connection per worker, for `protocol: http2`.
-    pub(crate) h2:
-        Box<[Mutex<Option<hyper::client::conn::http2::SendRequest<crate::RequestBody>>>]>,
+    pub(crate) h2: Box<[Mutex<Option<hyper::client::conn::http2::SendRequest<crate::RequestBody>>>]>,
     /// Counters.
     pub stats: EndpointStats,
 }
@@ -81,9 +80,7 @@ impl EndpointState {
             healthy: AtomicBool::new(true),
             ewma_us: AtomicU64::new(0),
             ewma_at_ms: AtomicU64::new(0),
-            pools: (0..workers.max(1))
-                .map(|_| Mutex::new(Vec::new()))
-                .collect(),
+            pools: (0..workers.max(1)).map(|_| Mutex::new(Vec::new())).collect(),
             h2: (0..workers.max(1)).map(|_| Mutex::new(None)).collect(),
             stats: EndpointStats::default(),
         }
@@ -106,10 +103,7 @@ impl EndpointState {
 
     /// Idle connections held by all workers.
     pub fn idle_connections(&self) -> usize {
-        self.pools
-            .iter()
-            .map(|p| p.lock().map_or(0, |v| v.len()))
-            .sum()
+        self.pools.iter().map(|p| p.lock().map_or(0, |v| v.len())).sum()
     }
 
     pub(crate) fn set_healthy(&self, healthy: bool) {

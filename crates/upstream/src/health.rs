@@ -53,14 +53,7 @@ pub async fn run_health_checks(upstream: Arc<Upstream>) {
         tick.tick().await;
         let checks = upstream.endpoints.iter().map(|ep| {
             let spec = &spec;
-            async move {
-                (
-                    ep,
-                    tokio::time::timeout(spec.timeout, probe(ep.state.addr, spec))
-                        .await
-                        .unwrap_or(false),
-                )
-            }
+            async move { (ep, tokio::time::timeout(spec.timeout, probe(ep.state.addr, spec)).await.unwrap_or(false)) }
         });
         let results = join_all(checks).await;
         for (ep, ok) in results {
@@ -94,8 +87,7 @@ async fn probe(addr: SocketAddr, spec: &HealthCheckSpec) -> bool {
     let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
         return false;
     };
-    let Ok((mut sender, conn)) = http1::handshake::<_, RequestBody>(TokioIo::new(stream)).await
-    else {
+    let Ok((mut sender, conn)) = http1::handshake::<_, RequestBody>(TokioIo::new(stream)).await else {
         return false;
     };
     tokio::spawn(async move {

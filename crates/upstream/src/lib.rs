@@ -90,13 +90,7 @@ impl Upstream {
             eject_for: cfg.passive_health.eject.0,
         };
         let health_check = cfg.health_check.as_ref().map(HealthCheckSpec::from_config);
-        Upstream {
-            name: name.into(),
-            endpoints,
-            balancer,
-            settings,
-            health_check,
-        }
+        Upstream { name: name.into(), endpoints, balancer, settings, health_check }
     }
 
     /// Picks an available endpoint not in `tried`, or `None` when every endpoint is down, ejected,
@@ -109,10 +103,7 @@ impl Upstream {
     pub fn balancer_needs_headers(&self) -> bool {
         matches!(
             &self.balancer,
-            Balancer::ConsistentHash {
-                key: config::HashKey::Header(_) | config::HashKey::Cookie(_),
-                ..
-            }
+            Balancer::ConsistentHash { key: config::HashKey::Header(_) | config::HashKey::Cookie(_), .. }
         )
     }
 

@@ -79,12 +79,7 @@ impl Lease {
     /// Takes an in-flight slot on `ep` and a ready connection to it.
     pub async fn acquire(ep: &Arc<EndpointState>, s: &Settings) -> Result<Lease, ConnectError> {
         ep.inflight.fetch_add(1, Relaxed);
-        let mut lease = Lease {
-            ep: ep.clone(),
-            conn: None,
-            max_idle: s.max_idle,
-            reused: false,
-        };
+        let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: false };
         if s.http2 {
             lease.conn = Some(Conn::H2(lease.h2_sender(s).await?));
             return Ok(lease);
@@ -95,10 +90,7 @@ impl Lease {
             return Ok(lease);
         }
         let io = connect(ep, s).await?;
-        let (sender, conn) = http1::Builder::new()
-            .handshake(io)
-            .await
-            .map_err(ConnectError::Handshake)?;
+        let (sender, conn) = http1::Builder::new().handshake(io).await.map_err(ConnectError::Handshake)?;
         tokio::spawn(async move {
             // Errors here are seen by the request that owns the connection.
             let _ = conn.with_upgrades().await;
@@ -117,16 +109,9 @@ impl Lease {
         None
     }
 
-    async fn h2_sender(
-        &self,
-        s: &Settings,
-    ) -> Result<http2::SendRequest<RequestBody>, ConnectError> {
+    async fn h2_sender(&self, s: &Settings) -> Result<http2::SendRequest<RequestBody>, ConnectError> {
         let slot = &self.ep.h2[crate::util::worker_index() % self.ep.h2.len()];
-        if let Some(sender) = slot
-            .lock()
-            .ok()
-            .and_then(|g| g.as_ref().filter(|s| !s.is_closed()).cloned())
-        {
+        if let Some(sender) = slot.lock().ok().and_then(|g| g.as_ref().filter(|s| !s.is_closed()).cloned()) {
             return Ok(sender);
         }
         let io = connect(&self.ep, s).await?;
@@ -152,25 +137,14 @@ impl Lease {
 
     /// Sends the request; on failure gives the request back when it was certainly not sent (so it
     /// may be retried as it is).
-    pub async fn send(
-        &mut self,
-        req: http::Request<RequestBody>,
-    ) -> Result<http::Response<Incoming>, SendFailure> {
+    pub async fn send(&mut self, req: http::Request<RequestBody>) -> Result<http::Response<Incoming>, SendFailure> {
         self.ep.stats.requests.fetch_add(1, Relaxed);
         let result = match self.conn.as_mut() {
             Some(Conn::H1(s)) => s.try_send_request(req).await,
             Some(Conn::H2(s)) => s.try_send_request(req).await,
-            None => {
-                return Err(SendFailure {
-                    unsent: Some(req),
-                    reason: "no connection".into(),
-                })
-            }
+            None => return Err(SendFailure { unsent: Some(req), reason: "no connection".into() }),
         };
-        result.map_err(|mut e| SendFailure {
-            unsent: e.take_message(),
-            reason: e.into_error().to_string(),
-        })
+        result.map_err(|mut e| SendFailure { unsent: e.take_message(), reason: e.into_error().to_string() })
     }
 
     /// Gives the connection back to this worker's pool; call once the response body has ended.
@@ -181,10 +155,7 @@ impl Lease {
             }
             if let Ok(mut pool) = self.ep.my_pool().lock() {
                 if pool.len() < self.max_idle {
-                    pool.push(Idle {
-                        sender,
-                        since: Instant::now(),
-                    });
+                    pool.push(Idle { sender, since: Instant::now() });
                 }
             }
         }
@@ -214,11 +185,7 @@ async fn connect(ep: &EndpointState, s: &Settings) -> Result<TokioIo<TimedIo>, C
     };
     ep.stats.connects.fetch_add(1, Relaxed);
     let _ = stream.set_nodelay(true);
-    Ok(TokioIo::new(TimedIo {
-        inner: stream,
-        write_timeout: s.write_timeout,
-        deadline: None,
-    }))
+    Ok(TokioIo::new(TimedIo { inner: stream, write_timeout: s.write_timeout, deadline: None }))
 }
 
 /// A TCP stream whose writes fail after staying blocked longer than the write timeout. The timer
@@ -233,35 +200,22 @@ pub(crate) struct TimedIo {
 impl TimedIo {
     fn blocked(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let timeout = self.write_timeout;
-        let deadline = self
-            .deadline
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
+        let deadline = self.deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
         match deadline.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
-                io::ErrorKind::TimedOut,
-                "upstream write timed out",
-            ))),
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "upstream write timed out"))),
             Poll::Pending => Poll::Pending,
         }
     }
 }
 
 impl AsyncRead for TimedIo {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
+    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
 impl AsyncWrite for TimedIo {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match Pin::new(&mut self.inner).poll_write(cx, buf) {
             Poll::Pending => self.blocked(cx),
             ready => {

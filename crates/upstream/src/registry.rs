@@ -17,10 +17,7 @@ pub struct Registry {
 impl Registry {
     /// A registry for `workers` worker threads (one idle pool each per endpoint).
     pub fn new(workers: usize) -> Self {
-        Registry {
-            workers,
-            endpoints: Mutex::new(HashMap::new()),
-        }
+        Registry { workers, endpoints: Mutex::new(HashMap::new()) }
     }
 
     /// The state of `addr` in `upstream`, created when new. Called while compiling a snapshot,

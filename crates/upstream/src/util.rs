@@ -32,9 +32,7 @@ pub fn now_ms() -> u64 {
 }
 
 fn seed() -> u64 {
-    let t = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos() as u64);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let local = 0u8;
     mix(t ^ (&local as *const u8 as u64)) | 1
 }

@@ -72,18 +72,11 @@ impl Balancer {
                 .collect()
         };
         match policy {
-            Balance::Random => Balancer::Random {
-                cumulative: cumulative(),
-            },
-            Balance::RoundRobin => Balancer::RoundRobin {
-                order: smooth_order(endpoints),
-                next: AtomicUsize::new(0),
-            },
+            Balance::Random => Balancer::Random { cumulative: cumulative() },
+            Balance::RoundRobin => Balancer::RoundRobin { order: smooth_order(endpoints), next: AtomicUsize::new(0) },
             Balance::LeastConn => Balancer::LeastConn,
             Balance::Ewma => Balancer::Ewma,
-            Balance::IpHash => Balancer::IpHash {
-                cumulative: cumulative(),
-            },
+            Balance::IpHash => Balancer::IpHash { cumulative: cumulative() },
             Balance::ConsistentHash => {
                 let mut ring = Vec::new();
                 for (i, e) in endpoints.iter().enumerate() {
@@ -93,22 +86,13 @@ impl Balancer {
                     }
                 }
                 ring.sort_unstable();
-                Balancer::ConsistentHash {
-                    ring: ring.into(),
-                    key: key.unwrap_or(HashKey::ClientIp),
-                }
+                Balancer::ConsistentHash { ring: ring.into(), key: key.unwrap_or(HashKey::ClientIp) }
             }
         }
     }
 
     /// Picks an endpoint index.
-    pub fn select(
-        &self,
-        eps: &[Endpoint],
-        key: &SelectKey<'_>,
-        tried: &[usize],
-        now: u64,
-    ) -> Option<usize> {
+    pub fn select(&self, eps: &[Endpoint], key: &SelectKey<'_>, tried: &[usize], now: u64) -> Option<usize> {
         let ok = |i: usize| !tried.contains(&i) && eps[i].available(now);
         match self {
             Balancer::Random { cumulative } => {
@@ -157,21 +141,15 @@ impl Balancer {
             Balancer::Ewma => {
                 let n = eps.len();
                 let a = rand_below(n as u64) as usize;
-                let b = if n > 1 {
-                    (a + 1 + rand_below(n as u64 - 1) as usize) % n
-                } else {
-                    a
-                };
+                let b = if n > 1 { (a + 1 + rand_below(n as u64 - 1) as usize) % n } else { a };
                 match (ok(a), ok(b)) {
-                    (true, true) => Some(
-                        if eps[a].state.ewma_cost(eps[a].weight)
-                            <= eps[b].state.ewma_cost(eps[b].weight)
-                        {
+                    (true, true) => {
+                        Some(if eps[a].state.ewma_cost(eps[a].weight) <= eps[b].state.ewma_cost(eps[b].weight) {
                             a
                         } else {
                             b
-                        },
-                    ),
+                        })
+                    }
                     (true, false) => Some(a),
                     (false, true) => Some(b),
                     (false, false) => scan_from(n, a, ok),
@@ -193,18 +171,14 @@ impl Balancer {
             Balancer::ConsistentHash { ring, key: what } => {
                 let h = hash_key(what, key)?;
                 let start = ring.partition_point(|(p, _)| *p < h);
-                (0..ring.len())
-                    .map(|k| ring[(start + k) % ring.len()].1 as usize)
-                    .find(|&i| ok(i))
+                (0..ring.len()).map(|k| ring[(start + k) % ring.len()].1 as usize).find(|&i| ok(i))
             }
         }
     }
 }
 
 fn by_weight(cumulative: &[u64], r: u64) -> usize {
-    cumulative
-        .partition_point(|&c| c <= r)
-        .min(cumulative.len() - 1)
+    cumulative.partition_point(|&c| c <= r).min(cumulative.len() - 1)
 }
 
 fn scan_from(n: usize, start: usize, ok: impl Fn(usize) -> bool) -> Option<usize> {
@@ -231,35 +205,24 @@ fn hash_key(what: &HashKey, key: &SelectKey<'_>) -> Option<u64> {
             IpAddr::V6(v6) => stable_hash(&v6.octets()),
         },
         HashKey::Uri => stable_hash(key.uri.as_bytes()),
-        HashKey::Header(name) => stable_hash(
-            key.headers
-                .get(name.as_str())
-                .map_or(&[][..], |v| v.as_bytes()),
-        ),
+        HashKey::Header(name) => stable_hash(key.headers.get(name.as_str()).map_or(&[][..], |v| v.as_bytes())),
         HashKey::Cookie(name) => stable_hash(cookie(key.headers, name).unwrap_or_default()),
     })
 }
 
 fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a [u8]> {
-    headers
-        .get_all(http::header::COOKIE)
-        .iter()
-        .flat_map(|v| v.as_bytes().split(|&b| b == b';'))
-        .find_map(|pair| {
-            let pair = pair.trim_ascii();
-            let eq = pair.iter().position(|&b| b == b'=')?;
-            (pair[..eq].trim_ascii() == name.as_bytes()).then(|| pair[eq + 1..].trim_ascii())
-        })
+    headers.get_all(http::header::COOKIE).iter().flat_map(|v| v.as_bytes().split(|&b| b == b';')).find_map(|pair| {
+        let pair = pair.trim_ascii();
+        let eq = pair.iter().position(|&b| b == b'=')?;
+        (pair[..eq].trim_ascii() == name.as_bytes()).then(|| pair[eq + 1..].trim_ascii())
+    })
 }
 
 /// One period of nginx's smooth weighted round robin: each step adds every weight to its current
 /// value, picks the largest, and subtracts the total from it.
 fn smooth_order(eps: &[Endpoint]) -> Box<[u32]> {
     let gcd = eps.iter().map(|e| u64::from(e.weight)).fold(0, gcd);
-    let weights: Vec<i64> = eps
-        .iter()
-        .map(|e| (u64::from(e.weight) / gcd.max(1)) as i64)
-        .collect();
+    let weights: Vec<i64> = eps.iter().map(|e| (u64::from(e.weight) / gcd.max(1)) as i64).collect();
     let total: i64 = weights.iter().sum();
     let mut current = vec![0i64; eps.len()];
     let mut order = Vec::with_capacity(total as usize);

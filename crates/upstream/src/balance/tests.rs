@@ -12,10 +12,7 @@ fn eps(weights: &[u32]) -> Vec<Endpoint> {
         .iter()
         .enumerate()
         .map(|(i, &w)| Endpoint {
-            state: Arc::new(EndpointState::new(
-                SocketAddr::from(([127, 0, 0, 1], 9000 + i as u16)),
-                1,
-            )),
+            state: Arc::new(EndpointState::new(SocketAddr::from(([127, 0, 0, 1], 9000 + i as u16)), 1)),
             weight: w,
             max_conns: 0,
         })
@@ -23,11 +20,7 @@ fn eps(weights: &[u32]) -> Vec<Endpoint> {
 }
 
 fn key<'a>(ip: [u8; 4], headers: &'a HeaderMap) -> SelectKey<'a> {
-    SelectKey {
-        client_ip: IpAddr::V4(Ipv4Addr::from(ip)),
-        uri: "/",
-        headers,
-    }
+    SelectKey { client_ip: IpAddr::V4(Ipv4Addr::from(ip)), uri: "/", headers }
 }
 
 fn counts(b: &Balancer, eps: &[Endpoint], n: usize) -> Vec<usize> {
@@ -63,9 +56,7 @@ fn round_robin_is_nginx_smooth_order() {
     let e = eps(&[5, 1, 1]);
     let b = Balancer::new(Balance::RoundRobin, None, &e);
     let h = HeaderMap::new();
-    let seq: Vec<usize> = (0..7)
-        .map(|_| b.select(&e, &key([1, 1, 1, 1], &h), &[], 0).expect("pick"))
-        .collect();
+    let seq: Vec<usize> = (0..7).map(|_| b.select(&e, &key([1, 1, 1, 1], &h), &[], 0).expect("pick")).collect();
     assert_eq!(seq, vec![0, 0, 1, 0, 2, 0, 0]);
     let c = counts(&b, &e, 7_000);
     assert_eq!(c, vec![5_000, 1_000, 1_000]);
@@ -92,12 +83,9 @@ fn least_conn_prefers_the_least_loaded_per_weight() {
 #[test]
 fn ewma_prefers_fast_endpoints() {
     let e = eps(&[1, 1, 1]);
-    e[0].state
-        .record_success(std::time::Duration::from_millis(20));
-    e[1].state
-        .record_success(std::time::Duration::from_millis(5));
-    e[2].state
-        .record_success(std::time::Duration::from_millis(1));
+    e[0].state.record_success(std::time::Duration::from_millis(20));
+    e[1].state.record_success(std::time::Duration::from_millis(5));
+    e[2].state.record_success(std::time::Duration::from_millis(1));
     let b = Balancer::new(Balance::Ewma, None, &e);
     let c = counts(&b, &e, 30_000);
     // Two distinct random choices out of three: the fastest is in 2/3 of pairs, the middle wins 1/3,
@@ -113,10 +101,7 @@ fn ip_hash_keys_on_two_octets_and_follows_weights() {
     let h = HeaderMap::new();
     let first = b.select(&e, &key([192, 168, 1, 1], &h), &[], 0);
     for last in 0..=255u8 {
-        assert_eq!(
-            b.select(&e, &key([192, 168, last, 255 - last], &h), &[], 0),
-            first
-        );
+        assert_eq!(b.select(&e, &key([192, 168, last, 255 - last], &h), &[], 0), first);
     }
     let mut c = vec![0usize; 3];
     for a in 0..=255u8 {
@@ -128,35 +113,22 @@ fn ip_hash_keys_on_two_octets_and_follows_weights() {
     // With the chosen endpoint down, the same client goes elsewhere, consistently.
     let chosen = first.expect("pick");
     e[chosen].state.healthy.store(false, Relaxed);
-    let moved = b
-        .select(&e, &key([192, 168, 1, 1], &h), &[], 0)
-        .expect("pick");
+    let moved = b.select(&e, &key([192, 168, 1, 1], &h), &[], 0).expect("pick");
     assert_ne!(moved, chosen);
-    assert_eq!(
-        b.select(&e, &key([192, 168, 9, 9], &h), &[], 0),
-        Some(moved)
-    );
+    assert_eq!(b.select(&e, &key([192, 168, 9, 9], &h), &[], 0), Some(moved));
 }
 
 #[test]
 fn consistent_hash_is_stable_and_moves_few_keys() {
     let e = eps(&[1, 1, 1, 1]);
-    let b = Balancer::new(
-        Balance::ConsistentHash,
-        Some(HashKey::Header("x-user".into())),
-        &e,
-    );
+    let b = Balancer::new(Balance::ConsistentHash, Some(HashKey::Header("x-user".into())), &e);
     let pick = |user: usize| {
         let mut h = HeaderMap::new();
         h.insert("x-user", user.to_string().parse().expect("header"));
         b.select(&e, &key([1, 2, 3, 4], &h), &[], 0).expect("pick")
     };
     let before: Vec<usize> = (0..20_000).map(pick).collect();
-    assert_eq!(
-        before,
-        (0..20_000).map(pick).collect::<Vec<_>>(),
-        "same key, same endpoint"
-    );
+    assert_eq!(before, (0..20_000).map(pick).collect::<Vec<_>>(), "same key, same endpoint");
     let mut c = vec![0; 4];
     for &i in &before {
         c[i] += 1;
@@ -178,16 +150,9 @@ fn consistent_hash_is_stable_and_moves_few_keys() {
 #[test]
 fn consistent_hash_on_cookie_and_client_ip() {
     let e = eps(&[1, 1, 1]);
-    let b = Balancer::new(
-        Balance::ConsistentHash,
-        Some(HashKey::Cookie("sid".into())),
-        &e,
-    );
+    let b = Balancer::new(Balance::ConsistentHash, Some(HashKey::Cookie("sid".into())), &e);
     let mut h = HeaderMap::new();
-    h.insert(
-        http::header::COOKIE,
-        "a=1; sid=abc; z=2".parse().expect("cookie"),
-    );
+    h.insert(http::header::COOKIE, "a=1; sid=abc; z=2".parse().expect("cookie"));
     let one = b.select(&e, &key([1, 1, 1, 1], &h), &[], 0);
     h.insert(http::header::COOKIE, "sid=abc".parse().expect("cookie"));
     assert_eq!(b.select(&e, &key([9, 9, 9, 9], &h), &[], 0), one);
@@ -219,11 +184,7 @@ fn every_policy_skips_unavailable_and_tried() {
         for i in 0..200u8 {
             let got = b.select(&limited, &key([i, i, 1, 1], &h), &[], 1);
             assert_eq!(got, Some(3), "{policy:?}");
-            assert_eq!(
-                b.select(&limited, &key([i, i, 1, 1], &h), &[3], 1),
-                None,
-                "{policy:?}"
-            );
+            assert_eq!(b.select(&limited, &key([i, i, 1, 1], &h), &[3], 1), None, "{policy:?}");
         }
     }
 }
