@@ -174,9 +174,9 @@ pub struct Listener {
     /// Open connections allowed per worker; further connections wait in the backlog.
     #[serde(default = "defaults::max_connections")]
     pub max_connections: usize,
-    /// Accept HTTP/2 with prior knowledge (h2c) besides HTTP/1.1.
-    #[serde(default = "defaults::yes")]
-    pub http2: bool,
+    /// Which HTTP versions the listener speaks.
+    #[serde(default)]
+    pub protocol: ListenerProtocol,
     /// Time allowed for a client to send a whole request head.
     #[serde(default = "defaults::header_read_timeout")]
     pub header_read_timeout: Duration,
@@ -189,6 +189,19 @@ pub struct Listener {
     /// Requests served on one connection before it is closed (0: no limit).
     #[serde(default = "defaults::max_requests_per_connection")]
     pub max_requests_per_connection: u64,
+}
+
+/// HTTP versions served on a cleartext listener.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ListenerProtocol {
+    /// HTTP/1.x, and HTTP/2 when a connection opens with the HTTP/2 preface (prior knowledge).
+    #[default]
+    Auto,
+    /// HTTP/1.x only.
+    Http1,
+    /// HTTP/2 only (h2c with prior knowledge); anything else is a connection error.
+    H2c,
 }
 
 /// An upstream pool.
@@ -467,9 +480,6 @@ impl<'de> Deserialize<'de> for HostHeader {
 
 mod defaults {
     use crate::units::{ByteSize, Duration};
-    pub fn yes() -> bool {
-        true
-    }
     pub fn backlog() -> u32 {
         4096
     }

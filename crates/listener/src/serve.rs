@@ -3,7 +3,7 @@
 
 use crate::io::{BusyGuard, ConnIo, ConnState};
 use bytes::{Bytes, BytesMut};
-use gatehouse_config::Listener;
+use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_proxy::{ConnInfo, ResponseBody, Shared};
 use http::header::{HeaderValue, CONNECTION};
 use http_body::{Body, Frame, SizeHint};
@@ -83,6 +83,22 @@ async fn sniff(stream: &mut TcpStream) -> std::io::Result<(Bytes, bool)> {
     }
 }
 
+/// Closes a connection that did not open with the HTTP/2 preface: FIN first, then read what the
+/// client already sent (bounded), so the close is clean rather than a reset.
+async fn refuse_gracefully(mut stream: TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let _ = stream.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let drain = async {
+        for _ in 0..16 {
+            if matches!(stream.read(&mut sink).await, Ok(0) | Err(_)) {
+                break;
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+}
+
 async fn serve_connection(
     mut stream: TcpStream,
     peer: SocketAddr,
@@ -100,13 +116,17 @@ async fn serve_connection(
     };
     let state = Arc::new(ConnState::new());
     let header_timeout = config.header_read_timeout.0;
-    let (prefix, h2) = if config.http2 {
-        match tokio::time::timeout(header_timeout, sniff(&mut stream)).await {
+    let (prefix, h2) = match config.protocol {
+        ListenerProtocol::Auto => match tokio::time::timeout(header_timeout, sniff(&mut stream)).await {
             Ok(Ok(sniffed)) => sniffed,
             _ => return,
-        }
-    } else {
-        (Bytes::new(), false)
+        },
+        ListenerProtocol::Http1 => (Bytes::new(), false),
+        ListenerProtocol::H2c => match tokio::time::timeout(header_timeout, sniff(&mut stream)).await {
+            Ok(Ok((prefix, true))) => (prefix, true),
+            Ok(Ok((_, false))) => return refuse_gracefully(stream).await,
+            _ => return,
+        },
     };
     let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), header_timeout, config.keepalive_timeout.0, h2));
     let info = ConnInfo { peer, local, tls: false };

@@ -238,6 +238,9 @@ async fn forward(
                 return Ok(respond(resp, lease, settings.read_timeout, upgrade && status == 101));
             }
             Ok(Err(failure)) => {
+                if failure.body_too_large {
+                    return Err(ProxyError::BodyTooLarge { limit: route.max_body });
+                }
                 ep.record_failure(settings.eject_after, settings.eject_for);
                 last_error =
                     Some(ProxyError::UpstreamFailed { endpoint: ep.addr_text.to_string(), reason: failure.reason });

@@ -21,10 +21,13 @@ pub struct Router<T> {
     sites: Vec<PrefixTable<T>>,
 }
 
+/// Prefixes of one length and their values.
+type SameLength<T> = (usize, HashMap<Box<[u8]>, T>);
+
 #[derive(Debug)]
 struct PrefixTable<T> {
     /// (prefix length, prefixes of that length), longest first.
-    by_len: Vec<(usize, HashMap<Box<[u8]>, T>)>,
+    by_len: Vec<SameLength<T>>,
 }
 
 /// Builds a [`Router`].
@@ -77,7 +80,7 @@ impl<T> RouterBuilder<T> {
                 return Err(BuildError::DuplicateHost(host));
             }
         }
-        let mut by_len: Vec<(usize, HashMap<Box<[u8]>, T>)> = Vec::new();
+        let mut by_len: Vec<SameLength<T>> = Vec::new();
         for (prefix, value) in routes {
             let len = prefix.len();
             let slot = match by_len.iter().position(|(l, _)| *l == len) {
@@ -91,7 +94,7 @@ impl<T> RouterBuilder<T> {
                 return Err(BuildError::DuplicatePath(prefix));
             }
         }
-        by_len.sort_by(|a, b| b.0.cmp(&a.0));
+        by_len.sort_by_key(|entry| std::cmp::Reverse(entry.0));
         r.sites.push(PrefixTable { by_len });
         Ok(())
     }

@@ -142,9 +142,16 @@ impl Lease {
         let result = match self.conn.as_mut() {
             Some(Conn::H1(s)) => s.try_send_request(req).await,
             Some(Conn::H2(s)) => s.try_send_request(req).await,
-            None => return Err(SendFailure { unsent: Some(req), reason: "no connection".into() }),
+            None => {
+                return Err(SendFailure { unsent: Some(req), reason: "no connection".into(), body_too_large: false })
+            }
         };
-        result.map_err(|mut e| SendFailure { unsent: e.take_message(), reason: e.into_error().to_string() })
+        result.map_err(|mut e| {
+            let unsent = e.take_message();
+            let error = e.into_error();
+            let body_too_large = caused_by_body_limit(&error);
+            SendFailure { unsent, reason: error.to_string(), body_too_large }
+        })
     }
 
     /// Gives the connection back to this worker's pool; call once the response body has ended.
@@ -169,6 +176,19 @@ pub struct SendFailure {
     pub unsent: Option<http::Request<RequestBody>>,
     /// What went wrong, for the log.
     pub reason: String,
+    /// The client's body went over the route's limit while being sent.
+    pub body_too_large: bool,
+}
+
+fn caused_by_body_limit(error: &hyper::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<crate::BodyTooLarge>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 async fn connect(ep: &EndpointState, s: &Settings) -> Result<TokioIo<TimedIo>, ConnectError> {
