@@ -407,6 +407,12 @@ if want haproxy; then
 fi
 
 if want gatehouse; then
+	if "$GATEHOUSE_BIN" --help 2>&1 | grep -Eq '^ +check '; then
+		"$GATEHOUSE_BIN" check "$WORK/gatehouse/gatehouse.yaml" >"$WORK/gatehouse-check.txt" 2>&1 || {
+			cat "$WORK/gatehouse-check.txt" >&2
+			die "gatehouse check rejected $WORK/gatehouse/gatehouse.yaml (errors above)"
+		}
+	fi
 	gh_args=(run --config "$WORK/gatehouse/gatehouse.yaml")
 	status_json=0
 	if "$GATEHOUSE_BIN" run --help 2>&1 | grep -q -- '--status-json'; then

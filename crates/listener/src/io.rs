@@ -71,6 +71,7 @@ pub(crate) struct ConnIo {
     h2: bool,
     seen_completed: u64,
     head_started_ms: Option<u64>,
+    /// The armed deadline (ms) and its timer.
     timer: Option<(u64, Pin<Box<Sleep>>)>,
 }
 
@@ -127,25 +128,45 @@ impl ConnIo {
         }
     }
 
-    /// Whether the deadline has passed; arms the timer to wake this task when it does.
+    /// Whether the deadline has passed. The timer is lazy: it stays armed at the earliest deadline
+    /// seen and is re-armed only when it fires early, so a busy keep-alive connection touches the
+    /// timer wheel about once per timeout period rather than once per request.
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
         let Some(deadline) = self.deadline_ms() else {
-            self.timer = None;
             return false;
         };
-        let now = now_ms();
-        if now >= deadline {
-            return true;
-        }
-        let timer = match &mut self.timer {
-            Some((at, sleep)) if *at == deadline => sleep,
-            slot => {
-                let sleep = Box::pin(tokio::time::sleep_until(Instant::now() + Duration::from_millis(deadline - now)));
-                &mut slot.insert((deadline, sleep)).1
+        match &mut self.timer {
+            None => {
+                if now_ms() >= deadline {
+                    return true;
+                }
+                let mut sleep = Box::pin(tokio::time::sleep_until(instant_at(deadline)));
+                let fired = sleep.as_mut().poll(cx).is_ready();
+                self.timer = Some((deadline, sleep));
+                fired && now_ms() >= deadline
             }
-        };
-        timer.as_mut().poll(cx).is_ready()
+            Some((armed, sleep)) => {
+                if *armed > deadline {
+                    sleep.as_mut().reset(instant_at(deadline));
+                    *armed = deadline;
+                }
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return false;
+                }
+                if now_ms() >= deadline {
+                    return true;
+                }
+                // Fired for an earlier deadline that has since moved: re-arm.
+                sleep.as_mut().reset(instant_at(deadline));
+                *armed = deadline;
+                sleep.as_mut().poll(cx).is_ready()
+            }
+        }
     }
+}
+
+fn instant_at(ms: u64) -> Instant {
+    Instant::from_std(gatehouse_upstream::instant_at_ms(ms))
 }
 
 impl AsyncRead for ConnIo {

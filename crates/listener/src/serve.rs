@@ -129,12 +129,13 @@ async fn serve_connection(
         },
     };
     let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), header_timeout, config.keepalive_timeout.0, h2));
-    let info = ConnInfo { peer, local, tls: false };
+    let info = Arc::new(ConnInfo::new(peer, local, false));
     let max_requests = config.max_requests_per_connection;
     let service = service_fn(move |req| {
         let guard = BusyGuard::new(state.clone());
         let n = state.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let shared = shared.clone();
+        let info = info.clone();
         async move {
             let mut resp = gatehouse_proxy::handle(shared, req, info).await;
             if max_requests > 0 && n >= max_requests && resp.version() != http::Version::HTTP_2 {

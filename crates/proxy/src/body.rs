@@ -4,15 +4,12 @@
 
 use bytes::Bytes;
 use gatehouse_telemetry::access_log::{AccessLog, Entry};
-use gatehouse_upstream::Lease;
+use gatehouse_upstream::UpstreamBody;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
-use std::future::Future;
 use std::net::IpAddr;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant, SystemTime};
-use tokio::time::Sleep;
+use std::time::{Instant, SystemTime};
 
 /// Body of a response to the client.
 #[derive(Debug)]
@@ -25,7 +22,7 @@ pub struct ResponseBody {
 #[derive(Debug)]
 enum Kind {
     Full(Option<Bytes>),
-    Upstream { inner: Incoming, lease: Option<Lease>, read_timeout: Duration, timer: Option<Pin<Box<Sleep>>> },
+    Upstream(UpstreamBody),
 }
 
 /// What the access log needs, captured at request time when logging is on.
@@ -46,18 +43,6 @@ pub(crate) struct LogRecord {
     pub route: String,
 }
 
-/// The upstream stopped sending the body for longer than the read timeout.
-#[derive(Debug)]
-struct BodyTimeout;
-
-impl std::fmt::Display for BodyTimeout {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("upstream body read timed out")
-    }
-}
-
-impl std::error::Error for BodyTimeout {}
-
 impl ResponseBody {
     /// A complete body.
     pub fn full(bytes: Bytes) -> Self {
@@ -69,35 +54,18 @@ impl ResponseBody {
         ResponseBody { kind: Kind::Full(None), sent: 0, record: None }
     }
 
-    /// The upstream's body; `lease` returns to the pool when it ends.
-    pub(crate) fn upstream(inner: Incoming, lease: Lease, read_timeout: Duration) -> Self {
-        let mut body = ResponseBody {
-            kind: Kind::Upstream { inner, lease: Some(lease), read_timeout, timer: None },
-            sent: 0,
-            record: None,
-        };
-        body.release_if_done();
-        body
+    /// The endpoint's body, streamed.
+    pub(crate) fn upstream(body: UpstreamBody) -> Self {
+        ResponseBody { kind: Kind::Upstream(body), sent: 0, record: None }
     }
 
     pub(crate) fn set_record(&mut self, record: Box<LogRecord>) {
         self.record = Some(record);
     }
-
-    fn release_if_done(&mut self) {
-        if let Kind::Upstream { inner, lease, .. } = &mut self.kind {
-            if inner.is_end_stream() {
-                if let Some(l) = lease.take() {
-                    l.release();
-                }
-            }
-        }
-    }
 }
 
 impl Drop for ResponseBody {
     fn drop(&mut self) {
-        self.release_if_done();
         if let Some(r) = self.record.take() {
             r.log.log(&Entry {
                 client: r.client,
@@ -126,28 +94,14 @@ impl Body for ResponseBody {
         let this = &mut *self;
         let polled = match &mut this.kind {
             Kind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            Kind::Upstream { inner, lease, read_timeout, timer } => match Pin::new(&mut *inner).poll_frame(cx) {
-                Poll::Ready(Some(Ok(frame))) => {
-                    *timer = None;
-                    Poll::Ready(Some(Ok(frame)))
-                }
+            Kind::Upstream(body) => match Pin::new(body).poll_frame(cx) {
                 Poll::Ready(Some(Err(e))) => {
-                    // The connection is broken: drop it rather than pool it.
-                    lease.take();
+                    tracing::warn!(error = %e, "upstream response body failed");
                     Poll::Ready(Some(Err(Box::new(e) as Self::Error)))
                 }
+                Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
                 Poll::Ready(None) => Poll::Ready(None),
-                Poll::Pending => {
-                    let t = *read_timeout;
-                    let sleep = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(t)));
-                    match sleep.as_mut().poll(cx) {
-                        Poll::Ready(()) => {
-                            lease.take();
-                            Poll::Ready(Some(Err(Box::new(BodyTimeout) as Self::Error)))
-                        }
-                        Poll::Pending => Poll::Pending,
-                    }
-                }
+                Poll::Pending => Poll::Pending,
             },
         };
         if let Poll::Ready(Some(Ok(frame))) = &polled {
@@ -155,23 +109,20 @@ impl Body for ResponseBody {
                 this.sent += d.len() as u64;
             }
         }
-        if matches!(polled, Poll::Ready(Some(Ok(_))) | Poll::Ready(None)) {
-            this.release_if_done();
-        }
         polled
     }
 
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Full(b) => b.is_none(),
-            Kind::Upstream { inner, .. } => inner.is_end_stream(),
+            Kind::Upstream(body) => body.is_end_stream(),
         }
     }
 
     fn size_hint(&self) -> SizeHint {
         match &self.kind {
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
-            Kind::Upstream { inner, .. } => inner.size_hint(),
+            Kind::Upstream(body) => body.size_hint(),
         }
     }
 }

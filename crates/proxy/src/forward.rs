@@ -9,7 +9,7 @@ use crate::snapshot::{RouteEntry, Snapshot};
 use crate::upgrade::tunnel;
 use crate::{ConnInfo, Shared};
 use gatehouse_config::HostHeader;
-use gatehouse_upstream::{Lease, RequestBody, SelectKey};
+use gatehouse_upstream::{FailureKind, Lease, RequestBody, SelectKey, UpstreamBody};
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, Version};
 use hyper::body::Incoming;
@@ -20,7 +20,7 @@ use std::time::{Instant, SystemTime};
 const MAX_ATTEMPTS: usize = 11;
 
 /// Answers one client request.
-pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>, conn: ConnInfo) -> Response<ResponseBody> {
+pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>, conn: Arc<ConnInfo>) -> Response<ResponseBody> {
     let start = Instant::now();
     let snap = shared.snapshot.load_full();
     let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start));
@@ -43,9 +43,9 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>, conn: ConnInfo)
         r.status = status;
         if let Some(route) = &outcome.route {
             r.route = route.id.to_string();
-        }
-        if let Some(ep) = outcome.endpoint {
-            r.upstream = ep;
+            if let Some(ep) = outcome.endpoint.and_then(|i| route.upstream.endpoints.get(i)) {
+                r.upstream = ep.state.addr_text.to_string();
+            }
         }
         resp.body_mut().set_record(r);
     }
@@ -55,7 +55,8 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>, conn: ConnInfo)
 /// What the request path learned, for metrics and the log.
 struct Outcome {
     route: Option<Arc<RouteEntry>>,
-    endpoint: Option<String>,
+    /// Index of the last endpoint tried, in the route's upstream.
+    endpoint: Option<usize>,
 }
 
 fn capture(
@@ -121,8 +122,7 @@ async fn forward(
     if host.is_some_and(|h| !valid_host(h)) {
         return Err(ProxyError::BadRequest("invalid Host header"));
     }
-    let host_value = host.map(str::to_string);
-    let route = snap.router.lookup(host.unwrap_or(""), req.uri().path()).ok_or(ProxyError::NoRoute)?.clone();
+    let route = snap.router.lookup(host.unwrap_or(""), req.uri().path()).ok_or(ProxyError::NoRoute)?;
     outcome.route = Some(route.clone());
 
     let declared = match req.headers().get(header::CONTENT_LENGTH) {
@@ -138,26 +138,30 @@ async fn forward(
         return Err(ProxyError::BodyTooLarge { limit: route.max_body });
     }
 
-    let upstream = route.upstream.clone();
+    let upstream = &route.upstream;
     let settings = &upstream.settings;
     let h2_downstream = req.version() == Version::HTTP_2;
     let upgrade = !h2_downstream && !settings.http2 && wants_upgrade(req.headers());
     let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
 
-    let target = upstream_target(&route, req.uri()).map_err(ProxyError::BadRequest)?;
+    let target = upstream_target(route, req.uri()).map_err(ProxyError::BadRequest)?;
     let (mut parts, body) = req.into_parts();
-    let key_uri = target.path_and_query().map_or("/", |p| p.as_str()).to_string();
+    let key_uri = if upstream.balancer_needs_uri() {
+        target.path_and_query().map_or("/", |p| p.as_str()).to_string()
+    } else {
+        String::new()
+    };
     strip_hop_by_hop(&mut parts.headers, upgrade);
-    parts.headers.remove(header::EXPECT);
     add_forwarding(&mut parts.headers, snap, conn, h2_downstream);
-    match (&route.host_header, &host_value) {
-        (HostHeader::Literal(h), _) => {
+    match &route.host_header {
+        HostHeader::Literal(h) => {
             if let Ok(v) = HeaderValue::try_from(h.as_str()) {
                 parts.headers.insert(header::HOST, v);
             }
         }
-        (HostHeader::Preserve, Some(h)) if !parts.headers.contains_key(header::HOST) => {
-            if let Ok(v) = HeaderValue::try_from(h.as_str()) {
+        HostHeader::Preserve if !parts.headers.contains_key(header::HOST) => {
+            // HTTP/2 and absolute-form requests carry the host in the target.
+            if let Some(v) = parts.uri.authority().and_then(|a| HeaderValue::try_from(a.as_str()).ok()) {
                 parts.headers.insert(header::HOST, v);
             }
         }
@@ -192,7 +196,7 @@ async fn forward(
             shared.stats.retries.inc();
         }
         let ep = &upstream.endpoints[idx].state;
-        outcome.endpoint = Some(ep.addr_text.to_string());
+        outcome.endpoint = Some(idx);
         let Some(mut request) = pending.take().or_else(|| rebuild(&template)) else {
             break;
         };
@@ -206,7 +210,7 @@ async fn forward(
         if settings.http2 {
             to_absolute(&mut request, &ep.addr_text);
         }
-        let mut lease = match Lease::acquire(ep, settings).await {
+        let lease = match Lease::acquire(ep, settings).await {
             Ok(lease) => lease,
             Err(e) => {
                 ep.record_failure(settings.eject_after, settings.eject_for);
@@ -217,46 +221,54 @@ async fn forward(
                 continue;
             }
         };
-        let sent_at = Instant::now();
-        match tokio::time::timeout(settings.read_timeout, lease.send(request)).await {
-            Ok(Ok(mut resp)) => {
+        let sent_at = upstream.tracks_latency().then(Instant::now);
+        match lease.send(request, settings.read_timeout).await {
+            Ok(mut resp) => {
                 let status = resp.status().as_u16();
                 if settings.retry_on_status.contains(&status) {
                     ep.record_failure(settings.eject_after, settings.eject_for);
                     if attempt + 1 < attempts && template.is_some() {
-                        fallback = Some(respond(resp, lease, settings.read_timeout, false));
+                        fallback = Some(respond(resp, false));
                         continue;
                     }
                 } else {
-                    ep.record_success(sent_at.elapsed());
+                    ep.record_success(sent_at.map(|t| t.elapsed()));
                 }
-                if status == 101 {
-                    if let Some(client) = client_upgrade {
-                        tunnel(client, hyper::upgrade::on(&mut resp));
+                let switching = upgrade && status == 101;
+                if switching {
+                    match (client_upgrade, resp.body_mut().take_upgrade()) {
+                        (Some(client), Some((stream, early))) => tunnel(client, stream, early),
+                        _ => {
+                            return Err(ProxyError::UpstreamFailed {
+                                endpoint: ep.addr_text.to_string(),
+                                reason: "protocol switch without an upgradable connection".into(),
+                            })
+                        }
                     }
                 }
-                return Ok(respond(resp, lease, settings.read_timeout, upgrade && status == 101));
+                return Ok(respond(resp, switching));
             }
-            Ok(Err(failure)) => {
-                if failure.body_too_large {
-                    return Err(ProxyError::BodyTooLarge { limit: route.max_body });
+            Err(failure) => match failure.kind {
+                FailureKind::BodyTooLarge => return Err(ProxyError::BodyTooLarge { limit: route.max_body }),
+                FailureKind::Client => return Err(ProxyError::BadRequest("client body ended early")),
+                FailureKind::Timeout => {
+                    ep.record_failure(settings.eject_after, settings.eject_for);
+                    last_error = Some(ProxyError::UpstreamTimeout { endpoint: ep.addr_text.to_string() });
+                    if template.is_none() {
+                        break;
+                    }
                 }
-                ep.record_failure(settings.eject_after, settings.eject_for);
-                last_error =
-                    Some(ProxyError::UpstreamFailed { endpoint: ep.addr_text.to_string(), reason: failure.reason });
-                if let Some(unsent) = failure.unsent {
-                    pending = Some(unsent);
-                } else if template.is_none() {
-                    break;
+                FailureKind::Io => {
+                    ep.record_failure(settings.eject_after, settings.eject_for);
+                    last_error =
+                        Some(ProxyError::UpstreamFailed { endpoint: ep.addr_text.to_string(), reason: failure.reason });
+                    if let Some(unsent) = failure.unsent {
+                        pending = Some(unsent);
+                    } else if template.is_none() {
+                        break;
+                    }
                 }
-            }
-            Err(_) => {
-                ep.record_failure(settings.eject_after, settings.eject_for);
-                last_error = Some(ProxyError::UpstreamTimeout { endpoint: ep.addr_text.to_string() });
-                if template.is_none() {
-                    break;
-                }
-            }
+            },
         }
     }
     if let Some(resp) = fallback {
@@ -285,19 +297,9 @@ fn to_absolute(req: &mut Request<RequestBody>, endpoint: &str) {
     req.headers_mut().remove(header::HOST);
 }
 
-fn respond(
-    resp: Response<Incoming>,
-    lease: Lease,
-    read_timeout: std::time::Duration,
-    switching: bool,
-) -> Response<ResponseBody> {
+fn respond(resp: Response<UpstreamBody>, switching: bool) -> Response<ResponseBody> {
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers, switching);
-    let body = if switching {
-        drop(lease);
-        ResponseBody::empty()
-    } else {
-        ResponseBody::upstream(body, lease, read_timeout)
-    };
+    let body = if switching { ResponseBody::empty() } else { ResponseBody::upstream(body) };
     Response::from_parts(parts, body)
 }

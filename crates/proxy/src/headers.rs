@@ -13,8 +13,9 @@ static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
-/// Hop-by-hop headers of RFC 9110 §7.6.1 plus the legacy `Proxy-Connection`.
-const HOP_BY_HOP: [&HeaderName; 7] = [
+/// Hop-by-hop headers of RFC 9110 §7.6.1 plus the legacy `Proxy-Connection`, and `Expect`, which
+/// the proxy answers itself (hyper sends `100 Continue` when the body is first read).
+const HOP_BY_HOP: [&HeaderName; 8] = [
     &header::CONNECTION,
     &KEEP_ALIVE,
     &PROXY_CONNECTION,
@@ -22,29 +23,33 @@ const HOP_BY_HOP: [&HeaderName; 7] = [
     &header::TRAILER,
     &header::TRANSFER_ENCODING,
     &header::UPGRADE,
+    &header::EXPECT,
 ];
 
 /// Removes hop-by-hop headers and those named in `Connection`. With `keep_upgrade`, `Upgrade` is
 /// kept and `Connection: upgrade` restored, for protocol switches.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
-    if headers.contains_key(header::CONNECTION) {
-        let named: Vec<HeaderName> = headers
-            .get_all(header::CONNECTION)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-            .filter(|n| !(keep_upgrade && n == header::UPGRADE))
-            .collect();
-        for name in named {
+    // One pass over the names; most messages carry none of these, and then nothing is hashed.
+    if headers.keys().any(|n| HOP_BY_HOP.contains(&n)) {
+        if headers.contains_key(header::CONNECTION) {
+            let named: Vec<HeaderName> = headers
+                .get_all(header::CONNECTION)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .flat_map(|v| v.split(','))
+                .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
+                .filter(|n| !(keep_upgrade && n == header::UPGRADE))
+                .collect();
+            for name in named {
+                headers.remove(name);
+            }
+        }
+        for name in HOP_BY_HOP {
+            if keep_upgrade && *name == header::UPGRADE {
+                continue;
+            }
             headers.remove(name);
         }
-    }
-    for name in HOP_BY_HOP {
-        if keep_upgrade && *name == header::UPGRADE {
-            continue;
-        }
-        headers.remove(name);
     }
     if keep_upgrade {
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
@@ -63,25 +68,25 @@ pub(crate) fn wants_upgrade(headers: &HeaderMap) -> bool {
 /// Adds `X-Forwarded-For`, `X-Forwarded-Proto`, `X-Real-IP` and `Via` as configured.
 pub(crate) fn add_forwarding(headers: &mut HeaderMap, snap: &Snapshot, conn: &ConnInfo, h2: bool) {
     let f = &snap.forwarding;
-    let ip = conn.peer.ip();
     if f.x_forwarded_for {
-        let mut value = String::new();
-        for prior in headers.get_all(&X_FORWARDED_FOR) {
-            if let Ok(p) = prior.to_str() {
-                value.push_str(p);
-                value.push_str(", ");
+        if headers.contains_key(&X_FORWARDED_FOR) {
+            let mut value = String::new();
+            for prior in headers.get_all(&X_FORWARDED_FOR) {
+                if let Ok(p) = prior.to_str() {
+                    value.push_str(p);
+                    value.push_str(", ");
+                }
             }
-        }
-        use std::fmt::Write as _;
-        let _ = write!(value, "{ip}");
-        if let Ok(v) = HeaderValue::try_from(value) {
-            headers.insert(&X_FORWARDED_FOR, v);
+            value.push_str(conn.peer_ip.to_str().unwrap_or_default());
+            if let Ok(v) = HeaderValue::try_from(value) {
+                headers.insert(&X_FORWARDED_FOR, v);
+            }
+        } else {
+            headers.insert(&X_FORWARDED_FOR, conn.peer_ip.clone());
         }
     }
     if f.x_real_ip {
-        if let Ok(v) = HeaderValue::try_from(ip.to_string()) {
-            headers.insert(&X_REAL_IP, v);
-        }
+        headers.insert(&X_REAL_IP, conn.peer_ip.clone());
     }
     if f.x_forwarded_proto {
         headers.insert(&X_FORWARDED_PROTO, HeaderValue::from_static(if conn.tls { "https" } else { "http" }));

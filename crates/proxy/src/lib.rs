@@ -43,12 +43,24 @@ impl Shared {
 }
 
 /// Facts about the downstream connection a request came on.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct ConnInfo {
     /// Client address.
     pub peer: SocketAddr,
+    /// The client IP as a header value, made once per connection for `X-Real-IP` and
+    /// `X-Forwarded-For`.
+    pub peer_ip: http::HeaderValue,
     /// Local address the client connected to.
     pub local: SocketAddr,
     /// Whether the client connection is TLS.
     pub tls: bool,
+}
+
+impl ConnInfo {
+    /// Facts of a connection from `peer` to `local`.
+    pub fn new(peer: SocketAddr, local: SocketAddr, tls: bool) -> Self {
+        let peer_ip = http::HeaderValue::try_from(peer.ip().to_string())
+            .unwrap_or_else(|_| http::HeaderValue::from_static("unknown"));
+        ConnInfo { peer, peer_ip, local, tls }
+    }
 }

@@ -112,12 +112,14 @@ impl EndpointState {
         }
     }
 
-    /// Records a successful exchange and its time to response head.
-    pub fn record_success(&self, elapsed: Duration) {
+    /// Records a successful exchange and, when the balancer uses it, its time to response head.
+    pub fn record_success(&self, elapsed: Option<Duration>) {
         if self.consecutive_failures.load(Relaxed) != 0 {
             self.consecutive_failures.store(0, Relaxed);
         }
-        self.observe_latency(elapsed);
+        if let Some(elapsed) = elapsed {
+            self.observe_latency(elapsed);
+        }
     }
 
     /// Records a failed exchange; ejects after `eject_after` consecutive failures.
@@ -167,7 +169,7 @@ impl EndpointState {
     /// Drops this worker's idle connections older than `idle_timeout` or already closed.
     pub(crate) fn sweep_idle(&self, idle_timeout: Duration) {
         if let Ok(mut pool) = self.my_pool().lock() {
-            pool.retain(|idle| idle.fresh(idle_timeout));
+            pool.retain_mut(|idle| idle.fresh(idle_timeout));
         }
     }
 }

@@ -7,18 +7,21 @@
 mod balance;
 mod body;
 mod endpoint;
+mod h1;
 mod health;
 mod pool;
 mod registry;
+mod response;
 mod util;
 
 pub use balance::{Balancer, SelectKey};
 pub use body::{BodyTooLarge, RequestBody};
 pub use endpoint::{Endpoint, EndpointState, EndpointStats};
 pub use health::{run_health_checks, HealthCheckSpec};
-pub use pool::{ConnectError, Lease, SendFailure};
+pub use pool::{ConnectError, FailureKind, Lease, SendFailure};
 pub use registry::Registry;
-pub use util::{now_ms, set_worker_index, worker_index};
+pub use response::{UpstreamBody, UpstreamBodyError};
+pub use util::{instant_at_ms, now_ms, set_worker_index, worker_index};
 
 use gatehouse_config as config;
 use std::sync::Arc;
@@ -105,6 +108,16 @@ impl Upstream {
             &self.balancer,
             Balancer::ConsistentHash { key: config::HashKey::Header(_) | config::HashKey::Cookie(_), .. }
         )
+    }
+
+    /// Whether the balancer reads the request target.
+    pub fn balancer_needs_uri(&self) -> bool {
+        matches!(&self.balancer, Balancer::ConsistentHash { key: config::HashKey::Uri, .. })
+    }
+
+    /// Whether response times feed the balancer (only `ewma` uses them).
+    pub fn tracks_latency(&self) -> bool {
+        matches!(self.balancer, Balancer::Ewma)
     }
 
     /// Closes this worker's idle connections that outlived the idle timeout.

@@ -4,9 +4,10 @@
 
 use crate::body::RequestBody;
 use crate::endpoint::EndpointState;
+use crate::h1::{ExchangeError, H1Conn};
+use crate::response::UpstreamBody;
 use crate::Settings;
-use hyper::body::Incoming;
-use hyper::client::conn::{http1, http2};
+use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::future::Future;
 use std::io;
@@ -22,19 +23,19 @@ use tokio::time::Sleep;
 /// An idle HTTP/1.1 connection in a worker's pool.
 #[derive(Debug)]
 pub(crate) struct Idle {
-    sender: http1::SendRequest<RequestBody>,
+    conn: H1Conn,
     since: Instant,
 }
 
 impl Idle {
-    pub(crate) fn fresh(&self, idle_timeout: Duration) -> bool {
-        !self.sender.is_closed() && self.since.elapsed() < idle_timeout
+    pub(crate) fn fresh(&mut self, idle_timeout: Duration) -> bool {
+        self.since.elapsed() < idle_timeout && self.conn.idle_usable()
     }
 }
 
 #[derive(Debug)]
-enum Conn {
-    H1(http1::SendRequest<RequestBody>),
+pub(crate) enum Conn {
+    H1(H1Conn),
     H2(http2::SendRequest<RequestBody>),
 }
 
@@ -43,9 +44,9 @@ enum Conn {
 pub enum ConnectError {
     /// The TCP connect did not finish within the connect timeout.
     Timeout,
-    /// The TCP connect or the HTTP handshake failed.
+    /// The TCP connect failed.
     Io(io::Error),
-    /// The HTTP handshake failed.
+    /// The HTTP/2 handshake failed.
     Handshake(hyper::Error),
 }
 
@@ -59,11 +60,12 @@ impl std::fmt::Display for ConnectError {
     }
 }
 
-/// One request's hold on an endpoint.
+/// One request's hold on an endpoint: an in-flight slot and a connection. It travels with the
+/// response body and gives the connection back to the pool when the body has been read whole.
 #[derive(Debug)]
 pub struct Lease {
     ep: Arc<EndpointState>,
-    conn: Option<Conn>,
+    pub(crate) conn: Option<Conn>,
     max_idle: usize,
     /// Whether the connection came from the idle pool.
     pub reused: bool,
@@ -72,6 +74,36 @@ pub struct Lease {
 impl Drop for Lease {
     fn drop(&mut self) {
         self.ep.inflight.fetch_sub(1, Relaxed);
+    }
+}
+
+/// What kind of failure ended an exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FailureKind {
+    /// The connection broke or the endpoint answered something that is not HTTP.
+    Io,
+    /// No response head within the read timeout.
+    Timeout,
+    /// The client's body went over the route's limit.
+    BodyTooLarge,
+    /// The client's body stopped (the client went away); not the endpoint's fault.
+    Client,
+}
+
+/// A request that failed on its connection.
+#[derive(Debug)]
+pub struct SendFailure {
+    /// The request, when it was certainly not sent (so it may go elsewhere as it is).
+    pub unsent: Option<http::Request<RequestBody>>,
+    /// What went wrong, for the log.
+    pub reason: String,
+    /// The kind of failure.
+    pub kind: FailureKind,
+}
+
+impl SendFailure {
+    fn new(kind: FailureKind, reason: impl Into<String>) -> Self {
+        SendFailure { unsent: None, reason: reason.into(), kind }
     }
 }
 
@@ -84,26 +116,20 @@ impl Lease {
             lease.conn = Some(Conn::H2(lease.h2_sender(s).await?));
             return Ok(lease);
         }
-        if let Some(sender) = lease.checkout(s.idle_timeout) {
+        if let Some(conn) = lease.checkout(s.idle_timeout) {
             lease.reused = true;
-            lease.conn = Some(Conn::H1(sender));
+            lease.conn = Some(Conn::H1(conn));
             return Ok(lease);
         }
-        let io = connect(ep, s).await?;
-        let (sender, conn) = http1::Builder::new().handshake(io).await.map_err(ConnectError::Handshake)?;
-        tokio::spawn(async move {
-            // Errors here are seen by the request that owns the connection.
-            let _ = conn.with_upgrades().await;
-        });
-        lease.conn = Some(Conn::H1(sender));
+        lease.conn = Some(Conn::H1(H1Conn::new(connect(ep, s).await?)));
         Ok(lease)
     }
 
-    fn checkout(&self, idle_timeout: Duration) -> Option<http1::SendRequest<RequestBody>> {
+    fn checkout(&self, idle_timeout: Duration) -> Option<H1Conn> {
         let mut pool = self.ep.my_pool().lock().ok()?;
-        while let Some(idle) = pool.pop() {
-            if idle.fresh(idle_timeout) && idle.sender.is_ready() {
-                return Some(idle.sender);
+        while let Some(mut idle) = pool.pop() {
+            if idle.fresh(idle_timeout) {
+                return Some(idle.conn);
             }
         }
         None
@@ -114,7 +140,7 @@ impl Lease {
         if let Some(sender) = slot.lock().ok().and_then(|g| g.as_ref().filter(|s| !s.is_closed()).cloned()) {
             return Ok(sender);
         }
-        let io = connect(&self.ep, s).await?;
+        let io = TokioIo::new(connect(&self.ep, s).await?);
         let (sender, conn) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .keep_alive_interval(Duration::from_secs(30))
@@ -135,49 +161,73 @@ impl Lease {
         &self.ep
     }
 
-    /// Sends the request; on failure gives the request back when it was certainly not sent (so it
-    /// may be retried as it is).
-    pub async fn send(&mut self, req: http::Request<RequestBody>) -> Result<http::Response<Incoming>, SendFailure> {
+    /// Sends the request and reads the response head (within `read_timeout`); the body follows
+    /// through the returned [`UpstreamBody`], which keeps the lease.
+    pub async fn send(
+        mut self,
+        mut req: http::Request<RequestBody>,
+        read_timeout: Duration,
+    ) -> Result<http::Response<UpstreamBody>, SendFailure> {
         self.ep.stats.requests.fetch_add(1, Relaxed);
-        let result = match self.conn.as_mut() {
-            Some(Conn::H1(s)) => s.try_send_request(req).await,
-            Some(Conn::H2(s)) => s.try_send_request(req).await,
-            None => {
-                return Err(SendFailure { unsent: Some(req), reason: "no connection".into(), body_too_large: false })
+        match self.conn.take() {
+            Some(Conn::H1(mut conn)) => {
+                let head_request = req.method() == http::Method::HEAD;
+                if let Err(e) = conn.write_request(&mut req, &self.ep.addr_text).await {
+                    return Err(match e {
+                        ExchangeError::NotSent(e) => SendFailure {
+                            unsent: Some(req),
+                            reason: format!("writing request: {e}"),
+                            kind: FailureKind::Io,
+                        },
+                        ExchangeError::BodyTooLarge => {
+                            SendFailure::new(FailureKind::BodyTooLarge, "request body too large")
+                        }
+                        ExchangeError::ClientBody(r) => SendFailure::new(FailureKind::Client, r),
+                        ExchangeError::Upstream(r) => SendFailure::new(FailureKind::Io, r),
+                    });
+                }
+                drop(req);
+                match tokio::time::timeout(read_timeout, conn.read_head(head_request)).await {
+                    Err(_) => Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout")),
+                    Ok(Err(ExchangeError::Upstream(r))) => Err(SendFailure::new(FailureKind::Io, r)),
+                    Ok(Err(e)) => Err(SendFailure::new(FailureKind::Io, format!("{e:?}"))),
+                    Ok(Ok((head, framing, reusable))) => {
+                        self.conn = Some(Conn::H1(conn));
+                        let body = UpstreamBody::h1(self, framing, reusable, read_timeout);
+                        Ok(head.map(|()| body))
+                    }
+                }
             }
-        };
-        result.map_err(|mut e| {
-            let unsent = e.take_message();
-            let error = e.into_error();
-            let body_too_large = caused_by_body_limit(&error);
-            SendFailure { unsent, reason: error.to_string(), body_too_large }
-        })
+            Some(Conn::H2(mut sender)) => {
+                match tokio::time::timeout(read_timeout, sender.try_send_request(req)).await {
+                    Err(_) => Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout")),
+                    Ok(Err(mut e)) => {
+                        let unsent = e.take_message();
+                        let error = e.into_error();
+                        let kind =
+                            if caused_by_body_limit(&error) { FailureKind::BodyTooLarge } else { FailureKind::Io };
+                        Err(SendFailure { unsent, reason: error.to_string(), kind })
+                    }
+                    Ok(Ok(resp)) => {
+                        self.conn = Some(Conn::H2(sender));
+                        Ok(resp.map(|incoming| UpstreamBody::h2(incoming, self, read_timeout)))
+                    }
+                }
+            }
+            None => Err(SendFailure { unsent: Some(req), reason: "no connection".into(), kind: FailureKind::Io }),
+        }
     }
 
-    /// Gives the connection back to this worker's pool; call once the response body has ended.
-    pub fn release(mut self) {
-        if let Some(Conn::H1(sender)) = self.conn.take() {
-            if sender.is_closed() {
-                return;
-            }
+    /// Gives an HTTP/1.1 connection back to this worker's pool (the body was read whole).
+    pub(crate) fn release(mut self) {
+        if let Some(Conn::H1(conn)) = self.conn.take() {
             if let Ok(mut pool) = self.ep.my_pool().lock() {
                 if pool.len() < self.max_idle {
-                    pool.push(Idle { sender, since: Instant::now() });
+                    pool.push(Idle { conn, since: Instant::now() });
                 }
             }
         }
     }
-}
-
-/// A request that failed on its connection.
-#[derive(Debug)]
-pub struct SendFailure {
-    /// The request, when it was certainly not sent.
-    pub unsent: Option<http::Request<RequestBody>>,
-    /// What went wrong, for the log.
-    pub reason: String,
-    /// The client's body went over the route's limit while being sent.
-    pub body_too_large: bool,
 }
 
 fn caused_by_body_limit(error: &hyper::Error) -> bool {
@@ -191,7 +241,7 @@ fn caused_by_body_limit(error: &hyper::Error) -> bool {
     false
 }
 
-async fn connect(ep: &EndpointState, s: &Settings) -> Result<TokioIo<TimedIo>, ConnectError> {
+async fn connect(ep: &EndpointState, s: &Settings) -> Result<TimedIo, ConnectError> {
     let stream = match tokio::time::timeout(s.connect_timeout, TcpStream::connect(ep.addr)).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
@@ -205,19 +255,24 @@ async fn connect(ep: &EndpointState, s: &Settings) -> Result<TokioIo<TimedIo>, C
     };
     ep.stats.connects.fetch_add(1, Relaxed);
     let _ = stream.set_nodelay(true);
-    Ok(TokioIo::new(TimedIo { inner: stream, write_timeout: s.write_timeout, deadline: None }))
+    Ok(TimedIo { inner: stream, write_timeout: s.write_timeout, deadline: None })
 }
 
 /// A TCP stream whose writes fail after staying blocked longer than the write timeout. The timer
 /// is only created when a write actually blocks.
 #[derive(Debug)]
 pub(crate) struct TimedIo {
-    inner: TcpStream,
+    pub(crate) inner: TcpStream,
     write_timeout: Duration,
     deadline: Option<Pin<Box<Sleep>>>,
 }
 
 impl TimedIo {
+    #[cfg(test)]
+    pub(crate) fn for_tests(inner: TcpStream, write_timeout: Duration) -> Self {
+        TimedIo { inner, write_timeout, deadline: None }
+    }
+
     fn blocked(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         let timeout = self.write_timeout;
         let deadline = self.deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));

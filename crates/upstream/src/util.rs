@@ -31,6 +31,11 @@ pub fn now_ms() -> u64 {
     u64::try_from(epoch().elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
+/// The instant `ms` milliseconds after the epoch of [`now_ms`].
+pub fn instant_at_ms(ms: u64) -> Instant {
+    epoch() + std::time::Duration::from_millis(ms)
+}
+
 fn seed() -> u64 {
     let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64);
     let local = 0u8;

@@ -83,9 +83,9 @@ fn least_conn_prefers_the_least_loaded_per_weight() {
 #[test]
 fn ewma_prefers_fast_endpoints() {
     let e = eps(&[1, 1, 1]);
-    e[0].state.record_success(std::time::Duration::from_millis(20));
-    e[1].state.record_success(std::time::Duration::from_millis(5));
-    e[2].state.record_success(std::time::Duration::from_millis(1));
+    e[0].state.record_success(Some(std::time::Duration::from_millis(20)));
+    e[1].state.record_success(Some(std::time::Duration::from_millis(5)));
+    e[2].state.record_success(Some(std::time::Duration::from_millis(1)));
     let b = Balancer::new(Balance::Ewma, None, &e);
     let c = counts(&b, &e, 30_000);
     // Two distinct random choices out of three: the fastest is in 2/3 of pairs, the middle wins 1/3,

@@ -1,0 +1,400 @@
+//! Forward stage, HTTP/1.1 to the endpoint, on the request's own task: the request head is encoded
+//! into a buffer the connection reuses, the response head is parsed in place and its header values
+//! are slices of the read buffer (no copy), and the response body is read from the socket as the
+//! client's side consumes it. No connection task, no channel between the two sides.
+
+use crate::body::RequestBody;
+use bytes::{Buf, Bytes, BytesMut};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::{Request, Response, StatusCode, Version};
+use http_body::{Body, Frame};
+use std::io::{self, Write as _};
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+
+/// Largest response head accepted from an endpoint.
+const MAX_HEAD: usize = 64 * 1024;
+/// Most response headers accepted.
+const MAX_HEADERS: usize = 128;
+/// Longest chunk-size line (size, extensions) accepted.
+const MAX_CHUNK_LINE: usize = 4096;
+/// Read buffer growth step.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// An HTTP/1.1 connection to an endpoint.
+#[derive(Debug)]
+pub(crate) struct H1Conn {
+    pub(crate) io: crate::pool::TimedIo,
+    pub(crate) rbuf: BytesMut,
+    wbuf: Vec<u8>,
+}
+
+/// How the exchange failed.
+#[derive(Debug)]
+pub(crate) enum ExchangeError {
+    /// Nothing of the request reached the socket: it may be sent elsewhere as it is.
+    NotSent(io::Error),
+    /// The client's body went over the route's limit.
+    BodyTooLarge,
+    /// The client's body failed (client went away).
+    ClientBody(String),
+    /// The endpoint broke the exchange after the request (or part of it) was written.
+    Upstream(String),
+}
+
+/// How the response body is delimited.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Framing {
+    Empty,
+    Length(u64),
+    Chunked(Chunk),
+    /// Until the endpoint closes the connection.
+    Close,
+}
+
+/// Position in a chunked body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Chunk {
+    Size,
+    Data(u64),
+    DataEnd,
+    Trailers,
+}
+
+impl H1Conn {
+    pub(crate) fn new(io: crate::pool::TimedIo) -> Self {
+        H1Conn { io, rbuf: BytesMut::with_capacity(READ_CHUNK), wbuf: Vec::with_capacity(1024) }
+    }
+
+    /// Whether an idle connection can take a request: the endpoint has not closed it and sent
+    /// nothing unasked. Uses the readiness the event loop already knows; no system call unless
+    /// the socket looks readable.
+    pub(crate) fn idle_usable(&mut self) -> bool {
+        if !self.rbuf.is_empty() {
+            return false;
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        match self.io.inner.poll_read_ready(&mut cx) {
+            Poll::Pending => true,
+            Poll::Ready(Err(_)) => false,
+            Poll::Ready(Ok(())) => {
+                let mut probe = [0u8; 1];
+                matches!(self.io.inner.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
+            }
+        }
+    }
+
+    fn encode_head(&mut self, req: &Request<RequestBody>, default_host: &str, chunked: bool) {
+        let w = &mut self.wbuf;
+        w.clear();
+        let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
+        let _ = write!(w, "{} {} HTTP/1.1\r\n", req.method().as_str(), target);
+        for (name, value) in req.headers() {
+            w.extend_from_slice(name.as_str().as_bytes());
+            w.extend_from_slice(b": ");
+            w.extend_from_slice(value.as_bytes());
+            w.extend_from_slice(b"\r\n");
+        }
+        if !req.headers().contains_key(header::HOST) {
+            let _ = write!(w, "host: {default_host}\r\n");
+        }
+        if chunked {
+            w.extend_from_slice(b"transfer-encoding: chunked\r\n");
+        } else if req.body().is_empty()
+            && !req.headers().contains_key(header::CONTENT_LENGTH)
+            && matches!(*req.method(), http::Method::POST | http::Method::PUT | http::Method::PATCH)
+        {
+            w.extend_from_slice(b"content-length: 0\r\n");
+        }
+        w.extend_from_slice(b"\r\n");
+    }
+
+    /// Writes the request; the body is streamed as the client sends it.
+    pub(crate) async fn write_request(
+        &mut self,
+        req: &mut Request<RequestBody>,
+        default_host: &str,
+    ) -> Result<(), ExchangeError> {
+        let has_body = !req.body().is_empty();
+        let chunked = has_body && !req.headers().contains_key(header::CONTENT_LENGTH);
+        self.encode_head(req, default_host, chunked);
+        // The head goes out with one write in the common case; an error before any byte left
+        // means the endpoint never saw the request.
+        let mut written = 0;
+        while written < self.wbuf.len() {
+            match self.io.write(&self.wbuf[written..]).await {
+                Ok(0) => return Err(not_sent_or_broken(written, io::ErrorKind::WriteZero.into())),
+                Ok(n) => written += n,
+                Err(e) => return Err(not_sent_or_broken(written, e)),
+            }
+        }
+        if !has_body {
+            return Ok(());
+        }
+        let body = req.body_mut();
+        loop {
+            let frame = std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await;
+            let data = match frame {
+                None => break,
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(_) => continue, // request trailers are not forwarded
+                },
+                Some(Err(e)) if e.is::<crate::BodyTooLarge>() => return Err(ExchangeError::BodyTooLarge),
+                Some(Err(e)) => return Err(ExchangeError::ClientBody(e.to_string())),
+            };
+            if data.is_empty() {
+                continue;
+            }
+            let io_result = if chunked {
+                let mut size = Vec::with_capacity(12);
+                let _ = write!(size, "{:x}\r\n", data.len());
+                match self.io.write_all(&size).await {
+                    Ok(()) => match self.io.write_all(&data).await {
+                        Ok(()) => self.io.write_all(b"\r\n").await,
+                        Err(e) => Err(e),
+                    },
+                    Err(e) => Err(e),
+                }
+            } else {
+                self.io.write_all(&data).await
+            };
+            io_result.map_err(|e| ExchangeError::Upstream(format!("writing request body: {e}")))?;
+        }
+        if chunked {
+            self.io
+                .write_all(b"0\r\n\r\n")
+                .await
+                .map_err(|e| ExchangeError::Upstream(format!("writing request body: {e}")))?;
+        }
+        Ok(())
+    }
+
+    /// Reads the response head, skipping interim (1xx) responses other than 101.
+    pub(crate) async fn read_head(
+        &mut self,
+        head_request: bool,
+    ) -> Result<(Response<()>, Framing, bool), ExchangeError> {
+        loop {
+            if let Some(parsed) = self.parse_head(head_request)? {
+                if parsed.0.status().is_informational() && parsed.0.status() != StatusCode::SWITCHING_PROTOCOLS {
+                    continue;
+                }
+                return Ok(parsed);
+            }
+            if self.rbuf.len() >= MAX_HEAD {
+                return Err(ExchangeError::Upstream("response head too large".into()));
+            }
+            self.rbuf.reserve(READ_CHUNK);
+            match tokio::io::AsyncReadExt::read_buf(&mut self.io.inner, &mut self.rbuf).await {
+                Ok(0) => return Err(ExchangeError::Upstream("connection closed before the response head".into())),
+                Ok(_) => {}
+                Err(e) => return Err(ExchangeError::Upstream(format!("reading response head: {e}"))),
+            }
+        }
+    }
+
+    /// Parses one complete head from the buffer: the response, its body framing, and whether the
+    /// connection may be reused afterwards.
+    fn parse_head(&mut self, head_request: bool) -> Result<Option<(Response<()>, Framing, bool)>, ExchangeError> {
+        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut slots);
+        let len = match parsed.parse(&self.rbuf) {
+            Ok(httparse::Status::Complete(len)) => len,
+            Ok(httparse::Status::Partial) => return Ok(None),
+            Err(e) => return Err(ExchangeError::Upstream(format!("invalid response head: {e}"))),
+        };
+        let code = parsed.code.unwrap_or(0);
+        let status = StatusCode::from_u16(code).map_err(|_| ExchangeError::Upstream("invalid status".into()))?;
+        let http10 = parsed.version == Some(0);
+        let base = self.rbuf.as_ptr() as usize;
+        let spans: Vec<(HeaderName, usize, usize)> = parsed
+            .headers
+            .iter()
+            .map(|h| {
+                let name = HeaderName::from_bytes(h.name.as_bytes())
+                    .map_err(|_| ExchangeError::Upstream("invalid header name".into()))?;
+                Ok((name, h.value.as_ptr() as usize - base, h.value.len()))
+            })
+            .collect::<Result<_, ExchangeError>>()?;
+        let head = self.rbuf.split_to(len).freeze();
+        let mut headers = HeaderMap::with_capacity(spans.len());
+        for (name, start, len) in spans {
+            let value = HeaderValue::from_maybe_shared(head.slice(start..start + len))
+                .map_err(|_| ExchangeError::Upstream("invalid header value".into()))?;
+            headers.append(name, value);
+        }
+        let (framing, mut reusable) = framing(status, head_request, &mut headers)?;
+        reusable &= keep_alive(&headers, http10);
+        let mut resp = Response::new(());
+        *resp.status_mut() = status;
+        *resp.version_mut() = Version::HTTP_11;
+        *resp.headers_mut() = headers;
+        Ok(Some((resp, framing, reusable)))
+    }
+
+    /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
+    pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        loop {
+            self.rbuf.reserve(READ_CHUNK);
+            match self.io.inner.try_read_buf(&mut self.rbuf) {
+                Ok(n) => return Poll::Ready(Ok(n)),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => match self.io.inner.poll_read_ready(cx) {
+                    Poll::Ready(Ok(())) => continue,
+                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => return Poll::Pending,
+                },
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    /// The next piece of body per `framing`, from the buffer, or `None` when more bytes are needed
+    /// (`Ok(Some(empty))` never happens). Advances `framing`.
+    pub(crate) fn decode(&mut self, framing: &mut Framing) -> Result<Option<Bytes>, String> {
+        loop {
+            match framing {
+                Framing::Empty | Framing::Length(0) => return Ok(None),
+                Framing::Length(left) => {
+                    if self.rbuf.is_empty() {
+                        return Ok(None);
+                    }
+                    let take = (*left).min(self.rbuf.len() as u64) as usize;
+                    *left -= take as u64;
+                    return Ok(Some(self.rbuf.split_to(take).freeze()));
+                }
+                Framing::Close => {
+                    return Ok((!self.rbuf.is_empty()).then(|| self.rbuf.split().freeze()));
+                }
+                Framing::Chunked(state) => match *state {
+                    Chunk::Size => {
+                        let Some(line) = self.take_line()? else { return Ok(None) };
+                        let digits = line.split(|&b| b == b';').next().unwrap_or_default().trim_ascii();
+                        let size = std::str::from_utf8(digits)
+                            .ok()
+                            .filter(|d| !d.is_empty() && d.len() <= 16)
+                            .and_then(|d| u64::from_str_radix(d, 16).ok())
+                            .ok_or("invalid chunk size")?;
+                        *state = if size == 0 { Chunk::Trailers } else { Chunk::Data(size) };
+                    }
+                    Chunk::Data(left) => {
+                        if self.rbuf.is_empty() {
+                            return Ok(None);
+                        }
+                        let take = left.min(self.rbuf.len() as u64) as usize;
+                        *state = if left == take as u64 { Chunk::DataEnd } else { Chunk::Data(left - take as u64) };
+                        return Ok(Some(self.rbuf.split_to(take).freeze()));
+                    }
+                    Chunk::DataEnd => {
+                        if self.rbuf.len() < 2 {
+                            return Ok(None);
+                        }
+                        if &self.rbuf[..2] != b"\r\n" {
+                            return Err("missing CRLF after chunk".into());
+                        }
+                        self.rbuf.advance(2);
+                        *state = Chunk::Size;
+                    }
+                    Chunk::Trailers => {
+                        let Some(line) = self.take_line()? else { return Ok(None) };
+                        if line.is_empty() {
+                            *framing = Framing::Length(0);
+                        }
+                    }
+                },
+            }
+        }
+    }
+
+    fn take_line(&mut self) -> Result<Option<Bytes>, String> {
+        match self.rbuf.iter().position(|&b| b == b'\n') {
+            Some(i) => {
+                let mut line = self.rbuf.split_to(i + 1).freeze();
+                line.truncate(i);
+                if line.last() == Some(&b'\r') {
+                    line.truncate(i - 1);
+                }
+                Ok(Some(line))
+            }
+            None if self.rbuf.len() > MAX_CHUNK_LINE => Err("chunk line too long".into()),
+            None => Ok(None),
+        }
+    }
+
+    /// The raw stream and any bytes already read past the head, for a protocol switch.
+    pub(crate) fn into_upgraded(self) -> (TcpStream, Bytes) {
+        (self.io.inner, self.rbuf.freeze())
+    }
+}
+
+fn not_sent_or_broken(written: usize, e: io::Error) -> ExchangeError {
+    if written == 0 {
+        ExchangeError::NotSent(e)
+    } else {
+        ExchangeError::Upstream(format!("writing request: {e}"))
+    }
+}
+
+/// Body framing per RFC 9112 §6.3, normalising headers so the client side sees one framing.
+fn framing(status: StatusCode, head_request: bool, headers: &mut HeaderMap) -> Result<(Framing, bool), ExchangeError> {
+    if head_request
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED
+    {
+        return Ok((Framing::Empty, true));
+    }
+    if headers.contains_key(header::TRANSFER_ENCODING) {
+        let chunked_last = headers
+            .get_all(header::TRANSFER_ENCODING)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(','))
+            .map(str::trim)
+            .rfind(|t| !t.is_empty())
+            .is_some_and(|t| t.eq_ignore_ascii_case("chunked"));
+        // With both, Transfer-Encoding wins and the length is dropped (a smuggling vector); the
+        // connection is not reused after such a message.
+        let both = headers.remove(header::CONTENT_LENGTH).is_some();
+        headers.remove(header::TRANSFER_ENCODING);
+        return Ok(if chunked_last { (Framing::Chunked(Chunk::Size), !both) } else { (Framing::Close, false) });
+    }
+    let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
+    let Some(first) = lengths.next() else {
+        return Ok((Framing::Close, false));
+    };
+    let parse = |v: &HeaderValue| {
+        v.to_str().ok().filter(|s| s.bytes().all(|b| b.is_ascii_digit())).and_then(|s| s.parse::<u64>().ok())
+    };
+    let n = parse(first).ok_or_else(|| ExchangeError::Upstream("invalid Content-Length".into()))?;
+    if lengths.any(|v| parse(v) != Some(n)) {
+        return Err(ExchangeError::Upstream("conflicting Content-Length".into()));
+    }
+    Ok((Framing::Length(n), true))
+}
+
+fn keep_alive(headers: &HeaderMap, http10: bool) -> bool {
+    let mut keep = !http10;
+    for v in headers.get_all(header::CONNECTION) {
+        for token in v.to_str().unwrap_or("").split(',') {
+            let token = token.trim();
+            if token.eq_ignore_ascii_case("close") {
+                return false;
+            }
+            if token.eq_ignore_ascii_case("keep-alive") {
+                keep = true;
+            }
+        }
+    }
+    keep
+}
+
+/// A response body frame from the buffer.
+pub(crate) fn data_frame(bytes: Bytes) -> Frame<Bytes> {
+    Frame::data(bytes)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,180 @@
+//! The response body as read from the endpoint: HTTP/1.1 bodies are decoded straight from the
+//! connection's buffer (length, chunked or until close); HTTP/2 bodies come from hyper. A body read
+//! whole gives its connection back to the pool; a broken or abandoned one closes it. A gap longer
+//! than the read timeout between two reads fails the body.
+
+use crate::h1::{data_frame, Framing};
+use crate::pool::{Conn, Lease};
+use bytes::Bytes;
+use http_body::{Body, Frame, SizeHint};
+use hyper::body::Incoming;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::Sleep;
+
+/// The endpoint's response body.
+#[derive(Debug)]
+pub struct UpstreamBody {
+    lease: Option<Lease>,
+    kind: Kind,
+    read_timeout: Duration,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+#[derive(Debug)]
+enum Kind {
+    H1 { framing: Framing, reusable: bool },
+    H2(Incoming),
+    Done,
+}
+
+/// Why a response body could not be read whole.
+#[derive(Debug)]
+pub struct UpstreamBodyError(String);
+
+impl std::fmt::Display for UpstreamBodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "upstream body: {}", self.0)
+    }
+}
+
+impl std::error::Error for UpstreamBodyError {}
+
+fn finished(framing: Framing) -> bool {
+    matches!(framing, Framing::Empty | Framing::Length(0))
+}
+
+impl UpstreamBody {
+    pub(crate) fn h1(lease: Lease, framing: Framing, reusable: bool, read_timeout: Duration) -> Self {
+        let mut body =
+            UpstreamBody { lease: Some(lease), kind: Kind::H1 { framing, reusable }, read_timeout, timer: None };
+        if finished(framing) {
+            body.finish(reusable);
+        }
+        body
+    }
+
+    pub(crate) fn h2(incoming: Incoming, lease: Lease, read_timeout: Duration) -> Self {
+        UpstreamBody { lease: Some(lease), kind: Kind::H2(incoming), read_timeout, timer: None }
+    }
+
+    /// For a `101 Switching Protocols` answer: the raw connection and the bytes already read past
+    /// the head. The connection is no longer pooled.
+    pub fn take_upgrade(&mut self) -> Option<(TcpStream, Bytes)> {
+        match self.lease.as_mut()?.conn.take()? {
+            Conn::H1(conn) => {
+                self.lease = None;
+                self.kind = Kind::Done;
+                Some(conn.into_upgraded())
+            }
+            Conn::H2(_) => None,
+        }
+    }
+
+    /// Ends the body: a reusable, fully read HTTP/1.1 connection goes back to the pool.
+    fn finish(&mut self, reusable: bool) {
+        if let Some(lease) = self.lease.take() {
+            let clean = matches!(&lease.conn, Some(Conn::H1(c)) if c.rbuf.is_empty());
+            if reusable && clean {
+                lease.release();
+            }
+        }
+        self.kind = Kind::Done;
+        self.timer = None;
+    }
+
+    fn fail(&mut self, why: impl Into<String>) -> Poll<Option<Result<Frame<Bytes>, UpstreamBodyError>>> {
+        self.lease = None;
+        self.kind = Kind::Done;
+        self.timer = None;
+        Poll::Ready(Some(Err(UpstreamBodyError(why.into()))))
+    }
+
+    /// Whether the read timeout has passed while waiting; arms the timer on first wait.
+    fn timed_out(&mut self, cx: &mut Context<'_>) -> bool {
+        let t = self.read_timeout;
+        let timer = self.timer.get_or_insert_with(|| Box::pin(tokio::time::sleep(t)));
+        timer.as_mut().poll(cx).is_ready()
+    }
+}
+
+impl Body for UpstreamBody {
+    type Data = Bytes;
+    type Error = UpstreamBodyError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let this = &mut *self;
+        loop {
+            let (framing, reusable) = match &mut this.kind {
+                Kind::Done => return Poll::Ready(None),
+                Kind::H2(incoming) => {
+                    return match Pin::new(incoming).poll_frame(cx) {
+                        Poll::Ready(Some(Ok(frame))) => {
+                            this.timer = None;
+                            Poll::Ready(Some(Ok(frame)))
+                        }
+                        Poll::Ready(Some(Err(e))) => this.fail(e.to_string()),
+                        Poll::Ready(None) => {
+                            this.finish(true);
+                            Poll::Ready(None)
+                        }
+                        Poll::Pending if this.timed_out(cx) => this.fail("read timed out"),
+                        Poll::Pending => Poll::Pending,
+                    };
+                }
+                Kind::H1 { framing, reusable } => (framing, *reusable),
+            };
+            let Some(Some(Conn::H1(conn))) = this.lease.as_mut().map(|l| l.conn.as_mut()) else {
+                return Poll::Ready(None);
+            };
+            match conn.decode(framing) {
+                Err(e) => return this.fail(e),
+                Ok(Some(bytes)) => {
+                    this.timer = None;
+                    if finished(*framing) {
+                        this.finish(reusable);
+                    }
+                    return Poll::Ready(Some(Ok(data_frame(bytes))));
+                }
+                Ok(None) if finished(*framing) => {
+                    this.finish(reusable);
+                    return Poll::Ready(None);
+                }
+                Ok(None) => {}
+            }
+            let close_delimited = *framing == Framing::Close;
+            match conn.poll_fill(cx) {
+                Poll::Ready(Ok(0)) if close_delimited => {
+                    this.finish(false);
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Ok(0)) => return this.fail("connection closed before the end of the body"),
+                Poll::Ready(Ok(_)) => continue,
+                Poll::Ready(Err(e)) => return this.fail(e.to_string()),
+                Poll::Pending if this.timed_out(cx) => return this.fail("read timed out"),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match &self.kind {
+            Kind::Done => true,
+            Kind::H1 { framing, .. } => finished(*framing),
+            Kind::H2(incoming) => incoming.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match &self.kind {
+            Kind::Done => SizeHint::with_exact(0),
+            Kind::H1 { framing: Framing::Length(n), .. } => SizeHint::with_exact(*n),
+            Kind::H1 { framing: Framing::Empty, .. } => SizeHint::with_exact(0),
+            Kind::H1 { .. } => SizeHint::default(),
+            Kind::H2(incoming) => incoming.size_hint(),
+        }
+    }
+}
