@@ -74,6 +74,11 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
             tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("demo backend: cannot bind {addr}: {e}"))?;
         tokio::spawn(crate::demo::serve(l));
     }
+    // Signals are watched before anything is announced, so a signal sent right after "ready" is
+    // handled rather than killing the process.
+    let mut hup = signal(SignalKind::hangup()).map_err(|e| format!("cannot watch SIGHUP: {e}"))?;
+    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
+    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("cannot watch SIGINT: {e}"))?;
     let workers = Workers::start(
         n,
         config.cpu_affinity == gatehouse_config::CpuAffinity::Auto,
@@ -133,9 +138,6 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
         json!({ "listeners": addrs, "admin": admin_addr, "pid": std::process::id(), "workers": n, "generation": 1 }),
     );
 
-    let mut hup = signal(SignalKind::hangup()).map_err(|e| format!("cannot watch SIGHUP: {e}"))?;
-    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("cannot watch SIGINT: {e}"))?;
     let mut tick = tokio::time::interval(TICK);
     loop {
         tokio::select! {

@@ -5,8 +5,7 @@
 //! stream, so hyper closes the connection.
 
 use bytes::{Buf, Bytes};
-use gatehouse_upstream::now_ms;
-use std::future::Future;
+use gatehouse_upstream::{now_ms, LazyDeadline};
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -14,7 +13,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::time::{Instant, Sleep};
 
 /// Request progress on one connection, shared by its IO and its service.
 #[derive(Debug)]
@@ -27,6 +25,8 @@ pub(crate) struct ConnState {
     pub idle_since_ms: AtomicU64,
     /// Requests received.
     pub requests: AtomicU64,
+    /// The connection switched protocols (101): deadlines no longer apply.
+    pub upgraded: std::sync::atomic::AtomicBool,
 }
 
 impl ConnState {
@@ -36,6 +36,7 @@ impl ConnState {
             completed: AtomicU64::new(0),
             idle_since_ms: AtomicU64::new(now_ms()),
             requests: AtomicU64::new(0),
+            upgraded: Default::default(),
         }
     }
 }
@@ -71,8 +72,7 @@ pub(crate) struct ConnIo {
     h2: bool,
     seen_completed: u64,
     head_started_ms: Option<u64>,
-    /// The armed deadline (ms) and its timer.
-    timer: Option<(u64, Pin<Box<Sleep>>)>,
+    timer: LazyDeadline,
 }
 
 impl ConnIo {
@@ -95,7 +95,7 @@ impl ConnIo {
             seen_completed: 0,
             // The first request head is due within the header timeout of the connection's start.
             head_started_ms: (!h2).then_some(started),
-            timer: None,
+            timer: LazyDeadline::default(),
         }
     }
 
@@ -108,7 +108,7 @@ impl ConnIo {
     }
 
     fn deadline_ms(&mut self) -> Option<u64> {
-        if self.state.busy.load(Relaxed) > 0 {
+        if self.state.busy.load(Relaxed) > 0 || self.state.upgraded.load(Relaxed) {
             return None;
         }
         self.new_idle_period();
@@ -128,45 +128,13 @@ impl ConnIo {
         }
     }
 
-    /// Whether the deadline has passed. The timer is lazy: it stays armed at the earliest deadline
-    /// seen and is re-armed only when it fires early, so a busy keep-alive connection touches the
-    /// timer wheel about once per timeout period rather than once per request.
+    /// Whether the deadline in force has passed (arming the timer otherwise).
     fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        let Some(deadline) = self.deadline_ms() else {
-            return false;
-        };
-        match &mut self.timer {
-            None => {
-                if now_ms() >= deadline {
-                    return true;
-                }
-                let mut sleep = Box::pin(tokio::time::sleep_until(instant_at(deadline)));
-                let fired = sleep.as_mut().poll(cx).is_ready();
-                self.timer = Some((deadline, sleep));
-                fired && now_ms() >= deadline
-            }
-            Some((armed, sleep)) => {
-                if *armed > deadline {
-                    sleep.as_mut().reset(instant_at(deadline));
-                    *armed = deadline;
-                }
-                if sleep.as_mut().poll(cx).is_pending() {
-                    return false;
-                }
-                if now_ms() >= deadline {
-                    return true;
-                }
-                // Fired for an earlier deadline that has since moved: re-arm.
-                sleep.as_mut().reset(instant_at(deadline));
-                *armed = deadline;
-                sleep.as_mut().poll(cx).is_ready()
-            }
+        match self.deadline_ms() {
+            Some(deadline) => self.timer.expired(cx, deadline),
+            None => false,
         }
     }
-}
-
-fn instant_at(ms: u64) -> Instant {
-    Instant::from_std(gatehouse_upstream::instant_at_ms(ms))
 }
 
 impl AsyncRead for ConnIo {

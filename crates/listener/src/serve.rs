@@ -138,6 +138,10 @@ async fn serve_connection(
         let info = info.clone();
         async move {
             let mut resp = gatehouse_proxy::handle(shared, req, info).await;
+            if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
+                // From here the bytes are a tunnel's, not HTTP requests: no head or idle deadline.
+                guard.0.upgraded.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
             if max_requests > 0 && n >= max_requests && resp.version() != http::Version::HTTP_2 {
                 resp.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
             }
@@ -160,6 +164,7 @@ async fn serve_connection(
             }
         }
     } else {
+        let stats = ctx.shared.clone();
         let conn = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .max_buf_size(usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX).max(8192))
@@ -167,7 +172,12 @@ async fn serve_connection(
             .with_upgrades();
         tokio::pin!(conn);
         tokio::select! {
-            _ = conn.as_mut() => {}
+            r = conn.as_mut() => {
+                // hyper answered a request it could not parse (400/431) without calling us.
+                if r.is_err_and(|e| e.is_parse() || e.is_parse_too_large()) {
+                    stats.stats.bad_requests.inc();
+                }
+            }
             _ = drained(&mut drain) => {
                 conn.as_mut().graceful_shutdown();
                 let _ = conn.await;

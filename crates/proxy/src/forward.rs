@@ -28,16 +28,17 @@ pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>, conn: Arc<ConnI
     let mut resp = match forward(&shared, &snap, req, &conn, &mut outcome).await {
         Ok(resp) => resp,
         Err(e) => {
-            if matches!(e, ProxyError::BadRequest(_)) {
-                shared.stats.bad_requests.inc();
+            match e {
+                ProxyError::BadRequest(_) => shared.stats.bad_requests.inc(),
+                ProxyError::NoRoute => shared.stats.unrouted.inc(),
+                _ => {}
             }
             e.into_response()
         }
     };
     let status = resp.status().as_u16();
-    match &outcome.route {
-        Some(route) => route.stats.record(status, start.elapsed()),
-        None => shared.stats.unrouted.inc(),
+    if let Some(route) = &outcome.route {
+        route.stats.record(status, start.elapsed());
     }
     if let Some(mut r) = record {
         r.status = status;

@@ -1,1 +1,26 @@
-//! Test helpers.
+//! Test kit for end-to-end tests: the real `gatehouse` binary on port 0 ([`Gateway`]), real HTTP
+//! backends that record what reaches them ([`Backend`]), and the clients a user or an attacker would
+//! use: a hyper client ([`HttpConn`], [`http_get`]), `curl` ([`curl`]), raw TCP ([`RawConn`], [`raw`])
+//! and a keep-alive load generator ([`Load`]).
+//!
+//! Nothing here sleeps to synchronise: the gateway is awaited through its `--status-json` events,
+//! conditions are polled with a deadline ([`wait_until`]), and every loop is bounded in time.
+
+#![forbid(unsafe_code)]
+
+mod backend;
+mod client;
+mod gateway;
+mod load;
+mod raw;
+mod wait;
+
+pub use backend::{Backend, Recorded};
+pub use client::{curl, http_get, http_request, HttpConn, Response};
+pub use gateway::{metric_value, Gateway, TempDir};
+pub use load::{Load, LoadReport};
+pub use raw::{connect_refused, raw, RawConn, RawResponse};
+pub use wait::wait_until;
+
+/// Bound on any single network exchange made by the kit's clients.
+pub const IO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);

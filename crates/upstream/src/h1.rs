@@ -29,6 +29,7 @@ pub(crate) struct H1Conn {
     pub(crate) io: crate::pool::TimedIo,
     pub(crate) rbuf: BytesMut,
     wbuf: Vec<u8>,
+    head_deadline: crate::util::LazyDeadline,
 }
 
 /// How the exchange failed.
@@ -42,6 +43,8 @@ pub(crate) enum ExchangeError {
     ClientBody(String),
     /// The endpoint broke the exchange after the request (or part of it) was written.
     Upstream(String),
+    /// No response head within the read timeout.
+    Timeout,
 }
 
 /// How the response body is delimited.
@@ -65,7 +68,12 @@ pub(crate) enum Chunk {
 
 impl H1Conn {
     pub(crate) fn new(io: crate::pool::TimedIo) -> Self {
-        H1Conn { io, rbuf: BytesMut::with_capacity(READ_CHUNK), wbuf: Vec::with_capacity(1024) }
+        H1Conn {
+            io,
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            wbuf: Vec::with_capacity(1024),
+            head_deadline: Default::default(),
+        }
     }
 
     /// Whether an idle connection can take a request: the endpoint has not closed it and sent
@@ -172,11 +180,14 @@ impl H1Conn {
         Ok(())
     }
 
-    /// Reads the response head, skipping interim (1xx) responses other than 101.
+    /// Reads the response head, skipping interim (1xx) responses other than 101, within
+    /// `read_timeout` of the call.
     pub(crate) async fn read_head(
         &mut self,
         head_request: bool,
+        read_timeout: std::time::Duration,
     ) -> Result<(Response<()>, Framing, bool), ExchangeError> {
+        let deadline = crate::util::now_ms() + read_timeout.as_millis() as u64;
         loop {
             if let Some(parsed) = self.parse_head(head_request)? {
                 if parsed.0.status().is_informational() && parsed.0.status() != StatusCode::SWITCHING_PROTOCOLS {
@@ -187,11 +198,17 @@ impl H1Conn {
             if self.rbuf.len() >= MAX_HEAD {
                 return Err(ExchangeError::Upstream("response head too large".into()));
             }
-            self.rbuf.reserve(READ_CHUNK);
-            match tokio::io::AsyncReadExt::read_buf(&mut self.io.inner, &mut self.rbuf).await {
+            let read = std::future::poll_fn(|cx| match self.poll_fill(cx) {
+                Poll::Pending if self.head_deadline.expired(cx, deadline) => Poll::Ready(Err(None)),
+                Poll::Pending => Poll::Pending,
+                Poll::Ready(r) => Poll::Ready(r.map_err(Some)),
+            })
+            .await;
+            match read {
                 Ok(0) => return Err(ExchangeError::Upstream("connection closed before the response head".into())),
                 Ok(_) => {}
-                Err(e) => return Err(ExchangeError::Upstream(format!("reading response head: {e}"))),
+                Err(None) => return Err(ExchangeError::Timeout),
+                Err(Some(e)) => return Err(ExchangeError::Upstream(format!("reading response head: {e}"))),
             }
         }
     }
@@ -209,20 +226,22 @@ impl H1Conn {
         let code = parsed.code.unwrap_or(0);
         let status = StatusCode::from_u16(code).map_err(|_| ExchangeError::Upstream("invalid status".into()))?;
         let http10 = parsed.version == Some(0);
+        // Offsets of names and values in the buffer, so the head can be frozen and sliced.
         let base = self.rbuf.as_ptr() as usize;
-        let spans: Vec<(HeaderName, usize, usize)> = parsed
-            .headers
-            .iter()
-            .map(|h| {
-                let name = HeaderName::from_bytes(h.name.as_bytes())
-                    .map_err(|_| ExchangeError::Upstream("invalid header name".into()))?;
-                Ok((name, h.value.as_ptr() as usize - base, h.value.len()))
-            })
-            .collect::<Result<_, ExchangeError>>()?;
+        let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
+        let count = parsed.headers.len();
+        for (span, h) in spans.iter_mut().zip(parsed.headers.iter()) {
+            let name = (h.name.as_ptr() as usize - base) as u32;
+            let value = (h.value.as_ptr() as usize - base) as u32;
+            *span = (name, h.name.len() as u32, value, h.value.len() as u32);
+        }
         let head = self.rbuf.split_to(len).freeze();
-        let mut headers = HeaderMap::with_capacity(spans.len());
-        for (name, start, len) in spans {
-            let value = HeaderValue::from_maybe_shared(head.slice(start..start + len))
+        let mut headers = HeaderMap::with_capacity(count);
+        for &(ns, nl, vs, vl) in &spans[..count] {
+            let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
+            let name = HeaderName::from_bytes(&head[ns..ns + nl])
+                .map_err(|_| ExchangeError::Upstream("invalid header name".into()))?;
+            let value = HeaderValue::from_maybe_shared(head.slice(vs..vs + vl))
                 .map_err(|_| ExchangeError::Upstream("invalid header value".into()))?;
             headers.append(name, value);
         }

@@ -21,7 +21,7 @@ pub use health::{run_health_checks, HealthCheckSpec};
 pub use pool::{ConnectError, FailureKind, Lease, SendFailure};
 pub use registry::Registry;
 pub use response::{UpstreamBody, UpstreamBodyError};
-pub use util::{instant_at_ms, now_ms, set_worker_index, worker_index};
+pub use util::{instant_at_ms, now_ms, set_worker_index, worker_index, LazyDeadline};
 
 use gatehouse_config as config;
 use std::sync::Arc;

@@ -184,16 +184,20 @@ impl Lease {
                         }
                         ExchangeError::ClientBody(r) => SendFailure::new(FailureKind::Client, r),
                         ExchangeError::Upstream(r) => SendFailure::new(FailureKind::Io, r),
+                        ExchangeError::Timeout => SendFailure::new(FailureKind::Timeout, "request write timed out"),
                     });
                 }
                 drop(req);
-                match tokio::time::timeout(read_timeout, conn.read_head(head_request)).await {
-                    Err(_) => Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout")),
-                    Ok(Err(ExchangeError::Upstream(r))) => Err(SendFailure::new(FailureKind::Io, r)),
-                    Ok(Err(e)) => Err(SendFailure::new(FailureKind::Io, format!("{e:?}"))),
-                    Ok(Ok((head, framing, reusable))) => {
+                match conn.read_head(head_request, read_timeout).await {
+                    Err(ExchangeError::Timeout) => {
+                        Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout"))
+                    }
+                    Err(ExchangeError::Upstream(r)) => Err(SendFailure::new(FailureKind::Io, r)),
+                    Err(e) => Err(SendFailure::new(FailureKind::Io, format!("{e:?}"))),
+                    Ok((head, framing, reusable)) => {
                         self.conn = Some(Conn::H1(conn));
-                        let body = UpstreamBody::h1(self, framing, reusable, read_timeout);
+                        let switching = head.status() == http::StatusCode::SWITCHING_PROTOCOLS;
+                        let body = UpstreamBody::h1(self, framing, reusable, read_timeout, switching);
                         Ok(head.map(|()| body))
                     }
                 }

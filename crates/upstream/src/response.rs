@@ -48,10 +48,11 @@ fn finished(framing: Framing) -> bool {
 }
 
 impl UpstreamBody {
-    pub(crate) fn h1(lease: Lease, framing: Framing, reusable: bool, read_timeout: Duration) -> Self {
+    pub(crate) fn h1(lease: Lease, framing: Framing, reusable: bool, read_timeout: Duration, switching: bool) -> Self {
         let mut body =
             UpstreamBody { lease: Some(lease), kind: Kind::H1 { framing, reusable }, read_timeout, timer: None };
-        if finished(framing) {
+        // A 101's connection is about to become a tunnel (see `take_upgrade`): never pool it.
+        if finished(framing) && !switching {
             body.finish(reusable);
         }
         body

@@ -75,3 +75,48 @@ pub fn mix(mut z: u64) -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
 }
+
+/// A deadline that rarely touches the timer wheel: its timer stays armed at the earliest deadline
+/// asked for and is re-armed only when it fires before the deadline now in force. Connections that
+/// move their deadline on every request (keep-alive idle, response head) pay for a timer about
+/// once per timeout period instead of once per request.
+#[derive(Debug, Default)]
+pub struct LazyDeadline {
+    timer: Option<(u64, std::pin::Pin<Box<tokio::time::Sleep>>)>,
+}
+
+impl LazyDeadline {
+    /// Whether `deadline_ms` (on the [`now_ms`] clock) has passed; otherwise makes sure the task is
+    /// woken by then.
+    pub fn expired(&mut self, cx: &mut std::task::Context<'_>, deadline_ms: u64) -> bool {
+        use std::future::Future;
+        let at = |ms| tokio::time::Instant::from_std(instant_at_ms(ms));
+        match &mut self.timer {
+            None => {
+                if now_ms() >= deadline_ms {
+                    return true;
+                }
+                let mut sleep = Box::pin(tokio::time::sleep_until(at(deadline_ms)));
+                let fired = sleep.as_mut().poll(cx).is_ready();
+                self.timer = Some((deadline_ms, sleep));
+                fired && now_ms() >= deadline_ms
+            }
+            Some((armed, sleep)) => {
+                if *armed > deadline_ms {
+                    sleep.as_mut().reset(at(deadline_ms));
+                    *armed = deadline_ms;
+                }
+                if sleep.as_mut().poll(cx).is_pending() {
+                    return false;
+                }
+                if now_ms() >= deadline_ms {
+                    return true;
+                }
+                // Fired for an earlier deadline that has since moved: re-arm.
+                sleep.as_mut().reset(at(deadline_ms));
+                *armed = deadline_ms;
+                sleep.as_mut().poll(cx).is_ready()
+            }
+        }
+    }
+}

@@ -38,7 +38,7 @@ async fn body(conn: &mut H1Conn, mut framing: Framing) -> Result<Vec<u8>, String
 #[tokio::test]
 async fn length_body_and_reuse() {
     let mut c = pair(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nX-A: 1\r\nX-A: 2\r\n\r\nhello").await;
-    let (resp, framing, reusable) = c.read_head(false).await.expect("head");
+    let (resp, framing, reusable) = c.read_head(false, Duration::from_secs(5)).await.expect("head");
     assert_eq!(resp.status(), 200);
     assert!(reusable);
     let xa: Vec<_> = resp.headers().get_all("x-a").iter().collect();
@@ -52,7 +52,7 @@ async fn chunked_body_with_extensions_and_trailers() {
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\n6\r\n world\r\n0\r\nX-T: 1\r\n\r\n",
     )
     .await;
-    let (resp, framing, reusable) = c.read_head(false).await.expect("head");
+    let (resp, framing, reusable) = c.read_head(false, Duration::from_secs(5)).await.expect("head");
     assert!(reusable);
     assert!(!resp.headers().contains_key(header::TRANSFER_ENCODING));
     assert_eq!(body(&mut c, framing).await.expect("body"), b"hello world");
@@ -62,7 +62,7 @@ async fn chunked_body_with_extensions_and_trailers() {
 #[tokio::test]
 async fn interim_responses_are_skipped() {
     let mut c = pair(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n").await;
-    let (resp, framing, _) = c.read_head(false).await.expect("head");
+    let (resp, framing, _) = c.read_head(false, Duration::from_secs(5)).await.expect("head");
     assert_eq!(resp.status(), 204);
     assert_eq!(framing, Framing::Empty);
 }
@@ -71,7 +71,7 @@ async fn interim_responses_are_skipped() {
 async fn both_lengths_mean_chunked_and_no_reuse() {
     let mut c =
         pair(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n\r\n").await;
-    let (resp, framing, reusable) = c.read_head(false).await.expect("head");
+    let (resp, framing, reusable) = c.read_head(false, Duration::from_secs(5)).await.expect("head");
     assert!(!reusable);
     assert!(!resp.headers().contains_key(header::CONTENT_LENGTH));
     assert_eq!(body(&mut c, framing).await.expect("body"), b"ok");
@@ -80,13 +80,13 @@ async fn both_lengths_mean_chunked_and_no_reuse() {
 #[tokio::test]
 async fn conflicting_lengths_are_refused() {
     let mut c = pair(b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\nab").await;
-    assert!(c.read_head(false).await.is_err());
+    assert!(c.read_head(false, Duration::from_secs(5)).await.is_err());
 }
 
 #[tokio::test]
 async fn close_delimited_and_http10() {
     let mut c = pair(b"HTTP/1.0 200 OK\r\n\r\nuntil close").await;
-    let (_, framing, reusable) = c.read_head(false).await.expect("head");
+    let (_, framing, reusable) = c.read_head(false, Duration::from_secs(5)).await.expect("head");
     assert_eq!(framing, Framing::Close);
     assert!(!reusable);
 }
@@ -94,14 +94,14 @@ async fn close_delimited_and_http10() {
 #[tokio::test]
 async fn bad_chunk_size_is_an_error() {
     let mut c = pair(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n").await;
-    let (_, framing, _) = c.read_head(false).await.expect("head");
+    let (_, framing, _) = c.read_head(false, Duration::from_secs(5)).await.expect("head");
     assert!(body(&mut c, framing).await.is_err());
 }
 
 #[tokio::test]
 async fn head_responses_have_no_body() {
     let mut c = pair(b"HTTP/1.1 200 OK\r\nContent-Length: 75\r\n\r\n").await;
-    let (resp, framing, _) = c.read_head(true).await.expect("head");
+    let (resp, framing, _) = c.read_head(true, Duration::from_secs(5)).await.expect("head");
     assert_eq!(framing, Framing::Empty);
     assert_eq!(resp.headers()[header::CONTENT_LENGTH], "75");
 }

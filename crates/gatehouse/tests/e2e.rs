@@ -1,0 +1,29 @@
+//! End-to-end tests: the real `gatehouse` binary on port 0, real backends, real clients (curl, raw
+//! TCP, hyper). One test binary; each test has its own gateway and backends.
+
+#[path = "e2e/balance.rs"]
+mod balance;
+#[path = "e2e/cli.rs"]
+mod cli;
+#[path = "e2e/common.rs"]
+mod common;
+#[path = "e2e/drain.rs"]
+mod drain;
+#[path = "e2e/errors.rs"]
+mod errors;
+#[path = "e2e/forwarding.rs"]
+mod forwarding;
+#[path = "e2e/h2c.rs"]
+mod h2c;
+#[path = "e2e/health.rs"]
+mod health;
+#[path = "e2e/limits.rs"]
+mod limits;
+#[path = "e2e/metrics.rs"]
+mod metrics;
+#[path = "e2e/pool.rs"]
+mod pool;
+#[path = "e2e/reload.rs"]
+mod reload;
+#[path = "e2e/websocket.rs"]
+mod websocket;

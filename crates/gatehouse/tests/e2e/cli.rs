@@ -1,0 +1,46 @@
+//! The command line: `check` and `version`.
+
+use gatehouse_testkit::TempDir;
+use std::process::Command;
+
+const BIN: &str = env!("CARGO_BIN_EXE_gatehouse");
+
+#[test]
+fn check_accepts_the_basic_example() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/basic.yaml");
+    let out = Command::new(BIN).args(["check", example]).output().expect("run gatehouse check");
+    assert!(out.status.success(), "check {example} failed: {}\n{}", out.status, String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn check_lists_every_error_with_its_path() {
+    let dir = TempDir::new();
+    let file = dir.join("broken.yaml");
+    let yaml = r#"
+listeners:
+  http: {bind: "127.0.0.1:0"}
+upstreams:
+  api:
+    targets: [{address: "127.0.0.1:9001", weight: 0}]
+sites:
+  x:
+    hosts: ["x.test"]
+    routes: [{path: /, upstream: nowhere}]
+tiemouts: 5s
+"#;
+    std::fs::write(&file, yaml).expect("write the broken configuration");
+    let out = Command::new(BIN).arg("check").arg(&file).output().expect("run gatehouse check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "check accepted a broken file; stderr:\n{stderr}");
+    for path in ["upstreams.api.targets[0].weight", "sites.x.routes[0].upstream", "tiemouts"] {
+        assert!(stderr.lines().any(|l| l.contains(&format!("{path}: "))), "error for `{path}` missing from:\n{stderr}");
+    }
+}
+
+#[test]
+fn version_prints_the_version() {
+    let out = Command::new(BIN).arg("version").output().expect("run gatehouse version");
+    assert!(out.status.success());
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains(env!("CARGO_PKG_VERSION")), "version output: {stdout:?}");
+}

@@ -1,0 +1,61 @@
+//! Shared pieces: starting this crate's binary, and configuration snippets.
+
+use gatehouse_testkit::{Backend, Gateway};
+use std::time::Duration;
+
+/// The host name the test sites answer to.
+pub const HOST: &str = "app.test";
+
+/// Generous bound for conditions that normally hold within milliseconds.
+pub const SETTLE: Duration = Duration::from_secs(5);
+
+/// Starts the gateway binary built for this test run.
+pub fn start(yaml: &str) -> Gateway {
+    Gateway::start_with(env!("CARGO_BIN_EXE_gatehouse"), yaml)
+}
+
+/// Global settings and one listener `http` on port 0, plus an admin listener on port 0; `listener`
+/// is extra settings for the listener (flow-map entries such as `keepalive_timeout: 300ms`).
+pub fn head(listener: &str) -> String {
+    let sep = if listener.is_empty() { "" } else { ", " };
+    format!(
+        "workers: 2\nshutdown_grace: 10s\nadmin: {{bind: \"127.0.0.1:0\"}}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"{sep}{listener}}}\n"
+    )
+}
+
+/// A flow list of target addresses: `["127.0.0.1:1", "127.0.0.1:2"]`.
+pub fn targets(backends: &[&Backend]) -> String {
+    let list: Vec<String> = backends.iter().map(|b| format!("\"{}\"", b.addr())).collect();
+    format!("[{}]", list.join(", "))
+}
+
+/// A flow list of weighted targets.
+pub fn weighted(backends: &[(&Backend, u32)]) -> String {
+    let list: Vec<String> =
+        backends.iter().map(|(b, w)| format!("{{address: \"{}\", weight: {w}}}", b.addr())).collect();
+    format!("[{}]", list.join(", "))
+}
+
+/// A whole configuration: upstream `u` with the flow-map body `upstream` (e.g.
+/// `targets: [...], balance: random`), served for [`HOST`] on `/` by site `main`.
+pub fn simple(upstream: &str) -> String {
+    format!(
+        "{}upstreams:\n  u: {{{upstream}}}\nsites:\n  main:\n    hosts: [\"{HOST}\"]\n    routes: [{{path: /, upstream: u}}]\n",
+        head("")
+    )
+}
+
+/// Counts how many of `backends` received requests, by name.
+pub fn counts(backends: &[&Backend]) -> Vec<usize> {
+    backends.iter().map(|b| b.request_count()).collect()
+}
+
+/// Waits until the control loop runs, by asking the admin listener (served on the control thread,
+/// which first yields once its signal handlers are installed) for its status. The product emits
+/// `ready` before installing them, so a SIGHUP or SIGTERM sent at once can kill the process: a bug
+/// covered by `reload::signals_right_after_ready_are_handled`. Tests about other things call this
+/// before their first signal so that they test their own subject.
+pub fn settled(gw: &Gateway) {
+    let status = gatehouse_testkit::http_get(gw.admin(), "admin", "/status", &[]);
+    assert_eq!(status.status, 200, "admin /status: {status:?}");
+}

@@ -1,0 +1,285 @@
+//! A real HTTP backend on `127.0.0.1:0`: HTTP/1.1 and h2c on one port, in a thread of its own with
+//! its own runtime. It records every request and counts TCP connections, and answers according to a
+//! behaviour the test can change while it runs (status, delay, health, protocol upgrades).
+
+use bytes::Bytes;
+use http::{HeaderValue, Request, Response, StatusCode, Version};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use std::convert::Infallible;
+use std::net::{SocketAddr, TcpListener};
+use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::oneshot;
+
+/// The path health checks use; requests for it are counted apart and never recorded.
+const HEALTH_PATH: &str = "/healthz";
+
+/// One request as the backend received it.
+#[derive(Clone, Debug)]
+pub struct Recorded {
+    /// Method, e.g. `GET`.
+    pub method: String,
+    /// Request target as received (origin form for HTTP/1.1, absolute for HTTP/2).
+    pub uri: String,
+    /// Protocol version.
+    pub version: Version,
+    /// Headers with lower-case names; values of one name keep their order.
+    pub headers: Vec<(String, String)>,
+    /// The whole body.
+    pub body: Vec<u8>,
+}
+
+impl Recorded {
+    /// The first value of header `name` (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// Every value of header `name`, in order.
+    pub fn header_all(&self, name: &str) -> Vec<&str> {
+        self.headers.iter().filter(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str()).collect()
+    }
+
+    /// Path and query of the target, also for an absolute-form (HTTP/2) target.
+    pub fn path_and_query(&self) -> String {
+        self.uri
+            .parse::<http::Uri>()
+            .ok()
+            .and_then(|u| u.path_and_query().map(|p| p.as_str().to_string()))
+            .unwrap_or_else(|| self.uri.clone())
+    }
+}
+
+#[derive(Debug)]
+struct State {
+    name: String,
+    requests: Mutex<Vec<Recorded>>,
+    connections: AtomicUsize,
+    health_checks: AtomicUsize,
+    status: AtomicU16,
+    health_status: AtomicU16,
+    delay_ms: AtomicU64,
+    extra_headers: Mutex<Vec<(String, String)>>,
+}
+
+/// A running backend; stopped when dropped.
+#[derive(Debug)]
+pub struct Backend {
+    addr: SocketAddr,
+    state: Arc<State>,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Backend {
+    /// Starts a backend called `name`. By default it answers `200` with body `name` and header
+    /// `x-backend: name`, and `/healthz` answers `200`.
+    pub fn start(name: &str) -> Backend {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a backend on 127.0.0.1:0");
+        listener.set_nonblocking(true).expect("make the backend socket non-blocking");
+        let addr = listener.local_addr().expect("backend address");
+        let state = Arc::new(State {
+            name: name.to_string(),
+            requests: Mutex::new(Vec::new()),
+            connections: AtomicUsize::new(0),
+            health_checks: AtomicUsize::new(0),
+            status: AtomicU16::new(200),
+            health_status: AtomicU16::new(200),
+            delay_ms: AtomicU64::new(0),
+            extra_headers: Mutex::new(Vec::new()),
+        });
+        let (tx, rx) = oneshot::channel();
+        let st = state.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("backend-{name}"))
+            .spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .expect("build the backend runtime");
+                rt.block_on(serve(listener, st, rx));
+            })
+            .expect("spawn the backend thread");
+        Backend { addr, state, shutdown: Some(tx), thread: Some(thread) }
+    }
+
+    /// An address on 127.0.0.1 where nothing listens (bound, then released).
+    pub fn closed_port() -> SocketAddr {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind a probe socket");
+        l.local_addr().expect("probe address")
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Its name, as sent in `x-backend` and the body.
+    pub fn name(&self) -> &str {
+        &self.state.name
+    }
+
+    /// Every request received so far (health checks excluded), oldest first.
+    pub fn requests(&self) -> Vec<Recorded> {
+        self.state.requests.lock().map(|r| r.clone()).unwrap_or_default()
+    }
+
+    /// Number of requests received so far (health checks excluded).
+    pub fn request_count(&self) -> usize {
+        self.state.requests.lock().map(|r| r.len()).unwrap_or_default()
+    }
+
+    /// Forgets the recorded requests (connection and health-check counts are kept).
+    pub fn clear(&self) {
+        if let Ok(mut r) = self.state.requests.lock() {
+            r.clear();
+        }
+    }
+
+    /// TCP connections accepted so far, health checks included.
+    pub fn connections(&self) -> usize {
+        self.state.connections.load(SeqCst)
+    }
+
+    /// `/healthz` requests received so far.
+    pub fn health_checks(&self) -> usize {
+        self.state.health_checks.load(SeqCst)
+    }
+
+    /// Status of the answers to ordinary requests from now on.
+    pub fn set_status(&self, status: u16) {
+        self.state.status.store(status, SeqCst);
+    }
+
+    /// Status of `/healthz` from now on.
+    pub fn set_health(&self, status: u16) {
+        self.state.health_status.store(status, SeqCst);
+    }
+
+    /// Adds a header to the answers to ordinary requests from now on (appended, so a name may repeat).
+    pub fn add_response_header(&self, name: &str, value: &str) {
+        if let Ok(mut h) = self.state.extra_headers.lock() {
+            h.push((name.to_string(), value.to_string()));
+        }
+    }
+
+    /// Delay before answering ordinary requests from now on (health checks are answered at once).
+    pub fn set_delay(&self, delay: Duration) {
+        self.state.delay_ms.store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), SeqCst);
+    }
+}
+
+impl Drop for Backend {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: oneshot::Receiver<()>) {
+    let listener = tokio::net::TcpListener::from_std(listener).expect("register the backend socket");
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                state.connections.fetch_add(1, SeqCst);
+                let st = state.clone();
+                tokio::spawn(async move {
+                    let service = service_fn(move |req| answer(st.clone(), req));
+                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await;
+                });
+            }
+        }
+    }
+}
+
+fn response(status: u16, name: &str, body: Bytes) -> Response<Full<Bytes>> {
+    let mut resp = Response::new(Full::new(body));
+    *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    if let Ok(v) = HeaderValue::try_from(name) {
+        resp.headers_mut().insert("x-backend", v);
+    }
+    resp
+}
+
+async fn answer(state: Arc<State>, mut req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    if req.uri().path() == HEALTH_PATH {
+        state.health_checks.fetch_add(1, SeqCst);
+        let status = state.health_status.load(SeqCst);
+        return Ok(response(status, &state.name, Bytes::from_static(b"health\n")));
+    }
+    let upgrade = req.headers().get(http::header::UPGRADE).cloned();
+    let on_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
+    let (parts, body) = req.into_parts();
+    let body = if on_upgrade.is_some() {
+        Vec::new()
+    } else {
+        body.collect().await.map(|b| b.to_bytes().to_vec()).unwrap_or_default()
+    };
+    let recorded = Recorded {
+        method: parts.method.to_string(),
+        uri: parts.uri.to_string(),
+        version: parts.version,
+        headers: parts
+            .headers
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+            .collect(),
+        body,
+    };
+    if let Ok(mut r) = state.requests.lock() {
+        r.push(recorded);
+    }
+    if let (Some(proto), Some(on_upgrade)) = (upgrade, on_upgrade) {
+        tokio::spawn(echo(on_upgrade));
+        let mut resp = response(101, &state.name, Bytes::new());
+        resp.headers_mut().insert(http::header::CONNECTION, HeaderValue::from_static("upgrade"));
+        resp.headers_mut().insert(http::header::UPGRADE, proto);
+        return Ok(resp);
+    }
+    let delay = state.delay_ms.load(SeqCst);
+    if delay > 0 {
+        tokio::time::sleep(Duration::from_millis(delay)).await;
+    }
+    let status = state.status.load(SeqCst);
+    let mut resp = response(status, &state.name, Bytes::from(state.name.clone()));
+    if let Ok(extra) = state.extra_headers.lock() {
+        for (k, v) in extra.iter() {
+            if let (Ok(k), Ok(v)) = (http::HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) {
+                resp.headers_mut().append(k, v);
+            }
+        }
+    }
+    Ok(resp)
+}
+
+/// Echoes every byte of the upgraded connection back until the peer closes it.
+async fn echo(on_upgrade: hyper::upgrade::OnUpgrade) {
+    let Ok(upgraded) = on_upgrade.await else {
+        return;
+    };
+    let mut io = TokioIo::new(upgraded);
+    let mut buf = [0u8; 4096];
+    loop {
+        match io.read(&mut buf).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => {
+                if io.write_all(&buf[..n]).await.is_err() || io.flush().await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
