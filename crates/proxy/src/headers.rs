@@ -29,26 +29,35 @@ const HOP_BY_HOP: [&HeaderName; 8] = [
 /// Removes hop-by-hop headers and those named in `Connection`. With `keep_upgrade`, `Upgrade` is
 /// kept and `Connection: upgrade` restored, for protocol switches.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
-    // One pass over the names; most messages carry none of these, and then nothing is hashed.
-    if headers.keys().any(|n| HOP_BY_HOP.contains(&n)) {
-        if headers.contains_key(header::CONNECTION) {
-            let named: Vec<HeaderName> = headers
-                .get_all(header::CONNECTION)
-                .iter()
-                .filter_map(|v| v.to_str().ok())
-                .flat_map(|v| v.split(','))
-                .filter_map(|t| HeaderName::from_bytes(t.trim().as_bytes()).ok())
-                .filter(|n| !(keep_upgrade && n == header::UPGRADE))
-                .collect();
-            for name in named {
-                headers.remove(name);
+    // One pass over the names marks which hop-by-hop headers are present; then only those are
+    // removed. The usual `Connection: keep-alive` costs no allocation.
+    let mut present = 0u16;
+    for name in headers.keys() {
+        if let Some(i) = HOP_BY_HOP.iter().position(|h| *h == name) {
+            present |= 1 << i;
+        }
+    }
+    if present & 1 != 0 {
+        let mut named: Vec<HeaderName> = Vec::new();
+        for value in headers.get_all(header::CONNECTION) {
+            for token in value.to_str().unwrap_or("").split(',').map(str::trim) {
+                let ignorable = token.is_empty()
+                    || token.eq_ignore_ascii_case("close")
+                    || HOP_BY_HOP.iter().any(|h| token.eq_ignore_ascii_case(h.as_str()));
+                if !ignorable {
+                    if let Ok(name) = HeaderName::from_bytes(token.as_bytes()) {
+                        named.push(name);
+                    }
+                }
             }
         }
-        for name in HOP_BY_HOP {
-            if keep_upgrade && *name == header::UPGRADE {
-                continue;
-            }
+        for name in named {
             headers.remove(name);
+        }
+    }
+    for (i, name) in HOP_BY_HOP.iter().enumerate() {
+        if present & (1 << i) != 0 && !(keep_upgrade && **name == header::UPGRADE) {
+            headers.remove(*name);
         }
     }
     if keep_upgrade {

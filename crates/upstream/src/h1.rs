@@ -254,17 +254,20 @@ impl H1Conn {
         Ok(Some((resp, framing, reusable)))
     }
 
-    /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
+    /// Reads more bytes into the buffer; `Ok(0)` at end of stream. Readiness is asked first, so a
+    /// socket the event loop knows to be empty costs no system call.
     pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
         loop {
+            match self.io.inner.poll_read_ready(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+                Poll::Pending => return Poll::Pending,
+            }
             self.rbuf.reserve(READ_CHUNK);
             match self.io.inner.try_read_buf(&mut self.rbuf) {
                 Ok(n) => return Poll::Ready(Ok(n)),
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => match self.io.inner.poll_read_ready(cx) {
-                    Poll::Ready(Ok(())) => continue,
-                    Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                    Poll::Pending => return Poll::Pending,
-                },
+                // Readiness was stale; `try_read_buf` cleared it, so the next poll waits.
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }

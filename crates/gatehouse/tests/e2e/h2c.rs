@@ -41,3 +41,36 @@ fn http2_upstream_is_reached_over_h2c() {
     // One multiplexed connection per worker (the configuration runs 2), never one per request.
     assert!(b.connections() <= 2, "{} connections for 10 requests", b.connections());
 }
+
+/// RFC 9113 conformance of the HTTP/2-only cleartext listener, checked by h2spec (the Go tool).
+/// CI installs it; elsewhere the test says it was skipped, unless `CI` is set.
+#[test]
+fn h2spec_passes_on_the_h2c_listener() {
+    let Some(h2spec) = find_in_path("h2spec") else {
+        assert!(std::env::var_os("CI").is_none(), "h2spec is not installed but CI is set");
+        eprintln!("h2spec_passes_on_the_h2c_listener: skipped, h2spec not on PATH");
+        return;
+    };
+    // h2spec skips its flow-control cases unless responses carry some body; the backend answers
+    // with its name.
+    let b = Backend::start(&"h2spec-backend-".repeat(16));
+    let gw = start(&format!(
+        "workers: 1\nlisteners:\n  h2c: {{bind: \"127.0.0.1:0\", protocol: h2c}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        targets(&[&b])
+    ));
+    let addr = gw.addr("h2c");
+    let out = std::process::Command::new(h2spec)
+        .args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string(), "-o", "5", "-j"])
+        .arg(gw.dir().join("h2spec.xml"))
+        .output()
+        .expect("run h2spec");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let summary = stdout.lines().rev().find(|l| l.contains("tests,")).unwrap_or("no summary").to_string();
+    assert!(out.status.success() && summary.contains(" 0 skipped, 0 failed"), "h2spec: {summary}\n{stdout}");
+    eprintln!("h2spec on the h2c listener: {summary}");
+}
+
+fn find_in_path(name: &str) -> Option<std::path::PathBuf> {
+    let dirs = std::env::var_os("PATH")?;
+    std::env::split_paths(&dirs).map(|d| d.join(name)).find(|p| p.is_file())
+}
