@@ -264,11 +264,27 @@ impl H1Conn {
                 Poll::Pending => return Poll::Pending,
             }
             self.rbuf.reserve(READ_CHUNK);
-            match self.io.inner.try_read_buf(&mut self.rbuf) {
-                Ok(n) => return Poll::Ready(Ok(n)),
-                // Readiness was stale; `try_read_buf` cleared it, so the next poll waits.
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) => return Poll::Ready(Err(e)),
+            let spare = self.rbuf.capacity() - self.rbuf.len();
+            let (stream, buf) = (&self.io.inner, &mut self.rbuf);
+            let mut got = None;
+            // As tokio's own reads do on epoll: a read that did not fill the buffer drained the
+            // socket, so readiness is cleared (by answering WouldBlock to `try_io`) and the next
+            // read waits for the event loop instead of failing with EAGAIN.
+            let result = stream.try_io(tokio::io::Interest::READABLE, || {
+                let n = stream.try_read_buf(buf)?;
+                got = Some(n);
+                if n > 0 && n < spare {
+                    Err(io::ErrorKind::WouldBlock.into())
+                } else {
+                    Ok(())
+                }
+            });
+            match (got, result) {
+                (Some(n), _) => return Poll::Ready(Ok(n)),
+                // Readiness was stale and is now cleared: wait for the next event.
+                (None, Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
+                (None, Err(e)) => return Poll::Ready(Err(e)),
+                (None, Ok(())) => continue,
             }
         }
     }
