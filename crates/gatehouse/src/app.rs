@@ -114,7 +114,7 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
         generation: 1,
         started_with: config.clone(),
     };
-    control.listeners.apply(&config, &control.workers, &control.ctx)?;
+    control.listeners.apply(&config, &control.workers, &control.ctx, config.reuse_port)?;
     control.restart_health_checks();
     for w in &control.workers.workers {
         w.handle.spawn(worker_maintenance(shared.clone()));
@@ -229,7 +229,7 @@ impl Control {
             &self.route_stats,
             log.as_ref().map(|(_, l)| l.clone()),
         )?;
-        self.listeners.apply(&config, &self.workers, &self.ctx)?;
+        self.listeners.apply(&config, &self.workers, &self.ctx, self.started_with.reuse_port)?;
         self.shared.snapshot.store(Arc::new(snapshot));
         self.access_log = log;
         self.generation = generation;

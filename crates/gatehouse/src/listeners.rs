@@ -22,63 +22,66 @@ pub struct ListenerSet {
 }
 
 impl ListenerSet {
-    /// Makes the running listeners match `config`.
-    pub fn apply(&mut self, config: &Config, workers: &Workers, ctx: &ServeContext) -> Result<(), String> {
+    /// Makes the running listeners match `config`. New addresses are bound first; if any bind
+    /// fails, nothing running is touched and the error is returned. `reuse_port` is the running
+    /// process's setting (it changes only on restart).
+    pub fn apply(
+        &mut self,
+        config: &Config,
+        workers: &Workers,
+        ctx: &ServeContext,
+        reuse_port: bool,
+    ) -> Result<(), String> {
         let n = workers.workers.len();
-        let mut old = std::mem::take(&mut self.running);
-        // Phase 1: find or bind every wanted listener; on failure put everything back.
-        let mut next: BTreeMap<String, (BoundListener, Option<Vec<AbortHandle>>)> = BTreeMap::new();
+        // Phase 1, no side effects on running listeners: pair each wanted listener with the
+        // running one it keeps (same address; same name too for port 0), bind the others.
+        let mut plan: Vec<(&String, &gatehouse_config::Listener, Option<String>)> = Vec::new();
+        let mut fresh: BTreeMap<String, BoundListener> = BTreeMap::new();
         for (name, cfg) in &config.listeners {
-            let reuse = old
+            let keep = self
+                .running
                 .iter()
                 .find(|(old_name, r)| {
-                    if cfg.bind.port() == 0 {
-                        *old_name == name && r.bound.config.bind == cfg.bind
-                    } else {
-                        r.bound.addr == cfg.bind || r.bound.config.bind == cfg.bind
-                    }
+                    let taken = plan.iter().any(|(_, _, k)| k.as_deref() == Some(old_name.as_str()));
+                    !taken
+                        && if cfg.bind.port() == 0 {
+                            *old_name == name && r.bound.config.bind == cfg.bind
+                        } else {
+                            r.bound.addr == cfg.bind || r.bound.config.bind == cfg.bind
+                        }
                 })
                 .map(|(k, _)| k.clone());
-            let entry = match reuse.and_then(|k| old.remove(&k)) {
-                Some(mut r) if r.bound.config == *cfg && r.bound.name == *name => {
-                    (r.bound, Some(std::mem::take(&mut r.tasks)))
-                }
+            if keep.is_none() {
+                fresh.insert(name.clone(), bind_listener(name, cfg, n, reuse_port)?);
+            }
+            plan.push((name, cfg, keep));
+        }
+        // Phase 2: commit.
+        let mut old = std::mem::take(&mut self.running);
+        for (name, cfg, keep) in plan {
+            let running = match keep.and_then(|k| old.remove(&k)) {
+                Some(r) if r.bound.config == *cfg && r.bound.name == *name => r,
                 Some(mut r) => {
                     abort(&mut r.tasks);
                     r.bound.config = cfg.clone();
                     r.bound.name = name.clone();
-                    (r.bound, None)
+                    tracing::info!(listener = %name, addr = %r.bound.addr, "listener settings changed; sockets kept");
+                    let tasks = start(&r.bound, workers, ctx);
+                    Running { bound: r.bound, tasks }
                 }
-                None => match bind_listener(name, cfg, n, config.reuse_port) {
-                    Ok(b) => (b, None),
-                    Err(e) => {
-                        // Restore: kept listeners go back with their tasks untouched or restarted.
-                        for (k, (bound, tasks)) in next {
-                            let tasks = tasks.unwrap_or_else(|| start(&bound, workers, ctx));
-                            old.insert(k, Running { bound, tasks });
-                        }
-                        self.running = old;
-                        return Err(e);
-                    }
-                },
+                None => {
+                    let Some(bound) = fresh.remove(name) else { continue };
+                    tracing::info!(listener = %name, addr = %bound.addr, reuse_port, workers = n, "listening");
+                    let tasks = start(&bound, workers, ctx);
+                    Running { bound, tasks }
+                }
             };
-            next.insert(name.clone(), entry);
+            self.running.insert(name.clone(), running);
         }
-        // Phase 2: listeners no longer wanted stop accepting and close.
+        // Listeners no longer wanted stop accepting and close.
         for (name, mut r) in old {
             tracing::info!(listener = %name, addr = %r.bound.addr, "listener removed");
             abort(&mut r.tasks);
-        }
-        // Phase 3: start accept tasks where needed.
-        for (name, (bound, tasks)) in next {
-            let tasks = match tasks {
-                Some(t) => t,
-                None => {
-                    tracing::info!(listener = %name, addr = %bound.addr, reuse_port = config.reuse_port, workers = n, "listening");
-                    start(&bound, workers, ctx)
-                }
-            };
-            self.running.insert(name, Running { bound, tasks });
         }
         Ok(())
     }

@@ -10,10 +10,6 @@ mod listeners;
 
 use clap::{Parser, Subcommand};
 
-/// Proxying allocates and frees many small, short-lived buffers (header maps, body chunks) on every
-/// worker; mimalloc's thread-local free lists serve that pattern faster than the system allocator.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::path::PathBuf;
 use std::process::ExitCode;
 

@@ -144,6 +144,9 @@ impl AsyncRead for ConnIo {
             let n = this.prefix.len().min(buf.remaining());
             buf.put_slice(&this.prefix[..n]);
             this.prefix.advance(n);
+            if this.prefix.is_empty() {
+                this.prefix = Bytes::new();
+            }
             return Poll::Ready(Ok(()));
         }
         let before = buf.filled().len();

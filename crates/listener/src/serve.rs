@@ -2,7 +2,7 @@
 //! knowledge) from the first bytes, run hyper, and drain on shutdown.
 
 use crate::io::{BusyGuard, ConnIo, ConnState};
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
 use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_proxy::{ConnInfo, ResponseBody, Shared};
 use http::header::{HeaderValue, CONNECTION};
@@ -68,19 +68,21 @@ impl Drop for ActiveGuard {
 }
 
 async fn sniff(stream: &mut TcpStream) -> std::io::Result<(Bytes, bool)> {
-    let mut buf = BytesMut::with_capacity(4096);
-    loop {
-        if stream.read_buf(&mut buf).await? == 0 {
-            return Ok((buf.freeze(), false));
+    // Reads no more than the preface: the rest stays in the socket for hyper, and nothing larger
+    // than 24 bytes is kept with the connection.
+    let mut buf = [0u8; H2_PREFACE.len()];
+    let mut n = 0;
+    while n < buf.len() {
+        let got = stream.read(&mut buf[n..]).await?;
+        if got == 0 {
+            break;
         }
-        let n = buf.len().min(H2_PREFACE.len());
+        n += got;
         if buf[..n] != H2_PREFACE[..n] {
-            return Ok((buf.freeze(), false));
-        }
-        if n == H2_PREFACE.len() {
-            return Ok((buf.freeze(), true));
+            return Ok((Bytes::copy_from_slice(&buf[..n]), false));
         }
     }
+    Ok((Bytes::copy_from_slice(&buf[..n]), n == H2_PREFACE.len()))
 }
 
 /// Closes a connection that did not open with the HTTP/2 preface: FIN first, then read what the
@@ -142,7 +144,7 @@ async fn serve_connection(
                 // From here the bytes are a tunnel's, not HTTP requests: no head or idle deadline.
                 guard.0.upgraded.store(true, std::sync::atomic::Ordering::Relaxed);
             }
-            if max_requests > 0 && n >= max_requests && resp.version() != http::Version::HTTP_2 {
+            if max_requests > 0 && n >= max_requests && !h2 {
                 resp.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
             }
             Ok::<_, Infallible>(resp.map(|inner| TrackedBody { inner, _guard: guard }))

@@ -106,8 +106,6 @@ pub struct ProcessStats {
     pub connections_accepted: Counter,
     /// Connections open now.
     pub connections_active: Gauge,
-    /// Connections refused because a worker was at its limit.
-    pub connections_refused: Counter,
     /// Requests answered without a matching route.
     pub unrouted: Counter,
     /// Requests rejected as malformed before routing.
@@ -118,8 +116,6 @@ pub struct ProcessStats {
     pub reloads: Counter,
     /// Rejected configuration reloads.
     pub reload_failures: Counter,
-    /// Access log lines dropped because the writer fell behind.
-    pub access_log_dropped: Counter,
 }
 
 #[cfg(test)]
