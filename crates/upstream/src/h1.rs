@@ -29,6 +29,8 @@ pub(crate) struct H1Conn {
     pub(crate) io: crate::pool::TimedIo,
     pub(crate) rbuf: BytesMut,
     wbuf: Vec<u8>,
+    /// Offsets of header names and values in the head being parsed; kept to reuse its allocation.
+    spans: Vec<(u32, u32, u32, u32)>,
     head_deadline: crate::util::LazyDeadline,
 }
 
@@ -72,6 +74,7 @@ impl H1Conn {
             io,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
             wbuf: Vec::with_capacity(1024),
+            spans: Vec::new(),
             head_deadline: Default::default(),
         }
     }
@@ -98,7 +101,10 @@ impl H1Conn {
         let w = &mut self.wbuf;
         w.clear();
         let target = req.uri().path_and_query().map_or("/", |p| p.as_str());
-        let _ = write!(w, "{} {} HTTP/1.1\r\n", req.method().as_str(), target);
+        w.extend_from_slice(req.method().as_str().as_bytes());
+        w.push(b' ');
+        w.extend_from_slice(target.as_bytes());
+        w.extend_from_slice(b" HTTP/1.1\r\n");
         for (name, value) in req.headers() {
             w.extend_from_slice(name.as_str().as_bytes());
             w.extend_from_slice(b": ");
@@ -216,9 +222,11 @@ impl H1Conn {
     /// Parses one complete head from the buffer: the response, its body framing, and whether the
     /// connection may be reused afterwards.
     fn parse_head(&mut self, head_request: bool) -> Result<Option<(Response<()>, Framing, bool)>, ExchangeError> {
-        let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut parsed = httparse::Response::new(&mut slots);
-        let len = match parsed.parse(&self.rbuf) {
+        // Uninitialised slots: httparse writes only the ones it fills, so nothing is zeroed per head.
+        let mut slots = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+        let mut parsed = httparse::Response::new(&mut []);
+        let config = httparse::ParserConfig::default();
+        let len = match config.parse_response_with_uninit_headers(&mut parsed, &self.rbuf, &mut slots) {
             Ok(httparse::Status::Complete(len)) => len,
             Ok(httparse::Status::Partial) => return Ok(None),
             Err(e) => return Err(ExchangeError::Upstream(format!("invalid response head: {e}"))),
@@ -228,16 +236,17 @@ impl H1Conn {
         let http10 = parsed.version == Some(0);
         // Offsets of names and values in the buffer, so the head can be frozen and sliced.
         let base = self.rbuf.as_ptr() as usize;
-        let mut spans = [(0u32, 0u32, 0u32, 0u32); MAX_HEADERS];
-        let count = parsed.headers.len();
-        for (span, h) in spans.iter_mut().zip(parsed.headers.iter()) {
+        let spans = &mut self.spans;
+        spans.clear();
+        for h in parsed.headers.iter() {
             let name = (h.name.as_ptr() as usize - base) as u32;
             let value = (h.value.as_ptr() as usize - base) as u32;
-            *span = (name, h.name.len() as u32, value, h.value.len() as u32);
+            spans.push((name, h.name.len() as u32, value, h.value.len() as u32));
         }
+        let count = spans.len();
         let head = self.rbuf.split_to(len).freeze();
         let mut headers = HeaderMap::with_capacity(count);
-        for &(ns, nl, vs, vl) in &spans[..count] {
+        for &(ns, nl, vs, vl) in &self.spans {
             let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
             let name = HeaderName::from_bytes(&head[ns..ns + nl])
                 .map_err(|_| ExchangeError::Upstream("invalid header name".into()))?;
