@@ -23,7 +23,7 @@ use tokio::time::Sleep;
 /// An idle HTTP/1.1 connection in a worker's pool.
 #[derive(Debug)]
 pub(crate) struct Idle {
-    conn: H1Conn,
+    conn: Box<H1Conn>,
     since: Instant,
 }
 
@@ -35,7 +35,8 @@ impl Idle {
 
 #[derive(Debug)]
 pub(crate) enum Conn {
-    H1(H1Conn),
+    /// Boxed: a lease travels with the response body, and moving it must stay cheap.
+    H1(Box<H1Conn>),
     H2(http2::SendRequest<RequestBody>),
 }
 
@@ -121,11 +122,11 @@ impl Lease {
             lease.conn = Some(Conn::H1(conn));
             return Ok(lease);
         }
-        lease.conn = Some(Conn::H1(H1Conn::new(connect(ep, s).await?)));
+        lease.conn = Some(Conn::H1(Box::new(H1Conn::new(connect(ep, s).await?))));
         Ok(lease)
     }
 
-    fn checkout(&self, idle_timeout: Duration) -> Option<H1Conn> {
+    fn checkout(&self, idle_timeout: Duration) -> Option<Box<H1Conn>> {
         let mut pool = self.ep.my_pool().lock().ok()?;
         while let Some(mut idle) = pool.pop() {
             if idle.fresh(idle_timeout) {

@@ -69,7 +69,7 @@ impl UpstreamBody {
             Conn::H1(conn) => {
                 self.lease = None;
                 self.kind = Kind::Done;
-                Some(conn.into_upgraded())
+                Some((*conn).into_upgraded())
             }
             Conn::H2(_) => None,
         }
