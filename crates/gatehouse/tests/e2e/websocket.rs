@@ -8,15 +8,7 @@ use std::time::Duration;
 fn websocket_upgrade_is_tunnelled() {
     let b = Backend::start("ws");
     let gw = start(&simple(&format!("targets: {}", targets(&[&b]))));
-    let mut c = RawConn::connect(gw.addr("http"));
-    c.send(
-        format!(
-            "GET /ws HTTP/1.1\r\nHost: {HOST}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        )
-        .as_bytes(),
-    );
-    let resp = c.read_response(Duration::from_secs(5)).expect("the upgrade answer");
+    let (mut c, resp) = upgrade(&gw);
     assert_eq!(resp.status, 101, "{resp:?}");
     assert_eq!(resp.header("upgrade"), Some("websocket"), "{resp:?}");
     assert!(resp.header("connection").is_some_and(|v| v.eq_ignore_ascii_case("upgrade")), "{resp:?}");
@@ -44,15 +36,7 @@ fn an_active_websocket_outlives_the_http_timeouts() {
         targets(&[&b]),
     );
     let gw = start(&yaml);
-    let mut c = RawConn::connect(gw.addr("http"));
-    c.send(
-        format!(
-            "GET /ws HTTP/1.1\r\nHost: {HOST}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
-             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
-        )
-        .as_bytes(),
-    );
-    let resp = c.read_response(Duration::from_secs(5)).expect("the upgrade answer");
+    let (mut c, resp) = upgrade(&gw);
     assert_eq!(resp.status, 101, "{resp:?}");
     let started = std::time::Instant::now();
     // A message every 100 ms for 1.5 s: never idle for as long as either timeout.
@@ -65,4 +49,18 @@ fn an_active_websocket_outlives_the_http_timeouts() {
         assert_eq!(echoed, msg.as_bytes());
         assert!(c.wait_closed(Duration::from_millis(100)).is_none(), "tunnel closed after {:?}", started.elapsed());
     }
+}
+
+/// Opens a connection and asks for a WebSocket upgrade; returns it with the answer.
+fn upgrade(gw: &gatehouse_testkit::Gateway) -> (RawConn, gatehouse_testkit::RawResponse) {
+    let mut c = RawConn::connect(gw.addr("http"));
+    c.send(
+        format!(
+            "GET /ws HTTP/1.1\r\nHost: {HOST}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    let resp = c.read_response(Duration::from_secs(5)).expect("the upgrade answer");
+    (c, resp)
 }
