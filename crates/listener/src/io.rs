@@ -23,21 +23,11 @@ pub(crate) struct ConnState {
     pub completed: AtomicU64,
     /// When the last response finished (or the connection started), ms.
     pub idle_since_ms: AtomicU64,
-    /// Requests received.
-    pub requests: AtomicU64,
-    /// The connection switched protocols (101): deadlines no longer apply.
-    pub upgraded: std::sync::atomic::AtomicBool,
 }
 
 impl ConnState {
     pub(crate) fn new() -> Self {
-        ConnState {
-            busy: AtomicU32::new(0),
-            completed: AtomicU64::new(0),
-            idle_since_ms: AtomicU64::new(now_ms()),
-            requests: AtomicU64::new(0),
-            upgraded: Default::default(),
-        }
+        ConnState { busy: AtomicU32::new(0), completed: AtomicU64::new(0), idle_since_ms: AtomicU64::new(now_ms()) }
     }
 }
 
@@ -108,7 +98,7 @@ impl ConnIo {
     }
 
     fn deadline_ms(&mut self) -> Option<u64> {
-        if self.state.busy.load(Relaxed) > 0 || self.state.upgraded.load(Relaxed) {
+        if self.state.busy.load(Relaxed) > 0 {
             return None;
         }
         self.new_idle_period();

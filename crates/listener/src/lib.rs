@@ -10,6 +10,7 @@
 #![forbid(unsafe_code)]
 
 mod bind;
+mod h1;
 mod io;
 mod serve;
 mod workers;

@@ -5,7 +5,6 @@ use crate::io::{BusyGuard, ConnIo, ConnState};
 use bytes::Bytes;
 use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_proxy::{ConnInfo, ResponseBody, Shared};
-use http::header::{HeaderValue, CONNECTION};
 use http_body::{Body, Frame, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -130,65 +129,37 @@ async fn serve_connection(
             _ => return,
         },
     };
-    let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), header_timeout, config.keepalive_timeout.0, h2));
     let info = Arc::new(ConnInfo::new(peer, local, false));
-    let max_requests = config.max_requests_per_connection;
+    if !h2 {
+        return crate::h1::serve(stream, prefix, info, config, ctx).await;
+    }
+    let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), header_timeout, config.keepalive_timeout.0, h2));
     let service = service_fn(move |req| {
         let guard = BusyGuard::new(state.clone());
-        let n = state.requests.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
         let shared = shared.clone();
         let info = info.clone();
         async move {
-            let mut resp = gatehouse_proxy::handle(shared, req, info).await;
-            if resp.status() == http::StatusCode::SWITCHING_PROTOCOLS {
-                // From here the bytes are a tunnel's, not HTTP requests: no head or idle deadline.
-                guard.0.upgraded.store(true, std::sync::atomic::Ordering::Relaxed);
-            }
-            if max_requests > 0 && n >= max_requests && !h2 {
-                resp.headers_mut().insert(CONNECTION, HeaderValue::from_static("close"));
-            }
+            let resp = gatehouse_proxy::handle(shared, req, info).await;
             Ok::<_, Infallible>(resp.map(|inner| TrackedBody { inner, _guard: guard }))
         }
     });
     let mut drain = ctx.drain.clone();
-    if h2 {
-        let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .max_concurrent_streams(256)
-            .max_header_list_size(u32::try_from(config.max_header_bytes.0).unwrap_or(u32::MAX))
-            .serve_connection(io, service);
-        tokio::pin!(conn);
-        tokio::select! {
-            _ = conn.as_mut() => {}
-            _ = drained(&mut drain) => {
-                conn.as_mut().graceful_shutdown();
-                let _ = conn.await;
-            }
-        }
-    } else {
-        let stats = ctx.shared.clone();
-        let conn = hyper::server::conn::http1::Builder::new()
-            .timer(TokioTimer::new())
-            .max_buf_size(usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX).max(8192))
-            .serve_connection(io, service)
-            .with_upgrades();
-        tokio::pin!(conn);
-        tokio::select! {
-            r = conn.as_mut() => {
-                // hyper answered a request it could not parse (400/431) without calling us.
-                if r.is_err_and(|e| e.is_parse() || e.is_parse_too_large()) {
-                    stats.stats.bad_requests.inc();
-                }
-            }
-            _ = drained(&mut drain) => {
-                conn.as_mut().graceful_shutdown();
-                let _ = conn.await;
-            }
+    let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(256)
+        .max_header_list_size(u32::try_from(config.max_header_bytes.0).unwrap_or(u32::MAX))
+        .serve_connection(io, service);
+    tokio::pin!(conn);
+    tokio::select! {
+        _ = conn.as_mut() => {}
+        _ = drained(&mut drain) => {
+            conn.as_mut().graceful_shutdown();
+            let _ = conn.await;
         }
     }
 }
 
-async fn drained(rx: &mut watch::Receiver<bool>) {
+pub(crate) async fn drained(rx: &mut watch::Receiver<bool>) {
     // The guard `wait_for` returns is not Send; drop it before the select arm runs.
     let _ = rx.wait_for(|d| *d).await.map(|_| ());
 }

@@ -59,6 +59,14 @@ impl ResponseBody {
         ResponseBody { kind: Kind::Upstream(body), sent: 0, record: None }
     }
 
+    /// For a 101 answer: the endpoint's raw connection and any bytes it sent after its head.
+    pub fn take_upgrade(&mut self) -> Option<(tokio::net::TcpStream, Bytes)> {
+        match &mut self.kind {
+            Kind::Upstream(body) => body.take_upgrade(),
+            Kind::Full(_) => None,
+        }
+    }
+
     pub(crate) fn set_record(&mut self, record: Box<LogRecord>) {
         self.record = Some(record);
     }

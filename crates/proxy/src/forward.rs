@@ -6,13 +6,13 @@ use crate::body::{LogRecord, ResponseBody};
 use crate::error::ProxyError;
 use crate::headers::{add_forwarding, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade};
 use crate::snapshot::{RouteEntry, Snapshot};
-use crate::upgrade::tunnel;
 use crate::{ConnInfo, Shared};
+use bytes::Bytes;
 use gatehouse_config::HostHeader;
 use gatehouse_upstream::{FailureKind, Lease, RequestBody, SelectKey, UpstreamBody};
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, Version};
-use hyper::body::Incoming;
+use http_body::Body;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
@@ -20,7 +20,15 @@ use std::time::{Instant, SystemTime};
 const MAX_ATTEMPTS: usize = 11;
 
 /// Answers one client request.
-pub async fn handle(shared: Arc<Shared>, req: Request<Incoming>, conn: Arc<ConnInfo>) -> Response<ResponseBody> {
+///
+/// `B` is the client's body, from the HTTP/1.1 server or from hyper's HTTP/2 server. A protocol
+/// switch (101) is left to the server that owns the client connection: the response body then
+/// holds the endpoint's connection, which [`ResponseBody::take_upgrade`] hands over.
+pub async fn handle<B>(shared: Arc<Shared>, req: Request<B>, conn: Arc<ConnInfo>) -> Response<ResponseBody>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<gatehouse_upstream::BoxError>,
+{
     let start = Instant::now();
     let snap = shared.snapshot.load_full();
     let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start));
@@ -60,9 +68,9 @@ struct Outcome {
     endpoint: Option<usize>,
 }
 
-fn capture(
+fn capture<B>(
     log: &gatehouse_telemetry::access_log::AccessLog,
-    req: &Request<Incoming>,
+    req: &Request<B>,
     conn: &ConnInfo,
     start: Instant,
 ) -> Box<LogRecord> {
@@ -99,7 +107,7 @@ fn idempotent(m: &Method) -> bool {
 }
 
 /// The host a request is for: the authority of an absolute-form or HTTP/2 target, else `Host`.
-fn request_host(req: &Request<Incoming>) -> Result<Option<&str>, ProxyError> {
+fn request_host<B>(req: &Request<B>) -> Result<Option<&str>, ProxyError> {
     if let Some(a) = req.uri().authority() {
         return Ok(Some(a.as_str()));
     }
@@ -112,13 +120,17 @@ fn request_host(req: &Request<Incoming>) -> Result<Option<&str>, ProxyError> {
     }
 }
 
-async fn forward(
+async fn forward<B>(
     shared: &Shared,
     snap: &Snapshot,
-    mut req: Request<Incoming>,
+    req: Request<B>,
     conn: &ConnInfo,
     outcome: &mut Outcome,
-) -> Result<Response<ResponseBody>, ProxyError> {
+) -> Result<Response<ResponseBody>, ProxyError>
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<gatehouse_upstream::BoxError>,
+{
     let host = request_host(&req)?;
     if host.is_some_and(|h| !valid_host(h)) {
         return Err(ProxyError::BadRequest("invalid Host header"));
@@ -143,7 +155,6 @@ async fn forward(
     let settings = &upstream.settings;
     let h2_downstream = req.version() == Version::HTTP_2;
     let upgrade = !h2_downstream && !settings.http2 && wants_upgrade(req.headers());
-    let client_upgrade = upgrade.then(|| hyper::upgrade::on(&mut req));
 
     let target = upstream_target(route, req.uri()).map_err(ProxyError::BadRequest)?;
     let (mut parts, body) = req.into_parts();
@@ -224,7 +235,7 @@ async fn forward(
         };
         let sent_at = upstream.tracks_latency().then(Instant::now);
         match lease.send(request, settings.read_timeout).await {
-            Ok(mut resp) => {
+            Ok(resp) => {
                 let status = resp.status().as_u16();
                 if settings.retry_on_status.contains(&status) {
                     ep.record_failure(settings.eject_after, settings.eject_for);
@@ -236,17 +247,6 @@ async fn forward(
                     ep.record_success(sent_at.map(|t| t.elapsed()));
                 }
                 let switching = upgrade && status == 101;
-                if switching {
-                    match (client_upgrade, resp.body_mut().take_upgrade()) {
-                        (Some(client), Some((stream, early))) => tunnel(client, stream, early),
-                        _ => {
-                            return Err(ProxyError::UpstreamFailed {
-                                endpoint: ep.addr_text.to_string(),
-                                reason: "protocol switch without an upgradable connection".into(),
-                            })
-                        }
-                    }
-                }
                 return Ok(respond(resp, switching));
             }
             Err(failure) => match failure.kind {
@@ -301,6 +301,6 @@ fn to_absolute(req: &mut Request<RequestBody>, endpoint: &str) {
 fn respond(resp: Response<UpstreamBody>, switching: bool) -> Response<ResponseBody> {
     let (mut parts, body) = resp.into_parts();
     strip_hop_by_hop(&mut parts.headers, switching);
-    let body = if switching { ResponseBody::empty() } else { ResponseBody::upstream(body) };
-    Response::from_parts(parts, body)
+    // For a switch the body is empty but keeps the endpoint's connection for the tunnel.
+    Response::from_parts(parts, ResponseBody::upstream(body))
 }

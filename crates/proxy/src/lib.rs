@@ -15,7 +15,6 @@ pub mod error;
 mod forward;
 mod headers;
 mod snapshot;
-mod upgrade;
 
 pub use body::ResponseBody;
 pub use forward::handle;

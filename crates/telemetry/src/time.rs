@@ -29,6 +29,15 @@ pub fn clf_time(t: SystemTime) -> String {
     format!("{d:02}/{}/{y}:{h:02}:{mi:02}:{s:02} +0000", MONTHS[(mo - 1) as usize])
 }
 
+/// `Tue, 10 Oct 2000 13:55:36 GMT`, the HTTP `Date` format (RFC 9110 §5.6.7).
+pub fn http_date(t: SystemTime) -> String {
+    const DAYS: [&str; 7] = ["Thu", "Fri", "Sat", "Sun", "Mon", "Tue", "Wed"];
+    let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    let weekday = DAYS[((secs / 86_400) % 7) as usize];
+    let (y, mo, d, h, mi, s, _) = civil(t);
+    format!("{weekday}, {d:02} {} {y} {h:02}:{mi:02}:{s:02} GMT", MONTHS[(mo - 1) as usize])
+}
+
 /// `2000-10-10T13:55:36.123Z`.
 pub fn rfc3339_time(t: SystemTime) -> String {
     let (y, mo, d, h, mi, s, ms) = civil(t);
@@ -45,6 +54,7 @@ mod tests {
         let t = UNIX_EPOCH + Duration::from_millis(971_186_136_123);
         assert_eq!(clf_time(t), "10/Oct/2000:13:55:36 +0000");
         assert_eq!(rfc3339_time(t), "2000-10-10T13:55:36.123Z");
+        assert_eq!(http_date(t), "Tue, 10 Oct 2000 13:55:36 GMT");
         let leap = UNIX_EPOCH + Duration::from_secs(1_709_210_096);
         assert_eq!(rfc3339_time(leap), "2024-02-29T12:34:56.000Z");
     }

@@ -3,15 +3,25 @@
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
+use http_body_util::BodyExt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
+/// Errors of a client body, whatever the client protocol.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+type ClientBody = Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + Send>>;
+
 /// The body of a forwarded request.
-#[derive(Debug)]
 pub struct RequestBody {
-    inner: Option<Incoming>,
+    inner: Option<ClientBody>,
     remaining: u64,
+}
+
+impl std::fmt::Debug for RequestBody {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RequestBody").field("empty", &self.inner.is_none()).field("remaining", &self.remaining).finish()
+    }
 }
 
 /// The client sent more body than the route allows.
@@ -32,12 +42,17 @@ impl RequestBody {
         RequestBody { inner: None, remaining: 0 }
     }
 
-    /// The client's body, limited to `limit` bytes.
-    pub fn streaming(body: Incoming, limit: u64) -> Self {
+    /// The client's body (HTTP/1.1 or HTTP/2), limited to `limit` bytes. An empty body costs no
+    /// allocation.
+    pub fn streaming<B>(body: B, limit: u64) -> Self
+    where
+        B: Body<Data = Bytes> + Send + 'static,
+        B::Error: Into<BoxError>,
+    {
         if body.is_end_stream() {
             return Self::empty();
         }
-        RequestBody { inner: Some(body), remaining: limit }
+        RequestBody { inner: Some(Box::pin(body.map_err(Into::into))), remaining: limit }
     }
 
     /// True when there is nothing to send (so the request can be replayed on a retry).
@@ -55,7 +70,7 @@ impl Body for RequestBody {
         let Some(inner) = this.inner.as_mut() else {
             return Poll::Ready(None);
         };
-        match Pin::new(inner).poll_frame(cx) {
+        match inner.as_mut().poll_frame(cx) {
             Poll::Ready(Some(Ok(frame))) => {
                 if let Some(data) = frame.data_ref() {
                     let n = data.len() as u64;
@@ -67,7 +82,7 @@ impl Body for RequestBody {
                 }
                 Poll::Ready(Some(Ok(frame)))
             }
-            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(Box::new(e)))),
+            Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
             Poll::Ready(None) => {
                 this.inner = None;
                 Poll::Ready(None)

@@ -4,7 +4,8 @@
 //! client's side consumes it. No connection task, no channel between the two sides.
 
 use crate::body::RequestBody;
-use bytes::{Buf, Bytes, BytesMut};
+pub(crate) use crate::framing::{Chunk, Framing};
+use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Version};
 use http_body::{Body, Frame};
@@ -18,10 +19,7 @@ use tokio::net::TcpStream;
 const MAX_HEAD: usize = 64 * 1024;
 /// Most response headers accepted.
 const MAX_HEADERS: usize = 128;
-/// Longest chunk-size line (size, extensions) accepted.
-const MAX_CHUNK_LINE: usize = 4096;
-/// Read buffer growth step.
-const READ_CHUNK: usize = 16 * 1024;
+use crate::framing::READ_CHUNK;
 
 /// An HTTP/1.1 connection to an endpoint.
 #[derive(Debug)]
@@ -47,25 +45,6 @@ pub(crate) enum ExchangeError {
     Upstream(String),
     /// No response head within the read timeout.
     Timeout,
-}
-
-/// How the response body is delimited.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Framing {
-    Empty,
-    Length(u64),
-    Chunked(Chunk),
-    /// Until the endpoint closes the connection.
-    Close,
-}
-
-/// Position in a chunked body.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Chunk {
-    Size,
-    Data(u64),
-    DataEnd,
-    Trailers,
 }
 
 impl H1Conn {
@@ -263,111 +242,14 @@ impl H1Conn {
         Ok(Some((resp, framing, reusable)))
     }
 
-    /// Reads more bytes into the buffer; `Ok(0)` at end of stream. Readiness is asked first, so a
-    /// socket the event loop knows to be empty costs no system call.
+    /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
     pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        loop {
-            match self.io.inner.poll_read_ready(cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
-                Poll::Pending => return Poll::Pending,
-            }
-            self.rbuf.reserve(READ_CHUNK);
-            let spare = self.rbuf.capacity() - self.rbuf.len();
-            let (stream, buf) = (&self.io.inner, &mut self.rbuf);
-            let mut got = None;
-            // As tokio's own reads do on epoll: a read that did not fill the buffer drained the
-            // socket, so readiness is cleared (by answering WouldBlock to `try_io`) and the next
-            // read waits for the event loop instead of failing with EAGAIN.
-            let result = stream.try_io(tokio::io::Interest::READABLE, || {
-                let n = stream.try_read_buf(buf)?;
-                got = Some(n);
-                if n > 0 && n < spare {
-                    Err(io::ErrorKind::WouldBlock.into())
-                } else {
-                    Ok(())
-                }
-            });
-            match (got, result) {
-                (Some(n), _) => return Poll::Ready(Ok(n)),
-                // Readiness was stale and is now cleared: wait for the next event.
-                (None, Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                (None, Err(e)) => return Poll::Ready(Err(e)),
-                (None, Ok(())) => continue,
-            }
-        }
+        crate::framing::poll_fill(&self.io.inner, &mut self.rbuf, cx)
     }
 
-    /// The next piece of body per `framing`, from the buffer, or `None` when more bytes are needed
-    /// (`Ok(Some(empty))` never happens). Advances `framing`.
+    /// The next piece of body per `framing` from the buffer, or `None` when more bytes are needed.
     pub(crate) fn decode(&mut self, framing: &mut Framing) -> Result<Option<Bytes>, String> {
-        loop {
-            match framing {
-                Framing::Empty | Framing::Length(0) => return Ok(None),
-                Framing::Length(left) => {
-                    if self.rbuf.is_empty() {
-                        return Ok(None);
-                    }
-                    let take = (*left).min(self.rbuf.len() as u64) as usize;
-                    *left -= take as u64;
-                    return Ok(Some(self.rbuf.split_to(take).freeze()));
-                }
-                Framing::Close => {
-                    return Ok((!self.rbuf.is_empty()).then(|| self.rbuf.split().freeze()));
-                }
-                Framing::Chunked(state) => match *state {
-                    Chunk::Size => {
-                        let Some(line) = self.take_line()? else { return Ok(None) };
-                        let digits = line.split(|&b| b == b';').next().unwrap_or_default().trim_ascii();
-                        let size = std::str::from_utf8(digits)
-                            .ok()
-                            .filter(|d| !d.is_empty() && d.len() <= 16)
-                            .and_then(|d| u64::from_str_radix(d, 16).ok())
-                            .ok_or("invalid chunk size")?;
-                        *state = if size == 0 { Chunk::Trailers } else { Chunk::Data(size) };
-                    }
-                    Chunk::Data(left) => {
-                        if self.rbuf.is_empty() {
-                            return Ok(None);
-                        }
-                        let take = left.min(self.rbuf.len() as u64) as usize;
-                        *state = if left == take as u64 { Chunk::DataEnd } else { Chunk::Data(left - take as u64) };
-                        return Ok(Some(self.rbuf.split_to(take).freeze()));
-                    }
-                    Chunk::DataEnd => {
-                        if self.rbuf.len() < 2 {
-                            return Ok(None);
-                        }
-                        if &self.rbuf[..2] != b"\r\n" {
-                            return Err("missing CRLF after chunk".into());
-                        }
-                        self.rbuf.advance(2);
-                        *state = Chunk::Size;
-                    }
-                    Chunk::Trailers => {
-                        let Some(line) = self.take_line()? else { return Ok(None) };
-                        if line.is_empty() {
-                            *framing = Framing::Length(0);
-                        }
-                    }
-                },
-            }
-        }
-    }
-
-    fn take_line(&mut self) -> Result<Option<Bytes>, String> {
-        match self.rbuf.iter().position(|&b| b == b'\n') {
-            Some(i) => {
-                let mut line = self.rbuf.split_to(i + 1).freeze();
-                line.truncate(i);
-                if line.last() == Some(&b'\r') {
-                    line.truncate(i - 1);
-                }
-                Ok(Some(line))
-            }
-            None if self.rbuf.len() > MAX_CHUNK_LINE => Err("chunk line too long".into()),
-            None => Ok(None),
-        }
+        crate::framing::decode_body(&mut self.rbuf, framing)
     }
 
     /// The raw stream and any bytes already read past the head, for a protocol switch.

@@ -7,6 +7,7 @@
 mod balance;
 mod body;
 mod endpoint;
+pub mod framing;
 mod h1;
 mod health;
 mod pool;
@@ -15,7 +16,7 @@ mod response;
 mod util;
 
 pub use balance::{Balancer, SelectKey};
-pub use body::{BodyTooLarge, RequestBody};
+pub use body::{BodyTooLarge, BoxError, RequestBody};
 pub use endpoint::{Endpoint, EndpointState, EndpointStats};
 pub use health::{run_health_checks, HealthCheckSpec};
 pub use pool::{ConnectError, FailureKind, Lease, SendFailure};

@@ -44,7 +44,7 @@ impl std::fmt::Display for UpstreamBodyError {
 impl std::error::Error for UpstreamBodyError {}
 
 fn finished(framing: Framing) -> bool {
-    matches!(framing, Framing::Empty | Framing::Length(0))
+    framing.finished()
 }
 
 impl UpstreamBody {

@@ -1,0 +1,78 @@
+//! The body of a client's HTTP/1.1 request, read from the connection as the forward stage sends it
+//! on. The read buffer is shared with the connection (one uncontended lock per poll), so bytes
+//! past the body — a pipelined request — stay for the connection to parse next.
+
+use bytes::{Bytes, BytesMut};
+use gatehouse_upstream::framing::{decode_body, poll_fill, Framing};
+use http_body::{Body, Frame, SizeHint};
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll};
+use tokio::net::TcpStream;
+
+/// What the connection and the current request's body share.
+#[derive(Debug, Default)]
+pub(crate) struct ReadState {
+    pub rbuf: BytesMut,
+    /// Framing of the current request's body; `Empty` between requests.
+    pub framing: Framing,
+}
+
+pub(crate) fn lock(state: &Mutex<ReadState>) -> MutexGuard<'_, ReadState> {
+    state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// A request body being read from the client.
+#[derive(Debug)]
+pub(crate) struct ClientBody {
+    pub stream: Arc<TcpStream>,
+    pub state: Arc<Mutex<ReadState>>,
+}
+
+/// The client's body could not be read whole.
+#[derive(Debug)]
+pub(crate) struct ClientBodyError(String);
+
+impl std::fmt::Display for ClientBodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "client body: {}", self.0)
+    }
+}
+
+impl std::error::Error for ClientBodyError {}
+
+impl Body for ClientBody {
+    type Data = Bytes;
+    type Error = ClientBodyError;
+
+    fn poll_frame(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
+        let mut st = lock(&self.state);
+        let st = &mut *st;
+        loop {
+            match decode_body(&mut st.rbuf, &mut st.framing) {
+                Err(e) => return Poll::Ready(Some(Err(ClientBodyError(e)))),
+                Ok(Some(bytes)) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                Ok(None) if st.framing.finished() => return Poll::Ready(None),
+                Ok(None) => {}
+            }
+            match poll_fill(&self.stream, &mut st.rbuf, cx) {
+                Poll::Ready(Ok(0)) => return Poll::Ready(Some(Err(ClientBodyError("connection closed".into())))),
+                Poll::Ready(Ok(_)) => continue,
+                Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(ClientBodyError(e.to_string())))),
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        lock(&self.state).framing.finished()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match lock(&self.state).framing {
+            Framing::Length(n) => SizeHint::with_exact(n),
+            Framing::Empty => SizeHint::with_exact(0),
+            _ => SizeHint::default(),
+        }
+    }
+}

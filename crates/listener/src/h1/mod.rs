@@ -1,0 +1,187 @@
+//! Serve stage for HTTP/1.x clients, on the connection's own task.
+//!
+//! ```text
+//! idle ──bytes──► head ──parsed──► forward stage ──response──► write ──keep-alive──► idle
+//!  │ keepalive_timeout   │ header_read_timeout        │ 101: tunnel to the endpoint
+//!  └─ drain: close       └─ malformed: 400/431/501/505, close
+//! ```
+//! The read buffer is released whenever the connection is idle, so an idle keep-alive connection
+//! costs its task and socket, not buffers. Deadlines use one lazy timer per connection.
+
+mod body;
+mod head;
+mod write;
+
+use crate::serve::ServeContext;
+use body::{lock, ClientBody, ReadState};
+use bytes::{Bytes, BytesMut};
+use gatehouse_config::Listener;
+use gatehouse_proxy::ConnInfo;
+use gatehouse_upstream::framing::poll_fill;
+use gatehouse_upstream::{now_ms, LazyDeadline};
+use http::{Method, StatusCode, Version};
+use std::future::poll_fn;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use write::{write_all, write_response, Written};
+
+enum Wake {
+    Bytes,
+    Closed,
+    Expired,
+}
+
+/// Serves HTTP/1.x on `stream`; `prefix` is what was read while sniffing for HTTP/2.
+pub(crate) async fn serve(
+    stream: TcpStream,
+    prefix: Bytes,
+    info: Arc<ConnInfo>,
+    config: Arc<Listener>,
+    ctx: ServeContext,
+) {
+    let stream = Arc::new(stream);
+    let state = Arc::new(Mutex::new(ReadState { rbuf: BytesMut::from(&prefix[..]), ..Default::default() }));
+    let header_ms = config.header_read_timeout.0.as_millis() as u64;
+    let idle_ms = config.keepalive_timeout.0.as_millis() as u64;
+    let max_head = usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX);
+    let mut deadline = LazyDeadline::default();
+    let mut drain = ctx.drain.clone();
+    let mut spans = Vec::new();
+    let mut wbuf = Vec::new();
+    let mut served = 0u64;
+    let mut idle_since = now_ms();
+    // The first head is due within the header timeout of the connection's start.
+    let mut head_started = Some(idle_since);
+    loop {
+        let head = loop {
+            let parsed = {
+                let mut st = lock(&state);
+                if !st.rbuf.is_empty() {
+                    head_started.get_or_insert_with(now_ms);
+                    head::parse(&mut st.rbuf, &mut spans, max_head)
+                } else {
+                    if st.rbuf.capacity() > 0 {
+                        // Idle: give the buffer back.
+                        st.rbuf = BytesMut::new();
+                    }
+                    Ok(None)
+                }
+            };
+            match parsed {
+                Ok(Some(head)) => break head,
+                Ok(None) => {}
+                Err(status) => return refuse(&stream, status, &ctx).await,
+            }
+            let due = match head_started {
+                Some(t) => t + header_ms,
+                None => idle_since + idle_ms,
+            };
+            let read = poll_fn(|cx| {
+                let mut st = lock(&state);
+                match poll_fill(&stream, &mut st.rbuf, cx) {
+                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Poll::Ready(Wake::Closed),
+                    Poll::Ready(Ok(_)) => Poll::Ready(Wake::Bytes),
+                    Poll::Pending if deadline.expired(cx, due) => Poll::Ready(Wake::Expired),
+                    Poll::Pending => Poll::Pending,
+                }
+            });
+            let idle = head_started.is_none();
+            let wake = tokio::select! {
+                wake = read => wake,
+                _ = crate::serve::drained(&mut drain), if idle => return,
+            };
+            match wake {
+                Wake::Bytes => {}
+                Wake::Closed | Wake::Expired => return,
+            }
+        };
+        head_started = None;
+        served += 1;
+        let head::Head { request, framing, mut keep_alive, expect_continue } = head;
+        if config.max_requests_per_connection > 0 && served >= config.max_requests_per_connection {
+            keep_alive = false;
+        }
+        let head_request = request.method() == Method::HEAD;
+        let http10 = request.version() == Version::HTTP_10;
+        if expect_continue && !framing.finished() && write_all(&stream, b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err()
+        {
+            return;
+        }
+        lock(&state).framing = framing;
+        let (parts, ()) = request.into_parts();
+        let body = ClientBody { stream: stream.clone(), state: state.clone() };
+        let resp =
+            gatehouse_proxy::handle(ctx.shared.clone(), http::Request::from_parts(parts, body), info.clone()).await;
+        // A body not read to its end leaves the connection out of step: close after answering.
+        if !lock(&state).framing.finished() || *drain.borrow() {
+            keep_alive = false;
+        }
+        match write_response(&stream, resp, head_request, http10, keep_alive, &mut wbuf).await {
+            Ok(Written::KeepAlive) => {}
+            Ok(Written::Close) | Err(_) => return close(&stream).await,
+            Ok(Written::Switched(mut body)) => {
+                let leftover = lock(&state).rbuf.split().freeze();
+                if let Some((upstream, early)) = body.take_upgrade() {
+                    drop(body);
+                    tunnel(stream, leftover, upstream, early).await;
+                }
+                return;
+            }
+        }
+        if wbuf.capacity() > 4096 {
+            wbuf = Vec::new();
+        }
+        idle_since = now_ms();
+    }
+}
+
+/// Answers a request that cannot be served with a short error and closes the connection.
+async fn refuse(stream: &TcpStream, status: StatusCode, ctx: &ServeContext) {
+    ctx.shared.stats.bad_requests.inc();
+    let text = format!("{} {}\n", status.as_u16(), status.canonical_reason().unwrap_or(""));
+    let head = format!(
+        "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        text.len()
+    );
+    if write_all(stream, head.as_bytes()).await.is_ok() {
+        close(stream).await;
+    }
+}
+
+/// Half-closes, then reads what the client already sent (bounded), so the client sees the end of
+/// the response rather than a reset.
+async fn close(stream: &TcpStream) {
+    let _ = socket2::SockRef::from(stream).shutdown(std::net::Shutdown::Write);
+    let mut sink = BytesMut::new();
+    let drain = async {
+        for _ in 0..16 {
+            sink.clear();
+            match poll_fn(|cx| poll_fill(stream, &mut sink, cx)).await {
+                Ok(0) | Err(_) => break,
+                Ok(_) => {}
+            }
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
+}
+
+/// Splices the client connection with the endpoint's after a 101, until either side closes.
+async fn tunnel(client: Arc<TcpStream>, leftover: Bytes, mut upstream: TcpStream, early: Bytes) {
+    let Ok(mut client) = Arc::try_unwrap(client) else {
+        return;
+    };
+    use tokio::io::AsyncWriteExt;
+    if !early.is_empty() && client.write_all(&early).await.is_err() {
+        return;
+    }
+    if !leftover.is_empty() && upstream.write_all(&leftover).await.is_err() {
+        return;
+    }
+    if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+        tracing::debug!(error = %e, "upgraded connection ended");
+    }
+}

@@ -1,0 +1,183 @@
+//! Writing responses to the client: the head is encoded into one buffer, small bodies ride in the
+//! same write, larger ones follow directly; chunked coding when the length is unknown (HTTP/1.1),
+//! end of connection otherwise (HTTP/1.0).
+
+use bytes::Bytes;
+use gatehouse_proxy::ResponseBody;
+use http::header::{self, HeaderMap};
+use http::{Response, StatusCode};
+use http_body::Body;
+use std::cell::RefCell;
+use std::io::{self, Write as _};
+use std::pin::Pin;
+use std::time::SystemTime;
+use tokio::net::TcpStream;
+
+/// Body bytes copied into the head's buffer to share its write.
+const COALESCE: usize = 16 * 1024;
+
+thread_local! {
+    /// The `Date` value, formatted once per second per worker.
+    static DATE: RefCell<(u64, String)> = const { RefCell::new((0, String::new())) };
+}
+
+fn push_date(w: &mut Vec<u8>) {
+    let now = SystemTime::now();
+    let secs = now.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    DATE.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.0 != secs || d.1.is_empty() {
+            *d = (secs, gatehouse_telemetry::http_date(now));
+        }
+        w.extend_from_slice(b"date: ");
+        w.extend_from_slice(d.1.as_bytes());
+        w.extend_from_slice(b"\r\n");
+    });
+}
+
+/// Writes all of `buf`.
+pub(crate) async fn write_all(stream: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
+    while !buf.is_empty() {
+        stream.writable().await?;
+        match stream.try_write(buf) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => buf = &buf[n..],
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
+/// How the written response ended.
+pub(crate) enum Written {
+    /// The connection may serve another request (if the request side agrees).
+    KeepAlive,
+    /// The connection must close (close-delimited body, or `Connection: close`).
+    Close,
+    /// 101: the response body holds the endpoint's connection for the tunnel.
+    Switched(Box<ResponseBody>),
+}
+
+/// Encodes and writes `resp`. `head_request` suppresses the body; `http10` rules out chunked.
+pub(crate) async fn write_response(
+    stream: &TcpStream,
+    resp: Response<ResponseBody>,
+    head_request: bool,
+    http10: bool,
+    mut keep_alive: bool,
+    w: &mut Vec<u8>,
+) -> io::Result<Written> {
+    let (parts, mut body) = resp.into_parts();
+    let status = parts.status;
+    let no_body = head_request
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    if connection_close(&parts.headers) {
+        keep_alive = false;
+    }
+    w.clear();
+    w.extend_from_slice(b"HTTP/1.1 ");
+    w.extend_from_slice(status.as_str().as_bytes());
+    w.push(b' ');
+    w.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
+    w.extend_from_slice(b"\r\n");
+    let mut has_date = false;
+    for (name, value) in &parts.headers {
+        if name == header::CONNECTION {
+            continue;
+        }
+        has_date |= name == header::DATE;
+        w.extend_from_slice(name.as_str().as_bytes());
+        w.extend_from_slice(b": ");
+        w.extend_from_slice(value.as_bytes());
+        w.extend_from_slice(b"\r\n");
+    }
+    if !has_date {
+        push_date(w);
+    }
+    let mut chunked = false;
+    let switching = status == StatusCode::SWITCHING_PROTOCOLS;
+    if !no_body && !parts.headers.contains_key(header::CONTENT_LENGTH) {
+        match body.size_hint().exact() {
+            Some(n) => {
+                let _ = write!(w, "content-length: {n}\r\n");
+            }
+            None if !http10 => {
+                chunked = true;
+                w.extend_from_slice(b"transfer-encoding: chunked\r\n");
+            }
+            None => keep_alive = false,
+        }
+    }
+    if switching {
+        w.extend_from_slice(b"connection: upgrade\r\n");
+    } else if !keep_alive {
+        w.extend_from_slice(b"connection: close\r\n");
+    } else if http10 {
+        w.extend_from_slice(b"connection: keep-alive\r\n");
+    }
+    w.extend_from_slice(b"\r\n");
+    if switching {
+        write_all(stream, w).await?;
+        return Ok(Written::Switched(Box::new(body)));
+    }
+    if no_body {
+        write_all(stream, w).await?;
+        return Ok(if keep_alive { Written::KeepAlive } else { Written::Close });
+    }
+    let mut pending = !w.is_empty();
+    loop {
+        let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
+        let data: Bytes = match frame {
+            None => break,
+            Some(Err(e)) => return Err(io::Error::other(e)),
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(d) if !d.is_empty() => d,
+                _ => continue,
+            },
+        };
+        if chunked {
+            let _ = write!(w, "{:x}\r\n", data.len());
+        }
+        if w.len() + data.len() <= COALESCE {
+            w.extend_from_slice(&data);
+            if chunked {
+                w.extend_from_slice(b"\r\n");
+            }
+            pending = true;
+            // More frames may be ready at once; the buffer is written before waiting for them.
+            if !body.is_end_stream() {
+                write_all(stream, w).await?;
+                w.clear();
+                pending = false;
+            }
+        } else {
+            write_all(stream, w).await?;
+            w.clear();
+            write_all(stream, &data).await?;
+            if chunked {
+                w.extend_from_slice(b"\r\n");
+                pending = true;
+            } else {
+                pending = false;
+            }
+        }
+    }
+    if chunked {
+        w.extend_from_slice(b"0\r\n\r\n");
+        pending = true;
+    }
+    if pending && !w.is_empty() {
+        write_all(stream, w).await?;
+    }
+    Ok(if keep_alive { Written::KeepAlive } else { Written::Close })
+}
+
+fn connection_close(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::CONNECTION)
+        .iter()
+        .any(|v| v.as_bytes().split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close")))
+}

@@ -1,0 +1,153 @@
+//! HTTP/1.1 message bodies as bytes arrive: the framing state machine (length, chunked, until close)
+//! and the readiness-aware socket read, shared by the upstream client and the client-side server.
+
+use bytes::{Buf, Bytes, BytesMut};
+use std::io;
+use std::task::{Context, Poll};
+use tokio::net::TcpStream;
+
+/// Longest chunk-size line (size, extensions) accepted.
+const MAX_CHUNK_LINE: usize = 4096;
+/// Read buffer growth step.
+pub const READ_CHUNK: usize = 16 * 1024;
+
+/// How the response body is delimited.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Framing {
+    /// No body.
+    #[default]
+    Empty,
+    /// Exactly this many bytes are left.
+    Length(u64),
+    /// Chunked transfer coding, at this position.
+    Chunked(Chunk),
+    /// Until the endpoint closes the connection.
+    Close,
+}
+
+/// Position in a chunked body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Chunk {
+    /// Expecting a chunk-size line.
+    Size,
+    /// Inside a chunk, this many bytes left.
+    Data(u64),
+    /// Expecting the CRLF after a chunk.
+    DataEnd,
+    /// Reading (and dropping) trailer lines.
+    Trailers,
+}
+
+impl Framing {
+    /// Whether the whole body has been read.
+    pub fn finished(self) -> bool {
+        matches!(self, Framing::Empty | Framing::Length(0))
+    }
+}
+
+/// Reads more bytes from `stream` into `buf`; `Ok(0)` at end of stream. Readiness is asked
+/// first, so a socket the event loop knows to be empty costs no system call.
+pub fn poll_fill(stream: &TcpStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    loop {
+        match stream.poll_read_ready(cx) {
+            Poll::Ready(Ok(())) => {}
+            Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
+            Poll::Pending => return Poll::Pending,
+        }
+        buf.reserve(READ_CHUNK);
+        let spare = buf.capacity() - buf.len();
+        let dst = &mut *buf;
+        let mut got = None;
+        // As tokio's own reads do on epoll: a read that did not fill the buffer drained the
+        // socket, so readiness is cleared (by answering WouldBlock to `try_io`) and the next
+        // read waits for the event loop instead of failing with EAGAIN.
+        let result = stream.try_io(tokio::io::Interest::READABLE, || {
+            let n = stream.try_read_buf(dst)?;
+            got = Some(n);
+            if n > 0 && n < spare {
+                Err(io::ErrorKind::WouldBlock.into())
+            } else {
+                Ok(())
+            }
+        });
+        match (got, result) {
+            (Some(n), _) => return Poll::Ready(Ok(n)),
+            // Readiness was stale and is now cleared: wait for the next event.
+            (None, Err(e)) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            (None, Err(e)) => return Poll::Ready(Err(e)),
+            (None, Ok(())) => continue,
+        }
+    }
+}
+
+/// The next piece of body per `framing` from `buf`, or `None` when more bytes are needed.
+/// Advances `framing`; a finished body leaves any following bytes (a pipelined message) in `buf`.
+pub fn decode_body(buf: &mut BytesMut, framing: &mut Framing) -> Result<Option<Bytes>, String> {
+    loop {
+        match framing {
+            Framing::Empty | Framing::Length(0) => return Ok(None),
+            Framing::Length(left) => {
+                if buf.is_empty() {
+                    return Ok(None);
+                }
+                let take = (*left).min(buf.len() as u64) as usize;
+                *left -= take as u64;
+                return Ok(Some(buf.split_to(take).freeze()));
+            }
+            Framing::Close => {
+                return Ok((!buf.is_empty()).then(|| buf.split().freeze()));
+            }
+            Framing::Chunked(state) => match *state {
+                Chunk::Size => {
+                    let Some(line) = take_line(buf)? else { return Ok(None) };
+                    let digits = line.split(|&b| b == b';').next().unwrap_or_default().trim_ascii();
+                    let size = std::str::from_utf8(digits)
+                        .ok()
+                        .filter(|d| !d.is_empty() && d.len() <= 16)
+                        .and_then(|d| u64::from_str_radix(d, 16).ok())
+                        .ok_or("invalid chunk size")?;
+                    *state = if size == 0 { Chunk::Trailers } else { Chunk::Data(size) };
+                }
+                Chunk::Data(left) => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let take = left.min(buf.len() as u64) as usize;
+                    *state = if left == take as u64 { Chunk::DataEnd } else { Chunk::Data(left - take as u64) };
+                    return Ok(Some(buf.split_to(take).freeze()));
+                }
+                Chunk::DataEnd => {
+                    if buf.len() < 2 {
+                        return Ok(None);
+                    }
+                    if &buf[..2] != b"\r\n" {
+                        return Err("missing CRLF after chunk".into());
+                    }
+                    buf.advance(2);
+                    *state = Chunk::Size;
+                }
+                Chunk::Trailers => {
+                    let Some(line) = take_line(buf)? else { return Ok(None) };
+                    if line.is_empty() {
+                        *framing = Framing::Length(0);
+                    }
+                }
+            },
+        }
+    }
+}
+
+fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, String> {
+    match buf.iter().position(|&b| b == b'\n') {
+        Some(i) => {
+            let mut line = buf.split_to(i + 1).freeze();
+            line.truncate(i);
+            if line.last() == Some(&b'\r') {
+                line.truncate(i - 1);
+            }
+            Ok(Some(line))
+        }
+        None if buf.len() > MAX_CHUNK_LINE => Err("chunk line too long".into()),
+        None => Ok(None),
+    }
+}
