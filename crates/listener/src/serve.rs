@@ -89,7 +89,9 @@ async fn sniff(stream: &mut TcpStream) -> std::io::Result<(Bytes, bool)> {
 async fn refuse_gracefully(mut stream: TcpStream) {
     use tokio::io::AsyncWriteExt;
     let _ = stream.shutdown().await;
-    let mut sink = [0u8; 4096];
+    // On the heap: this path is rare, and a buffer here would otherwise sit in every connection's
+    // task.
+    let mut sink = vec![0u8; 4096];
     let drain = async {
         for _ in 0..16 {
             if matches!(stream.read(&mut sink).await, Ok(0) | Err(_)) {
@@ -115,7 +117,6 @@ async fn serve_connection(
     let Ok(local) = stream.local_addr() else {
         return;
     };
-    let state = Arc::new(ConnState::new());
     let header_timeout = config.header_read_timeout.0;
     let (prefix, h2) = match config.protocol {
         ListenerProtocol::Auto => match tokio::time::timeout(header_timeout, sniff(&mut stream)).await {
@@ -125,15 +126,25 @@ async fn serve_connection(
         ListenerProtocol::Http1 => (Bytes::new(), false),
         ListenerProtocol::H2c => match tokio::time::timeout(header_timeout, sniff(&mut stream)).await {
             Ok(Ok((prefix, true))) => (prefix, true),
-            Ok(Ok((_, false))) => return refuse_gracefully(stream).await,
+            Ok(Ok((_, false))) => return Box::pin(refuse_gracefully(stream)).await,
             _ => return,
         },
     };
     let info = Arc::new(ConnInfo::new(peer, local, false));
-    if !h2 {
-        return crate::h1::serve(stream, prefix, info, config, ctx).await;
+    // Each protocol's connection state is boxed, so a connection's task is only as large as the
+    // protocol it speaks needs (an idle HTTP/1.1 connection must stay small).
+    if h2 {
+        Box::pin(serve_h2(stream, prefix, info, config, ctx)).await;
+    } else {
+        Box::pin(crate::h1::serve(stream, prefix, info, config, ctx)).await;
     }
-    let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), header_timeout, config.keepalive_timeout.0, h2));
+}
+
+async fn serve_h2(stream: TcpStream, prefix: Bytes, info: Arc<ConnInfo>, config: Arc<Listener>, ctx: ServeContext) {
+    let shared = ctx.shared.clone();
+    let state = Arc::new(ConnState::new());
+    let header_timeout = config.header_read_timeout.0;
+    let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), header_timeout, config.keepalive_timeout.0, true));
     let service = service_fn(move |req| {
         let guard = BusyGuard::new(state.clone());
         let shared = shared.clone();

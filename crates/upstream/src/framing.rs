@@ -48,13 +48,23 @@ impl Framing {
 /// Reads more bytes from `stream` into `buf`; `Ok(0)` at end of stream. Readiness is asked
 /// first, so a socket the event loop knows to be empty costs no system call.
 pub fn poll_fill(stream: &TcpStream, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+    poll_fill_by(stream, buf, READ_CHUNK, cx)
+}
+
+/// [`poll_fill`], growing the buffer by `step` bytes when it is full.
+pub fn poll_fill_by(
+    stream: &TcpStream,
+    buf: &mut BytesMut,
+    step: usize,
+    cx: &mut Context<'_>,
+) -> Poll<io::Result<usize>> {
     loop {
         match stream.poll_read_ready(cx) {
             Poll::Ready(Ok(())) => {}
             Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
             Poll::Pending => return Poll::Pending,
         }
-        buf.reserve(READ_CHUNK);
+        buf.reserve(step);
         let spare = buf.capacity() - buf.len();
         let dst = &mut *buf;
         let mut got = None;

@@ -17,7 +17,7 @@ use body::{lock, ClientBody, ReadState};
 use bytes::{Bytes, BytesMut};
 use gatehouse_config::Listener;
 use gatehouse_proxy::ConnInfo;
-use gatehouse_upstream::framing::poll_fill;
+use gatehouse_upstream::framing::{poll_fill, poll_fill_by};
 use gatehouse_upstream::{now_ms, LazyDeadline};
 use http::{Method, StatusCode, Version};
 use std::future::poll_fn;
@@ -26,6 +26,9 @@ use std::task::Poll;
 use std::time::Duration;
 use tokio::net::TcpStream;
 use write::{write_all, write_response, Written};
+
+/// Read buffer growth while reading a request head: most heads fit in one step.
+const HEAD_STEP: usize = 4096;
 
 enum Wake {
     Bytes,
@@ -80,7 +83,7 @@ pub(crate) async fn serve(
             };
             let read = poll_fn(|cx| {
                 let mut st = lock(&state);
-                match poll_fill(&stream, &mut st.rbuf, cx) {
+                match poll_fill_by(&stream, &mut st.rbuf, HEAD_STEP, cx) {
                     Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Poll::Ready(Wake::Closed),
                     Poll::Ready(Ok(_)) => Poll::Ready(Wake::Bytes),
                     Poll::Pending if deadline.expired(cx, due) => Poll::Ready(Wake::Expired),
@@ -112,13 +115,15 @@ pub(crate) async fn serve(
         lock(&state).framing = framing;
         let (parts, ()) = request.into_parts();
         let body = ClientBody { stream: stream.clone(), state: state.clone() };
-        let resp =
-            gatehouse_proxy::handle(ctx.shared.clone(), http::Request::from_parts(parts, body), info.clone()).await;
+        // Boxed, so the connection's task is small while idle: the request path's state exists only
+        // while a request is in progress.
+        let handler = gatehouse_proxy::handle(ctx.shared.clone(), http::Request::from_parts(parts, body), info.clone());
+        let resp = Box::pin(handler).await;
         // A body not read to its end leaves the connection out of step: close after answering.
         if !lock(&state).framing.finished() || *drain.borrow() {
             keep_alive = false;
         }
-        match write_response(&stream, resp, head_request, http10, keep_alive, &mut wbuf).await {
+        match Box::pin(write_response(&stream, resp, head_request, http10, keep_alive, &mut wbuf)).await {
             Ok(Written::KeepAlive) => {}
             Ok(Written::Close) | Err(_) => return close(&stream).await,
             Ok(Written::Switched(mut body)) => {
@@ -130,9 +135,8 @@ pub(crate) async fn serve(
                 return;
             }
         }
-        if wbuf.capacity() > 4096 {
-            wbuf = Vec::new();
-        }
+        // Idle connections keep no buffers; a new one is cheaper than thousands of idle ones.
+        wbuf = Vec::new();
         idle_since = now_ms();
     }
 }
