@@ -79,9 +79,8 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
         if l.max_connections == 0 {
             err(format!("{p}.max_connections"), "must be at least 1".into());
         }
-        // The HTTP/1 parser's read buffer cannot be smaller than 8 KiB.
-        if l.max_header_bytes.0 < 8192 || l.max_header_bytes.0 > (1 << 20) {
-            err(format!("{p}.max_header_bytes"), "must be between 8k and 1m".into());
+        if l.max_header_bytes.0 < 1024 || l.max_header_bytes.0 > (1 << 20) {
+            err(format!("{p}.max_header_bytes"), "must be between 1k and 1m".into());
         }
         if l.header_read_timeout.0.is_zero() {
             err(format!("{p}.header_read_timeout"), "must be greater than zero".into());
