@@ -17,22 +17,48 @@ if [ -z "${GATEHOUSE_BIN:-}" ]; then
 fi
 ulimit -n "$(ulimit -Hn)"
 work=$(mktemp -d)
-gh_pid=""; holder_pid=""
+gh_pid=""; holder_pid=""; nginx_pid=""
 cleanup() {
   [ -n "$holder_pid" ] && kill "$holder_pid" 2>/dev/null || true
   [ -n "$gh_pid" ] && kill "$gh_pid" 2>/dev/null || true
+  [ -n "$nginx_pid" ] && kill "$nginx_pid" 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-demo=$(free_port)
+backend=$(free_port)
+# The backend runs in a process of its own (nginx when installed), so only Gatehouse's own memory
+# is measured; without nginx the built-in demo backend is used and counted.
+demo_line=""
+if command -v nginx >/dev/null 2>&1; then
+  mkdir -p "$work/html" && echo ok > "$work/html/index.html"
+  cat > "$work/nginx.conf" <<NGINX
+worker_processes 1;
+daemon off;
+pid $work/nginx.pid;
+error_log $work/nginx-error.log;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $work; proxy_temp_path $work; fastcgi_temp_path $work; uwsgi_temp_path $work; scgi_temp_path $work;
+  server { listen 127.0.0.1:$backend; root $work/html; keepalive_requests 1000000; }
+}
+NGINX
+  nginx -c "$work/nginx.conf" &
+  nginx_pid=$!
+  for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$backend/" && break; sleep 0.1; done
+  backend_kind="nginx (separate process)"
+else
+  demo_line="demo_backend: \"127.0.0.1:$backend\""
+  backend_kind="the built-in demo backend (counted)"
+fi
 cat > "$work/gh.yaml" <<YAML
 workers: auto
-demo_backend: "127.0.0.1:$demo"
+$demo_line
 listeners:
   http: { bind: "127.0.0.1:0", max_connections: $((N + 1000)), keepalive_timeout: 10m, header_read_timeout: 10m }
 upstreams:
-  demo: { targets: ["127.0.0.1:$demo"] }
+  demo: { targets: ["127.0.0.1:$backend"] }
 sites:
   all: { hosts: ["*"], routes: [{ path: /, upstream: demo }] }
 YAML
@@ -53,9 +79,34 @@ for _ in $(seq 600); do [ -s "$work/held" ] && break; sleep 0.1; done
 held=$(cat "$work/held")
 loaded=$(rss)
 active=$(awk '/^Threads/{print $2}' "/proc/$gh_pid/status")
-printf '| measure | value |\n|---|---:|\n'
-printf '| idle RSS (after one request) | %.1f MB |\n' "$(echo "$idle/1024" | bc -l)"
-printf '| RSS with %s idle keep-alive connections | %.1f MB |\n' "$N" "$(echo "$loaded/1024" | bc -l)"
-printf '| added by the connections | %.1f MB (%.0f bytes each) |\n' "$(echo "($loaded-$idle)/1024" | bc -l)" "$(echo "($loaded-$idle)*1024/$N" | bc -l)"
-printf '| clients | %s; gatehouse threads: %s |\n' "$held" "$active"
 exec 4>&-
+{
+  echo "## Memory: idle and idle keep-alive connections (bench/memory.sh)"
+  echo
+  echo "- Date: $(date -u '+%Y-%m-%d %H:%M UTC'); machine: $(nproc) CPUs, $(uname -r); $("$GATEHOUSE_BIN" version)"
+  echo "- Source: git $(cd "$root" && git rev-parse --short HEAD)$(cd "$root" && git diff --quiet || echo ' + uncommitted changes')"
+  echo "- Gatehouse with workers: auto ($active threads); backend: $backend_kind; RSS from /proc/PID/status."
+  echo "  Each client connection sends one request, reads the answer, and stays open (keep-alive)."
+  echo
+  printf '| measure | value |\n|---|---:|\n'
+  printf '| idle RSS (after one request) | %.1f MB |\n' "$(echo "$idle/1024" | bc -l)"
+  printf '| RSS with %s idle keep-alive connections | %.1f MB |\n' "$N" "$(echo "$loaded/1024" | bc -l)"
+  printf '| added by the connections | %.1f MB (%.0f bytes each) |\n' "$(echo "($loaded-$idle)/1024" | bc -l)" "$(echo "($loaded-$idle)*1024/$N" | bc -l)"
+  printf '| clients | %s |\n' "$held"
+} > "$work/section.md"
+cat "$work/section.md"
+if [ "${BENCHMARKS_MD:-}" != none ]; then
+  python3 - "$root/BENCHMARKS.md" "$work/section.md" <<'PY'
+import pathlib, sys
+doc, section = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]).read_text()
+title = section.splitlines()[0]
+text = doc.read_text() if doc.exists() else "# Benchmarks\n"
+if title in text:
+    start = text.index(title)
+    nxt = text.find("\n## ", start + len(title))
+    text = text[:start] + section.rstrip() + "\n" + (text[nxt:] if nxt != -1 else "")
+else:
+    text = text.rstrip() + "\n\n" + section
+doc.write_text(text)
+PY
+fi

@@ -28,7 +28,7 @@ use tokio::net::TcpStream;
 use write::{write_all, write_response, Written};
 
 /// Read buffer growth while reading a request head: most heads fit in one step.
-const HEAD_STEP: usize = 4096;
+const HEAD_STEP: usize = 2048;
 
 enum Wake {
     Bytes,
