@@ -49,6 +49,16 @@ fn read_config(path: Option<&Path>) -> Result<Config, String> {
     gatehouse_config::compile(&text).map_err(|e| format!("invalid configuration in {source}:\n{e}"))
 }
 
+/// Raises the soft limit on open files to the hard limit, as nginx's `worker_rlimit_nofile` does:
+/// every connection and pooled upstream connection is a descriptor, and many systems start
+/// processes with a soft limit of 1024.
+fn raise_open_files_limit() {
+    match rlimit::increase_nofile_limit(u64::MAX) {
+        Ok(limit) => tracing::info!(limit, "open files limit"),
+        Err(e) => tracing::warn!(error = %e, "could not raise the open files limit"),
+    }
+}
+
 fn stamp(path: Option<&Path>) -> Option<(SystemTime, u64)> {
     let meta = std::fs::metadata(path?).ok()?;
     Some((meta.modified().ok()?, meta.len()))
@@ -57,6 +67,7 @@ fn stamp(path: Option<&Path>) -> Option<(SystemTime, u64)> {
 /// Runs the gateway until SIGTERM or SIGINT.
 pub fn run(path: Option<PathBuf>, status_json: bool) -> Result<(), String> {
     let config = read_config(path.as_deref())?;
+    raise_open_files_limit();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -81,7 +81,12 @@ fn capture<B>(
         time: SystemTime::now(),
         start,
         method: req.method().as_str().to_string(),
-        uri: req.uri().to_string(),
+        // As the client wrote it in HTTP/1.x; HTTP/2 targets carry scheme and authority, which
+        // the log shows as the path only (the host has its own field).
+        uri: match (req.version(), req.uri().path_and_query()) {
+            (Version::HTTP_2, Some(pq)) => pq.as_str().to_string(),
+            _ => req.uri().to_string(),
+        },
         version: version_text(req.version()),
         host: req.uri().authority().map(|a| a.as_str().to_string()).unwrap_or_else(|| h(header::HOST)),
         referer: h(header::REFERER),
