@@ -143,8 +143,7 @@ async fn serve_connection(
 async fn serve_h2(stream: TcpStream, prefix: Bytes, info: Arc<ConnInfo>, config: Arc<Listener>, ctx: ServeContext) {
     let shared = ctx.shared.clone();
     let state = Arc::new(ConnState::new());
-    let header_timeout = config.header_read_timeout.0;
-    let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), header_timeout, config.keepalive_timeout.0, true));
+    let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), config.keepalive_timeout.0));
     let service = service_fn(move |req| {
         let guard = BusyGuard::new(state.clone());
         let shared = shared.clone();
