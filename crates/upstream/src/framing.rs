@@ -161,3 +161,20 @@ fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, String> {
         None => Ok(None),
     }
 }
+
+/// Whether a message allows its connection to be reused: HTTP/1.1 unless `Connection: close`,
+/// HTTP/1.0 only with `Connection: keep-alive`.
+pub fn keep_alive(headers: &http::HeaderMap, http10: bool) -> bool {
+    let mut keep = !http10;
+    for v in headers.get_all(http::header::CONNECTION) {
+        for token in v.as_bytes().split(|&b| b == b',').map(|t| t.trim_ascii()) {
+            if token.eq_ignore_ascii_case(b"close") {
+                return false;
+            }
+            if token.eq_ignore_ascii_case(b"keep-alive") {
+                keep = true;
+            }
+        }
+    }
+    keep
+}

@@ -234,7 +234,7 @@ impl H1Conn {
             headers.append(name, value);
         }
         let (framing, mut reusable) = framing(status, head_request, &mut headers)?;
-        reusable &= keep_alive(&headers, http10);
+        reusable &= crate::framing::keep_alive(&headers, http10);
         let mut resp = Response::new(());
         *resp.status_mut() = status;
         *resp.version_mut() = Version::HTTP_11;
@@ -302,22 +302,6 @@ fn framing(status: StatusCode, head_request: bool, headers: &mut HeaderMap) -> R
         return Err(ExchangeError::Upstream("conflicting Content-Length".into()));
     }
     Ok((Framing::Length(n), true))
-}
-
-fn keep_alive(headers: &HeaderMap, http10: bool) -> bool {
-    let mut keep = !http10;
-    for v in headers.get_all(header::CONNECTION) {
-        for token in v.to_str().unwrap_or("").split(',') {
-            let token = token.trim();
-            if token.eq_ignore_ascii_case("close") {
-                return false;
-            }
-            if token.eq_ignore_ascii_case("keep-alive") {
-                keep = true;
-            }
-        }
-    }
-    keep
 }
 
 /// A response body frame from the buffer.

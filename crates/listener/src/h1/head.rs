@@ -67,7 +67,7 @@ pub(crate) fn parse(
         headers.append(name, value);
     }
     let framing = framing(&mut headers, http10)?;
-    let keep_alive = keep_alive(&headers, http10);
+    let keep_alive = gatehouse_upstream::framing::keep_alive(&headers, http10);
     let expect_continue =
         !http10 && headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     let mut request = Request::new(());
@@ -115,21 +115,6 @@ fn framing(headers: &mut HeaderMap, http10: bool) -> Result<Framing, StatusCode>
         Some(0) | None => Framing::Empty,
         Some(n) => Framing::Length(n),
     })
-}
-
-fn keep_alive(headers: &HeaderMap, http10: bool) -> bool {
-    let mut keep = !http10;
-    for v in headers.get_all(header::CONNECTION) {
-        for token in v.as_bytes().split(|&b| b == b',').map(|t| t.trim_ascii()) {
-            if token.eq_ignore_ascii_case(b"close") {
-                return false;
-            }
-            if token.eq_ignore_ascii_case(b"keep-alive") {
-                keep = true;
-            }
-        }
-    }
-    keep
 }
 
 #[cfg(test)]
