@@ -14,7 +14,7 @@ static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
 /// Hop-by-hop headers of RFC 9110 §7.6.1 plus the legacy `Proxy-Connection`, and `Expect`, which
-/// the proxy answers itself (hyper sends `100 Continue` when the body is first read).
+/// the client-side server answers itself (`100 Continue` before the body is forwarded).
 const HOP_BY_HOP: [&HeaderName; 8] = [
     &header::CONNECTION,
     &KEEP_ALIVE,
