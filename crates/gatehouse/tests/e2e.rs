@@ -17,6 +17,8 @@ mod forwarding;
 mod h2c;
 #[path = "e2e/health.rs"]
 mod health;
+#[path = "e2e/http1.rs"]
+mod http1;
 #[path = "e2e/limits.rs"]
 mod limits;
 #[path = "e2e/metrics.rs"]
