@@ -10,6 +10,7 @@
 
 mod body;
 mod head;
+mod pool;
 mod write;
 
 use crate::serve::ServeContext;
@@ -28,7 +29,7 @@ use tokio::net::TcpStream;
 use write::{write_all, write_response, Written};
 
 /// Read buffer growth while reading a request head: most heads fit in one step.
-const HEAD_STEP: usize = 2048;
+const HEAD_STEP: usize = pool::READ_CAPACITY;
 
 enum Wake {
     Bytes,
@@ -52,7 +53,6 @@ pub(crate) async fn serve(
     let mut deadline = LazyDeadline::default();
     let mut drain = ctx.drain.clone();
     let mut spans = Vec::new();
-    let mut wbuf = Vec::new();
     let mut served = 0u64;
     let mut idle_since = now_ms();
     // The first head is due within the header timeout of the connection's start.
@@ -66,8 +66,8 @@ pub(crate) async fn serve(
                     head::parse(&mut st.rbuf, &mut spans, max_head)
                 } else {
                     if st.rbuf.capacity() > 0 {
-                        // Idle: give the buffer back.
-                        st.rbuf = BytesMut::new();
+                        // Idle: the buffer goes back to the worker's pool.
+                        pool::give_read(std::mem::take(&mut st.rbuf));
                     }
                     Ok(None)
                 }
@@ -83,6 +83,9 @@ pub(crate) async fn serve(
             };
             let read = poll_fn(|cx| {
                 let mut st = lock(&state);
+                if st.rbuf.capacity() == 0 && stream.poll_read_ready(cx).is_ready() {
+                    st.rbuf = pool::take_read();
+                }
                 match poll_fill_by(&stream, &mut st.rbuf, HEAD_STEP, cx) {
                     Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Poll::Ready(Wake::Closed),
                     Poll::Ready(Ok(_)) => Poll::Ready(Wake::Bytes),
@@ -123,6 +126,7 @@ pub(crate) async fn serve(
         if !lock(&state).framing.finished() || *drain.borrow() {
             keep_alive = false;
         }
+        let mut wbuf = pool::take_write();
         match Box::pin(write_response(&stream, resp, head_request, http10, keep_alive, &mut wbuf)).await {
             Ok(Written::KeepAlive) => {}
             Ok(Written::Close) | Err(_) => return close(&stream).await,
@@ -135,8 +139,8 @@ pub(crate) async fn serve(
                 return;
             }
         }
-        // Idle connections keep no buffers; a new one is cheaper than thousands of idle ones.
-        wbuf = Vec::new();
+        // Idle connections keep no buffers.
+        pool::give_write(wbuf);
         idle_since = now_ms();
     }
 }

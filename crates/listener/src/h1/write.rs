@@ -78,8 +78,6 @@ pub(crate) async fn write_response(
         keep_alive = false;
     }
     w.clear();
-    // One allocation for the head and a small body, instead of growing step by step.
-    w.reserve(1024);
     w.extend_from_slice(b"HTTP/1.1 ");
     w.extend_from_slice(status.as_str().as_bytes());
     w.push(b' ');
