@@ -38,7 +38,7 @@ pub struct Recorded {
 impl Recorded {
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        crate::first_header(&self.headers, name)
     }
 
     /// Every value of header `name`, in order.

@@ -26,7 +26,7 @@ pub struct Response {
 impl Response {
     /// The first value of header `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+        crate::first_header(&self.headers, name)
     }
 
     /// The body as text (lossy).

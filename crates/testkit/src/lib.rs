@@ -24,3 +24,8 @@ pub use wait::wait_until;
 
 /// Bound on any single network exchange made by the kit's clients.
 pub const IO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The first value of header `name` (case-insensitive) in a recorded header list.
+pub(crate) fn first_header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
+    headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+}
