@@ -8,7 +8,7 @@ pub(crate) use crate::framing::{Chunk, Framing};
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::{Request, Response, StatusCode, Version};
-use http_body::{Body, Frame};
+use http_body::Body;
 use std::io::{self, Write as _};
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
@@ -302,11 +302,6 @@ fn framing(status: StatusCode, head_request: bool, headers: &mut HeaderMap) -> R
         return Err(ExchangeError::Upstream("conflicting Content-Length".into()));
     }
     Ok((Framing::Length(n), true))
-}
-
-/// A response body frame from the buffer.
-pub(crate) fn data_frame(bytes: Bytes) -> Frame<Bytes> {
-    Frame::data(bytes)
 }
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 //! whole gives its connection back to the pool; a broken or abandoned one closes it. A gap longer
 //! than the read timeout between two reads fails the body.
 
-use crate::h1::{data_frame, Framing};
+use crate::h1::Framing;
 use crate::pool::{Conn, Lease};
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
@@ -43,16 +43,12 @@ impl std::fmt::Display for UpstreamBodyError {
 
 impl std::error::Error for UpstreamBodyError {}
 
-fn finished(framing: Framing) -> bool {
-    framing.finished()
-}
-
 impl UpstreamBody {
     pub(crate) fn h1(lease: Lease, framing: Framing, reusable: bool, read_timeout: Duration, switching: bool) -> Self {
         let mut body =
             UpstreamBody { lease: Some(lease), kind: Kind::H1 { framing, reusable }, read_timeout, timer: None };
         // A 101's connection is about to become a tunnel (see `take_upgrade`): never pool it.
-        if finished(framing) && !switching {
+        if framing.finished() && !switching {
             body.finish(reusable);
         }
         body
@@ -135,12 +131,12 @@ impl Body for UpstreamBody {
                 Err(e) => return this.fail(e),
                 Ok(Some(bytes)) => {
                     this.timer = None;
-                    if finished(*framing) {
+                    if framing.finished() {
                         this.finish(reusable);
                     }
-                    return Poll::Ready(Some(Ok(data_frame(bytes))));
+                    return Poll::Ready(Some(Ok(Frame::data(bytes))));
                 }
-                Ok(None) if finished(*framing) => {
+                Ok(None) if framing.finished() => {
                     this.finish(reusable);
                     return Poll::Ready(None);
                 }
@@ -164,7 +160,7 @@ impl Body for UpstreamBody {
     fn is_end_stream(&self) -> bool {
         match &self.kind {
             Kind::Done => true,
-            Kind::H1 { framing, .. } => finished(*framing),
+            Kind::H1 { framing, .. } => framing.finished(),
             Kind::H2(incoming) => incoming.is_end_stream(),
         }
     }
