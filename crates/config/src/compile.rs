@@ -57,8 +57,88 @@ pub fn compile(text: &str) -> Result<Config, ConfigErrors> {
     }
 }
 
+/// Cipher suite names rustls offers, TLS 1.3 first.
+pub const CIPHER_SUITES: &[&str] = &[
+    "TLS13_AES_256_GCM_SHA384",
+    "TLS13_AES_128_GCM_SHA256",
+    "TLS13_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256",
+    "TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384",
+    "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256",
+    "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
+];
+
+fn validate_tls(c: &Config, err: &mut impl FnMut(String, String)) {
+    let t = &c.tls;
+    let has_certs = !t.certificates.is_empty() || t.store.is_some() || t.self_signed.is_some();
+    for (name, l) in &c.listeners {
+        let Some(lt) = &l.tls else { continue };
+        let p = format!("listeners.{name}.tls");
+        if !has_certs {
+            err(
+                p.clone(),
+                "a TLS listener needs certificates: set tls.certificates, tls.store or tls.self_signed".into(),
+            );
+        }
+        if lt.versions.is_empty() {
+            err(format!("{p}.versions"), "at least one of `tls1.2`, `tls1.3` is required".into());
+        }
+        if let Some(ciphers) = &lt.ciphers {
+            for (i, c) in ciphers.iter().enumerate() {
+                if !CIPHER_SUITES.contains(&c.as_str()) {
+                    err(
+                        format!("{p}.ciphers[{i}]"),
+                        format!("unknown cipher suite `{c}`; expected one of: {}", CIPHER_SUITES.join(", ")),
+                    );
+                }
+            }
+            for v in &lt.versions {
+                let (label, tls13) = match v {
+                    crate::model::TlsVersion::Tls12 => ("tls1.2", false),
+                    crate::model::TlsVersion::Tls13 => ("tls1.3", true),
+                };
+                if !ciphers.iter().any(|c| c.starts_with("TLS13_") == tls13) {
+                    err(format!("{p}.ciphers"), format!("no cipher suite for {label}, which `versions` offers"));
+                }
+            }
+        }
+        if lt.handshake_timeout.0.is_zero() {
+            err(format!("{p}.handshake_timeout"), "must be more than zero".into());
+        }
+    }
+    if t.ticket_window.0 <= t.ticket_rotation.0 {
+        err(
+            "tls.ticket_window".into(),
+            "must be longer than tls.ticket_rotation, or tickets die with their key".into(),
+        );
+    }
+    if t.ticket_rotation.0.is_zero() {
+        err("tls.ticket_rotation".into(), "must be more than zero".into());
+    }
+    if t.tickets == crate::model::Tickets::Cluster {
+        err("tls.tickets".into(), "`cluster` needs the `redis` section, which this build does not have yet".into());
+    }
+    if t.session_cache == crate::model::SessionCacheMode::Redis {
+        err("tls.session_cache".into(), "`redis` needs the `redis` section, which this build does not have yet".into());
+    }
+    if t.session_cache_size == 0 {
+        err("tls.session_cache_size".into(), "must be at least 1 (use `session_cache: off` to turn it off)".into());
+    }
+    if t.cert_cache_size == 0 {
+        err("tls.cert_cache_size".into(), "must be at least 1".into());
+    }
+    if let Some(ss) = &t.self_signed {
+        if ss.names.is_empty() {
+            err("tls.self_signed.names".into(), "at least one name is required".into());
+        }
+    }
+}
+
 fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
     let mut err = |path: String, msg: String| errors.push(ConfigError { path, message: msg });
+    validate_tls(c, &mut err);
 
     if c.listeners.is_empty() {
         err("listeners".into(), "at least one listener is required".into());

@@ -22,6 +22,7 @@ pub(crate) const TOP_LEVEL: &[&str] = &[
     "listeners",
     "upstreams",
     "sites",
+    "tls",
 ];
 
 /// Deserialises `value` as `T`, recording an error at `path` (plus the inner path) on failure.
@@ -108,6 +109,7 @@ pub(crate) fn read(text: &str, errors: &mut Vec<ConfigError>) -> Config {
             "listeners" => config.listeners = named(value, &key, e),
             "upstreams" => config.upstreams = named(value, &key, e),
             "sites" => config.sites = named(value, &key, e),
+            "tls" => set(&mut config.tls, field(value, &key, e)),
             _ => errors
                 .push(ConfigError::new(&key, format!("unknown setting; expected one of: {}", TOP_LEVEL.join(", ")))),
         }

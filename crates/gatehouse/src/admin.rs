@@ -3,6 +3,7 @@
 
 use bytes::Bytes;
 use gatehouse_proxy::Shared;
+use gatehouse_tls::{Failure, TlsStats};
 use http_body_util::Full;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioIo;
@@ -15,17 +16,22 @@ use std::sync::{Arc, Mutex};
 pub type StatusDoc = Arc<Mutex<serde_json::Value>>;
 
 /// Serves the admin endpoints until the task is aborted.
-pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>, status: StatusDoc) {
+pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>, tls: Arc<TlsStats>, status: StatusDoc) {
     loop {
         let Ok((stream, _)) = listener.accept().await else {
             continue;
         };
         let shared = shared.clone();
         let status = status.clone();
+        let tls = tls.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let (code, ctype, body) = match (req.method(), req.uri().path()) {
-                    (&http::Method::GET, "/metrics") => (200, "text/plain; version=0.0.4", render_metrics(&shared)),
+                    (&http::Method::GET, "/metrics") => {
+                        let mut text = render_metrics(&shared);
+                        render_tls(&mut text, &tls);
+                        (200, "text/plain; version=0.0.4", text)
+                    }
                     (&http::Method::GET, "/status") => {
                         (200, "application/json", status.lock().map(|s| s.to_string()).unwrap_or_default())
                     }
@@ -51,6 +57,51 @@ fn help(out: &mut String, name: &str, kind: &str, text: &str) {
 }
 
 /// Renders every metric in the Prometheus text format.
+/// Appends the TLS counters.
+pub fn render_tls(out: &mut String, t: &TlsStats) {
+    help(
+        out,
+        "gatehouse_tls_handshakes_total",
+        "counter",
+        "Finished handshakes by version, kind and resumption mechanism.",
+    );
+    for (version, kind, mechanism, c) in [
+        ("1.2", "full", "none", &t.full_tls12),
+        ("1.3", "full", "none", &t.full_tls13),
+        ("1.2", "resumed", "ticket", &t.resumed_tls12_ticket),
+        ("1.2", "resumed", "session_cache", &t.resumed_tls12_cache),
+        ("1.3", "resumed", "ticket", &t.resumed_tls13_ticket),
+        ("1.3", "resumed", "session_cache", &t.resumed_tls13_cache),
+    ] {
+        let _ = writeln!(
+            out,
+            "gatehouse_tls_handshakes_total{{version=\"{version}\",kind=\"{kind}\",mechanism=\"{mechanism}\"}} {}",
+            c.get()
+        );
+    }
+    help(out, "gatehouse_tls_handshake_failures_total", "counter", "Failed handshakes by reason.");
+    for (f, c) in Failure::ALL.iter().zip(&t.failures) {
+        let _ = writeln!(out, "gatehouse_tls_handshake_failures_total{{reason=\"{}\"}} {}", f.as_str(), c.get());
+    }
+    help(out, "gatehouse_tls_cert_lookups_total", "counter", "Certificate lookups by where they were answered.");
+    let _ = writeln!(out, "gatehouse_tls_cert_lookups_total{{result=\"hit\"}} {}", t.cert_cache_hits.get());
+    let _ = writeln!(out, "gatehouse_tls_cert_lookups_total{{result=\"miss\"}} {}", t.cert_cache_misses.get());
+    for (name, text, v) in [
+        ("gatehouse_tls_cert_loads_total", "Bundles loaded from the certificate store.", t.cert_loads.get()),
+        ("gatehouse_tls_cert_load_errors_total", "Stored bundles that could not be loaded.", t.cert_load_errors.get()),
+    ] {
+        help(out, name, "counter", text);
+        let _ = writeln!(out, "{name} {v}");
+    }
+    help(out, "gatehouse_tls_certificates_expiring", "gauge", "Certificates in memory expiring within 30 days.");
+    let _ = writeln!(
+        out,
+        "gatehouse_tls_certificates_expiring{{within=\"30d\"}} {}",
+        t.certs_expiring_30d.load(std::sync::atomic::Ordering::Relaxed)
+    );
+}
+
+/// The proxy's metrics in the Prometheus text format.
 pub fn render_metrics(shared: &Shared) -> String {
     let snap = shared.snapshot.load();
     let s = &shared.stats;

@@ -5,6 +5,7 @@
 use crate::admin::{self, StatusDoc};
 use crate::events::Events;
 use crate::listeners::ListenerSet;
+use crate::tls::TlsRuntime;
 use gatehouse_config::{AccessLog as AccessLogConfig, Config, Workers as WorkerCount};
 use gatehouse_listener::{ServeContext, Workers};
 use gatehouse_proxy::{RouteStatsRegistry, Shared, Snapshot};
@@ -36,6 +37,7 @@ struct Control {
     generation: u64,
     file_stamp: Option<(SystemTime, u64)>,
     started_with: Config,
+    tls: TlsRuntime,
 }
 
 fn read_config(path: Option<&Path>) -> Result<Config, String> {
@@ -107,6 +109,8 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
         access_log.as_ref().map(|(_, l)| l.clone()),
     )?;
     let shared = Shared::new(snapshot);
+    let tls = TlsRuntime::new(&config)?;
+    let acceptors = tls.acceptors(&config, tls.certs())?;
     let (drain_tx, drain_rx) = watch::channel(false);
     let ctx = ServeContext { shared: shared.clone(), drain: drain_rx };
     let mut control = Control {
@@ -124,8 +128,9 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
         status: Arc::new(Mutex::new(json!({}))),
         generation: 1,
         started_with: config.clone(),
+        tls,
     };
-    control.listeners.apply(&config, &control.workers, &control.ctx, config.reuse_port)?;
+    control.listeners.apply(&config, &control.workers, &control.ctx, config.reuse_port, &acceptors)?;
     control.restart_health_checks();
     for w in &control.workers.workers {
         w.handle.spawn(worker_maintenance(shared.clone()));
@@ -136,7 +141,7 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
                 .await
                 .map_err(|e| format!("admin listener: cannot bind {}: {e}", a.bind))?;
             let addr = l.local_addr().ok();
-            tokio::spawn(admin::serve(l, shared.clone(), control.status.clone()));
+            tokio::spawn(admin::serve(l, shared.clone(), control.tls.stats().clone(), control.status.clone()));
             addr
         }
         None => None,
@@ -150,10 +155,15 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
     );
 
     let mut tick = tokio::time::interval(TICK);
+    let mut ticks = 0u64;
     loop {
         tokio::select! {
             _ = hup.recv() => control.reload("SIGHUP", admin_addr),
             _ = tick.tick() => {
+                ticks += 1;
+                if ticks % 30 == 1 {
+                    control.tls.refresh_expiring();
+                }
                 let now = stamp(control.path.as_deref());
                 if control.shared.snapshot.load().config.watch && now.is_some() && now != control.file_stamp {
                     control.file_stamp = now;
@@ -240,7 +250,10 @@ impl Control {
             &self.route_stats,
             log.as_ref().map(|(_, l)| l.clone()),
         )?;
-        self.listeners.apply(&config, &self.workers, &self.ctx, self.started_with.reuse_port)?;
+        let staged = self.tls.stage(&config)?;
+        let acceptors = self.tls.acceptors(&config, staged.certs())?;
+        self.listeners.apply(&config, &self.workers, &self.ctx, self.started_with.reuse_port, &acceptors)?;
+        self.tls.commit(staged);
         self.shared.snapshot.store(Arc::new(snapshot));
         self.access_log = log;
         self.generation = generation;

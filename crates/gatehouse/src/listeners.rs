@@ -5,6 +5,7 @@
 
 use gatehouse_config::Config;
 use gatehouse_listener::{accept_loop, bind_listener, BoundListener, ServeContext, Workers};
+use gatehouse_tls::TlsAcceptor;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -31,6 +32,7 @@ impl ListenerSet {
         workers: &Workers,
         ctx: &ServeContext,
         reuse_port: bool,
+        tls: &BTreeMap<String, Arc<TlsAcceptor>>,
     ) -> Result<(), String> {
         let n = workers.workers.len();
         // Phase 1, no side effects on running listeners: pair each wanted listener with the
@@ -60,19 +62,21 @@ impl ListenerSet {
         let mut old = std::mem::take(&mut self.running);
         for (name, cfg, keep) in plan {
             let running = match keep.and_then(|k| old.remove(&k)) {
-                Some(r) if r.bound.config == *cfg && r.bound.name == *name => r,
+                // A TLS listener restarts its accept tasks with the new acceptor, whose
+                // certificates may have changed.
+                Some(r) if r.bound.config == *cfg && r.bound.name == *name && cfg.tls.is_none() => r,
                 Some(mut r) => {
                     abort(&mut r.tasks);
                     r.bound.config = cfg.clone();
                     r.bound.name = name.clone();
                     tracing::info!(listener = %name, addr = %r.bound.addr, "listener settings changed; sockets kept");
-                    let tasks = start(&r.bound, workers, ctx);
+                    let tasks = start(&r.bound, workers, ctx, tls.get(name));
                     Running { bound: r.bound, tasks }
                 }
                 None => {
                     let Some(bound) = fresh.remove(name) else { continue };
                     tracing::info!(listener = %name, addr = %bound.addr, reuse_port, workers = n, "listening");
-                    let tasks = start(&bound, workers, ctx);
+                    let tasks = start(&bound, workers, ctx, tls.get(name));
                     Running { bound, tasks }
                 }
             };
@@ -105,13 +109,20 @@ fn abort(tasks: &mut Vec<AbortHandle>) {
     }
 }
 
-fn start(bound: &BoundListener, workers: &Workers, ctx: &ServeContext) -> Vec<AbortHandle> {
+fn start(
+    bound: &BoundListener,
+    workers: &Workers,
+    ctx: &ServeContext,
+    tls: Option<&Arc<TlsAcceptor>>,
+) -> Vec<AbortHandle> {
     let cfg = Arc::new(bound.config.clone());
     workers
         .workers
         .iter()
         .filter_map(|w| match bound.socket_for(w.index) {
-            Ok(socket) => Some(w.handle.spawn(accept_loop(socket, cfg.clone(), ctx.clone())).abort_handle()),
+            Ok(socket) => {
+                Some(w.handle.spawn(accept_loop(socket, cfg.clone(), tls.cloned(), ctx.clone())).abort_handle())
+            }
             Err(e) => {
                 tracing::error!(listener = %bound.name, worker = w.index, error = %e, "cannot share listener socket");
                 None

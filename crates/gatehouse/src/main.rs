@@ -7,6 +7,7 @@ mod app;
 mod demo;
 mod events;
 mod listeners;
+mod tls;
 
 use clap::{Parser, Subcommand};
 
@@ -71,10 +72,20 @@ fn check(file: &std::path::Path) -> ExitCode {
         }
     };
     match gatehouse_config::compile(&text) {
-        Ok(_) => {
-            println!("gatehouse: configuration {} is valid", file.display());
-            ExitCode::SUCCESS
-        }
+        Ok(config) => match tls::check_certificates(&config) {
+            Ok(()) => {
+                println!("gatehouse: configuration {} is valid", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(errors) => {
+                let n = errors.lines().count();
+                for e in errors.lines() {
+                    eprintln!("{}: {e}", file.display());
+                }
+                eprintln!("gatehouse: configuration {} has {n} error(s)", file.display());
+                ExitCode::FAILURE
+            }
+        },
         Err(errors) => {
             for e in &errors.0 {
                 eprintln!("{}: {e}", file.display());

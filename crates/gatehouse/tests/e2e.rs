@@ -27,5 +27,7 @@ mod metrics;
 mod pool;
 #[path = "e2e/reload.rs"]
 mod reload;
+#[path = "e2e/tls.rs"]
+mod tls;
 #[path = "e2e/websocket.rs"]
 mod websocket;

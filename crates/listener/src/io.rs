@@ -2,6 +2,7 @@
 //! first, and while no stream is in progress the connection is closed after `keepalive_timeout`
 //! (a missed deadline reads as end of stream, so hyper closes the connection).
 
+use crate::transport::Transport;
 use bytes::{Buf, Bytes};
 use gatehouse_upstream::{now_ms, LazyDeadline};
 use std::io;
@@ -10,7 +11,6 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
 
 /// Stream progress on one connection, shared by its IO and its service.
 #[derive(Debug)]
@@ -48,7 +48,7 @@ impl Drop for BusyGuard {
 /// A client TCP stream with the replayed preface and the idle deadline.
 #[derive(Debug)]
 pub(crate) struct ConnIo {
-    inner: TcpStream,
+    inner: Transport,
     prefix: Bytes,
     state: std::sync::Arc<ConnState>,
     idle_timeout_ms: u64,
@@ -57,7 +57,7 @@ pub(crate) struct ConnIo {
 
 impl ConnIo {
     pub(crate) fn new(
-        inner: TcpStream,
+        inner: Transport,
         prefix: Bytes,
         state: std::sync::Arc<ConnState>,
         idle_timeout: Duration,

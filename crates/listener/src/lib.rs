@@ -13,6 +13,7 @@ mod bind;
 mod h1;
 mod io;
 mod serve;
+mod transport;
 mod workers;
 
 pub use bind::{bind_listener, BoundListener};

@@ -2,9 +2,11 @@
 //! knowledge) from the first bytes, run hyper, and drain on shutdown.
 
 use crate::io::{BusyGuard, ConnIo, ConnState};
+use crate::transport::Transport;
 use bytes::Bytes;
 use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_proxy::{ConnInfo, ResponseBody, Shared};
+use gatehouse_tls::TlsAcceptor;
 use http_body::{Body, Frame, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -29,8 +31,13 @@ pub struct ServeContext {
     pub drain: watch::Receiver<bool>,
 }
 
-/// Accepts connections on `socket` until the task is aborted.
-pub async fn accept_loop(socket: std::net::TcpListener, config: Arc<Listener>, ctx: ServeContext) {
+/// Accepts connections on `socket` until the task is aborted; `tls` terminates TLS first.
+pub async fn accept_loop(
+    socket: std::net::TcpListener,
+    config: Arc<Listener>,
+    tls: Option<Arc<TlsAcceptor>>,
+    ctx: ServeContext,
+) {
     let listener = match tokio::net::TcpListener::from_std(socket) {
         Ok(l) => l,
         Err(e) => {
@@ -46,7 +53,12 @@ pub async fn accept_loop(socket: std::net::TcpListener, config: Arc<Listener>, c
         };
         match listener.accept().await {
             Ok((stream, peer)) => {
-                tokio::spawn(serve_connection(stream, peer, config.clone(), ctx.clone(), permit));
+                match &tls {
+                    None => tokio::spawn(serve_connection(stream, peer, config.clone(), ctx.clone(), permit)),
+                    Some(tls) => {
+                        tokio::spawn(serve_tls(stream, peer, config.clone(), tls.clone(), ctx.clone(), permit))
+                    }
+                };
             }
             Err(e) => {
                 // Out of descriptors or memory: back off instead of spinning, then go on.
@@ -102,6 +114,17 @@ async fn refuse_gracefully(mut stream: TcpStream) {
     let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
+/// Counts a new connection (as open until the guard drops) and sets it up; `None` if it is
+/// already gone.
+fn opened(stream: &TcpStream, ctx: &ServeContext) -> Option<(ActiveGuard, SocketAddr)> {
+    let shared = &ctx.shared;
+    shared.stats.connections_accepted.inc();
+    shared.stats.connections_active.inc();
+    let active = ActiveGuard(shared.clone());
+    let _ = stream.set_nodelay(true);
+    Some((active, stream.local_addr().ok()?))
+}
+
 async fn serve_connection(
     mut stream: TcpStream,
     peer: SocketAddr,
@@ -109,12 +132,7 @@ async fn serve_connection(
     ctx: ServeContext,
     _permit: OwnedSemaphorePermit,
 ) {
-    let shared = ctx.shared.clone();
-    shared.stats.connections_accepted.inc();
-    shared.stats.connections_active.inc();
-    let _active = ActiveGuard(shared.clone());
-    let _ = stream.set_nodelay(true);
-    let Ok(local) = stream.local_addr() else {
+    let Some((_active, local)) = opened(&stream, &ctx) else {
         return;
     };
     let header_timeout = config.header_read_timeout.0;
@@ -134,13 +152,45 @@ async fn serve_connection(
     // Each protocol's connection state is boxed, so a connection's task is only as large as the
     // protocol it speaks needs (an idle HTTP/1.1 connection must stay small).
     if h2 {
-        Box::pin(serve_h2(stream, prefix, info, config, ctx)).await;
+        Box::pin(serve_h2(Transport::Tcp(stream), prefix, info, config, ctx)).await;
     } else {
-        Box::pin(crate::h1::serve(stream, prefix, info, config, ctx)).await;
+        Box::pin(crate::h1::serve(Transport::Tcp(stream), prefix, info, config, ctx)).await;
     }
 }
 
-async fn serve_h2(stream: TcpStream, prefix: Bytes, info: Arc<ConnInfo>, config: Arc<Listener>, ctx: ServeContext) {
+/// Serves a connection on a TLS listener: handshake within the listener's handshake timeout,
+/// then HTTP/2 when ALPN chose it (or the listener speaks nothing else), HTTP/1.1 otherwise.
+async fn serve_tls(
+    stream: TcpStream,
+    peer: SocketAddr,
+    config: Arc<Listener>,
+    tls: Arc<TlsAcceptor>,
+    ctx: ServeContext,
+    _permit: OwnedSemaphorePermit,
+) {
+    let Some((_active, local)) = opened(&stream, &ctx) else {
+        return;
+    };
+    let timeout = config.tls.as_ref().map_or(config.header_read_timeout.0, |t| t.handshake_timeout.0);
+    let established = match tokio::time::timeout(timeout, Box::pin(tls.accept(stream))).await {
+        Ok(Ok(est)) => est,
+        Ok(Err(_)) => return,
+        Err(_) => {
+            tls.certs().stats.failed(gatehouse_tls::Failure::Aborted);
+            return;
+        }
+    };
+    let info = Arc::new(ConnInfo::new(peer, local, true));
+    let h2 = established.h2 || config.protocol == ListenerProtocol::H2c;
+    let transport = Transport::Tls(Box::new(established.conn));
+    if h2 {
+        Box::pin(serve_h2(transport, Bytes::new(), info, config, ctx)).await;
+    } else {
+        Box::pin(crate::h1::serve(transport, Bytes::new(), info, config, ctx)).await;
+    }
+}
+
+async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config: Arc<Listener>, ctx: ServeContext) {
     let shared = ctx.shared.clone();
     let state = Arc::new(ConnState::new());
     let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), config.keepalive_timeout.0));

@@ -59,18 +59,24 @@ fn h2spec_passes_on_the_h2c_listener() {
         targets(&[&b])
     ));
     let addr = gw.addr("h2c");
+    run_h2spec(&h2spec, &gw, &["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()], "h2c");
+}
+
+/// Runs h2spec with `args` (target and TLS options) and asserts that every case passed.
+pub(crate) fn run_h2spec(h2spec: &std::path::Path, gw: &gatehouse_testkit::Gateway, args: &[&str], label: &str) {
     let out = std::process::Command::new(h2spec)
-        .args(["-h", &addr.ip().to_string(), "-p", &addr.port().to_string(), "-o", "5", "-j"])
-        .arg(gw.dir().join("h2spec.xml"))
+        .args(args)
+        .args(["-o", "5", "-j"])
+        .arg(gw.dir().join(format!("h2spec-{label}.xml")))
         .output()
         .expect("run h2spec");
     let stdout = String::from_utf8_lossy(&out.stdout);
     let summary = stdout.lines().rev().find(|l| l.contains("tests,")).unwrap_or("no summary").to_string();
-    assert!(out.status.success() && summary.contains(" 0 skipped, 0 failed"), "h2spec: {summary}\n{stdout}");
-    eprintln!("h2spec on the h2c listener: {summary}");
+    assert!(out.status.success() && summary.contains(" 0 skipped, 0 failed"), "h2spec ({label}): {summary}\n{stdout}");
+    eprintln!("h2spec on the {label} listener: {summary}");
 }
 
-fn find_in_path(name: &str) -> Option<std::path::PathBuf> {
+pub(crate) fn find_in_path(name: &str) -> Option<std::path::PathBuf> {
     let dirs = std::env::var_os("PATH")?;
     std::env::split_paths(&dirs).map(|d| d.join(name)).find(|p| p.is_file())
 }

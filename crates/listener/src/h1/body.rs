@@ -2,13 +2,13 @@
 //! on. The read buffer is shared with the connection (one uncontended lock per poll), so bytes
 //! past the body — a pipelined request — stay for the connection to parse next.
 
+use crate::transport::Transport;
 use bytes::{Bytes, BytesMut};
-use gatehouse_upstream::framing::{decode_body, poll_fill, Framing};
+use gatehouse_upstream::framing::{decode_body, Framing};
 use http_body::{Body, Frame, SizeHint};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll};
-use tokio::net::TcpStream;
 
 /// What the connection and the current request's body share.
 #[derive(Debug, Default)]
@@ -25,7 +25,7 @@ pub(crate) fn lock(state: &Mutex<ReadState>) -> MutexGuard<'_, ReadState> {
 /// A request body being read from the client.
 #[derive(Debug)]
 pub(crate) struct ClientBody {
-    pub stream: Arc<TcpStream>,
+    pub stream: Arc<Transport>,
     pub state: Arc<Mutex<ReadState>>,
 }
 
@@ -55,7 +55,7 @@ impl Body for ClientBody {
                 Ok(None) if st.framing.finished() => return Poll::Ready(None),
                 Ok(None) => {}
             }
-            match poll_fill(&self.stream, &mut st.rbuf, cx) {
+            match self.stream.poll_fill(&mut st.rbuf, cx) {
                 Poll::Ready(Ok(0)) => return Poll::Ready(Some(Err(ClientBodyError("connection closed".into())))),
                 Poll::Ready(Ok(_)) => continue,
                 Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(ClientBodyError(e.to_string())))),

@@ -14,11 +14,11 @@ mod pool;
 mod write;
 
 use crate::serve::ServeContext;
+use crate::transport::Transport;
 use body::{lock, ClientBody, ReadState};
 use bytes::{Bytes, BytesMut};
 use gatehouse_config::Listener;
 use gatehouse_proxy::ConnInfo;
-use gatehouse_upstream::framing::{poll_fill, poll_fill_by};
 use gatehouse_upstream::{now_ms, LazyDeadline};
 use http::{Method, StatusCode, Version};
 use std::future::poll_fn;
@@ -39,7 +39,7 @@ enum Wake {
 
 /// Serves HTTP/1.x on `stream`; `prefix` is what was read while sniffing for HTTP/2.
 pub(crate) async fn serve(
-    stream: TcpStream,
+    stream: Transport,
     prefix: Bytes,
     info: Arc<ConnInfo>,
     config: Arc<Listener>,
@@ -86,7 +86,7 @@ pub(crate) async fn serve(
                 if st.rbuf.capacity() == 0 && stream.poll_read_ready(cx).is_ready() {
                     st.rbuf = pool::take_read();
                 }
-                match poll_fill_by(&stream, &mut st.rbuf, HEAD_STEP, cx) {
+                match stream.poll_fill_by(&mut st.rbuf, HEAD_STEP, cx) {
                     Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Poll::Ready(Wake::Closed),
                     Poll::Ready(Ok(_)) => Poll::Ready(Wake::Bytes),
                     Poll::Pending if deadline.expired(cx, due) => Poll::Ready(Wake::Expired),
@@ -146,7 +146,7 @@ pub(crate) async fn serve(
 }
 
 /// Answers a request that cannot be served with a short error and closes the connection.
-async fn refuse(stream: &TcpStream, status: StatusCode, ctx: &ServeContext) {
+async fn refuse(stream: &Transport, status: StatusCode, ctx: &ServeContext) {
     ctx.shared.stats.bad_requests.inc();
     let text = format!("{} {}\n", status.as_u16(), status.canonical_reason().unwrap_or(""));
     let head = format!(
@@ -162,13 +162,13 @@ async fn refuse(stream: &TcpStream, status: StatusCode, ctx: &ServeContext) {
 
 /// Half-closes, then reads what the client already sent (bounded), so the client sees the end of
 /// the response rather than a reset.
-async fn close(stream: &TcpStream) {
-    let _ = socket2::SockRef::from(stream).shutdown(std::net::Shutdown::Write);
+async fn close(stream: &Transport) {
+    stream.shutdown_write().await;
     let mut sink = BytesMut::new();
     let drain = async {
         for _ in 0..16 {
             sink.clear();
-            match poll_fn(|cx| poll_fill(stream, &mut sink, cx)).await {
+            match poll_fn(|cx| stream.poll_fill(&mut sink, cx)).await {
                 Ok(0) | Err(_) => break,
                 Ok(_) => {}
             }
@@ -178,7 +178,7 @@ async fn close(stream: &TcpStream) {
 }
 
 /// Splices the client connection with the endpoint's after a 101, until either side closes.
-async fn tunnel(client: Arc<TcpStream>, leftover: Bytes, mut upstream: TcpStream, early: Bytes) {
+async fn tunnel(client: Arc<Transport>, leftover: Bytes, mut upstream: TcpStream, early: Bytes) {
     let Ok(mut client) = Arc::try_unwrap(client) else {
         return;
     };

@@ -2,6 +2,7 @@
 //! same write, larger ones follow directly; chunked coding when the length is unknown (HTTP/1.1),
 //! end of connection otherwise (HTTP/1.0).
 
+use crate::transport::Transport;
 use bytes::Bytes;
 use gatehouse_proxy::ResponseBody;
 use http::header::{self, HeaderMap};
@@ -11,7 +12,6 @@ use std::cell::RefCell;
 use std::io::{self, Write as _};
 use std::pin::Pin;
 use std::time::SystemTime;
-use tokio::net::TcpStream;
 
 /// Body bytes copied into the head's buffer to share its write.
 const COALESCE: usize = 16 * 1024;
@@ -36,17 +36,8 @@ fn push_date(w: &mut Vec<u8>) {
 }
 
 /// Writes all of `buf`.
-pub(crate) async fn write_all(stream: &TcpStream, mut buf: &[u8]) -> io::Result<()> {
-    while !buf.is_empty() {
-        stream.writable().await?;
-        match stream.try_write(buf) {
-            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
-            Ok(n) => buf = &buf[n..],
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
+pub(crate) async fn write_all(stream: &Transport, buf: &[u8]) -> io::Result<()> {
+    stream.write_all(buf).await
 }
 
 /// How the written response ended.
@@ -61,7 +52,7 @@ pub(crate) enum Written {
 
 /// Encodes and writes `resp`. `head_request` suppresses the body; `http10` rules out chunked.
 pub(crate) async fn write_response(
-    stream: &TcpStream,
+    stream: &Transport,
     resp: Response<ResponseBody>,
     head_request: bool,
     http10: bool,

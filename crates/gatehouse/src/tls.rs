@@ -1,0 +1,275 @@
+//! TLS wiring: certificates from the configuration and the store, the ticket key ring and the
+//! session cache (kept across reloads, so sessions survive them), and one acceptor per TLS
+//! listener.
+
+use gatehouse_config::{Config, Listener, ListenerProtocol, SessionCacheMode, Tickets, TlsVersion};
+use gatehouse_tls::bundle::{self, Bundle};
+use gatehouse_tls::dir::DirStore;
+use gatehouse_tls::session::SessionCache;
+use gatehouse_tls::ticket::{KeyMaterial, Ticketer};
+use gatehouse_tls::{Certs, CertsOptions, Offer, Resumption, TlsAcceptor, TlsStats};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinHandle;
+
+/// Longest ticket lifetime TLS 1.3 allows (RFC 8446 §4.6.1).
+const MAX_TICKET_LIFETIME: u64 = 7 * 24 * 3600;
+
+/// A reloaded configuration's certificates, read but not yet applied.
+pub struct Staged {
+    certs: Arc<Certs>,
+    /// New configured bundles for the running resolver; `None` when `certs` is a new resolver.
+    fixed: Option<Vec<Arc<Bundle>>>,
+    store: Option<gatehouse_config::CertStore>,
+}
+
+impl Staged {
+    /// The resolver the reloaded configuration will use.
+    pub fn certs(&self) -> &Arc<Certs> {
+        &self.certs
+    }
+}
+
+/// The process's TLS state.
+pub struct TlsRuntime {
+    certs: Arc<Certs>,
+    stats: Arc<TlsStats>,
+    store: Option<gatehouse_config::CertStore>,
+    resumption: Resumption,
+    rotation: Option<JoinHandle<()>>,
+}
+
+pub(crate) fn now_secs() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// Checks the certificate files of a configuration, as `gatehouse check` does: every error,
+/// one per line. The self-signed certificate is checked only if it has been made already.
+pub fn check_certificates(config: &Config) -> Result<(), String> {
+    let mut config = config.clone();
+    if let Some(ss) = &config.tls.self_signed {
+        if !ss.dir.join("self-signed.pem").exists() {
+            config.tls.self_signed = None;
+        }
+    }
+    fixed_bundles(&config).map(|_| ())
+}
+
+/// Loads the bundles named in the configuration (and the quick start's self-signed one), with
+/// every error listed by its path.
+fn fixed_bundles(config: &Config) -> Result<Vec<Arc<Bundle>>, String> {
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    let now = now_secs();
+    for (i, c) in config.tls.certificates.iter().enumerate() {
+        let path = format!("tls.certificates[{i}]");
+        let mut pem = match std::fs::read(&c.cert) {
+            Ok(p) => p,
+            Err(e) => {
+                errors.push(format!("{path}.cert: cannot read {}: {e}", c.cert.display()));
+                continue;
+            }
+        };
+        if let Some(key) = &c.key {
+            match std::fs::read(key) {
+                Ok(k) => {
+                    pem.push(b'\n');
+                    pem.extend_from_slice(&k);
+                }
+                Err(e) => {
+                    errors.push(format!("{path}.key: cannot read {}: {e}", key.display()));
+                    continue;
+                }
+            }
+        }
+        let ocsp = match &c.ocsp {
+            Some(p) => match std::fs::read(p) {
+                Ok(o) => Some(o),
+                Err(e) => {
+                    errors.push(format!("{path}.ocsp: cannot read {}: {e}", p.display()));
+                    continue;
+                }
+            },
+            None => None,
+        };
+        match bundle::parse(&pem, ocsp, now) {
+            Ok((b, warnings)) => {
+                for w in warnings {
+                    tracing::warn!(file = %c.cert.display(), "{w}");
+                }
+                out.push(Arc::new(b));
+            }
+            Err(e) => errors.push(format!("{path}: {}: {e}", c.cert.display())),
+        }
+    }
+    if let Some(ss) = &config.tls.self_signed {
+        let names: Vec<&str> = ss.names.iter().map(String::as_str).collect();
+        let loaded = gatehouse_tls::issue::ensure_self_signed(&ss.dir, &names).and_then(|path| {
+            DirStore::load(&path, now).map_err(|e| bundle::BundleError(format!("{}: {e}", path.display())))
+        });
+        match loaded {
+            Ok(b) => out.push(b),
+            Err(e) => errors.push(format!("tls.self_signed: {e}")),
+        }
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors.join("\n"))
+    }
+}
+
+fn certs_options(config: &Config) -> CertsOptions {
+    CertsOptions {
+        cache_size: config.tls.cert_cache_size,
+        negative_ttl: config.tls.negative_cache_ttl.0,
+        scan_interval: config.tls.store.as_ref().map_or(Duration::from_secs(2), |s| s.scan_interval.0),
+    }
+}
+
+impl TlsRuntime {
+    /// TLS state for `config`; nothing is made when no listener terminates TLS.
+    pub fn new(config: &Config) -> Result<Self, String> {
+        let fixed = fixed_bundles(config)?;
+        let store = config.tls.store.clone();
+        let stats = Arc::new(TlsStats::default());
+        let certs = Certs::new(
+            fixed,
+            store.as_ref().map(|s| DirStore::new(s.dir.clone())),
+            certs_options(config),
+            stats.clone(),
+        );
+        Certs::watch(&certs);
+        let t = &config.tls;
+        let ticketer = match t.tickets {
+            Tickets::Off => None,
+            Tickets::Local | Tickets::Cluster => {
+                let lifetime = t.ticket_window.0.saturating_sub(t.ticket_rotation.0).as_secs().min(MAX_TICKET_LIFETIME);
+                Some(Ticketer::new(lifetime as u32).ok_or("cannot make a ticket key: no system randomness")?)
+            }
+        };
+        let sessions = match t.session_cache {
+            SessionCacheMode::Off => None,
+            SessionCacheMode::Local | SessionCacheMode::Redis => {
+                Some(Arc::new(SessionCache::new(t.session_cache_size, t.session_timeout.0)))
+            }
+        };
+        let rotation = ticketer
+            .clone()
+            .map(|t| tokio::spawn(rotate_locally(t, config.tls.ticket_rotation.0, config.tls.ticket_window.0)));
+        Ok(TlsRuntime { certs, store, resumption: Resumption { ticketer, sessions }, rotation, stats })
+    }
+
+    /// Reads a reloaded configuration's certificates without applying them, and its acceptors.
+    /// Sessions and ticket keys survive reloads; ticket and session settings change only on
+    /// restart.
+    pub fn stage(&self, config: &Config) -> Result<Staged, String> {
+        let fixed = fixed_bundles(config)?;
+        let staged = if config.tls.store != self.store {
+            let store = config.tls.store.as_ref().map(|s| DirStore::new(s.dir.clone()));
+            Staged {
+                certs: Certs::new(fixed, store, certs_options(config), self.stats.clone()),
+                fixed: None,
+                store: config.tls.store.clone(),
+            }
+        } else {
+            Staged { certs: self.certs.clone(), fixed: Some(fixed), store: self.store.clone() }
+        };
+        Ok(staged)
+    }
+
+    /// Applies what [`TlsRuntime::stage`] read.
+    pub fn commit(&mut self, staged: Staged) {
+        match staged.fixed {
+            Some(fixed) => staged.certs.set_fixed(fixed),
+            None => Certs::watch(&staged.certs),
+        }
+        self.certs = staged.certs;
+        self.store = staged.store;
+    }
+
+    /// Handshake and certificate counters (kept across reloads).
+    pub fn stats(&self) -> &Arc<TlsStats> {
+        &self.stats
+    }
+
+    /// Recounts the certificates in memory that expire within 30 days.
+    pub fn refresh_expiring(&self) {
+        let n = self.certs.expiring_before(now_secs() + 30 * 24 * 3600);
+        self.stats.certs_expiring_30d.store(n as u64, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// The shared certificate resolver.
+    pub fn certs(&self) -> &Arc<Certs> {
+        &self.certs
+    }
+
+    /// One acceptor per TLS listener of `config`, resolving from `certs`.
+    pub fn acceptors(&self, config: &Config, certs: &Arc<Certs>) -> Result<BTreeMap<String, Arc<TlsAcceptor>>, String> {
+        let mut out = BTreeMap::new();
+        for (name, l) in &config.listeners {
+            if let Some(a) = self.acceptor(config, l, certs).map_err(|e| format!("listeners.{name}.tls: {e}"))? {
+                out.insert(name.clone(), Arc::new(a));
+            }
+        }
+        Ok(out)
+    }
+
+    fn acceptor(&self, config: &Config, l: &Listener, certs: &Arc<Certs>) -> Result<Option<TlsAcceptor>, String> {
+        let Some(lt) = &l.tls else { return Ok(None) };
+        let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+        if let Some(names) = &lt.ciphers {
+            provider.cipher_suites.retain(|s| s.suite().as_str().is_some_and(|n| names.iter().any(|w| w == n)));
+            if provider.cipher_suites.is_empty() {
+                return Err("no usable cipher suite".into());
+            }
+        }
+        let versions = lt
+            .versions
+            .iter()
+            .map(|v| match v {
+                TlsVersion::Tls12 => &rustls::version::TLS12,
+                TlsVersion::Tls13 => &rustls::version::TLS13,
+            })
+            .collect();
+        let alpn: Vec<Vec<u8>> = match l.protocol {
+            ListenerProtocol::Auto => vec![b"h2".to_vec(), b"http/1.1".to_vec()],
+            ListenerProtocol::Http1 => vec![b"http/1.1".to_vec()],
+            ListenerProtocol::H2c => vec![b"h2".to_vec()],
+        };
+        let default_name = lt
+            .default_certificate
+            .clone()
+            .or_else(|| config.tls.default_certificate.clone())
+            .or_else(|| config.tls.self_signed.as_ref().and_then(|s| s.names.first().cloned()));
+        let offer = Offer { provider: Arc::new(provider), versions, alpn, default_name };
+        Ok(Some(TlsAcceptor::new(offer, certs.clone(), self.resumption.clone())))
+    }
+}
+
+impl Drop for TlsRuntime {
+    fn drop(&mut self) {
+        if let Some(r) = self.rotation.take() {
+            r.abort();
+        }
+    }
+}
+
+/// Replaces the sealing key every `rotation`, keeping older keys for opening while younger than
+/// `window`.
+async fn rotate_locally(ticketer: Arc<Ticketer>, rotation: Duration, window: Duration) {
+    let mut keys: Vec<KeyMaterial> = Vec::new();
+    let mut tick = tokio::time::interval(rotation);
+    loop {
+        tick.tick().await;
+        let now = now_secs() as u64;
+        let Some(fresh) = KeyMaterial::generate(now) else {
+            tracing::error!("cannot make a ticket key: no system randomness; keeping the current one");
+            continue;
+        };
+        keys.insert(0, fresh);
+        keys.retain(|k| now.saturating_sub(k.created) < window.as_secs());
+        ticketer.install(&keys);
+    }
+}

@@ -1,0 +1,258 @@
+//! Certificate resolution for the whole process: the certificates named in the configuration
+//! (always in memory), then the store, through a bounded cache.
+//!
+//! ```text
+//! name ─► fixed index (exact) ─► cache/store (exact) ─► fixed index (*.parent) ─► cache/store (*.parent)
+//! ```
+//! An exact name wins over a wildcard wherever each lives. Store results, found or not, are cached
+//! under their index key; a change in the store drops the keys it touched and moves
+//! [`Certs::generation`] on, which tells workers to look again.
+
+use crate::bundle::{Bundle, BundleError};
+use crate::dir::DirStore;
+use crate::index::{wildcard_parent, Index, Pair};
+use crate::stats::TlsStats;
+use arc_swap::ArcSwap;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::{Duration, Instant};
+
+/// Cache and store settings.
+#[derive(Debug, Clone)]
+pub struct CertsOptions {
+    /// Index keys kept in the cache.
+    pub cache_size: usize,
+    /// How long a name the store does not hold is remembered as missing.
+    pub negative_ttl: Duration,
+    /// How often the directory store is rescanned.
+    pub scan_interval: Duration,
+}
+
+impl Default for CertsOptions {
+    fn default() -> Self {
+        CertsOptions {
+            cache_size: 100_000,
+            negative_ttl: Duration::from_secs(10),
+            scan_interval: Duration::from_secs(2),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+enum Slot {
+    Found(Arc<Pair>),
+    Missing(Instant),
+}
+
+/// Resolves names to certificates.
+#[derive(Debug)]
+pub struct Certs {
+    fixed: ArcSwap<Index>,
+    dir: Option<Arc<DirStore>>,
+    /// Set when the directory's first scan is done; until then a miss waits for it.
+    dir_ready: AtomicBool,
+    dir_scanned: tokio::sync::Notify,
+    cache: Mutex<HashMap<Box<str>, Slot>>,
+    generation: AtomicU64,
+    options: CertsOptions,
+    /// Counters.
+    pub stats: Arc<TlsStats>,
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+impl Certs {
+    /// Certificates from `fixed` bundles and an optional directory store, counted in `stats`.
+    pub fn new(
+        fixed: Vec<Arc<Bundle>>,
+        dir: Option<DirStore>,
+        options: CertsOptions,
+        stats: Arc<TlsStats>,
+    ) -> Arc<Self> {
+        Arc::new(Certs {
+            fixed: ArcSwap::from_pointee(Index::new(&fixed)),
+            dir_ready: AtomicBool::new(dir.is_none()),
+            dir: dir.map(Arc::new),
+            dir_scanned: tokio::sync::Notify::new(),
+            cache: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(0),
+            options,
+            stats,
+        })
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<Box<str>, Slot>> {
+        self.cache.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves on whenever any certificate may have changed; workers compare it with what they
+    /// cached under.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Relaxed)
+    }
+
+    /// Certificates in memory (configured, or loaded from the store) whose validity ends before
+    /// `deadline` (Unix seconds), each counted once.
+    pub fn expiring_before(&self, deadline: i64) -> usize {
+        let mut seen: std::collections::HashSet<*const Bundle> = std::collections::HashSet::new();
+        let mut count = |pair: &Pair| {
+            for b in pair.bundles() {
+                let ptr = Arc::as_ptr(b);
+                if b.facts.not_after < deadline {
+                    seen.insert(ptr);
+                }
+            }
+        };
+        for pair in self.fixed.load().pairs() {
+            count(pair);
+        }
+        for slot in self.lock().values() {
+            if let Slot::Found(pair) = slot {
+                count(pair);
+            }
+        }
+        seen.len()
+    }
+
+    /// Replaces the certificates named in the configuration (on reload).
+    pub fn set_fixed(&self, fixed: Vec<Arc<Bundle>>) {
+        self.fixed.store(Arc::new(Index::new(&fixed)));
+        self.generation.fetch_add(1, Relaxed);
+    }
+
+    /// Forgets what the cache holds for `keys` (changed in the store).
+    pub fn invalidate<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
+        let mut cache = self.lock();
+        for k in keys {
+            cache.remove(k);
+        }
+        drop(cache);
+        self.generation.fetch_add(1, Relaxed);
+    }
+
+    /// The certificates for `name` (normalised), or `None` when neither the configuration nor
+    /// the store holds one.
+    pub async fn resolve(&self, name: &str) -> Option<Arc<Pair>> {
+        if let Some(found) = self.resolve_key(name).await {
+            return Some(found);
+        }
+        let parent = wildcard_parent(name)?;
+        self.resolve_key(&format!("*.{parent}")).await
+    }
+
+    async fn resolve_key(&self, key: &str) -> Option<Arc<Pair>> {
+        if let Some(p) = self.fixed.load().get_key(key) {
+            return Some(p.clone());
+        }
+        self.dir.as_ref()?;
+        let cached = self.lock().get(key).cloned();
+        match cached {
+            Some(Slot::Found(p)) => {
+                self.stats.cert_cache_hits.inc();
+                return Some(p);
+            }
+            Some(Slot::Missing(at)) if at.elapsed() < self.options.negative_ttl => {
+                self.stats.cert_cache_hits.inc();
+                return None;
+            }
+            _ => {}
+        }
+        self.stats.cert_cache_misses.inc();
+        let found = self.load(key).await;
+        let mut cache = self.lock();
+        if cache.len() >= self.options.cache_size {
+            // Full: drop about a tenth, in the map's own (arbitrary) order.
+            let drop: Vec<Box<str>> = cache.keys().take(self.options.cache_size / 10 + 1).cloned().collect();
+            for k in drop {
+                cache.remove(&k);
+            }
+        }
+        let slot = match &found {
+            Some(p) => Slot::Found(p.clone()),
+            None => Slot::Missing(Instant::now()),
+        };
+        cache.insert(key.into(), slot);
+        found
+    }
+
+    async fn load(&self, key: &str) -> Option<Arc<Pair>> {
+        let dir = self.dir.as_ref()?;
+        while !self.dir_ready.load(Relaxed) {
+            let wait = self.dir_scanned.notified();
+            if self.dir_ready.load(Relaxed) {
+                break;
+            }
+            wait.await;
+        }
+        let files = dir.files_for(key);
+        if files.is_empty() {
+            return None;
+        }
+        // Reading files and parsing keys blocks: off the worker's event loop.
+        let loaded = tokio::task::spawn_blocking(move || {
+            let now = now_secs();
+            files.iter().map(|f| DirStore::load(f, now)).collect::<Vec<Result<Arc<Bundle>, BundleError>>>()
+        })
+        .await
+        .ok()?;
+        let mut pair = Pair::default();
+        for b in loaded {
+            match b {
+                Ok(b) => {
+                    self.stats.cert_loads.inc();
+                    pair.put(b);
+                }
+                Err(e) => {
+                    self.stats.cert_load_errors.inc();
+                    tracing::error!(name = key, error = %e, "stored certificate cannot be loaded");
+                }
+            }
+        }
+        (!pair.is_empty()).then(|| Arc::new(pair))
+    }
+
+    /// Runs one directory scan and applies its changes. The first scan only reads names;
+    /// later ones check changed files whole before accepting them.
+    pub fn scan_dir(&self) {
+        let Some(dir) = &self.dir else { return };
+        let first = !self.dir_ready.load(Relaxed);
+        let started = Instant::now();
+        match dir.scan(!first) {
+            Ok(changes) => {
+                if !changes.names.is_empty() {
+                    self.invalidate(changes.names.iter().map(String::as_str));
+                }
+                if first {
+                    tracing::info!(dir = %dir.dir().display(), files = dir.len(), ms = started.elapsed().as_millis() as u64, "certificate directory indexed");
+                }
+            }
+            Err(e) => tracing::warn!(dir = %dir.dir().display(), error = %e, "cannot scan the certificate directory"),
+        }
+        if first {
+            self.dir_ready.store(true, Relaxed);
+            self.dir_scanned.notify_waiters();
+        }
+    }
+
+    /// Scans the directory store now and then every `scan_interval` on a thread of its own,
+    /// until the last reference to `certs` is gone.
+    pub fn watch(certs: &Arc<Self>) {
+        if certs.dir.is_none() {
+            return;
+        }
+        let weak: Weak<Self> = Arc::downgrade(certs);
+        let interval = certs.options.scan_interval;
+        let spawned = std::thread::Builder::new().name("gatehouse-certs".into()).spawn(move || loop {
+            let Some(certs) = weak.upgrade() else { return };
+            certs.scan_dir();
+            drop(certs);
+            std::thread::sleep(interval);
+        });
+        if let Err(e) = spawned {
+            tracing::error!(error = %e, "cannot start the certificate directory watcher");
+        }
+    }
+}

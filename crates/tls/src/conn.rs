@@ -1,0 +1,201 @@
+//! A server TLS connection over a TCP socket, usable through `&self` so the HTTP/1.1 server can
+//! read a request body and write a response on one connection from different places, as it does
+//! with a plain socket. Reads and writes go straight to the socket with `try_read`/`try_write`;
+//! rustls' state sits behind one uncontended lock taken per poll.
+
+use bytes::BytesMut;
+use rustls::ServerConnection;
+use std::io::{self, BufRead, Read, Write};
+use std::pin::Pin;
+use std::sync::{Mutex, MutexGuard};
+use std::task::{ready, Context, Poll};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::TcpStream;
+
+/// `std::io` over a non-blocking tokio socket: `WouldBlock` clears the socket's readiness.
+pub(crate) struct SockIo<'a>(pub &'a TcpStream);
+
+impl Read for SockIo<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.0.try_read(buf)
+    }
+}
+
+impl Write for SockIo<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.try_write(buf)
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        self.0.try_write_vectored(bufs)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A TLS connection after its handshake.
+#[derive(Debug)]
+pub struct TlsConn {
+    tcp: TcpStream,
+    tls: Mutex<ServerConnection>,
+}
+
+fn tls_error(e: rustls::Error) -> io::Error {
+    io::Error::new(io::ErrorKind::InvalidData, e)
+}
+
+impl TlsConn {
+    pub(crate) fn new(tcp: TcpStream, tls: ServerConnection) -> Self {
+        TlsConn { tcp, tls: Mutex::new(tls) }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, ServerConnection> {
+        self.tls.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The socket underneath.
+    pub fn tcp(&self) -> &TcpStream {
+        &self.tcp
+    }
+
+    /// The protocol chosen by ALPN.
+    pub fn alpn(&self) -> Option<Vec<u8>> {
+        self.lock().alpn_protocol().map(<[u8]>::to_vec)
+    }
+
+    /// Readiness of the socket for reading (plaintext may also be buffered already).
+    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.tcp.poll_read_ready(cx)
+    }
+
+    /// Calls `take` with plaintext as soon as some is available; `Ok(0)` at the end of the
+    /// stream (close_notify, or the peer closing after it).
+    fn poll_plain(&self, cx: &mut Context<'_>, take: impl FnOnce(&[u8]) -> usize) -> Poll<io::Result<usize>> {
+        let mut tls = self.lock();
+        loop {
+            {
+                let mut reader = tls.reader();
+                match reader.fill_buf() {
+                    Ok([]) => return Poll::Ready(Ok(0)),
+                    Ok(data) => {
+                        let n = take(data);
+                        reader.consume(n);
+                        return Poll::Ready(Ok(n));
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(e) => return Poll::Ready(Err(e)),
+                }
+            }
+            // Alerts and key updates queued by earlier records go out first, best effort.
+            let _ = Self::push(&self.tcp, &mut tls);
+            ready!(self.tcp.poll_read_ready(cx))?;
+            match tls.read_tls(&mut SockIo(&self.tcp)) {
+                Ok(_) => {
+                    if let Err(e) = tls.process_new_packets() {
+                        let _ = Self::push(&self.tcp, &mut tls);
+                        return Poll::Ready(Err(tls_error(e)));
+                    }
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    /// Appends available plaintext to `buf`; `Ok(0)` at the end of the stream.
+    pub fn poll_fill(&self, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
+        self.poll_plain(cx, |data| {
+            buf.extend_from_slice(data);
+            data.len()
+        })
+    }
+
+    /// Writes queued TLS records until the socket would block.
+    fn push(tcp: &TcpStream, tls: &mut ServerConnection) -> io::Result<()> {
+        while tls.wants_write() {
+            tls.write_tls(&mut SockIo(tcp))?;
+        }
+        Ok(())
+    }
+
+    /// Sends every queued TLS record.
+    fn poll_push(&self, cx: &mut Context<'_>, tls: &mut ServerConnection) -> Poll<io::Result<()>> {
+        loop {
+            match Self::push(&self.tcp, tls) {
+                Ok(()) => return Poll::Ready(Ok(())),
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready!(self.tcp.poll_write_ready(cx))?,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
+        }
+    }
+
+    /// Encrypts some of `data`. rustls takes plaintext until its buffer of unsent records is full
+    /// (64 KiB); then this waits for the socket.
+    pub fn poll_write_plain(&self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        let mut tls = self.lock();
+        loop {
+            let flushed = match Self::push(&self.tcp, &mut tls) {
+                Ok(()) => true,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
+                Err(e) => return Poll::Ready(Err(e)),
+            };
+            let n = tls.writer().write(data)?;
+            if n > 0 || data.is_empty() || flushed {
+                // Errors other than a full socket show on the next write or flush.
+                let _ = Self::push(&self.tcp, &mut tls);
+                return Poll::Ready(Ok(n));
+            }
+            ready!(self.tcp.poll_write_ready(cx))?;
+        }
+    }
+
+    /// Sends everything written so far.
+    pub fn poll_flush_plain(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut tls = self.lock();
+        self.poll_push(cx, &mut tls)
+    }
+
+    /// Writes all of `data` and sends it.
+    pub async fn write_all(&self, mut data: &[u8]) -> io::Result<()> {
+        while !data.is_empty() {
+            let n = std::future::poll_fn(|cx| self.poll_write_plain(cx, data)).await?;
+            if n == 0 {
+                return Err(io::ErrorKind::WriteZero.into());
+            }
+            data = &data[n..];
+        }
+        std::future::poll_fn(|cx| self.poll_flush_plain(cx)).await
+    }
+
+    /// Sends close_notify, then closes the sending side of the socket.
+    pub fn poll_close(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let mut tls = self.lock();
+        tls.send_close_notify();
+        ready!(self.poll_push(cx, &mut tls))?;
+        let _ = socket2::SockRef::from(&self.tcp).shutdown(std::net::Shutdown::Write);
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncRead for TlsConn {
+    fn poll_read(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        ready!(self.poll_plain(cx, |data| {
+            let n = data.len().min(buf.remaining());
+            buf.put_slice(&data[..n]);
+            n
+        }))?;
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl AsyncWrite for TlsConn {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_write_plain(cx, buf)
+    }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_flush_plain(cx)
+    }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.poll_close(cx)
+    }
+}

@@ -1,0 +1,120 @@
+//! Certificate generation: the quick start's self-signed certificate, and a small CA for tests
+//! and benchmarks that need many names.
+
+use crate::bundle::BundleError;
+use rcgen::{
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, IsCa, KeyPair, KeyUsagePurpose, SanType,
+    PKCS_ECDSA_P256_SHA256, PKCS_RSA_SHA256,
+};
+use std::path::{Path, PathBuf};
+use time::OffsetDateTime;
+
+/// Which key a generated certificate gets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Algorithm {
+    /// ECDSA P-256 with SHA-256.
+    EcdsaP256,
+    /// RSA 2048 with SHA-256.
+    Rsa2048,
+}
+
+fn key_pair(alg: Algorithm) -> Result<KeyPair, BundleError> {
+    let made = match alg {
+        Algorithm::EcdsaP256 => KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256),
+        Algorithm::Rsa2048 => KeyPair::generate_for(&PKCS_RSA_SHA256),
+    };
+    made.map_err(|e| BundleError(format!("cannot generate a key: {e}")))
+}
+
+fn gen_err(e: rcgen::Error) -> BundleError {
+    BundleError(format!("cannot make a certificate: {e}"))
+}
+
+fn leaf_params(names: &[&str], valid_days: i64) -> Result<CertificateParams, BundleError> {
+    let mut params = CertificateParams::default();
+    for n in names {
+        let san = match n.parse::<std::net::IpAddr>() {
+            Ok(ip) => SanType::IpAddress(ip),
+            Err(_) => SanType::DnsName((*n).try_into().map_err(gen_err)?),
+        };
+        params.subject_alt_names.push(san);
+    }
+    let mut dn = DistinguishedName::new();
+    dn.push(DnType::CommonName, names.first().copied().unwrap_or("gatehouse"));
+    params.distinguished_name = dn;
+    let now = OffsetDateTime::now_utc();
+    params.not_before = now - time::Duration::days(1);
+    params.not_after = now + time::Duration::days(valid_days);
+    Ok(params)
+}
+
+/// A self-signed certificate and key for `names`, valid for `valid_days` (negative: already
+/// expired), as one PEM text (certificate first, then key).
+pub fn self_signed(names: &[&str], alg: Algorithm, valid_days: i64) -> Result<String, BundleError> {
+    let key = key_pair(alg)?;
+    let cert = leaf_params(names, valid_days)?.self_signed(&key).map_err(gen_err)?;
+    Ok(format!("{}{}", cert.pem(), key.serialize_pem()))
+}
+
+/// A certificate authority that issues leaf bundles.
+pub struct Authority {
+    cert: rcgen::Certificate,
+    key: KeyPair,
+}
+
+impl Authority {
+    /// A new self-signed CA named `name`.
+    pub fn new(name: &str) -> Result<Self, BundleError> {
+        let key = key_pair(Algorithm::EcdsaP256)?;
+        let mut params = CertificateParams::default();
+        let mut dn = DistinguishedName::new();
+        dn.push(DnType::CommonName, name);
+        params.distinguished_name = dn;
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+        let cert = params.self_signed(&key).map_err(gen_err)?;
+        Ok(Authority { cert, key })
+    }
+
+    /// The CA certificate, PEM.
+    pub fn cert_pem(&self) -> String {
+        self.cert.pem()
+    }
+
+    /// A leaf for `names` issued by this CA: PEM text with the leaf, the CA certificate, and the
+    /// leaf's key.
+    pub fn issue(&self, names: &[&str], alg: Algorithm, valid_days: i64) -> Result<String, BundleError> {
+        let key = key_pair(alg)?;
+        let leaf = leaf_params(names, valid_days)?.signed_by(&key, &self.cert, &self.key).map_err(gen_err)?;
+        Ok(format!("{}{}{}", leaf.pem(), self.cert.pem(), key.serialize_pem()))
+    }
+}
+
+/// The quick start's certificate: `dir/self-signed.pem`, made on first use for `names` and kept,
+/// so browsers can be told to trust it once. The directory is created with mode 0700 and the
+/// file with 0600: it holds a private key.
+pub fn ensure_self_signed(dir: &Path, names: &[&str]) -> Result<PathBuf, BundleError> {
+    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    let path = dir.join("self-signed.pem");
+    if path.exists() {
+        return Ok(path);
+    }
+    let io = |what: &str, e: std::io::Error| BundleError(format!("cannot {what} {}: {e}", dir.display()));
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| io("create", e))?;
+    let pem = self_signed(names, Algorithm::EcdsaP256, 825)?;
+    let tmp = dir.join(".self-signed.pem.tmp");
+    {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&tmp)
+            .map_err(|e| io("write into", e))?;
+        f.write_all(pem.as_bytes()).map_err(|e| io("write into", e))?;
+    }
+    std::fs::rename(&tmp, &path).map_err(|e| io("write into", e))?;
+    tracing::info!(path = %path.display(), names = ?names, "made a self-signed certificate");
+    Ok(path)
+}

@@ -1,0 +1,109 @@
+//! TLS counters, shared by every listener of the process and read by `/metrics`.
+
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// A monotonically increasing counter.
+#[derive(Debug, Default)]
+pub struct Counter(AtomicU64);
+
+impl Counter {
+    /// Adds one.
+    pub fn inc(&self) {
+        self.0.fetch_add(1, Relaxed);
+    }
+    /// The current value.
+    pub fn get(&self) -> u64 {
+        self.0.load(Relaxed)
+    }
+}
+
+/// How a handshake ended, for the failure counter.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Failure {
+    /// The connection closed or timed out before the handshake finished.
+    Aborted,
+    /// The first bytes were not a TLS ClientHello.
+    NotTls,
+    /// No certificate for the name and no default.
+    UnknownName,
+    /// rustls refused the ClientHello or a later message (versions, suites, bad records).
+    Protocol,
+    /// The client refused our certificate or its own was refused.
+    Certificate,
+}
+
+impl Failure {
+    /// Every reason, in metric order.
+    pub const ALL: [Failure; 5] =
+        [Failure::Aborted, Failure::NotTls, Failure::UnknownName, Failure::Protocol, Failure::Certificate];
+
+    /// The `reason` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Failure::Aborted => "aborted",
+            Failure::NotTls => "not_tls",
+            Failure::UnknownName => "unknown_name",
+            Failure::Protocol => "protocol",
+            Failure::Certificate => "certificate",
+        }
+    }
+}
+
+/// How a session was resumed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mechanism {
+    /// A stateless ticket (TLS 1.2 RFC 5077 or TLS 1.3 PSK ticket).
+    Ticket,
+    /// A session id (TLS 1.2) or stateful TLS 1.3 ticket from the session cache.
+    SessionCache,
+}
+
+/// Handshake and certificate counters.
+#[derive(Debug, Default)]
+pub struct TlsStats {
+    /// Full handshakes, TLS 1.2.
+    pub full_tls12: Counter,
+    /// Full handshakes, TLS 1.3.
+    pub full_tls13: Counter,
+    /// Resumed TLS 1.2 handshakes by ticket.
+    pub resumed_tls12_ticket: Counter,
+    /// Resumed TLS 1.2 handshakes by session id.
+    pub resumed_tls12_cache: Counter,
+    /// Resumed TLS 1.3 handshakes by stateless ticket.
+    pub resumed_tls13_ticket: Counter,
+    /// Resumed TLS 1.3 handshakes by stateful ticket (session cache).
+    pub resumed_tls13_cache: Counter,
+    /// Failures, indexed as [`Failure::ALL`].
+    pub failures: [Counter; 5],
+    /// Certificate lookups answered by a worker's or the shared cache.
+    pub cert_cache_hits: Counter,
+    /// Certificate lookups that went to the store.
+    pub cert_cache_misses: Counter,
+    /// Bundles loaded from the store.
+    pub cert_loads: Counter,
+    /// Bundles the store held but could not be loaded (bad file or entry).
+    pub cert_load_errors: Counter,
+    /// Certificates in memory whose validity ends within 30 days (a gauge, refreshed periodically).
+    pub certs_expiring_30d: AtomicU64,
+}
+
+impl TlsStats {
+    /// Counts a failed handshake.
+    pub fn failed(&self, why: Failure) {
+        if let Some(i) = Failure::ALL.iter().position(|f| *f == why) {
+            self.failures[i].inc();
+        }
+    }
+
+    /// Counts a finished handshake.
+    pub fn finished(&self, tls13: bool, resumed: Option<Mechanism>) {
+        match (tls13, resumed) {
+            (false, None) => self.full_tls12.inc(),
+            (true, None) => self.full_tls13.inc(),
+            (false, Some(Mechanism::Ticket)) => self.resumed_tls12_ticket.inc(),
+            (false, Some(Mechanism::SessionCache)) => self.resumed_tls12_cache.inc(),
+            (true, Some(Mechanism::Ticket)) => self.resumed_tls13_ticket.inc(),
+            (true, Some(Mechanism::SessionCache)) => self.resumed_tls13_cache.inc(),
+        }
+    }
+}
