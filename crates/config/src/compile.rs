@@ -117,11 +117,30 @@ fn validate_tls(c: &Config, err: &mut impl FnMut(String, String)) {
     if t.ticket_rotation.0.is_zero() {
         err("tls.ticket_rotation".into(), "must be more than zero".into());
     }
-    if t.tickets == crate::model::Tickets::Cluster {
-        err("tls.tickets".into(), "`cluster` needs the `redis` section, which this build does not have yet".into());
+    if t.tickets == crate::model::Tickets::Cluster && c.redis.is_none() {
+        err("tls.tickets".into(), "`cluster` needs the `redis` section".into());
     }
-    if t.session_cache == crate::model::SessionCacheMode::Redis {
-        err("tls.session_cache".into(), "`redis` needs the `redis` section, which this build does not have yet".into());
+    if t.session_cache == crate::model::SessionCacheMode::Redis && c.redis.is_none() {
+        err("tls.session_cache".into(), "`redis` needs the `redis` section".into());
+    }
+    if let Some(store) = &t.store {
+        match (&store.dir, store.redis) {
+            (Some(_), true) => err("tls.store".into(), "set either `dir` or `redis: true`, not both".into()),
+            (None, false) => err("tls.store".into(), "set `dir` or `redis: true`".into()),
+            (None, true) if c.redis.is_none() => err("tls.store.redis".into(), "needs the `redis` section".into()),
+            _ => {}
+        }
+    }
+    if let Some(r) = &c.redis {
+        if !(r.url.starts_with("redis://")) {
+            err("redis.url".into(), "expected redis://[user:password@]host:port[/db]".into());
+        }
+        if r.prefix.is_empty() || r.prefix.contains(['{', '}', ' ']) {
+            err("redis.prefix".into(), "must be non-empty, without braces or spaces".into());
+        }
+        if r.command_timeout.0.is_zero() || r.connect_timeout.0.is_zero() {
+            err("redis".into(), "timeouts must be more than zero".into());
+        }
     }
     if t.session_cache_size == 0 {
         err("tls.session_cache_size".into(), "must be at least 1 (use `session_cache: off` to turn it off)".into());

@@ -38,6 +38,29 @@ pub struct Config {
     pub sites: BTreeMap<String, Site>,
     /// Certificates and session resumption, for every TLS listener.
     pub tls: Tls,
+    /// The Redis that nodes of a cluster share; none for a single node.
+    pub redis: Option<Redis>,
+}
+
+/// The cluster's Redis.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Redis {
+    /// `redis://[user:password@]host:port[/db]`.
+    pub url: String,
+    /// Prefix of every key; keys are hash-tagged with it (`{gatehouse}:…`), so Redis Cluster keeps
+    /// them in one slot.
+    #[serde(default = "defaults::redis_prefix")]
+    pub prefix: String,
+    /// File holding the cluster secret (at least 32 bytes): it seals what nodes store in Redis
+    /// (ticket keys, sessions, private keys). Every node of a cluster needs the same one.
+    pub secret_file: PathBuf,
+    /// Time allowed to connect.
+    #[serde(default = "defaults::redis_connect_timeout")]
+    pub connect_timeout: Duration,
+    /// Time allowed for one command; a handshake waits at most this long for a session.
+    #[serde(default = "defaults::redis_command_timeout")]
+    pub command_timeout: Duration,
 }
 
 impl Default for Config {
@@ -56,6 +79,7 @@ impl Default for Config {
             upstreams: BTreeMap::new(),
             sites: BTreeMap::new(),
             tls: Tls::default(),
+            redis: None,
         }
     }
 }
@@ -300,12 +324,16 @@ pub struct CertificateFile {
     pub ocsp: Option<PathBuf>,
 }
 
-/// The certificate store.
+/// The certificate store: a directory, or the cluster's Redis.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct CertStore {
     /// A directory of `*.pem` bundles (chain and key), rescanned for changes.
-    pub dir: PathBuf,
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    /// Certificates kept in the `redis` section's Redis, shared by every node.
+    #[serde(default)]
+    pub redis: bool,
     /// How often the directory is rescanned.
     #[serde(default = "defaults::scan_interval")]
     pub scan_interval: Duration,
@@ -639,6 +667,15 @@ mod defaults {
     }
     pub fn max_connections() -> usize {
         20_000
+    }
+    pub fn redis_prefix() -> String {
+        "gatehouse".into()
+    }
+    pub fn redis_connect_timeout() -> Duration {
+        Duration::secs(1)
+    }
+    pub fn redis_command_timeout() -> Duration {
+        Duration::millis(200)
     }
     pub fn scan_interval() -> Duration {
         Duration::secs(2)

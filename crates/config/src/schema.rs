@@ -23,6 +23,7 @@ pub(crate) const TOP_LEVEL: &[&str] = &[
     "upstreams",
     "sites",
     "tls",
+    "redis",
 ];
 
 /// Deserialises `value` as `T`, recording an error at `path` (plus the inner path) on failure.
@@ -110,6 +111,7 @@ pub(crate) fn read(text: &str, errors: &mut Vec<ConfigError>) -> Config {
             "upstreams" => config.upstreams = named(value, &key, e),
             "sites" => config.sites = named(value, &key, e),
             "tls" => set(&mut config.tls, field(value, &key, e)),
+            "redis" => config.redis = field(value, &key, e),
             _ => errors
                 .push(ConfigError::new(&key, format!("unknown setting; expected one of: {}", TOP_LEVEL.join(", ")))),
         }

@@ -93,6 +93,30 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
         help(out, name, "counter", text);
         let _ = writeln!(out, "{name} {v}");
     }
+    for (name, text, v) in [
+        (
+            "gatehouse_tls_redis_commands_total",
+            "Redis commands sent for TLS state (sessions, ticket keys, certificates).",
+            t.redis_commands.get(),
+        ),
+        ("gatehouse_tls_redis_errors_total", "Redis commands for TLS state that failed.", t.redis_errors.get()),
+        (
+            "gatehouse_tls_sessions_fetched_total",
+            "Sessions made by another node, fetched from Redis before a handshake.",
+            t.sessions_fetched.get(),
+        ),
+    ] {
+        help(out, name, "counter", text);
+        let _ = writeln!(out, "{name} {v}");
+    }
+    help(out, "gatehouse_tls_ticket_keys", "gauge", "Keys in the ticket key ring (the newest seals, all open).");
+    let _ = writeln!(out, "gatehouse_tls_ticket_keys {}", t.ticket_keys.load(std::sync::atomic::Ordering::Relaxed));
+    help(out, "gatehouse_tls_redis_latency_seconds_total", "counter", "Total time of those Redis commands.");
+    let _ = writeln!(
+        out,
+        "gatehouse_tls_redis_latency_seconds_total {}",
+        t.redis_latency_us.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6
+    );
     help(out, "gatehouse_tls_certificates_expiring", "gauge", "Certificates in memory expiring within 30 days.");
     let _ = writeln!(
         out,

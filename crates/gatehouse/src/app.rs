@@ -109,7 +109,7 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
         access_log.as_ref().map(|(_, l)| l.clone()),
     )?;
     let shared = Shared::new(snapshot);
-    let tls = TlsRuntime::new(&config)?;
+    let tls = TlsRuntime::new(&config).await?;
     let acceptors = tls.acceptors(&config, tls.certs())?;
     let (drain_tx, drain_rx) = watch::channel(false);
     let ctx = ServeContext { shared: shared.clone(), drain: drain_rx };
@@ -233,6 +233,9 @@ impl Control {
             ("cpu_affinity", config.cpu_affinity != self.started_with.cpu_affinity),
             ("admin", config.admin != self.started_with.admin),
             ("demo_backend", config.demo_backend != self.started_with.demo_backend),
+            ("redis", config.redis != self.started_with.redis),
+            ("tls.tickets", config.tls.tickets != self.started_with.tls.tickets),
+            ("tls.session_cache", config.tls.session_cache != self.started_with.tls.session_cache),
         ] {
             if changed {
                 tracing::warn!(field, "this setting changes only on restart; the running value stays");

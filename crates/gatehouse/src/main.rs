@@ -4,6 +4,7 @@
 
 mod admin;
 mod app;
+mod cert;
 mod demo;
 mod events;
 mod listeners;
@@ -38,6 +39,14 @@ enum Command {
         /// Configuration file (YAML).
         file: PathBuf,
     },
+    /// Manage the certificate store of a configuration (`tls.store`).
+    Cert {
+        /// Configuration file (YAML) naming the store.
+        #[arg(long, short)]
+        config: PathBuf,
+        #[command(subcommand)]
+        command: cert::CertCommand,
+    },
     /// Print the version.
     Version,
 }
@@ -50,6 +59,13 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Check { file } => check(&file),
+        Command::Cert { config, command } => match cert::run(&config, command) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("gatehouse: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Run { config, status_json } => {
             init_logging();
             match app::run(config, status_json) {

@@ -4,7 +4,10 @@
 
 use gatehouse_config::{Config, Listener, ListenerProtocol, SessionCacheMode, Tickets, TlsVersion};
 use gatehouse_tls::bundle::{self, Bundle};
+use gatehouse_tls::certs::Store;
+use gatehouse_tls::cluster::Cluster;
 use gatehouse_tls::dir::DirStore;
+use gatehouse_tls::redis_store::RedisStore;
 use gatehouse_tls::session::SessionCache;
 use gatehouse_tls::ticket::{KeyMaterial, Ticketer};
 use gatehouse_tls::{Certs, CertsOptions, Offer, Resumption, TlsAcceptor, TlsStats};
@@ -34,6 +37,7 @@ impl Staged {
 /// The process's TLS state.
 pub struct TlsRuntime {
     certs: Arc<Certs>,
+    cluster: Option<Arc<Cluster>>,
     stats: Arc<TlsStats>,
     store: Option<gatehouse_config::CertStore>,
     resumption: Resumption,
@@ -128,37 +132,89 @@ fn certs_options(config: &Config) -> CertsOptions {
     }
 }
 
+/// The cluster's Redis and keys, when the configuration has a `redis` section.
+pub fn cluster(config: &Config, stats: Arc<TlsStats>) -> Result<Option<Arc<Cluster>>, String> {
+    let Some(r) = &config.redis else { return Ok(None) };
+    let secret = std::fs::read(&r.secret_file)
+        .map_err(|e| format!("redis.secret_file: cannot read {}: {e}", r.secret_file.display()))?;
+    let secret = secret.trim_ascii();
+    Cluster::new(&r.url, &r.prefix, secret, r.connect_timeout.0, r.command_timeout.0, stats)
+        .map(Some)
+        .map_err(|e| format!("redis: {e}"))
+}
+
+fn store_of(config: &Config, cluster: Option<&Arc<Cluster>>) -> Result<Option<Store>, String> {
+    let Some(s) = &config.tls.store else { return Ok(None) };
+    if let Some(dir) = &s.dir {
+        return Ok(Some(Store::Dir(DirStore::new(dir.clone()))));
+    }
+    match cluster {
+        Some(c) => Ok(Some(Store::Redis(RedisStore::new(c.clone())))),
+        None => Err("tls.store.redis: needs the `redis` section".into()),
+    }
+}
+
 impl TlsRuntime {
-    /// TLS state for `config`; nothing is made when no listener terminates TLS.
-    pub fn new(config: &Config) -> Result<Self, String> {
+    /// TLS state for `config`. Runs on the control runtime: background work (ticket rotation,
+    /// store watching) is spawned there.
+    pub async fn new(config: &Config) -> Result<Self, String> {
         let fixed = fixed_bundles(config)?;
-        let store = config.tls.store.clone();
         let stats = Arc::new(TlsStats::default());
-        let certs = Certs::new(
-            fixed,
-            store.as_ref().map(|s| DirStore::new(s.dir.clone())),
-            certs_options(config),
-            stats.clone(),
-        );
+        let cluster = cluster(config, stats.clone())?;
+        if let Some(c) = &cluster {
+            // The client connects in the background; give it its connect timeout before the
+            // first use, so a node whose Redis is up starts on the cluster's state.
+            if let Err(e) = c.connected().await {
+                tracing::warn!(error = %e, "starting without Redis; TLS state is local until it answers");
+            }
+        }
+        let store = config.tls.store.clone();
+        let certs = Certs::new(fixed, store_of(config, cluster.as_ref())?, certs_options(config), stats.clone());
         Certs::watch(&certs);
         let t = &config.tls;
         let ticketer = match t.tickets {
             Tickets::Off => None,
             Tickets::Local | Tickets::Cluster => {
                 let lifetime = t.ticket_window.0.saturating_sub(t.ticket_rotation.0).as_secs().min(MAX_TICKET_LIFETIME);
-                Some(Ticketer::new(lifetime as u32).ok_or("cannot make a ticket key: no system randomness")?)
+                Some(
+                    Ticketer::new(lifetime as u32, stats.clone())
+                        .ok_or("cannot make a ticket key: no system randomness")?,
+                )
             }
         };
-        let sessions = match t.session_cache {
-            SessionCacheMode::Off => None,
-            SessionCacheMode::Local | SessionCacheMode::Redis => {
-                Some(Arc::new(SessionCache::new(t.session_cache_size, t.session_timeout.0)))
+        let sessions = match (t.session_cache, &cluster) {
+            (SessionCacheMode::Off, _) => None,
+            (SessionCacheMode::Redis, Some(c)) => {
+                Some(Arc::new(SessionCache::shared(t.session_cache_size, t.session_timeout.0, c.clone())))
             }
+            _ => Some(Arc::new(SessionCache::new(t.session_cache_size, t.session_timeout.0))),
         };
-        let rotation = ticketer
-            .clone()
-            .map(|t| tokio::spawn(rotate_locally(t, config.tls.ticket_rotation.0, config.tls.ticket_window.0)));
-        Ok(TlsRuntime { certs, store, resumption: Resumption { ticketer, sessions }, rotation, stats })
+        let (rotation, window) = (t.ticket_rotation.0, t.ticket_window.0);
+        let rotation_task = match (&ticketer, t.tickets, &cluster) {
+            (Some(tk), Tickets::Cluster, Some(c)) => {
+                // Every node reads the ring often enough to follow a rotation within seconds.
+                let poll = (rotation / 4).clamp(Duration::from_millis(200), Duration::from_secs(10));
+                let (tx, rx) = tokio::sync::oneshot::channel();
+                let task = tokio::spawn(c.clone().run_tickets(tk.clone(), rotation, window, poll, tx));
+                // Sealing with the cluster's key from the first connection on; bounded, so a
+                // node starts even when Redis is away.
+                let wait = config.redis.as_ref().map_or(Duration::from_secs(1), |r| r.connect_timeout.0 * 2);
+                if tokio::time::timeout(wait, rx).await.is_err() {
+                    tracing::warn!("starting without the cluster's ticket keys; they are loaded when Redis answers");
+                }
+                Some(task)
+            }
+            (Some(tk), _, _) => Some(tokio::spawn(rotate_locally(tk.clone(), rotation, window))),
+            (None, _, _) => None,
+        };
+        Ok(TlsRuntime {
+            certs,
+            store,
+            resumption: Resumption { ticketer, sessions },
+            rotation: rotation_task,
+            stats,
+            cluster,
+        })
     }
 
     /// Reads a reloaded configuration's certificates without applying them, and its acceptors.
@@ -167,7 +223,7 @@ impl TlsRuntime {
     pub fn stage(&self, config: &Config) -> Result<Staged, String> {
         let fixed = fixed_bundles(config)?;
         let staged = if config.tls.store != self.store {
-            let store = config.tls.store.as_ref().map(|s| DirStore::new(s.dir.clone()));
+            let store = store_of(config, self.cluster.as_ref())?;
             Staged {
                 certs: Certs::new(fixed, store, certs_options(config), self.stats.clone()),
                 fixed: None,

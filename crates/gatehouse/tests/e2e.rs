@@ -29,5 +29,7 @@ mod pool;
 mod reload;
 #[path = "e2e/tls.rs"]
 mod tls;
+#[path = "e2e/tls_cluster.rs"]
+mod tls_cluster;
 #[path = "e2e/websocket.rs"]
 mod websocket;

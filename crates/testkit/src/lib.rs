@@ -1,7 +1,7 @@
 //! Test kit for end-to-end tests: the real `gatehouse` binary on port 0 ([`Gateway`]), real HTTP
 //! backends that record what reaches them ([`Backend`]), and the clients a user or an attacker would
 //! use: a hyper client ([`HttpConn`], [`http_get`]), `curl` ([`curl`]), raw TCP ([`RawConn`], [`raw`])
-//! and a keep-alive load generator ([`Load`]).
+//! and a keep-alive load generator ([`Load`]); a real `redis-server` ([`RedisServer`]).
 //!
 //! Nothing here sleeps to synchronise: the gateway is awaited through its `--status-json` events,
 //! conditions are polled with a deadline ([`wait_until`]), and every loop is bounded in time.
@@ -13,6 +13,7 @@ mod client;
 mod gateway;
 mod load;
 mod raw;
+mod redis;
 mod wait;
 
 pub use backend::{Backend, Recorded};
@@ -20,6 +21,7 @@ pub use client::{curl, http_get, http_request, HttpConn, Response};
 pub use gateway::{metric_value, Gateway, TempDir};
 pub use load::{Load, LoadReport};
 pub use raw::{connect_refused, raw, RawConn, RawResponse};
+pub use redis::RedisServer;
 pub use wait::wait_until;
 
 /// Bound on any single network exchange made by the kit's clients.

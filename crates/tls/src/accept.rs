@@ -9,12 +9,14 @@
 //! name takes no lock; the map is emptied when [`Certs::generation`] moves on.
 
 use crate::certs::Certs;
+use crate::cluster::Fetched;
 use crate::conn::{SockIo, TlsConn};
 use crate::index::{normalise, Pair, PairResolver};
 use crate::session::SessionCache;
 use crate::stats::{Failure, Mechanism};
 use crate::ticket::Ticketer;
 use rustls::crypto::CryptoProvider;
+use rustls::server::StoresServerSessions;
 use rustls::server::{Acceptor, ServerConfig};
 use rustls::{HandshakeKind, ProtocolVersion, SupportedProtocolVersion};
 use std::cell::RefCell;
@@ -161,10 +163,11 @@ impl TlsAcceptor {
         let stats = &self.certs.stats;
         let result = self.handshake(tcp).await;
         match &result {
-            Ok((_, kind, version)) => {
+            Ok((_, kind, version, ticket_sent)) => {
                 let tls13 = *version == Some(ProtocolVersion::TLSv1_3);
                 let resumed = (*kind == Some(HandshakeKind::Resumed)).then(|| {
-                    if self.resumption.ticketer.is_some() {
+                    let by_ticket = if tls13 { self.resumption.ticketer.is_some() } else { *ticket_sent };
+                    if by_ticket {
                         Mechanism::Ticket
                     } else {
                         Mechanism::SessionCache
@@ -174,23 +177,35 @@ impl TlsAcceptor {
             }
             Err(why) => stats.failed(*why),
         }
-        result.map(|(est, _, _)| est)
+        result.map(|(est, ..)| est)
     }
 
     async fn handshake(
         &self,
         tcp: TcpStream,
-    ) -> Result<(Established, Option<HandshakeKind>, Option<ProtocolVersion>), Failure> {
+    ) -> Result<(Established, Option<HandshakeKind>, Option<ProtocolVersion>, bool), Failure> {
         let mut acceptor = Acceptor::default();
-        let mut first = true;
+        // The bytes of the ClientHello, kept to read what rustls does not show (session id, PSK
+        // identities, the ticket extension).
+        let mut raw: Vec<u8> = Vec::new();
         let accepted = loop {
             tcp.readable().await.map_err(|_| Failure::Aborted)?;
-            match acceptor.read_tls(&mut PeekFirst(SockIo(&tcp), &mut first)) {
+            let mut chunk = [0u8; 2048];
+            let n = match tcp.try_read(&mut chunk) {
                 Ok(0) => return Err(Failure::Aborted),
-                Ok(_) => {}
+                Ok(n) => n,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(e) if e.kind() == io::ErrorKind::InvalidData => return Err(Failure::NotTls),
                 Err(_) => return Err(Failure::Aborted),
+            };
+            if raw.is_empty() && chunk[0] != 0x16 {
+                return Err(Failure::NotTls);
+            }
+            if raw.len() + n > gatehouse_hello::DEFAULT_MAX_HELLO_BYTES {
+                return Err(Failure::Protocol);
+            }
+            raw.extend_from_slice(&chunk[..n]);
+            if acceptor.read_tls(&mut &chunk[..n]).is_err() {
+                return Err(Failure::Protocol);
             }
             match acceptor.accept() {
                 Ok(None) => {}
@@ -206,6 +221,9 @@ impl TlsAcceptor {
             let _ = tcp.try_write(&UNRECOGNIZED_NAME);
             return Err(Failure::UnknownName);
         };
+        let tls13 = self.offer.versions.iter().any(|v| v.version == ProtocolVersion::TLSv1_3);
+        let offered = Offered::read(&raw, tls13);
+        self.prefetch(&offered).await;
         let mut conn = match accepted.into_connection(config) {
             Ok(c) => c,
             Err((_, mut alert)) => {
@@ -247,23 +265,57 @@ impl TlsAcceptor {
         let h2 = conn.alpn_protocol() == Some(b"h2");
         let kind = conn.handshake_kind();
         let version = conn.protocol_version();
-        Ok((Established { conn: TlsConn::new(tcp, conn), h2 }, kind, version))
+        Ok((Established { conn: TlsConn::new(tcp, conn), h2 }, kind, version, offered.ticket))
+    }
+
+    /// Brings a session that another node made into the local cache before rustls looks for it:
+    /// a TLS 1.2 session id, or (without stateless tickets) a TLS 1.3 ticket id, which is taken
+    /// from Redis so that it is used once across the cluster.
+    async fn prefetch(&self, offered: &Offered) {
+        let Some(cache) = &self.resumption.sessions else { return };
+        let Some(cluster) = cache.remote() else { return };
+        let (id, fetched) = if let (Some(id), None) = (&offered.psk, &self.resumption.ticketer) {
+            // Stateful TLS 1.3 tickets are used once across the cluster: Redis is asked even when
+            // this node holds the ticket, and a ticket Redis no longer has is not used here either.
+            let fetched = cluster.fetch_session(id, true).await;
+            if fetched == Fetched::Missing {
+                let _ = cache.take(id);
+            }
+            (id, fetched)
+        } else if let Some(id) = offered.session_id.as_ref().filter(|id| !cache.contains(id)) {
+            (id, cluster.fetch_session(id, false).await)
+        } else {
+            return;
+        };
+        if let Fetched::Found(value) = fetched {
+            self.certs.stats.sessions_fetched.inc();
+            cache.insert(id.clone(), value);
+        }
     }
 }
 
-/// Reads from the socket, failing with `InvalidData` when the very first byte cannot start a TLS
-/// handshake record, so plain HTTP sent to a TLS port is told apart from a broken handshake.
-struct PeekFirst<'a, 'b>(SockIo<'a>, &'b mut bool);
+/// What a ClientHello offers for resumption.
+#[derive(Debug, Default)]
+struct Offered {
+    /// A TLS 1.2 session id to resume (not the random one TLS 1.3 clients send).
+    session_id: Option<Vec<u8>>,
+    /// The first TLS 1.3 PSK identity.
+    psk: Option<Vec<u8>>,
+    /// A non-empty TLS 1.2 session ticket was sent.
+    ticket: bool,
+}
 
-impl io::Read for PeekFirst<'_, '_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let n = self.0.read(buf)?;
-        if *self.1 && n > 0 {
-            *self.1 = false;
-            if buf[0] != 0x16 {
-                return Err(io::ErrorKind::InvalidData.into());
-            }
-        }
-        Ok(n)
+impl Offered {
+    /// Reads `raw`; `tls13` says whether this listener speaks TLS 1.3 (then a client offering it
+    /// will get it, and its legacy session id is not a session to look up).
+    fn read(raw: &[u8], tls13: bool) -> Offered {
+        let Ok(message) = gatehouse_hello::reassemble(raw) else { return Offered::default() };
+        let Ok(hello) = gatehouse_hello::parse(&message) else { return Offered::default() };
+        let ticket = hello.session_ticket.is_some_and(|t| !t.is_empty());
+        let psk = hello.psk_identities.and_then(|ids| ids.iter().next().map(|p| p.identity.to_vec()));
+        let tls13_wins = tls13 && hello.offers_tls13();
+        let lookup = !(hello.session_id.is_empty() || ticket || tls13_wins);
+        let session_id = lookup.then(|| hello.session_id.to_vec());
+        Offered { session_id, psk, ticket }
     }
 }

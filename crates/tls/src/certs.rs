@@ -11,6 +11,7 @@
 use crate::bundle::{Bundle, BundleError};
 use crate::dir::DirStore;
 use crate::index::{wildcard_parent, Index, Pair};
+use crate::redis_store::RedisStore;
 use crate::stats::TlsStats;
 use arc_swap::ArcSwap;
 use std::collections::HashMap;
@@ -45,11 +46,21 @@ enum Slot {
     Missing(Instant),
 }
 
+/// Where certificates not named in the configuration are looked up.
+#[derive(Debug)]
+pub enum Store {
+    /// A watched directory.
+    Dir(DirStore),
+    /// The cluster's Redis.
+    Redis(RedisStore),
+}
+
 /// Resolves names to certificates.
 #[derive(Debug)]
 pub struct Certs {
     fixed: ArcSwap<Index>,
     dir: Option<Arc<DirStore>>,
+    redis: Option<RedisStore>,
     /// Set when the directory's first scan is done; until then a miss waits for it.
     dir_ready: AtomicBool,
     dir_scanned: tokio::sync::Notify,
@@ -68,14 +79,20 @@ impl Certs {
     /// Certificates from `fixed` bundles and an optional directory store, counted in `stats`.
     pub fn new(
         fixed: Vec<Arc<Bundle>>,
-        dir: Option<DirStore>,
+        store: Option<Store>,
         options: CertsOptions,
         stats: Arc<TlsStats>,
     ) -> Arc<Self> {
+        let (dir, redis) = match store {
+            Some(Store::Dir(d)) => (Some(d), None),
+            Some(Store::Redis(r)) => (None, Some(r)),
+            None => (None, None),
+        };
         Arc::new(Certs {
             fixed: ArcSwap::from_pointee(Index::new(&fixed)),
             dir_ready: AtomicBool::new(dir.is_none()),
             dir: dir.map(Arc::new),
+            redis,
             dir_scanned: tokio::sync::Notify::new(),
             cache: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(0),
@@ -147,7 +164,9 @@ impl Certs {
         if let Some(p) = self.fixed.load().get_key(key) {
             return Some(p.clone());
         }
-        self.dir.as_ref()?;
+        if self.dir.is_none() && self.redis.is_none() {
+            return None;
+        }
         let cached = self.lock().get(key).cloned();
         match cached {
             Some(Slot::Found(p)) => {
@@ -179,6 +198,22 @@ impl Certs {
     }
 
     async fn load(&self, key: &str) -> Option<Arc<Pair>> {
+        if let Some(redis) = &self.redis {
+            return match redis.load(key, now_secs()).await {
+                Ok(Some(pair)) => {
+                    for _ in pair.bundles() {
+                        self.stats.cert_loads.inc();
+                    }
+                    Some(Arc::new(pair))
+                }
+                Ok(None) => None,
+                Err(e) => {
+                    self.stats.cert_load_errors.inc();
+                    tracing::debug!(name = key, error = %e, "certificate lookup failed");
+                    None
+                }
+            };
+        }
         let dir = self.dir.as_ref()?;
         while !self.dir_ready.load(Relaxed) {
             let wait = self.dir_scanned.notified();
@@ -237,9 +272,47 @@ impl Certs {
         }
     }
 
-    /// Scans the directory store now and then every `scan_interval` on a thread of its own,
-    /// until the last reference to `certs` is gone.
+    /// Drops every cached lookup (the store may have changed in ways not announced).
+    pub fn invalidate_all(&self) {
+        self.lock().clear();
+        self.generation.fetch_add(1, Relaxed);
+    }
+
+    /// Follows the Redis store's change announcements, on the current runtime, until the last
+    /// reference to `certs` is gone.
+    fn follow_redis(certs: &Arc<Self>, redis: &RedisStore) {
+        let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+        let sub = match gatehouse_redis::Client::subscribe(redis.cluster().options().clone(), &[redis.channel()]) {
+            Ok(s) => s,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot follow certificate changes");
+                return;
+            }
+        };
+        let weak = Arc::downgrade(certs);
+        rt.spawn(async move {
+            let mut sub = sub;
+            while let Some(event) = sub.next().await {
+                let Some(certs) = weak.upgrade() else { return };
+                match event {
+                    gatehouse_redis::Event::Message(m) => {
+                        let text = String::from_utf8_lossy(&m.payload).into_owned();
+                        certs.invalidate(text.lines());
+                    }
+                    gatehouse_redis::Event::Reconnected => certs.invalidate_all(),
+                    gatehouse_redis::Event::Subscribed => {}
+                }
+            }
+        });
+    }
+
+    /// Follows the store's changes: the directory is scanned now and then every `scan_interval`
+    /// on a thread of its own; Redis announcements are followed on the current runtime. Both stop
+    /// when the last reference to `certs` is gone.
     pub fn watch(certs: &Arc<Self>) {
+        if let Some(redis) = &certs.redis {
+            Self::follow_redis(certs, redis);
+        }
         if certs.dir.is_none() {
             return;
         }

@@ -90,11 +90,24 @@ impl Authority {
     }
 }
 
+/// Writes a file that holds a private key: mode 0600, written under a hidden name beside it and
+/// renamed into place, so a directory scan never sees half of it.
+pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
+    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
+}
+
 /// The quick start's certificate: `dir/self-signed.pem`, made on first use for `names` and kept,
 /// so browsers can be told to trust it once. The directory is created with mode 0700 and the
 /// file with 0600: it holds a private key.
 pub fn ensure_self_signed(dir: &Path, names: &[&str]) -> Result<PathBuf, BundleError> {
-    use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+    use std::os::unix::fs::DirBuilderExt;
     let path = dir.join("self-signed.pem");
     if path.exists() {
         return Ok(path);
@@ -102,19 +115,7 @@ pub fn ensure_self_signed(dir: &Path, names: &[&str]) -> Result<PathBuf, BundleE
     let io = |what: &str, e: std::io::Error| BundleError(format!("cannot {what} {}: {e}", dir.display()));
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| io("create", e))?;
     let pem = self_signed(names, Algorithm::EcdsaP256, 825)?;
-    let tmp = dir.join(".self-signed.pem.tmp");
-    {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o600)
-            .open(&tmp)
-            .map_err(|e| io("write into", e))?;
-        f.write_all(pem.as_bytes()).map_err(|e| io("write into", e))?;
-    }
-    std::fs::rename(&tmp, &path).map_err(|e| io("write into", e))?;
+    write_private(&path, pem.as_bytes()).map_err(|e| io("write into", e))?;
     tracing::info!(path = %path.display(), names = ?names, "made a self-signed certificate");
     Ok(path)
 }

@@ -6,10 +6,12 @@
 pub mod accept;
 pub mod bundle;
 pub mod certs;
+pub mod cluster;
 pub mod conn;
 pub mod dir;
 pub mod index;
 pub mod issue;
+pub mod redis_store;
 pub mod session;
 pub mod stats;
 pub mod ticket;

@@ -3,8 +3,10 @@
 //! rustls asks the cache synchronously in the middle of a handshake, so the cache answers from
 //! memory only. Entries live `ttl`; when the cache is full the oldest tenth is dropped.
 
+use crate::cluster::Cluster;
 use rustls::server::StoresServerSessions;
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -13,11 +15,14 @@ struct Entry {
     stored: Instant,
 }
 
-/// A bounded session cache in memory.
+/// A bounded session cache in memory, optionally shared with the cluster: every session stored
+/// is also written to Redis (in the background), and the handshake fetches a session it does not
+/// hold from Redis before rustls asks for it.
 pub struct SessionCache {
     map: Mutex<HashMap<Vec<u8>, Entry>>,
     capacity: usize,
     ttl: Duration,
+    remote: Option<Arc<Cluster>>,
 }
 
 impl std::fmt::Debug for SessionCache {
@@ -29,7 +34,22 @@ impl std::fmt::Debug for SessionCache {
 impl SessionCache {
     /// A cache of at most `capacity` sessions, each kept `ttl`.
     pub fn new(capacity: usize, ttl: Duration) -> Self {
-        SessionCache { map: Mutex::new(HashMap::new()), capacity: capacity.max(1), ttl }
+        SessionCache { map: Mutex::new(HashMap::new()), capacity: capacity.max(1), ttl, remote: None }
+    }
+
+    /// A cache that also shares its sessions through `cluster`.
+    pub fn shared(capacity: usize, ttl: Duration, cluster: Arc<Cluster>) -> Self {
+        SessionCache { remote: Some(cluster), ..SessionCache::new(capacity, ttl) }
+    }
+
+    /// The cluster sessions are shared with.
+    pub fn remote(&self) -> Option<&Arc<Cluster>> {
+        self.remote.as_ref()
+    }
+
+    /// Whether a live session is held under `key`.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        self.lock().get(key).is_some_and(|e| e.stored.elapsed() < self.ttl)
     }
 
     fn lock(&self) -> MutexGuard<'_, HashMap<Vec<u8>, Entry>> {
@@ -67,6 +87,9 @@ impl SessionCache {
 
 impl StoresServerSessions for SessionCache {
     fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        if let Some(cluster) = &self.remote {
+            cluster.store_session(key.clone(), &value, self.ttl);
+        }
         self.insert(key, value);
         true
     }

@@ -85,6 +85,16 @@ pub struct TlsStats {
     pub cert_load_errors: Counter,
     /// Certificates in memory whose validity ends within 30 days (a gauge, refreshed periodically).
     pub certs_expiring_30d: AtomicU64,
+    /// Keys in the ticket key ring (a gauge).
+    pub ticket_keys: AtomicU64,
+    /// Redis commands sent for TLS state.
+    pub redis_commands: Counter,
+    /// Their total latency, microseconds.
+    pub redis_latency_us: AtomicU64,
+    /// Redis commands that failed (unreachable, timeout, error reply).
+    pub redis_errors: Counter,
+    /// TLS 1.2 sessions and TLS 1.3 stateful tickets fetched from Redis before a handshake.
+    pub sessions_fetched: Counter,
 }
 
 impl TlsStats {

@@ -6,6 +6,7 @@
 //! memory (and, in cluster mode, in Redis): a stolen ticket key opens the TLS 1.2 sessions sealed
 //! under it, so the ring's window is the forward-secrecy window.
 
+use crate::stats::TlsStats;
 use arc_swap::ArcSwap;
 use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
@@ -95,6 +96,7 @@ pub struct Ticketer {
     ring: ArcSwap<Ring>,
     lifetime: u32,
     rng: SystemRandom,
+    stats: Arc<TlsStats>,
 }
 
 impl std::fmt::Debug for Ticketer {
@@ -107,13 +109,15 @@ impl std::fmt::Debug for Ticketer {
 }
 
 impl Ticketer {
-    /// A ticketer whose tickets tell clients they last `lifetime_secs`, with one fresh key.
-    pub fn new(lifetime_secs: u32) -> Option<Arc<Self>> {
+    /// A ticketer whose tickets tell clients they last `lifetime_secs`, with one fresh key; the
+    /// ring's size is kept in `stats`.
+    pub fn new(lifetime_secs: u32, stats: Arc<TlsStats>) -> Option<Arc<Self>> {
         let first = KeyMaterial::generate(0)?;
         let t = Ticketer {
             ring: ArcSwap::from_pointee(Ring { keys: Vec::new() }),
             lifetime: lifetime_secs,
             rng: SystemRandom::new(),
+            stats,
         };
         t.install(&[first]);
         Some(Arc::new(t))
@@ -124,6 +128,7 @@ impl Ticketer {
     pub fn install(&self, keys: &[KeyMaterial]) {
         let keys: Vec<Key> = keys.iter().filter_map(Key::new).collect();
         if !keys.is_empty() {
+            self.stats.ticket_keys.store(keys.len() as u64, std::sync::atomic::Ordering::Relaxed);
             self.ring.store(Arc::new(Ring { keys }));
         }
     }
@@ -181,7 +186,7 @@ mod tests {
 
     #[test]
     fn sealed_by_the_current_key_opened_after_rotation_not_after_removal() {
-        let t = Ticketer::new(3600).expect("test setup");
+        let t = Ticketer::new(3600, Arc::default()).expect("test setup");
         let first = t.ring.load().keys[0].name;
         let sealed = t.encrypt(b"session state").expect("test setup");
         assert_eq!(&sealed[..NAME_LEN], &first);
@@ -199,7 +204,7 @@ mod tests {
 
     #[test]
     fn tampering_and_short_input_are_refused() {
-        let t = Ticketer::new(60).expect("test setup");
+        let t = Ticketer::new(60, Arc::default()).expect("test setup");
         let mut sealed = t.encrypt(b"abc").expect("test setup");
         let last = sealed.len() - 1;
         sealed[last] ^= 1;

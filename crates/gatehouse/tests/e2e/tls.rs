@@ -10,24 +10,24 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// A CA and the files a test writes for it.
-struct Pki {
-    ca: Authority,
-    dir: TempDir,
+pub(crate) struct Pki {
+    pub(crate) ca: Authority,
+    pub(crate) dir: TempDir,
 }
 
 impl Pki {
-    fn new() -> Pki {
+    pub(crate) fn new() -> Pki {
         let pki = Pki { ca: Authority::new("Gatehouse Test CA").expect("make CA"), dir: TempDir::new() };
         std::fs::write(pki.ca_file(), pki.ca.cert_pem()).expect("write CA");
         pki
     }
 
-    fn ca_file(&self) -> PathBuf {
+    pub(crate) fn ca_file(&self) -> PathBuf {
         self.dir.join("ca.pem")
     }
 
     /// Issues a bundle for `names` into `file` (in `dir`, or the PKI's own directory).
-    fn issue(&self, names: &[&str], alg: Algorithm, file: &str, dir: Option<&Path>) -> PathBuf {
+    pub(crate) fn issue(&self, names: &[&str], alg: Algorithm, file: &str, dir: Option<&Path>) -> PathBuf {
         let path = dir.unwrap_or(self.dir.path()).join(file);
         let pem = self.ca.issue(names, alg, 30).expect("issue");
         // Written beside, then renamed: a scanner never sees half a file.
@@ -39,7 +39,7 @@ impl Pki {
 }
 
 /// The `tls.certificates` line for bundle files.
-fn certificates(files: &[&Path]) -> String {
+pub(crate) fn certificates(files: &[&Path]) -> String {
     let list: Vec<String> = files.iter().map(|f| format!("{{cert: \"{}\"}}", f.display())).collect();
     format!("  certificates: [{}]", list.join(", "))
 }
@@ -54,29 +54,29 @@ fn gateway(backend: &Backend, tls: &str, listener: &str) -> Gateway {
 }
 
 /// What `openssl s_client` saw: its whole output, and whether the handshake succeeded.
-struct Handshake {
-    ok: bool,
-    out: String,
+pub(crate) struct Handshake {
+    pub(crate) ok: bool,
+    pub(crate) out: String,
 }
 
 impl Handshake {
-    fn subject_cn(&self) -> Option<String> {
+    pub(crate) fn subject_cn(&self) -> Option<String> {
         let line = self.out.lines().find(|l| l.starts_with("subject="))?;
         Some(line.rsplit("CN = ").next()?.trim().to_string())
     }
-    fn has(&self, text: &str) -> bool {
+    pub(crate) fn has(&self, text: &str) -> bool {
         self.out.contains(text)
     }
 }
 
 /// Runs `openssl s_client` against `port` with `args` and no input.
-fn s_client(port: u16, args: &[&str]) -> Handshake {
+pub(crate) fn s_client(port: u16, args: &[&str]) -> Handshake {
     s_client_with(port, args, None)
 }
 
 /// Runs `openssl s_client`; with `request`, sends it and reads until the server closes (so a TLS
 /// 1.3 session ticket, sent after the handshake, is always received before the client exits).
-fn s_client_with(port: u16, args: &[&str], request: Option<&str>) -> Handshake {
+pub(crate) fn s_client_with(port: u16, args: &[&str], request: Option<&str>) -> Handshake {
     use std::io::Write;
     let mut child = Command::new("openssl")
         .args(["s_client", "-connect", &format!("127.0.0.1:{port}")])
@@ -201,7 +201,7 @@ fn versions_and_cipher_suites_are_per_listener() {
 }
 
 /// Polls `f` until it holds, for at most [`SETTLE`] (the store is rescanned every 100 ms here).
-fn eventually(what: &str, mut f: impl FnMut() -> bool) {
+pub(crate) fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + SETTLE;
     while !f() {
         assert!(Instant::now() < deadline, "timed out waiting until {what}");
@@ -209,7 +209,7 @@ fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-fn serial(h: &Handshake) -> Option<String> {
+pub(crate) fn serial(h: &Handshake) -> Option<String> {
     // `-showcerts` is not needed: the serial is read from the leaf printed by x509.
     let pem_start = h.out.find("-----BEGIN CERTIFICATE-----")?;
     let pem_end = h.out[pem_start..].find("-----END CERTIFICATE-----")? + pem_start + 25;
