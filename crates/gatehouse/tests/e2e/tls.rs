@@ -389,3 +389,80 @@ fn check_lists_every_broken_certificate_file() {
     assert!(stderr.contains("tls.certificates[1]:") && stderr.contains("unparsable PEM"), "{stderr}");
     assert!(stderr.contains("has 2 error(s)"), "{stderr}");
 }
+
+/// Full TLS handshakes in a loop on a thread of its own, as a client trusting `ca_pem` would make
+/// them, until `stop` is set (or 20,000 handshakes, or 60 s). Returns the handshakes made and the
+/// errors seen.
+pub(crate) fn handshake_loop(
+    port: u16,
+    name: &str,
+    ca_pem: &str,
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> std::thread::JoinHandle<(u64, Vec<String>)> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, ServerName};
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.expect("CA PEM")).expect("add CA");
+    }
+    let config = std::sync::Arc::new(
+        rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth(),
+    );
+    let server_name = ServerName::try_from(name.to_string()).expect("server name");
+    std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (mut ok, mut errors) = (0u64, Vec::new());
+        while !stop.load(std::sync::atomic::Ordering::SeqCst) && ok < 20_000 && Instant::now() < deadline {
+            let result = (|| -> Result<(), String> {
+                let mut tcp = std::net::TcpStream::connect(("127.0.0.1", port)).map_err(|e| e.to_string())?;
+                tcp.set_read_timeout(Some(Duration::from_secs(5))).map_err(|e| e.to_string())?;
+                let mut conn =
+                    rustls::ClientConnection::new(config.clone(), server_name.clone()).map_err(|e| e.to_string())?;
+                while conn.is_handshaking() {
+                    conn.complete_io(&mut tcp).map_err(|e| e.to_string())?;
+                }
+                conn.send_close_notify();
+                let _ = conn.complete_io(&mut tcp);
+                Ok(())
+            })();
+            match result {
+                Ok(()) => ok += 1,
+                Err(e) => errors.push(e),
+            }
+        }
+        (ok, errors)
+    })
+}
+
+#[test]
+fn certificates_replaced_under_continuous_handshakes_fail_none() {
+    let pki = Pki::new();
+    let store = TempDir::new();
+    pki.issue(&["busy.test"], Algorithm::EcdsaP256, "busy.pem", Some(store.path()));
+    let b = Backend::start("b");
+    let gw = gateway(&b, &format!("  store: {{dir: \"{}\", scan_interval: 50ms}}", store.path().display()), "");
+    let port = gw.addr("https").port();
+    eventually("the stored certificate serves", || s_client(port, &["-servername", "busy.test"]).ok);
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = handshake_loop(port, "busy.test", &pki.ca.cert_pem(), stop.clone());
+    let mut last = serial(&s_client(port, &["-servername", "busy.test"])).expect("serial");
+    for _ in 0..10 {
+        pki.issue(&["busy.test"], Algorithm::EcdsaP256, "busy.pem", Some(store.path()));
+        eventually("the replacement serves", || match serial(&s_client(port, &["-servername", "busy.test"])) {
+            Some(s) if s != last => {
+                last = s;
+                true
+            }
+            _ => false,
+        });
+    }
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (ok, errors) = load.join().expect("load thread");
+    eprintln!("{ok} handshakes while the certificate was replaced 10 times; {} failed", errors.len());
+    assert!(ok > 100, "the load ran: {ok}");
+    assert!(errors.is_empty(), "{} failed handshakes, first: {:?}", errors.len(), errors.first());
+}

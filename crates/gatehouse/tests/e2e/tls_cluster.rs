@@ -4,7 +4,7 @@
 //! certificates imported into Redis serve on every node.
 
 use crate::common::{settled, start, targets, SETTLE};
-use crate::tls::{certificates, eventually, s_client, s_client_with, serial, Pki};
+use crate::tls::{certificates, eventually, handshake_loop, s_client, s_client_with, serial, Pki};
 use gatehouse_testkit::{metric_value, Backend, Gateway, RedisServer, TempDir};
 use gatehouse_tls::issue::Algorithm;
 use std::process::Command;
@@ -120,6 +120,11 @@ fn with_redis_gone_handshakes_go_on_and_sharing_resumes_when_it_returns() {
     let b = c.node(&tls);
     let sess = c.dir.join("s.pem");
     let sess = sess.to_str().unwrap_or_default();
+    // Handshakes run on through the whole outage: Redis killed, then back.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = handshake_loop(port(&a), "node.test", &pki.ca.cert_pem(), stop.clone());
+    // Each full TLS 1.3 handshake stores its (stateful) ticket in Redis.
+    a.wait_metric(SETTLE, |m| metric_value(m, "gatehouse_tls_redis_commands_total").unwrap_or(0.0) >= 10.0);
     c.redis.stop();
     for _ in 0..20 {
         let h = s_client(port(&a), &["-servername", "node.test"]);
@@ -134,6 +139,10 @@ fn with_redis_gone_handshakes_go_on_and_sharing_resumes_when_it_returns() {
     c.redis.restart();
     // The nodes reconnect by themselves; sharing works again.
     eventually("cross-node resumption works again", || resumes(port(&a), port(&b), sess, &["-tls1_2", "-no_ticket"]));
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (ok, errors) = load.join().expect("load thread");
+    eprintln!("{ok} handshakes while Redis was killed and restarted; {} failed", errors.len());
+    assert!(errors.is_empty(), "{} failed handshakes, first: {:?}", errors.len(), errors.first());
 }
 
 fn cli(config: &std::path::Path, args: &[&str]) -> (bool, String, String) {
