@@ -613,6 +613,28 @@ pub struct Site {
     pub hosts: Vec<String>,
     /// Routes, matched by longest path prefix.
     pub routes: Vec<Route>,
+    /// Answer plain-HTTP requests with a `308` to the same URL over HTTPS.
+    #[serde(default)]
+    pub https_redirect: bool,
+    /// Port in redirect URLs (omitted when 443).
+    #[serde(default = "defaults::https_port")]
+    pub https_port: u16,
+    /// Client certificates (mutual TLS) for handshakes naming this site.
+    #[serde(default)]
+    pub client_auth: Option<ClientAuth>,
+}
+
+/// Client-certificate verification for a site.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientAuth {
+    /// PEM file with the CA certificates client certificates must chain to.
+    pub ca: PathBuf,
+    /// Refuse handshakes without a certificate (`true`); with `false` a handshake without one is
+    /// accepted (any certificate sent is still verified) and the backend is told in
+    /// `X-Client-Verify`.
+    #[serde(default = "defaults::yes")]
+    pub required: bool,
 }
 
 /// A route: a path prefix sent to an upstream.
@@ -667,6 +689,12 @@ mod defaults {
     }
     pub fn max_connections() -> usize {
         20_000
+    }
+    pub fn https_port() -> u16 {
+        443
+    }
+    pub fn yes() -> bool {
+        true
     }
     pub fn redis_prefix() -> String {
         "gatehouse".into()

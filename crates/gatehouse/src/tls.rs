@@ -5,6 +5,7 @@
 use gatehouse_config::{Config, Listener, ListenerProtocol, SessionCacheMode, Tickets, TlsVersion};
 use gatehouse_tls::bundle::{self, Bundle};
 use gatehouse_tls::certs::Store;
+use gatehouse_tls::client_auth::{ClientAuthIndex, SitePolicy};
 use gatehouse_tls::cluster::Cluster;
 use gatehouse_tls::dir::DirStore;
 use gatehouse_tls::redis_store::RedisStore;
@@ -18,6 +19,51 @@ use tokio::task::JoinHandle;
 
 /// Longest ticket lifetime TLS 1.3 allows (RFC 8446 §4.6.1).
 const MAX_TICKET_LIFETIME: u64 = 7 * 24 * 3600;
+
+/// The client-certificate policies of the sites, with every unreadable CA file listed.
+fn client_auth(config: &Config) -> Result<ClientAuthIndex, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut index = ClientAuthIndex::default();
+    let mut errors = Vec::new();
+    for (name, site) in &config.sites {
+        let Some(ca) = &site.client_auth else { continue };
+        let path = format!("sites.{name}.client_auth.ca");
+        let mut roots = rustls::RootCertStore::empty();
+        match CertificateDer::pem_file_iter(&ca.ca) {
+            Ok(certs) => {
+                for c in certs {
+                    match c.map_err(|e| e.to_string()).and_then(|c| roots.add(c).map_err(|e| e.to_string())) {
+                        Ok(()) => {}
+                        Err(e) => errors.push(format!("{path}: {}: {e}", ca.ca.display())),
+                    }
+                }
+            }
+            Err(e) => errors.push(format!("{path}: cannot read {}: {e}", ca.ca.display())),
+        }
+        if roots.is_empty() {
+            errors.push(format!("{path}: {} holds no CA certificate", ca.ca.display()));
+            continue;
+        }
+        let builder = rustls::server::WebPkiClientVerifier::builder_with_provider(
+            Arc::new(roots),
+            Arc::new(rustls::crypto::aws_lc_rs::default_provider()),
+        );
+        let builder = if ca.required { builder } else { builder.allow_unauthenticated() };
+        match builder.build() {
+            Ok(verifier) => {
+                let policy = Arc::new(SitePolicy { site: name.as_str().into(), verifier });
+                index.add(site.hosts.iter().map(String::as_str), policy);
+            }
+            Err(e) => errors.push(format!("{path}: {e}")),
+        }
+    }
+    if errors.is_empty() {
+        Ok(index)
+    } else {
+        Err(errors.join("\n"))
+    }
+}
 
 /// A reloaded configuration's certificates, read but not yet applied.
 pub struct Staged {
@@ -57,7 +103,13 @@ pub fn check_certificates(config: &Config) -> Result<(), String> {
             config.tls.self_signed = None;
         }
     }
-    fixed_bundles(&config).map(|_| ())
+    let errors: Vec<String> =
+        [fixed_bundles(&config).err(), client_auth(&config).err()].into_iter().flatten().collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors.join("\n"))
+    }
 }
 
 /// Loads the bundles named in the configuration (and the quick start's self-signed one), with
@@ -263,16 +315,25 @@ impl TlsRuntime {
 
     /// One acceptor per TLS listener of `config`, resolving from `certs`.
     pub fn acceptors(&self, config: &Config, certs: &Arc<Certs>) -> Result<BTreeMap<String, Arc<TlsAcceptor>>, String> {
+        let client_auth = Arc::new(client_auth(config)?);
         let mut out = BTreeMap::new();
         for (name, l) in &config.listeners {
-            if let Some(a) = self.acceptor(config, l, certs).map_err(|e| format!("listeners.{name}.tls: {e}"))? {
+            let made =
+                self.acceptor(config, l, certs, &client_auth).map_err(|e| format!("listeners.{name}.tls: {e}"))?;
+            if let Some(a) = made {
                 out.insert(name.clone(), Arc::new(a));
             }
         }
         Ok(out)
     }
 
-    fn acceptor(&self, config: &Config, l: &Listener, certs: &Arc<Certs>) -> Result<Option<TlsAcceptor>, String> {
+    fn acceptor(
+        &self,
+        config: &Config,
+        l: &Listener,
+        certs: &Arc<Certs>,
+        client_auth: &Arc<ClientAuthIndex>,
+    ) -> Result<Option<TlsAcceptor>, String> {
         let Some(lt) = &l.tls else { return Ok(None) };
         let mut provider = rustls::crypto::aws_lc_rs::default_provider();
         if let Some(names) = &lt.ciphers {
@@ -299,7 +360,8 @@ impl TlsRuntime {
             .clone()
             .or_else(|| config.tls.default_certificate.clone())
             .or_else(|| config.tls.self_signed.as_ref().and_then(|s| s.names.first().cloned()));
-        let offer = Offer { provider: Arc::new(provider), versions, alpn, default_name };
+        let offer =
+            Offer { provider: Arc::new(provider), versions, alpn, default_name, client_auth: client_auth.clone() };
         Ok(Some(TlsAcceptor::new(offer, certs.clone(), self.resumption.clone())))
     }
 }

@@ -5,7 +5,7 @@ use crate::io::{BusyGuard, ConnIo, ConnState};
 use crate::transport::Transport;
 use bytes::Bytes;
 use gatehouse_config::{Listener, ListenerProtocol};
-use gatehouse_proxy::{ConnInfo, ResponseBody, Shared};
+use gatehouse_proxy::{ClientCert, ConnInfo, ResponseBody, Shared};
 use gatehouse_tls::TlsAcceptor;
 use http_body::{Body, Frame, SizeHint};
 use hyper::service::service_fn;
@@ -180,7 +180,9 @@ async fn serve_tls(
             return;
         }
     };
-    let info = Arc::new(ConnInfo::new(peer, local, true));
+    let mut info = ConnInfo::new(peer, local, true);
+    info.client_cert = established.client_cert.map(|(site, subject)| ClientCert { site, subject: subject.into() });
+    let info = Arc::new(info);
     let h2 = established.h2 || config.protocol == ListenerProtocol::H2c;
     let transport = Transport::Tls(Box::new(established.conn));
     if h2 {

@@ -7,6 +7,13 @@ use http::{header, Response, StatusCode};
 /// Why a request could not be answered by an upstream.
 #[derive(Debug)]
 pub enum ProxyError {
+    /// The site is served over HTTPS only: a `308` to this URL.
+    RedirectHttps(String),
+    /// The site requires a client certificate, and this connection's handshake did not verify
+    /// one for it (`421`: the client should connect again naming the site).
+    MisdirectedRequest,
+    /// The site requires a client certificate, and the request came over plain HTTP.
+    ClientCertRequired,
     /// The request is malformed; it is never forwarded.
     BadRequest(&'static str),
     /// No site or route matches the host and path.
@@ -46,6 +53,9 @@ impl ProxyError {
     /// The status the client sees.
     pub fn status(&self) -> StatusCode {
         match self {
+            ProxyError::RedirectHttps(_) => StatusCode::PERMANENT_REDIRECT,
+            ProxyError::MisdirectedRequest => StatusCode::MISDIRECTED_REQUEST,
+            ProxyError::ClientCertRequired => StatusCode::FORBIDDEN,
             ProxyError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -59,6 +69,11 @@ impl ProxyError {
     pub fn into_response(self) -> Response<ResponseBody> {
         let status = self.status();
         match &self {
+            ProxyError::RedirectHttps(_) => {}
+            ProxyError::MisdirectedRequest => {
+                tracing::debug!(%status, "request for a client-certificate site on another site's connection")
+            }
+            ProxyError::ClientCertRequired => tracing::debug!(%status, "client-certificate site asked over plain HTTP"),
             ProxyError::BadRequest(why) => tracing::debug!(%status, why, "rejected request"),
             ProxyError::NoRoute => tracing::debug!(%status, "no route"),
             ProxyError::BodyTooLarge { limit } => {
@@ -78,7 +93,13 @@ impl ProxyError {
             }
         }
         let close = matches!(self, ProxyError::BadRequest(_) | ProxyError::BodyTooLarge { .. });
-        simple(status, close)
+        let mut resp = simple(status, close);
+        if let ProxyError::RedirectHttps(location) = self {
+            if let Ok(v) = header::HeaderValue::try_from(location) {
+                resp.headers_mut().insert(header::LOCATION, v);
+            }
+        }
+        resp
     }
 }
 

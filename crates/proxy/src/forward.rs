@@ -111,6 +111,21 @@ fn idempotent(m: &Method) -> bool {
     matches!(*m, Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE)
 }
 
+/// `https://host[:port]/path?query` for a plain-HTTP request to an HTTPS-only site.
+fn https_location(host: &str, port: u16, uri: &http::Uri) -> String {
+    // The host without its port; an IPv6 literal keeps its brackets.
+    let name = match host.rfind(':') {
+        Some(i) if !host[i..].contains(']') => &host[..i],
+        _ => host,
+    };
+    let pq = uri.path_and_query().map_or("/", |p| p.as_str());
+    if port == 443 {
+        format!("https://{name}{pq}")
+    } else {
+        format!("https://{name}:{port}{pq}")
+    }
+}
+
 /// The host a request is for: the authority of an absolute-form or HTTP/2 target, else `Host`.
 fn request_host<B>(req: &Request<B>) -> Result<Option<&str>, ProxyError> {
     if let Some(a) = req.uri().authority() {
@@ -142,6 +157,20 @@ where
     }
     let route = snap.router.lookup(host.unwrap_or(""), req.uri().path()).ok_or(ProxyError::NoRoute)?;
     outcome.route = Some(route.clone());
+    if let (Some(port), false) = (route.https_redirect, conn.tls) {
+        return Err(ProxyError::RedirectHttps(https_location(host.unwrap_or(""), port, req.uri())));
+    }
+    let client_cert = match route.client_auth {
+        None => None,
+        Some(_) if !conn.tls => return Err(ProxyError::ClientCertRequired),
+        Some(required) => {
+            let verified = conn.client_cert.as_ref().filter(|c| c.site == route.site);
+            if required && verified.is_none() {
+                return Err(ProxyError::MisdirectedRequest);
+            }
+            Some(verified)
+        }
+    };
 
     let declared = match req.headers().get(header::CONTENT_LENGTH) {
         Some(v) => Some(
@@ -170,6 +199,20 @@ where
     };
     strip_hop_by_hop(&mut parts.headers, upgrade);
     add_forwarding(&mut parts.headers, snap, conn, h2_downstream);
+    if let Some(verified) = client_cert {
+        // What the client sent under these names never reaches the backend.
+        parts.headers.remove("x-client-cert-subject");
+        let verify = match verified {
+            Some(c) => {
+                if let Ok(v) = HeaderValue::try_from(&*c.subject) {
+                    parts.headers.insert("x-client-cert-subject", v);
+                }
+                "SUCCESS"
+            }
+            None => "NONE",
+        };
+        parts.headers.insert("x-client-verify", HeaderValue::from_static(verify));
+    }
     match &route.host_header {
         HostHeader::Literal(h) => {
             if let Ok(v) = HeaderValue::try_from(h.as_str()) {

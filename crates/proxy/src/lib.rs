@@ -53,6 +53,17 @@ pub struct ConnInfo {
     pub local: SocketAddr,
     /// Whether the client connection is TLS.
     pub tls: bool,
+    /// The client certificate verified during the handshake, if any.
+    pub client_cert: Option<ClientCert>,
+}
+
+/// A client certificate verified during the TLS handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCert {
+    /// The site whose `client_auth` verified it: requests for other sites do not count it.
+    pub site: Arc<str>,
+    /// Subject distinguished name, for the `X-Client-Cert-Subject` header.
+    pub subject: Arc<str>,
 }
 
 impl ConnInfo {
@@ -60,6 +71,6 @@ impl ConnInfo {
     pub fn new(peer: SocketAddr, local: SocketAddr, tls: bool) -> Self {
         let peer_ip = http::HeaderValue::try_from(peer.ip().to_string())
             .unwrap_or_else(|_| http::HeaderValue::from_static("unknown"));
-        ConnInfo { peer, peer_ip, local, tls }
+        ConnInfo { peer, peer_ip, local, tls, client_cert: None }
     }
 }

@@ -36,6 +36,12 @@ pub struct RouteEntry {
     pub max_body: u64,
     /// Counters, kept across reloads.
     pub stats: Arc<RouteStats>,
+    /// The site's name.
+    pub site: Arc<str>,
+    /// Redirect plain HTTP to HTTPS on this port.
+    pub https_redirect: Option<u16>,
+    /// Client certificates: `Some(required)` when the site verifies them.
+    pub client_auth: Option<bool>,
 }
 
 /// Route counters by route id, so a reload that keeps a route keeps its counts.
@@ -94,6 +100,7 @@ impl Snapshot {
         let mut builder = Router::builder();
         let mut routes = Vec::new();
         for (site_name, site) in &config.sites {
+            let site_id: Arc<str> = site_name.as_str().into();
             let mut entries = Vec::new();
             for r in &site.routes {
                 let upstream =
@@ -112,6 +119,9 @@ impl Snapshot {
                     rewrite,
                     host_header: r.host_header.clone(),
                     max_body: r.max_body.0,
+                    site: site_id.clone(),
+                    https_redirect: site.https_redirect.then_some(site.https_port),
+                    client_auth: site.client_auth.as_ref().map(|c| c.required),
                 });
                 routes.push(entry.clone());
                 entries.push((r.path.clone(), entry));

@@ -9,6 +9,7 @@
 //! name takes no lock; the map is emptied when [`Certs::generation`] moves on.
 
 use crate::certs::Certs;
+use crate::client_auth::{subject_of, ClientAuthIndex, SitePolicy};
 use crate::cluster::Fetched;
 use crate::conn::{SockIo, TlsConn};
 use crate::index::{normalise, Pair, PairResolver};
@@ -54,6 +55,8 @@ pub struct Offer {
     pub alpn: Vec<Vec<u8>>,
     /// Certificate name for clients that send none, or a name nothing matches.
     pub default_name: Option<String>,
+    /// Client-certificate policies by site host.
+    pub client_auth: Arc<ClientAuthIndex>,
 }
 
 /// A TLS listener's handshake settings.
@@ -72,12 +75,15 @@ pub struct Established {
     pub conn: TlsConn,
     /// ALPN chose HTTP/2.
     pub h2: bool,
+    /// A client certificate verified under a site's policy: the site and the subject.
+    pub client_cert: Option<(Arc<str>, String)>,
 }
 
 #[derive(Default)]
 struct WorkerCache {
     generation: u64,
-    configs: HashMap<(u64, Box<str>), Arc<ServerConfig>>,
+    /// By listener, then by the name the client sent (`""` for none).
+    configs: HashMap<u64, HashMap<Box<str>, Arc<ServerConfig>>>,
 }
 
 thread_local! {
@@ -96,11 +102,14 @@ impl TlsAcceptor {
         &self.certs
     }
 
-    fn build(&self, pair: Arc<Pair>) -> Result<Arc<ServerConfig>, rustls::Error> {
-        let mut config = ServerConfig::builder_with_provider(self.offer.provider.clone())
-            .with_protocol_versions(&self.offer.versions)?
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::new(PairResolver(pair)));
+    fn build(&self, pair: Arc<Pair>, policy: Option<&Arc<SitePolicy>>) -> Result<Arc<ServerConfig>, rustls::Error> {
+        let builder = ServerConfig::builder_with_provider(self.offer.provider.clone())
+            .with_protocol_versions(&self.offer.versions)?;
+        let builder = match policy {
+            Some(p) => builder.with_client_cert_verifier(p.verifier.clone()),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_cert_resolver(Arc::new(PairResolver(pair)));
         config.alpn_protocols = self.offer.alpn.clone();
         config.max_early_data_size = 0;
         match &self.resumption.ticketer {
@@ -121,13 +130,14 @@ impl TlsAcceptor {
     /// certificate, else none (the handshake is refused with `unrecognized_name`).
     async fn config_for(&self, sni: Option<&str>) -> Option<Arc<ServerConfig>> {
         let name = sni.or(self.offer.default_name.as_deref())?;
+        let key = sni.unwrap_or("");
         let generation = self.certs.generation();
         let hit = WORKER_CACHE.with_borrow_mut(|c| {
             if c.generation != generation {
                 c.configs.clear();
                 c.generation = generation;
             }
-            c.configs.get(&(self.id, name.into())).cloned()
+            c.configs.get(&self.id).and_then(|m| m.get(key)).cloned()
         });
         if let Some(config) = hit {
             self.certs.stats.cert_cache_hits.inc();
@@ -140,7 +150,7 @@ impl TlsAcceptor {
                 _ => return None,
             },
         };
-        let config = match self.build(pair) {
+        let config = match self.build(pair, self.offer.client_auth.get(sni)) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "cannot build a TLS configuration");
@@ -149,10 +159,11 @@ impl TlsAcceptor {
         };
         WORKER_CACHE.with_borrow_mut(|c| {
             if c.generation == generation {
-                if c.configs.len() >= WORKER_CACHE_MAX {
-                    c.configs.clear();
+                let mine = c.configs.entry(self.id).or_default();
+                if mine.len() >= WORKER_CACHE_MAX {
+                    mine.clear();
                 }
-                c.configs.insert((self.id, name.into()), config.clone());
+                mine.insert(key.into(), config.clone());
             }
         });
         Some(config)
@@ -263,9 +274,15 @@ impl TlsAcceptor {
             }
         }
         let h2 = conn.alpn_protocol() == Some(b"h2");
+        let client_cert = match (self.offer.client_auth.get(sni.as_deref()), conn.peer_certificates()) {
+            (Some(policy), Some([leaf, ..])) => {
+                Some((policy.site.clone(), subject_of(leaf.as_ref()).unwrap_or_default()))
+            }
+            _ => None,
+        };
         let kind = conn.handshake_kind();
         let version = conn.protocol_version();
-        Ok((Established { conn: TlsConn::new(tcp, conn), h2 }, kind, version, offered.ticket))
+        Ok((Established { conn: TlsConn::new(tcp, conn), h2, client_cert }, kind, version, offered.ticket))
     }
 
     /// Brings a session that another node made into the local cache before rustls looks for it:

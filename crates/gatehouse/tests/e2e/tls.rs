@@ -466,3 +466,95 @@ fn certificates_replaced_under_continuous_handshakes_fail_none() {
     assert!(ok > 100, "the load ran: {ok}");
     assert!(errors.is_empty(), "{} failed handshakes, first: {:?}", errors.len(), errors.first());
 }
+
+/// A gateway with a plain listener `http` and a TLS listener `https`, sites given as YAML.
+fn two_listeners(pki: &Pki, backend: &Backend, names: &[&str], sites: &str) -> Gateway {
+    let cert = pki.issue(names, Algorithm::EcdsaP256, "two.pem", None);
+    start(&format!(
+        "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n{sites}",
+        certificates(&[&cert]),
+        targets(&[backend])
+    ))
+}
+
+#[test]
+fn plain_http_is_redirected_to_https_for_sites_that_ask() {
+    let pki = Pki::new();
+    let b = Backend::start("b");
+    let gw = two_listeners(
+        &pki,
+        &b,
+        &["secure.test", "plain.test"],
+        "  secure: {hosts: [secure.test], https_redirect: true, https_port: 8443, routes: [{path: /, upstream: u}]}\n  plain: {hosts: [plain.test], routes: [{path: /, upstream: u}]}\n",
+    );
+    let http = gw.addr("http");
+    let r = gatehouse_testkit::http_get(http, "secure.test:8080", "/a/b?c=d", &[]);
+    assert_eq!(r.status, 308, "{r:?}");
+    assert_eq!(r.header("location"), Some("https://secure.test:8443/a/b?c=d"));
+    assert_eq!(gatehouse_testkit::http_get(http, "plain.test", "/", &[]).status, 200);
+    let https = curl_https(gw.addr("https").port(), &pki, "secure.test", &[]);
+    assert_eq!(https.status, 200, "{https:?}");
+    assert_eq!(b.request_count(), 2, "the redirect is never forwarded");
+}
+
+#[test]
+fn sites_with_client_auth_require_a_verified_certificate_for_that_site() {
+    let pki = Pki::new();
+    let clients = Authority::new("Client CA").expect("client CA");
+    std::fs::write(pki.dir.join("clients.pem"), clients.cert_pem()).expect("write");
+    let client = pki.dir.join("client.pem");
+    std::fs::write(&client, clients.issue(&["alice.client"], Algorithm::EcdsaP256, 30).expect("issue")).expect("write");
+    let stranger = pki.dir.join("stranger.pem");
+    std::fs::write(&stranger, pki.ca.issue(&["mallory.client"], Algorithm::EcdsaP256, 30).expect("issue"))
+        .expect("write");
+    let b = Backend::start("b");
+    let gw = two_listeners(
+        &pki,
+        &b,
+        &["secure.test", "open.test"],
+        &format!(
+            "  secure: {{hosts: [secure.test], client_auth: {{ca: \"{}\"}}, routes: [{{path: /, upstream: u}}]}}\n  open: {{hosts: [open.test], routes: [{{path: /, upstream: u}}]}}\n",
+            pki.dir.join("clients.pem").display()
+        ),
+    );
+    let port = gw.addr("https").port();
+    let cert_arg = client.to_str().unwrap_or_default();
+    let ok = curl_https(port, &pki, "secure.test", &["--cert", cert_arg, "-H", "X-Client-Verify: FORGED"]);
+    assert_eq!(ok.status, 200, "{ok:?}");
+    let seen = b.requests();
+    let last = seen.last().expect("forwarded");
+    assert_eq!(last.header("x-client-verify"), Some("SUCCESS"));
+    assert_eq!(last.header("x-client-cert-subject"), Some("CN=alice.client"));
+
+    // No certificate, or one from another CA: the handshake is refused.
+    // (TLS 1.3 clients learn it after their Finished, so a request is sent and the alert read.)
+    let request = Some("GET / HTTP/1.1\r\nHost: secure.test\r\nConnection: close\r\n\r\n");
+    let none = s_client_with(port, &["-servername", "secure.test"], request);
+    let wrong =
+        s_client_with(port, &["-servername", "secure.test", "-cert", stranger.to_str().unwrap_or_default()], request);
+    for h in [&none, &wrong] {
+        assert!(h.has("alert") && !h.has("HTTP/1.1 200"), "{}", h.out);
+    }
+    let m = gw.metrics();
+    assert!(
+        metric_value(&m, "gatehouse_tls_handshake_failures_total{reason=\"certificate\"}").unwrap_or(0.0) >= 1.0,
+        "{m}"
+    );
+
+    // A connection made for the open site cannot reach the secure one by its Host header.
+    let resolve = format!("open.test:{port}:127.0.0.1");
+    let ca = pki.ca_file();
+    let r = curl(&[
+        "--cacert",
+        ca.to_str().unwrap_or_default(),
+        "--resolve",
+        &resolve,
+        "-H",
+        "Host: secure.test",
+        &format!("https://open.test:{port}/"),
+    ]);
+    assert_eq!(r.status, 421, "{r:?}");
+    // Plain HTTP to the secure site is refused.
+    assert_eq!(gatehouse_testkit::http_get(gw.addr("http"), "secure.test", "/", &[]).status, 403);
+    assert_eq!(b.request_count(), 1);
+}
