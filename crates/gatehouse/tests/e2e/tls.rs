@@ -558,3 +558,97 @@ fn sites_with_client_auth_require_a_verified_certificate_for_that_site() {
     assert_eq!(gatehouse_testkit::http_get(gw.addr("http"), "secure.test", "/", &[]).status, 403);
     assert_eq!(b.request_count(), 1);
 }
+
+/// Runs `openssl` with `args` in `dir`, panicking with its output if it fails.
+fn openssl(dir: &Path, args: &[&str]) {
+    let out = Command::new("openssl").args(args).current_dir(dir).output().expect("run openssl");
+    assert!(out.status.success(), "openssl {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn an_ocsp_response_from_a_file_is_stapled_and_a_separate_key_file_is_read() {
+    // Made with the openssl command line, as an operator would: CA, leaf, key in its own file,
+    // and an OCSP response signed by the CA.
+    let dir = TempDir::new();
+    let d = dir.path();
+    let ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"];
+    openssl(
+        d,
+        &[&["req", "-x509"][..], &ec, &["-keyout", "ca.key", "-out", "ca.pem", "-subj", "/CN=OCSP CA", "-days", "3"]]
+            .concat(),
+    );
+    openssl(
+        d,
+        &[
+            &["req"][..],
+            &ec,
+            &[
+                "-keyout",
+                "leaf.key",
+                "-out",
+                "leaf.csr",
+                "-subj",
+                "/CN=ocsp.test",
+                "-addext",
+                "subjectAltName=DNS:ocsp.test",
+            ],
+        ]
+        .concat(),
+    );
+    openssl(
+        d,
+        &[
+            "x509",
+            "-req",
+            "-in",
+            "leaf.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            "leaf.pem",
+            "-days",
+            "2",
+            "-copy_extensions",
+            "copy",
+        ],
+    );
+    std::fs::write(d.join("index.txt"), "").expect("write");
+    openssl(
+        d,
+        &[
+            "ocsp",
+            "-index",
+            "index.txt",
+            "-rsigner",
+            "ca.pem",
+            "-rkey",
+            "ca.key",
+            "-CA",
+            "ca.pem",
+            "-issuer",
+            "ca.pem",
+            "-cert",
+            "leaf.pem",
+            "-respout",
+            "resp.der",
+            "-ndays",
+            "1",
+        ],
+    );
+    let b = Backend::start("b");
+    let gw = gateway(
+        &b,
+        &format!(
+            "  certificates: [{{cert: \"{0}/leaf.pem\", key: \"{0}/leaf.key\", ocsp: \"{0}/resp.der\"}}]",
+            d.display()
+        ),
+        "",
+    );
+    let h = s_client(gw.addr("https").port(), &["-servername", "ocsp.test", "-status"]);
+    assert!(h.ok, "{}", h.out);
+    assert!(h.has("OCSP Response Status: successful"), "{}", h.out);
+    assert!(h.has("Responder Id: CN = OCSP CA"), "{}", h.out);
+}
