@@ -652,3 +652,52 @@ fn an_ocsp_response_from_a_file_is_stapled_and_a_separate_key_file_is_read() {
     assert!(h.has("OCSP Response Status: successful"), "{}", h.out);
     assert!(h.has("Responder Id: CN = OCSP CA"), "{}", h.out);
 }
+
+#[test]
+fn the_cert_command_manages_a_directory_store_under_a_running_gateway() {
+    let pki = Pki::new();
+    let store = TempDir::new();
+    let b = Backend::start("b");
+    let gw = gateway(&b, &format!("  store: {{dir: \"{}\", scan_interval: 100ms}}", store.path().display()), "");
+    let port = gw.addr("https").port();
+    let config = gw.dir().join("gatehouse.yaml");
+    let cert = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .args(["cert", "--config", config.to_str().unwrap_or_default()])
+            .args(args)
+            .output()
+            .expect("run gatehouse cert");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let ecdsa = pki.issue(&["dir.test"], Algorithm::EcdsaP256, "dir-e.pem", None);
+    let rsa = pki.issue(&["dir.test"], Algorithm::Rsa2048, "dir-r.pem", None);
+    let (ok, out, err) = cert(&["import", ecdsa.to_str().unwrap_or_default(), rsa.to_str().unwrap_or_default()]);
+    assert!(ok, "{out}{err}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(store.join("dir.test.ecdsa.pem")).expect("stored").permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600, "bundles hold keys");
+    assert!(store.join("dir.test.rsa.pem").exists());
+    eventually("the imported pair serves", || s_client(port, &["-servername", "dir.test"]).ok);
+    let rsa_client = s_client(port, &["-servername", "dir.test", "-sigalgs", "RSA-PSS+SHA256"]);
+    assert!(rsa_client.has("Peer signature type: RSA-PSS"), "{}", rsa_client.out);
+
+    let (ok, out, _) = cert(&["list"]);
+    assert!(ok && out.lines().count() == 2, "{out}");
+    let (ok, out, _) = cert(&["show", "dir.test"]);
+    assert!(ok && out.contains("key:        ecdsa") && out.contains("key:        rsa"), "{out}");
+    assert!(!out.contains("PRIVATE"), "{out}");
+
+    let (ok, _, err) = cert(&["import", pki.ca_file().to_str().unwrap_or_default()]);
+    assert!(!ok && err.contains("no PRIVATE KEY block found"), "{err}");
+
+    let (ok, out, _) = cert(&["remove", "dir.test"]);
+    assert!(ok && out.matches("removed").count() == 2, "{out}");
+    eventually("the removed names stop serving", || {
+        s_client(port, &["-servername", "dir.test"]).has("unrecognized name")
+    });
+}
