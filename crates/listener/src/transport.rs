@@ -101,14 +101,14 @@ impl AsyncWrite for Transport {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             Transport::Tcp(s) => Pin::new(s).poll_write_vectored(cx, bufs),
-            Transport::Tls(t) => {
-                let first = bufs.iter().find(|b| !b.is_empty()).map_or(&[][..], |b| &b[..]);
-                Pin::new(t).poll_write(cx, first)
-            }
+            Transport::Tls(t) => Pin::new(&mut **t).poll_write_vectored(cx, bufs),
         }
     }
     fn is_write_vectored(&self) -> bool {
-        matches!(self, Transport::Tcp(_))
+        match self {
+            Transport::Tcp(s) => s.is_write_vectored(),
+            Transport::Tls(t) => t.is_write_vectored(),
+        }
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {

@@ -129,23 +129,38 @@ impl TlsConn {
         }
     }
 
-    /// Encrypts some of `data`. rustls takes plaintext until its buffer of unsent records is full
-    /// (64 KiB); then this waits for the socket.
+    /// Encrypts some of `data` into TLS records held until [`TlsConn::poll_flush_plain`] (or
+    /// until rustls' buffer of unsent records, 64 KiB, is full: then they are sent first). Small
+    /// writes between flushes thus share system calls.
     pub fn poll_write_plain(&self, cx: &mut Context<'_>, data: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_write_with(cx, data.is_empty(), |tls| tls.writer().write(data))
+    }
+
+    /// [`TlsConn::poll_write_plain`] for several slices, sealed as one run of records rather than
+    /// a record per slice (an HTTP/2 frame header and its payload share one).
+    pub fn poll_write_plain_vectored(&self, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
+        let empty = bufs.iter().all(|b| b.is_empty());
+        self.poll_write_with(cx, empty, |tls| tls.writer().write_vectored(bufs))
+    }
+
+    fn poll_write_with(
+        &self,
+        cx: &mut Context<'_>,
+        empty: bool,
+        mut write: impl FnMut(&mut ServerConnection) -> io::Result<usize>,
+    ) -> Poll<io::Result<usize>> {
         let mut tls = self.lock();
         loop {
-            let flushed = match Self::push(&self.tcp, &mut tls) {
-                Ok(()) => true,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => false,
-                Err(e) => return Poll::Ready(Err(e)),
-            };
-            let n = tls.writer().write(data)?;
-            if n > 0 || data.is_empty() || flushed {
-                // Errors other than a full socket show on the next write or flush.
-                let _ = Self::push(&self.tcp, &mut tls);
+            let n = write(&mut tls)?;
+            if n > 0 || empty {
                 return Poll::Ready(Ok(n));
             }
-            ready!(self.tcp.poll_write_ready(cx))?;
+            // rustls' buffer is full: send what it holds, then try again.
+            match Self::push(&self.tcp, &mut tls) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready!(self.tcp.poll_write_ready(cx))?,
+                Err(e) => return Poll::Ready(Err(e)),
+            }
         }
     }
 
@@ -191,6 +206,16 @@ impl AsyncRead for TlsConn {
 impl AsyncWrite for TlsConn {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         self.poll_write_plain(cx, buf)
+    }
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        self.poll_write_plain_vectored(cx, bufs)
+    }
+    fn is_write_vectored(&self) -> bool {
+        true
     }
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.poll_flush_plain(cx)
