@@ -64,10 +64,9 @@
 
 set -Eeuo pipefail
 
-ORIG_PWD=$PWD
-cd "$(dirname "$0")/.."
-ROOT=$PWD
-BENCH=$ROOT/bench
+# ORIG_PWD = where it was started; then in the repository: ROOT, BENCH = ROOT/bench.
+# shellcheck source=SCRIPTDIR/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
 
 DURATION=${DURATION:-5}
 AB_N=${AB_N:-50000}
@@ -89,14 +88,11 @@ log() { printf '[proxy.sh] %s\n' "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- validation
-for v in DURATION AB_N REPS CONNS WARMUP PRIME SETTLE HAPROXY_MAXCONN AB_TIMEOUT; do
-	[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer (got '${!v}')"
-done
+check_integers DURATION AB_N REPS CONNS WARMUP PRIME SETTLE HAPROXY_MAXCONN AB_TIMEOUT
 ((DURATION >= 1 && AB_N >= 1 && REPS >= 1 && CONNS >= 1)) ||
 	die "DURATION, AB_N, REPS and CONNS must be at least 1"
 ((AB_N >= CONNS)) || die "AB_N ($AB_N) must be at least CONNS ($CONNS)"
 
-declare -A SIZE=([test.html]=75 [5k.html]=5120 [10k.html]=10240)
 read -r -a FILE_LIST <<<"$FILES"
 read -r -a TARGET_LIST <<<"$TARGETS"
 read -r -a TOOL_LIST <<<"$TOOLS"
@@ -108,18 +104,12 @@ done
 for t in "${TOOL_LIST[@]}"; do
 	case $t in wrk | ab) ;; *) die "unknown tool '$t' in TOOLS (wrk ab)" ;; esac
 done
-want() { # want TARGET -> true if TARGET is in TARGETS
-	local t
-	for t in "${TARGET_LIST[@]}"; do [[ $t == "$1" ]] && return 0; done
-	return 1
-}
-
 need=(nginx curl python3 taskset getconf)
 want haproxy && need+=(haproxy)
 need+=("${TOOL_LIST[@]}")
 ((PRIME)) && need+=(ab)
 ((WARMUP)) && need+=(wrk)
-for c in "${need[@]}"; do command -v "$c" >/dev/null || die "'$c' not found in PATH"; done
+need_commands "${need[@]}"
 (($(nproc) >= 2)) || die "needs at least 2 CPUs (CPU 0: backend + load generator, CPU 1: proxy)"
 taskset -c 1 true 2>/dev/null || die "cannot pin to CPU 1 (taskset -c 1 failed)"
 
@@ -127,161 +117,23 @@ CLK_TCK=$(getconf CLK_TCK)
 
 # ------------------------------------------------------------ gatehouse binary
 GATEHOUSE_VERSION=
-if want gatehouse; then
-	if [[ -n ${GATEHOUSE_BIN:-} ]]; then
-		[[ $GATEHOUSE_BIN == /* ]] || GATEHOUSE_BIN=$ORIG_PWD/$GATEHOUSE_BIN
-	else
-		command -v cargo >/dev/null || die "cargo not found; set GATEHOUSE_BIN"
-		log "building: cargo build --release -p gatehouse"
-		cargo build --release -p gatehouse
-		GATEHOUSE_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/gatehouse
-	fi
-	[[ -x $GATEHOUSE_BIN ]] || die "gatehouse binary not found or not executable: $GATEHOUSE_BIN"
-	gh_version_out=$("$GATEHOUSE_BIN" version 2>&1) || die "'$GATEHOUSE_BIN version' failed: $gh_version_out"
-	GATEHOUSE_VERSION=${gh_version_out%%$'\n'*}
-fi
+want gatehouse && gatehouse_binary
 
 # --------------------------------------------------- work dir, process cleanup
-WORK=$(mktemp -d "${TMPDIR:-/tmp}/gatehouse-proxy-bench.XXXXXX")
-declare -A PID=()   # name -> pid of every long-running process we started
-LOADGEN_PID=
+make_workdir gatehouse-proxy-bench
 
-descendants() { # descendants PID... -> REPLY_PIDS (the PIDs and all their descendants)
-	local -a stack=("$@")
-	local p kids t
-	REPLY_PIDS=()
-	while ((${#stack[@]})); do
-		p=${stack[-1]}
-		unset 'stack[-1]'
-		[[ -d /proc/$p ]] || continue
-		REPLY_PIDS+=("$p")
-		for t in /proc/"$p"/task/*/children; do
-			kids=
-			read -r kids 2>/dev/null <"$t" || true
-			# shellcheck disable=SC2206 # pids are plain integers
-			[[ -n $kids ]] && stack+=($kids)
-		done
-	done
-	return 0
-}
+raise_nofile
 
-cleanup() {
-	local rc=$? p i alive
-	set +e
-	trap - EXIT INT TERM ERR
-	[[ -n $LOADGEN_PID ]] && kill -TERM "$LOADGEN_PID" 2>/dev/null
-	descendants "${PID[@]}" ${LOADGEN_PID:+"$LOADGEN_PID"}
-	local -a all=("${REPLY_PIDS[@]}")
-	((${#all[@]})) && kill -TERM "${all[@]}" 2>/dev/null
-	for ((i = 0; i < 50; i++)); do # at most 5 s for a graceful exit
-		alive=0
-		for p in "${all[@]}"; do
-			if kill -0 "$p" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) != Z ]]; then
-				alive=1
-				break
-			fi
-		done
-		((alive)) || break
-		sleep 0.1
-	done
-	for p in "${all[@]}"; do kill -KILL "$p" 2>/dev/null; done
-	for p in "${PID[@]}" ${LOADGEN_PID:+"$LOADGEN_PID"}; do wait "$p" 2>/dev/null; done
-	if [[ $KEEP_WORKDIR == 1 ]]; then
-		log "work dir kept: $WORK"
-	else
-		rm -rf "$WORK"
-	fi
-	exit "$rc"
-}
-trap cleanup EXIT
-trap 'log "command failed (line $LINENO): $BASH_COMMAND"' ERR
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# Raise the fd limit as far as the hard limit allows (HAProxy/nginx need ~2 fds
-# per proxied connection).
-ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
-NOFILE=$(ulimit -n)
-[[ $NOFILE == unlimited ]] && NOFILE=65536
-PROXY_WORKER_CONNS=$((NOFILE < 20000 ? NOFILE : 20000))
-((2 * HAPROXY_MAXCONN + 64 <= NOFILE)) ||
-	die "HAPROXY_MAXCONN=$HAPROXY_MAXCONN needs about $((2 * HAPROXY_MAXCONN + 64)) fds, ulimit -n is $NOFILE"
-
-# ------------------------------------------------------------------ free ports
-read -r P_BACKEND P_NGINX P_GATEHOUSE P_HAPROXY < <(python3 -c '
-import socket
-socks = []
-for _ in range(4):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(*(s.getsockname()[1] for s in socks))
-')
+# ------------------------------------------------- content, backend, configs
+mkdir -p "$WORK"/{www,nginx,haproxy,gatehouse,runs}
+write_www "$WORK/www"
+start_backend 0
+free_ports 3
+read -r P_NGINX P_GATEHOUSE P_HAPROXY <<<"${REPLY_PORTS[*]}"
 declare -A PORT=([direct]=$P_BACKEND [nginx]=$P_NGINX [gatehouse]=$P_GATEHOUSE [haproxy]=$P_HAPROXY)
 
-# ------------------------------------------------------------- content + configs
-mkdir -p "$WORK"/{www,backend,nginx,haproxy,gatehouse,runs}
-python3 - "$WORK/www" <<'EOF'
-import os, sys
-for name, size in (("test.html", 75), ("5k.html", 5120), ("10k.html", 10240)):
-    head, tail = b"<html><body>", b"</body></html>\n"
-    body = head + b"x" * (size - len(head) - len(tail)) + tail
-    assert len(body) == size
-    with open(os.path.join(sys.argv[1], name), "wb") as f:
-        f.write(body)
-EOF
-
-USER_LINE=
-((EUID == 0)) && USER_LINE='user root;'
-
-nginx_common() { # nginx_common DIR -> directives shared by both nginx instances
-	cat <<EOF
-$USER_LINE
-daemon off;
-master_process on;
-worker_processes 1;
-worker_rlimit_nofile $NOFILE;
-pid $1/nginx.pid;
-error_log $1/error.log warn;
-events { worker_connections $PROXY_WORKER_CONNS; }
-EOF
-}
-nginx_temp_paths() { # nginx_temp_paths DIR
-	cat <<EOF
-    client_body_temp_path $1/client_body;
-    proxy_temp_path $1/proxy;
-    fastcgi_temp_path $1/fastcgi;
-    uwsgi_temp_path $1/uwsgi;
-    scgi_temp_path $1/scgi;
-EOF
-}
-
 {
-	nginx_common "$WORK/backend"
-	cat <<EOF
-http {
-$(nginx_temp_paths "$WORK/backend")
-    access_log off;
-    types { text/html html; }
-    default_type application/octet-stream;
-    sendfile on;
-    tcp_nopush on;
-    open_file_cache max=64 inactive=60s;
-    open_file_cache_valid 60s;
-    keepalive_timeout 75s;
-    keepalive_requests 1000000;
-    server {
-        listen 127.0.0.1:$P_BACKEND backlog=4096;
-        root $WORK/www;
-        location / { }
-        location = /nginx_status { stub_status; allow 127.0.0.1; deny all; }
-    }
-}
-EOF
-} >"$WORK/backend/nginx.conf"
-
-{
-	nginx_common "$WORK/nginx"
+	nginx_head "$WORK/nginx" 1
 	cat <<EOF
 http {
 $(nginx_temp_paths "$WORK/nginx")
@@ -306,28 +158,7 @@ $(nginx_temp_paths "$WORK/nginx")
 EOF
 } >"$WORK/nginx/nginx.conf"
 
-cat >"$WORK/haproxy/haproxy.cfg" <<EOF
-global
-    nbthread 1
-    maxconn $HAPROXY_MAXCONN
-
-defaults
-    mode http
-    option http-keep-alive
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-    timeout http-request 10s
-    timeout http-keep-alive 60s
-
-frontend fe
-    bind 127.0.0.1:$P_HAPROXY
-    default_backend be
-
-backend be
-    http-reuse always
-    server backend 127.0.0.1:$P_BACKEND
-EOF
+haproxy_cfg 1 "    bind 127.0.0.1:$P_HAPROXY"$'\n' >"$WORK/haproxy/haproxy.cfg"
 
 cat >"$WORK/gatehouse/gatehouse.yaml" <<EOF
 workers: 1
@@ -336,49 +167,10 @@ cpu_affinity: off
 access_log: { path: "off" }
 listeners:
   main: { bind: "127.0.0.1:$P_GATEHOUSE", max_connections: 20000 }
-upstreams:
-  backend:
-    targets: ["127.0.0.1:$P_BACKEND"]
-    keepalive: { max_idle: 256, idle_timeout: 60s }
-    retries: 0
-sites:
-  all:
-    hosts: ["*"]
-    routes: [{ path: /, upstream: backend }]
+$(gatehouse_upstream 256)
 EOF
 
 # -------------------------------------------------------------- start servers
-start_proc() { # start_proc NAME CPU CMD... (stdout/stderr -> $WORK/NAME.out/.err)
-	local name=$1 cpu=$2
-	shift 2
-	taskset -c "$cpu" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
-	PID[$name]=$!
-}
-
-show_logs() { # show_logs NAME [ERROR_LOG]
-	local f
-	for f in "$WORK/$1.out" "$WORK/$1.err" ${2:+"$2"}; do
-		[[ -s $f ]] && { log "--- $f (last 30 lines)"; tail -n 30 "$f" >&2; }
-	done
-	return 0
-}
-
-http_probe() { # http_probe URL -> "CODE SIZE"
-	curl -s --noproxy '*' --max-time 2 -o /dev/null -w '%{http_code} %{size_download}' "$1" 2>/dev/null || true
-}
-
-wait_http() { # wait_http NAME URL EXPECTED_SIZE [ERROR_LOG]; at most ~10 s
-	local name=$1 url=$2 size=$3 i got=
-	for ((i = 0; i < 100; i++)); do
-		kill -0 "${PID[$name]}" 2>/dev/null || { show_logs "$name" "${4:-}"; die "$name exited during start-up"; }
-		got=$(http_probe "$url")
-		[[ $got == "200 $size" ]] && return 0
-		sleep 0.1
-	done
-	show_logs "$name" "${4:-}"
-	die "$name not ready after 10 s: GET $url -> '${got:-no answer}' (want '200 $size')"
-}
-
 wait_line() { # wait_line NAME FILE PATTERN; at most ~10 s; 1 if not seen
 	local i
 	for ((i = 0; i < 100; i++)); do
@@ -391,9 +183,6 @@ wait_line() { # wait_line NAME FILE PATTERN; at most ~10 s; 1 if not seen
 
 FIRST_FILE=${FILE_LIST[0]}
 log "work dir $WORK; ports: backend $P_BACKEND nginx $P_NGINX gatehouse $P_GATEHOUSE haproxy $P_HAPROXY"
-
-start_proc backend 0 nginx -p "$WORK/backend" -e "$WORK/backend/error.log" -c "$WORK/backend/nginx.conf"
-wait_http backend "http://127.0.0.1:$P_BACKEND/$FIRST_FILE" "${SIZE[$FIRST_FILE]}" "$WORK/backend/error.log"
 
 if want nginx; then
 	start_proc nginx 1 nginx -p "$WORK/nginx" -e "$WORK/nginx/error.log" -c "$WORK/nginx/nginx.conf"
@@ -436,56 +225,6 @@ for t in "${TARGET_LIST[@]}"; do
 done
 
 # ------------------------------------------------------------- measurement
-backend_accepts() {
-	curl -s --noproxy '*' --max-time 2 "http://127.0.0.1:$P_BACKEND/nginx_status" | awk 'NR == 3 { print $1 }'
-}
-
-tree_jiffies() { # tree_jiffies PID -> REPLY = utime+stime of PID and its descendants
-	local line rest p
-	local -a f
-	REPLY=0
-	descendants "$1"
-	for p in "${REPLY_PIDS[@]}"; do
-		read -r line 2>/dev/null <"/proc/$p/stat" || continue
-		rest=${line##*) }
-		read -r -a f <<<"$rest" # f[0] = field 3 (state); utime = field 14, stime = field 15
-		REPLY=$((REPLY + f[11] + f[12]))
-	done
-}
-
-# shellcheck disable=SC2034,SC2154 # s is a nameref to an associative array
-snap() { # snap ARRAY_NAME PROXY_PID: CPU counters, no forks (keeps cutime clean)
-	local -n s=$1
-	local line rest busy total
-	local -a f
-	while read -r line; do
-		case $line in
-		"cpu "*)
-			read -r -a f <<<"$line"
-			s[user]=${f[1]} s[nice]=${f[2]} s[system]=${f[3]} s[idle]=${f[4]}
-			s[iowait]=${f[5]} s[irq]=${f[6]} s[softirq]=${f[7]} s[steal]=${f[8]:-0}
-			;;
-		"cpu0 "* | "cpu1 "*)
-			read -r -a f <<<"$line"
-			busy=$((f[1] + f[2] + f[3] + f[6] + f[7]))
-			total=$((busy + f[4] + f[5] + ${f[8]:-0}))
-			s[${f[0]}_busy]=$busy s[${f[0]}_total]=$total
-			;;
-		intr*) break ;;
-		esac
-	done </proc/stat
-	tree_jiffies "$2"
-	s[proxy]=$REPLY
-	tree_jiffies "${PID[backend]}"
-	s[backend]=$REPLY
-	# Children reaped by this shell (the load generator) land in its cutime+cstime.
-	read -r line </proc/$$/stat
-	rest=${line##*) }
-	read -r -a f <<<"$rest"
-	s[self_children]=$((f[13] + f[14]))
-	s[t]=$EPOCHREALTIME
-}
-
 CSV=$WORK/proxy-runs.csv
 SEQ=0
 
@@ -524,21 +263,12 @@ run_load() { # run_load REP TOOL TARGET FILE [warmup]
 	kill -0 "$pid" 2>/dev/null || { show_logs "$name"; die "$name died during the $tool run against $target"; }
 	local -a kv=(
 		"rep=$rep" "seq=$SEQ" "target=$target" "file=$file" "exit_code=$rc" "clk_tck=$CLK_TCK"
-		"wall_s=$(awk -v a="${S0[t]}" -v b="${S1[t]}" 'BEGIN { printf "%.6f", b - a }')"
-		"proxy_j=$((S1[proxy] - S0[proxy]))" "backend_j=$((S1[backend] - S0[backend]))"
-		"loadgen_j=$((S1[self_children] - S0[self_children]))"
+		"proxy_j=$((S1[server] - S0[server]))" "loadgen_j=$((S1[self_children] - S0[self_children]))"
 		"accepts_before=$a0" "accepts_after=$a1"
 	)
-	local k
-	for k in user nice system idle iowait irq softirq steal; do kv+=("${k}_j=$((S1[$k] - S0[$k]))"); done
-	for k in cpu0_busy cpu0_total cpu1_busy cpu1_total; do kv+=("${k}_j=$((S1[$k] - S0[$k]))"); done
+	snap_deltas S0 S1
+	kv+=("${REPLY_KV[@]}")
 	python3 "$BENCH/lib/record_run.py" --csv "$CSV" --tool "$tool" --output "$out" "${kv[@]}"
-}
-
-rotated() { # rotated N -> REPLY_TARGETS = TARGET_LIST rotated left by N
-	local n=${#TARGET_LIST[@]} i
-	REPLY_TARGETS=()
-	for ((i = 0; i < n; i++)); do REPLY_TARGETS+=("${TARGET_LIST[(i + $1) % n]}"); done
 }
 
 START_DATE=$(date -u '+%Y-%m-%d %H:%M:%S UTC')
@@ -552,7 +282,7 @@ if ((WARMUP > 0)); then
 fi
 
 for ((rep = 1; rep <= REPS; rep++)); do
-	rotated $((rep - 1))
+	rotated $((rep - 1)) "${TARGET_LIST[@]}"
 	log "rep $rep/$REPS: order ${REPLY_TARGETS[*]}"
 	for f in "${FILE_LIST[@]}"; do
 		for tool in "${TOOL_LIST[@]}"; do
@@ -565,11 +295,7 @@ for ((rep = 1; rep <= REPS; rep++)); do
 done
 
 # ---------------------------------------------------------------- reporting
-mkdir -p "$BENCH/results"
-[[ -f $BENCH/results/.gitignore ]] || printf '*\n!.gitignore\n' >"$BENCH/results/.gitignore"
-cp "$CSV" "$BENCH/results/proxy-latest.csv"
-
-cpu_model=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
+results_csv "$CSV" proxy-latest.csv
 versions=("$(nginx -v 2>&1 | sed 's/^nginx version: //')")
 want haproxy && versions+=("$(haproxy -v 2>/dev/null | head -n 1 | sed 's/ - https.*//; s/ *$//')")
 for t in "${TOOL_LIST[@]}"; do
@@ -579,28 +305,19 @@ for t in "${TOOL_LIST[@]}"; do
 	esac
 done
 [[ -n $GATEHOUSE_VERSION ]] && versions+=("gatehouse: ${GATEHOUSE_VERSION% }")
-if git_rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
-	[[ -z $(git -C "$ROOT" status --porcelain 2>/dev/null | head -n 1) ]] || git_rev+=" + uncommitted changes"
-else
-	git_rev="no commit yet"
-fi
 {
 	echo "- Date: $START_DATE (finished $(date -u '+%H:%M:%S UTC'))"
-	echo "- Machine: $(nproc) CPUs, $cpu_model, Linux $(uname -r); clock tick $CLK_TCK Hz"
+	echo "- Machine: $(nproc) CPUs, $(cpu_model), Linux $(uname -r); clock tick $CLK_TCK Hz"
 	printf -v vline '%s; ' "${versions[@]}"
 	echo "- Versions: ${vline%; }"
-	echo "- Source: git $git_rev"
+	echo "- Source: git $(git_source)"
 	echo "- Settings: TARGETS=\"${TARGET_LIST[*]}\" TOOLS=\"${TOOL_LIST[*]}\" FILES=\"${FILE_LIST[*]}\" REPS=$REPS DURATION=${DURATION}s (wrk -t1 -c$CONNS --latency) AB_N=$AB_N (ab -k -c$CONNS) WARMUP=${WARMUP}s PRIME=$PRIME"
 	echo "- Layout: backend nginx (1 worker) and load generator on CPU 0; proxy under test alone on CPU 1 with one worker/thread. Target order rotated by one each rep; runs interleaved."
 	echo "- Columns: proxy CPU % = utime+stime of the proxy's process tree / wall time (100 % = one core; for direct: the backend's). req/s per proxy CPU-s = completed requests / proxy CPU-seconds. New backend conns = backend stub_status accepts delta during the run (pools warmed$( ((PRIME)) && echo " and refilled before each run"); for direct: the client's own connections). Others' CPU % = /proc/stat busy time (incl. irq/softirq) not used by proxy, backend or load generator (one core = 100 %). ab's p99 has 1 ms resolution. Raw per-run numbers: bench/results/proxy-latest.csv."
 } >"$WORK/meta.md"
 
-update=()
-if [[ $BENCHMARKS_MD != none ]]; then
-	[[ $BENCHMARKS_MD == /* ]] || BENCHMARKS_MD=$ORIG_PWD/$BENCHMARKS_MD
-	update=(--update "$BENCHMARKS_MD")
-fi
+update_args
 echo
-python3 "$BENCH/lib/summarize.py" "$CSV" --heading "$HEADING" --meta "$WORK/meta.md" "${update[@]}"
+python3 "$BENCH/lib/summarize.py" "$CSV" --heading "$HEADING" --meta "$WORK/meta.md" "${REPLY_UPDATE[@]}"
 echo
-log "per-run CSV: $BENCH/results/proxy-latest.csv${update:+; updated $BENCHMARKS_MD}"
+log "per-run CSV: $BENCH/results/proxy-latest.csv${REPLY_UPDATE:+; updated $BENCHMARKS_MD}"

@@ -54,20 +54,28 @@ def _wrk_time_ms(text):
     return float(m.group(1)) * _UNIT_MS[m.group(2)]
 
 
-def parse_wrk(out):
+def grab(out, fields):
+    """{key: conv(group 1)} for each (key, pattern, conv) whose pattern matches a line of out."""
     r = {}
-    m = re.search(r"^\s*(\d+) requests in ([0-9.]+)(\w+)", out, re.M)
-    if m:
-        r["requests"] = int(m.group(1))
-    m = re.search(r"^Requests/sec:\s+([0-9.]+)", out, re.M)
-    if m:
-        r["rps"] = float(m.group(1))
-    m = re.search(r"^\s*Latency\s+(\S+)\s", out, re.M)
-    if m:
-        r["lat_mean_ms"] = _wrk_time_ms(m.group(1))
-    m = re.search(r"^\s*99%\s+(\S+)\s*$", out, re.M)
-    if m:
-        r["p99_ms"] = _wrk_time_ms(m.group(1))
+    for key, pattern, conv in fields:
+        m = re.search(pattern, out, re.M)
+        if m:
+            r[key] = conv(m.group(1))
+    return r
+
+
+# (field, pattern of an output line, conversion of its group 1) for grab(), per tool.
+WRK_LINES = [("requests", r"^\s*(\d+) requests in [0-9.]+\w+", int), ("rps", r"^Requests/sec:\s+([0-9.]+)", float),
+             ("lat_mean_ms", r"^\s*Latency\s+(\S+)\s", _wrk_time_ms), ("p99_ms", r"^\s*99%\s+(\S+)\s*$", _wrk_time_ms)]
+AB_LINES = [("requests", r"^Complete requests:\s+(\d+)", int), ("rps", r"^Requests per second:\s+([0-9.]+)", float),
+            # The first "Time per request" line is the mean per request (concurrency
+            # taken into account), i.e. the mean latency a client saw.
+            ("lat_mean_ms", r"^Time per request:\s+([0-9.]+) \[ms\] \(mean\)$", float),
+            ("p99_ms", r"^\s*99%\s+(\d+)", float)]
+
+
+def parse_wrk(out):
+    r = grab(out, WRK_LINES)
     errors, detail = 0, []
     m = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     if m:
@@ -85,21 +93,7 @@ def parse_wrk(out):
 
 
 def parse_ab(out):
-    r = {}
-    m = re.search(r"^Complete requests:\s+(\d+)", out, re.M)
-    if m:
-        r["requests"] = int(m.group(1))
-    m = re.search(r"^Requests per second:\s+([0-9.]+)", out, re.M)
-    if m:
-        r["rps"] = float(m.group(1))
-    # The first "Time per request" line is the mean per request (concurrency
-    # taken into account), i.e. the mean latency a client saw.
-    m = re.search(r"^Time per request:\s+([0-9.]+) \[ms\] \(mean\)$", out, re.M)
-    if m:
-        r["lat_mean_ms"] = float(m.group(1))
-    m = re.search(r"^\s*99%\s+(\d+)", out, re.M)
-    if m:
-        r["p99_ms"] = float(m.group(1))
+    r = grab(out, AB_LINES)
     errors, detail = 0, []
     m = re.search(r"^Failed requests:\s+(\d+)(?:\s*\n\s*\((.*)\))?", out, re.M)
     if m and int(m.group(1)):
@@ -121,6 +115,16 @@ def parse_ab(out):
     r["errors"] = errors
     r["error_detail"] = "; ".join(detail)
     return r
+
+
+def append_row(path, fields, row):
+    """Appends row to the CSV at path, with the header line first when the file is new."""
+    new_file = not os.path.exists(path) or os.path.getsize(path) == 0
+    with open(path, "a", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
+        if new_file:
+            w.writeheader()
+        w.writerow(row)
 
 
 def main():
@@ -204,12 +208,7 @@ def main():
         row["backend_new_conns"] = new
         row["conns_per_100k"] = round(new * 100000.0 / req, 3) if req else ""
 
-    new_file = not os.path.exists(a.csv) or os.path.getsize(a.csv) == 0
-    with open(a.csv, "a", newline="") as f:
-        w = csv.DictWriter(f, fieldnames=FIELDS, extrasaction="ignore")
-        if new_file:
-            w.writeheader()
-        w.writerow(row)
+    append_row(a.csv, FIELDS, row)
 
     def fmt(v, spec):
         return format(v, spec) if isinstance(v, (int, float)) else "?"

@@ -1,0 +1,383 @@
+# shellcheck shell=bash
+# bench/lib/common.sh - shell helpers shared by bench/proxy.sh and bench/tls.sh: the
+# Gatehouse binary, the work dir and the cleanup of every process a bench started, free
+# ports, the backend nginx, process start-up, CPU counters, and the report's metadata.
+#
+# Sourced, not run: it sets ORIG_PWD (where the bench was started) and moves to the repository
+# (ROOT, BENCH = ROOT/bench).  The sourcing script defines log and die, sets KEEP_WORKDIR, and
+# fills TARGET_LIST before it calls want; the helpers keep their state in the globals WORK,
+# PID (instance -> pid), LOADGEN_PID, NOFILE, WORKER_CONNS and P_BACKEND.
+# Processes are only ever stopped by the pids recorded here, never by name.
+
+ORIG_PWD=$PWD
+cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
+ROOT=$PWD
+BENCH=$ROOT/bench
+PYTHON=${PYTHON:-python3}
+declare -A PID=() # instance -> pid of every long-running process the bench started
+LOADGEN_PID=
+
+want() { # want TARGET -> true if TARGET is in TARGETS
+	local t
+	for t in "${TARGET_LIST[@]}"; do [[ $t == "$1" ]] && return 0; done
+	return 1
+}
+
+check_integers() { # check_integers VAR...: each must hold a non-negative integer
+	local v
+	for v in "$@"; do
+		[[ ${!v} =~ ^[0-9]+$ ]] || die "$v must be a non-negative integer (got '${!v}')"
+	done
+}
+
+need_commands() { # need_commands CMD...: each must be in PATH
+	local c
+	for c in "$@"; do command -v "$c" >/dev/null || die "'$c' not found in PATH"; done
+}
+
+# ------------------------------------------------------------ gatehouse binary
+# shellcheck disable=SC2034 # GATEHOUSE_VERSION is for the sourcing script
+gatehouse_binary() { # -> GATEHOUSE_BIN (absolute; built when unset), GATEHOUSE_VERSION
+	if [[ -n ${GATEHOUSE_BIN:-} ]]; then
+		[[ $GATEHOUSE_BIN == /* ]] || GATEHOUSE_BIN=$ORIG_PWD/$GATEHOUSE_BIN
+	else
+		command -v cargo >/dev/null || die "cargo not found; set GATEHOUSE_BIN"
+		log "building: cargo build --release -p gatehouse"
+		cargo build --release -p gatehouse
+		GATEHOUSE_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/gatehouse
+	fi
+	[[ -x $GATEHOUSE_BIN ]] || die "gatehouse binary not found or not executable: $GATEHOUSE_BIN"
+	local out
+	out=$("$GATEHOUSE_BIN" version 2>&1) || die "'$GATEHOUSE_BIN version' failed: $out"
+	GATEHOUSE_VERSION=${out%%$'\n'*}
+}
+
+# --------------------------------------------------- work dir, process cleanup
+descendants() { # descendants PID... -> REPLY_PIDS (the PIDs and all their descendants)
+	local -a stack=("$@")
+	local p kids t
+	REPLY_PIDS=()
+	while ((${#stack[@]})); do
+		p=${stack[-1]}
+		unset 'stack[-1]'
+		[[ -d /proc/$p ]] || continue
+		REPLY_PIDS+=("$p")
+		for t in /proc/"$p"/task/*/children; do
+			kids=
+			read -r kids 2>/dev/null <"$t" || true
+			# shellcheck disable=SC2206 # pids are plain integers
+			[[ -n $kids ]] && stack+=($kids)
+		done
+	done
+	return 0
+}
+
+terminate() { # terminate PID...: TERM the trees, at most 5 s for a graceful exit, then KILL
+	local p i alive
+	descendants "$@"
+	local -a all=("${REPLY_PIDS[@]}")
+	((${#all[@]})) || return 0
+	kill -TERM "${all[@]}" 2>/dev/null || true
+	for ((i = 0; i < 50; i++)); do
+		alive=0
+		for p in "${all[@]}"; do
+			if kill -0 "$p" 2>/dev/null && [[ $(awk '{print $3}' "/proc/$p/stat" 2>/dev/null) != Z ]]; then
+				alive=1
+				break
+			fi
+		done
+		((alive)) || break
+		sleep 0.1
+	done
+	for p in "${all[@]}"; do kill -KILL "$p" 2>/dev/null || true; done
+	for p in "$@"; do wait "$p" 2>/dev/null || true; done
+	return 0
+}
+
+cleanup() { # the EXIT trap: every recorded process tree stopped, the work dir removed
+	local rc=$?
+	set +e
+	trap - EXIT INT TERM ERR
+	[[ -n $LOADGEN_PID ]] && kill -TERM "$LOADGEN_PID" 2>/dev/null
+	terminate "${PID[@]}" ${LOADGEN_PID:+"$LOADGEN_PID"}
+	if [[ $KEEP_WORKDIR == 1 ]]; then
+		log "work dir kept: $WORK"
+	else
+		rm -rf "$WORK"
+	fi
+	exit "$rc"
+}
+
+make_workdir() { # make_workdir NAME -> WORK, a mktemp -d dir removed on exit with the processes
+	WORK=$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")
+	trap cleanup EXIT
+	trap 'log "command failed (line $LINENO): $BASH_COMMAND"' ERR
+	trap 'exit 130' INT
+	trap 'exit 143' TERM
+}
+
+raise_nofile() { # -> NOFILE, WORKER_CONNS; HAProxy and nginx need ~2 fds per proxied connection
+	ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
+	NOFILE=$(ulimit -n)
+	[[ $NOFILE == unlimited ]] && NOFILE=65536
+	WORKER_CONNS=$((NOFILE < 20000 ? NOFILE : 20000))
+	((2 * HAPROXY_MAXCONN + 64 <= NOFILE)) ||
+		die "HAPROXY_MAXCONN=$HAPROXY_MAXCONN needs about $((2 * HAPROXY_MAXCONN + 64)) fds, ulimit -n is $NOFILE"
+}
+
+free_ports() { # free_ports N -> REPLY_PORTS (N distinct free loopback ports)
+	read -r -a REPLY_PORTS < <("$PYTHON" -c '
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(*(s.getsockname()[1] for s in socks))
+' "$1")
+}
+
+# ------------------------------------------------------ content, nginx configs
+declare -A SIZE=([test.html]=75 [5k.html]=5120 [10k.html]=10240)
+
+write_www() { # write_www DIR: the files of SIZE, an HTML page of exactly that many bytes each
+	"$PYTHON" - "$1" <<'EOF'
+import os, sys
+for name, size in (("test.html", 75), ("5k.html", 5120), ("10k.html", 10240)):
+    head, tail = b"<html><body>", b"</body></html>\n"
+    body = head + b"x" * (size - len(head) - len(tail)) + tail
+    assert len(body) == size
+    with open(os.path.join(sys.argv[1], name), "wb") as f:
+        f.write(body)
+EOF
+}
+
+USER_LINE=
+((EUID == 0)) && USER_LINE='user root;'
+
+nginx_head() { # nginx_head DIR WORKERS -> the main-context directives of one nginx instance
+	cat <<EOF
+$USER_LINE
+daemon off;
+master_process on;
+worker_processes $2;
+worker_rlimit_nofile $NOFILE;
+pid $1/nginx.pid;
+error_log $1/error.log warn;
+events { worker_connections $WORKER_CONNS; }
+EOF
+}
+nginx_temp_paths() { # nginx_temp_paths DIR
+	cat <<EOF
+    client_body_temp_path $1/client_body;
+    proxy_temp_path $1/proxy;
+    fastcgi_temp_path $1/fastcgi;
+    uwsgi_temp_path $1/uwsgi;
+    scgi_temp_path $1/scgi;
+EOF
+}
+
+haproxy_cfg() { # haproxy_cfg THREADS BIND_LINES [GLOBAL_LINES]: HTTP keep-alive to the backend
+	cat <<EOF
+global
+    nbthread $1
+    maxconn $HAPROXY_MAXCONN
+${3:-}
+defaults
+    mode http
+    option http-keep-alive
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+    timeout http-request 10s
+    timeout http-keep-alive 60s
+
+frontend fe
+${2}    default_backend be
+
+backend be
+    http-reuse always
+    server backend 127.0.0.1:$P_BACKEND
+EOF
+}
+
+gatehouse_upstream() { # gatehouse_upstream MAX_IDLE -> YAML: every request to the backend, keep-alive
+	cat <<EOF
+upstreams:
+  backend:
+    targets: ["127.0.0.1:$P_BACKEND"]
+    keepalive: { max_idle: $1, idle_timeout: 60s }
+    retries: 0
+sites:
+  all:
+    hosts: ["*"]
+    routes: [{ path: /, upstream: backend }]
+EOF
+}
+
+# ---------------------------------------------------------------- processes
+start_proc() { # start_proc INSTANCE CPU|none CMD... (stdout/stderr -> $WORK/INSTANCE.out/.err)
+	local name=$1 cpu=$2
+	shift 2
+	if [[ $cpu == none ]]; then
+		"$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+	else
+		taskset -c "$cpu" "$@" >"$WORK/$name.out" 2>"$WORK/$name.err" &
+	fi
+	PID[$name]=$!
+}
+
+show_logs() { # show_logs INSTANCE [ERROR_LOG]
+	local f
+	for f in "$WORK/$1.out" "$WORK/$1.err" ${2:+"$2"}; do
+		[[ -s $f ]] && { log "--- $f (last 30 lines)"; tail -n 30 "$f" >&2; }
+	done
+	return 0
+}
+
+http_probe() { # http_probe URL -> "CODE SIZE"; -k: the TLS bench's certificates are self-made
+	curl -sk --noproxy '*' --max-time 2 -o /dev/null -w '%{http_code} %{size_download}' "$1" 2>/dev/null || true
+}
+
+wait_http() { # wait_http INSTANCE URL EXPECTED_SIZE [ERROR_LOG]; at most ~10 s
+	local name=$1 url=$2 size=$3 i got=
+	for ((i = 0; i < 100; i++)); do
+		kill -0 "${PID[$name]}" 2>/dev/null || { show_logs "$name" "${4:-}"; die "$name exited during start-up"; }
+		got=$(http_probe "$url")
+		[[ $got == "200 $size" ]] && return 0
+		sleep 0.1
+	done
+	show_logs "$name" "${4:-}"
+	die "$name not ready after 10 s: GET $url -> '${got:-no answer}' (want '200 $size')"
+}
+
+start_backend() { # start_backend CPU: nginx with 1 worker serving $WORK/www -> P_BACKEND
+	free_ports 1
+	P_BACKEND=${REPLY_PORTS[0]}
+	mkdir -p "$WORK/backend"
+	{
+		nginx_head "$WORK/backend" 1
+		cat <<EOF
+http {
+$(nginx_temp_paths "$WORK/backend")
+    access_log off;
+    types { text/html html; }
+    default_type application/octet-stream;
+    sendfile on;
+    tcp_nopush on;
+    open_file_cache max=64 inactive=60s;
+    open_file_cache_valid 60s;
+    keepalive_timeout 75s;
+    keepalive_requests 1000000;
+    server {
+        listen 127.0.0.1:$P_BACKEND backlog=4096;
+        root $WORK/www;
+        location / { }
+        location = /nginx_status { stub_status; allow 127.0.0.1; deny all; }
+    }
+}
+EOF
+	} >"$WORK/backend/nginx.conf"
+	start_proc backend "$1" nginx -p "$WORK/backend" -e "$WORK/backend/error.log" -c "$WORK/backend/nginx.conf"
+	wait_http backend "http://127.0.0.1:$P_BACKEND/test.html" "${SIZE[test.html]}" "$WORK/backend/error.log"
+}
+
+backend_accepts() { # -> the backend's stub_status "accepts"
+	curl -s --noproxy '*' --max-time 2 "http://127.0.0.1:$P_BACKEND/nginx_status" | awk 'NR == 3 { print $1 }'
+}
+
+rotated() { # rotated N ITEM... -> REPLY_TARGETS = the items rotated left by N
+	local n=$1 i
+	shift
+	local -a l=("$@")
+	REPLY_TARGETS=()
+	for ((i = 0; i < ${#l[@]}; i++)); do REPLY_TARGETS+=("${l[(i + n) % ${#l[@]}]}"); done
+}
+
+# ------------------------------------------------------------- CPU counters
+tree_jiffies() { # tree_jiffies PID -> REPLY = utime+stime of PID and its descendants
+	local line p
+	local -a f
+	REPLY=0
+	descendants "$1"
+	for p in "${REPLY_PIDS[@]}"; do
+		read -r line 2>/dev/null <"/proc/$p/stat" || continue
+		read -r -a f <<<"${line##*) }" # f[0] = field 3 (state); utime = field 14, stime = field 15
+		REPLY=$((REPLY + f[11] + f[12]))
+	done
+}
+
+# shellcheck disable=SC2034,SC2154 # s is a nameref to an associative array
+snap() { # snap ARRAY_NAME SERVER_PID: CPU counters, no forks (keeps cutime clean)
+	local -n s=$1
+	local line busy total
+	local -a f
+	while read -r line; do
+		case $line in
+		"cpu "*)
+			read -r -a f <<<"$line"
+			s[user]=${f[1]} s[nice]=${f[2]} s[system]=${f[3]} s[idle]=${f[4]}
+			s[iowait]=${f[5]} s[irq]=${f[6]} s[softirq]=${f[7]} s[steal]=${f[8]:-0}
+			;;
+		"cpu0 "* | "cpu1 "*)
+			read -r -a f <<<"$line"
+			busy=$((f[1] + f[2] + f[3] + f[6] + f[7]))
+			total=$((busy + f[4] + f[5] + ${f[8]:-0}))
+			s[${f[0]}_busy]=$busy s[${f[0]}_total]=$total
+			;;
+		intr*) break ;;
+		esac
+	done </proc/stat
+	tree_jiffies "$2"
+	s[server]=$REPLY
+	tree_jiffies "${PID[backend]}"
+	s[backend]=$REPLY
+	# Children reaped by this shell (the load generator) land in its cutime+cstime.
+	read -r line </proc/$$/stat
+	read -r -a f <<<"${line##*) }"
+	s[self_children]=$((f[13] + f[14]))
+	s[t]=$EPOCHREALTIME
+}
+
+# shellcheck disable=SC2154,SC2004 # a and b are namerefs to associative arrays
+snap_deltas() { # snap_deltas S0 S1 -> REPLY_KV: wall_s, backend_j and the /proc/stat deltas
+	local -n a=$1 b=$2
+	local k
+	REPLY_KV=("wall_s=$(awk -v x="${a[t]}" -v y="${b[t]}" 'BEGIN { printf "%.6f", y - x }')"
+		"backend_j=$((b[backend] - a[backend]))")
+	for k in user nice system idle iowait irq softirq steal cpu0_busy cpu0_total cpu1_busy cpu1_total; do
+		REPLY_KV+=("${k}_j=$((b[$k] - a[$k]))")
+	done
+}
+
+# ------------------------------------------------------------------ report
+results_csv() { # results_csv CSV NAME: the per-run CSV copied to bench/results/NAME
+	mkdir -p "$BENCH/results"
+	[[ -f $BENCH/results/.gitignore ]] || printf '*\n!.gitignore\n' >"$BENCH/results/.gitignore"
+	cp "$1" "$BENCH/results/$2"
+}
+
+cpu_model() {
+	awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo
+}
+
+# shellcheck disable=SC2120 # no PATHSPEC: the whole work tree
+git_source() { # git_source [PATHSPEC...] -> "REV", + a note when the work tree differs there
+	local rev
+	if rev=$(git -C "$ROOT" rev-parse --short HEAD 2>/dev/null); then
+		[[ -z $(git -C "$ROOT" status --porcelain -- "$@" 2>/dev/null | sed -n 1p) ]] ||
+			rev+=" + uncommitted changes${1:+ under $1}"
+	else
+		rev="no commit yet"
+	fi
+	echo "$rev"
+}
+
+# shellcheck disable=SC2034 # REPLY_UPDATE is for the sourcing script
+update_args() { # -> REPLY_UPDATE: the summariser's --update BENCHMARKS_MD, or nothing for "none"
+	REPLY_UPDATE=()
+	if [[ $BENCHMARKS_MD != none ]]; then
+		[[ $BENCHMARKS_MD == /* ]] || BENCHMARKS_MD=$ORIG_PWD/$BENCHMARKS_MD
+		REPLY_UPDATE=(--update "$BENCHMARKS_MD")
+	fi
+}
