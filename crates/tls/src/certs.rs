@@ -19,6 +19,10 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::{Duration, Instant};
 
+/// How often every file of the directory store is looked at, to see files changed in place
+/// (files added, removed or renamed in are seen at every `scan_interval`).
+const FULL_SCAN_INTERVAL: Duration = Duration::from_secs(30);
+
 /// Cache and store settings.
 #[derive(Debug, Clone)]
 pub struct CertsOptions {
@@ -64,6 +68,8 @@ pub struct Certs {
     /// Set when the directory's first scan is done; until then a miss waits for it.
     dir_ready: AtomicBool,
     dir_scanned: tokio::sync::Notify,
+    /// When every file of the directory was last looked at.
+    last_full_scan: Mutex<Option<Instant>>,
     cache: Mutex<HashMap<Box<str>, Slot>>,
     generation: AtomicU64,
     options: CertsOptions,
@@ -94,6 +100,7 @@ impl Certs {
             dir: dir.map(Arc::new),
             redis,
             dir_scanned: tokio::sync::Notify::new(),
+            last_full_scan: Mutex::new(None),
             cache: Mutex::new(HashMap::new()),
             generation: AtomicU64::new(0),
             options,
@@ -255,7 +262,15 @@ impl Certs {
         let Some(dir) = &self.dir else { return };
         let first = !self.dir_ready.load(Relaxed);
         let started = Instant::now();
-        match dir.scan(!first) {
+        let full = {
+            let mut last = self.last_full_scan.lock().unwrap_or_else(|p| p.into_inner());
+            let due = last.is_none_or(|t| t.elapsed() >= FULL_SCAN_INTERVAL);
+            if due {
+                *last = Some(started);
+            }
+            due
+        };
+        match dir.scan(!first, full) {
             Ok(changes) => {
                 if !changes.names.is_empty() {
                     self.invalidate(changes.names.iter().map(String::as_str));
