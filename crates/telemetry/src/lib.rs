@@ -9,4 +9,4 @@ mod metrics;
 mod time;
 
 pub use metrics::{Counter, Gauge, Histogram, ProcessStats, RouteStats, LATENCY_BUCKETS};
-pub use time::{clf_time, http_date, rfc3339_time};
+pub use time::{clf_time, http_date, iso_date, rfc3339_time};

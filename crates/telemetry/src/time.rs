@@ -38,6 +38,12 @@ pub fn http_date(t: SystemTime) -> String {
     format!("{weekday}, {d:02} {} {y} {h:02}:{mi:02}:{s:02} GMT", MONTHS[(mo - 1) as usize])
 }
 
+/// `2000-10-10`.
+pub fn iso_date(t: SystemTime) -> String {
+    let (y, mo, d, ..) = civil(t);
+    format!("{y}-{mo:02}-{d:02}")
+}
+
 /// `2000-10-10T13:55:36.123Z`.
 pub fn rfc3339_time(t: SystemTime) -> String {
     let (y, mo, d, h, mi, s, ms) = civil(t);

@@ -207,13 +207,7 @@ impl Certs {
     async fn load(&self, key: &str) -> Option<Arc<Pair>> {
         if let Some(redis) = &self.redis {
             return match redis.load(key, now_secs()).await {
-                Ok(Some(pair)) => {
-                    for _ in pair.bundles() {
-                        self.stats.cert_loads.inc();
-                    }
-                    Some(Arc::new(pair))
-                }
-                Ok(None) => None,
+                Ok(loaded) => self.assemble(key, loaded),
                 Err(e) => {
                     self.stats.cert_load_errors.inc();
                     tracing::debug!(name = key, error = %e, "certificate lookup failed");
@@ -240,6 +234,11 @@ impl Certs {
         })
         .await
         .ok()?;
+        self.assemble(key, loaded)
+    }
+
+    /// The pair made of a store's bundles for `key`, counting loads and refusals.
+    fn assemble(&self, key: &str, loaded: Vec<Result<Arc<Bundle>, BundleError>>) -> Option<Arc<Pair>> {
         let mut pair = Pair::default();
         for b in loaded {
             match b {

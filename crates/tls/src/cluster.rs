@@ -75,11 +75,6 @@ fn derive(secret: &[u8], label: &'static [u8]) -> Result<LessSafeKey, String> {
     Ok(LessSafeKey::new(UnboundKey::from(okm)))
 }
 
-/// Lowercase hex.
-fn hex(bytes: &[u8]) -> String {
-    crate::ticket::hex(bytes)
-}
-
 impl Cluster {
     /// Connects (in the background) to the Redis at `url`; `secret` must be at least 32 bytes.
     pub fn new(
@@ -199,7 +194,7 @@ impl Cluster {
 
     fn session_key(&self, id: &[u8]) -> String {
         let tag = hmac::sign(&self.ids, id);
-        self.key(&format!("tls:sess:{}", hex(&tag.as_ref()[..16])))
+        self.key(&format!("tls:sess:{}", crate::ticket::hex(&tag.as_ref()[..16])))
     }
 
     /// Fetches a session stored by any node; `take` removes it (single-use TLS 1.3 tickets).

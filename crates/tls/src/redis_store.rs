@@ -9,9 +9,8 @@
 //! Nodes look a name up when a handshake first needs it and cache the answer; a message on the
 //! channel drops the cached keys it names, and a reconnect of the subscription drops them all.
 
-use crate::bundle::{self, BundleError, Facts, KeyKind};
+use crate::bundle::{self, Bundle, BundleError, Facts, KeyKind};
 use crate::cluster::{Cluster, Purpose};
-use crate::index::Pair;
 use aws_lc_rs::digest::{digest, SHA256};
 use std::sync::Arc;
 use std::time::Instant;
@@ -88,8 +87,9 @@ impl RedisStore {
             .collect())
     }
 
-    /// Loads the bundles for an index key; `Ok(None)` when Redis holds none.
-    pub async fn load(&self, key: &str, now: i64) -> Result<Option<Pair>, String> {
+    /// Loads and checks the bundles for an index key (none when Redis holds none); `Err` when
+    /// Redis cannot be asked.
+    pub async fn load(&self, key: &str, now: i64) -> Result<Vec<Result<Arc<Bundle>, BundleError>>, String> {
         let ids = self.ids_for(key).await?;
         let mut pems = Vec::new();
         for (_, id) in ids {
@@ -97,23 +97,18 @@ impl RedisStore {
                 pems.push((id, pem));
             }
         }
-        if pems.is_empty() {
-            return Ok(None);
-        }
         // Parsing keys is CPU work: off the worker's event loop.
-        let parsed = tokio::task::spawn_blocking(move || {
-            pems.into_iter().map(|(id, pem)| (id, bundle::parse(&pem, None, now))).collect::<Vec<_>>()
+        tokio::task::spawn_blocking(move || {
+            pems.into_iter()
+                .map(|(id, pem)| {
+                    bundle::parse(&pem, None, now)
+                        .map(|(b, _)| Arc::new(b))
+                        .map_err(|e| BundleError(format!("bundle {id}: {e}")))
+                })
+                .collect()
         })
         .await
-        .map_err(|e| e.to_string())?;
-        let mut pair = Pair::default();
-        for (id, result) in parsed {
-            match result {
-                Ok((b, _)) => pair.put(Arc::new(b)),
-                Err(e) => tracing::error!(bundle = %id, error = %e, "stored certificate cannot be loaded"),
-            }
-        }
-        Ok((!pair.is_empty()).then_some(pair))
+        .map_err(|e| e.to_string())
     }
 
     /// Checks and stores a bundle; it replaces, for each of its names, the bundle of the same key

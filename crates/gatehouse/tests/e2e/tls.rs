@@ -559,6 +559,20 @@ fn sites_with_client_auth_require_a_verified_certificate_for_that_site() {
     assert_eq!(b.request_count(), 1);
 }
 
+/// Runs `gatehouse cert --config CONFIG ARGS…`: (success, stdout, stderr).
+pub(crate) fn cert_cli(config: &Path, args: &[&str]) -> (bool, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["cert", "--config", config.to_str().unwrap_or_default()])
+        .args(args)
+        .output()
+        .expect("run gatehouse cert");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// Runs `openssl` with `args` in `dir`, panicking with its output if it fails.
 fn openssl(dir: &Path, args: &[&str]) {
     let out = Command::new("openssl").args(args).current_dir(dir).output().expect("run openssl");
@@ -661,18 +675,7 @@ fn the_cert_command_manages_a_directory_store_under_a_running_gateway() {
     let gw = gateway(&b, &format!("  store: {{dir: \"{}\", scan_interval: 100ms}}", store.path().display()), "");
     let port = gw.addr("https").port();
     let config = gw.dir().join("gatehouse.yaml");
-    let cert = |args: &[&str]| {
-        let out = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-            .args(["cert", "--config", config.to_str().unwrap_or_default()])
-            .args(args)
-            .output()
-            .expect("run gatehouse cert");
-        (
-            out.status.success(),
-            String::from_utf8_lossy(&out.stdout).into_owned(),
-            String::from_utf8_lossy(&out.stderr).into_owned(),
-        )
-    };
+    let cert = |args: &[&str]| cert_cli(&config, args);
     let ecdsa = pki.issue(&["dir.test"], Algorithm::EcdsaP256, "dir-e.pem", None);
     let rsa = pki.issue(&["dir.test"], Algorithm::Rsa2048, "dir-r.pem", None);
     let (ok, out, err) = cert(&["import", ecdsa.to_str().unwrap_or_default(), rsa.to_str().unwrap_or_default()]);

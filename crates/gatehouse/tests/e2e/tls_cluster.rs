@@ -4,10 +4,9 @@
 //! certificates imported into Redis serve on every node.
 
 use crate::common::{settled, start, targets, SETTLE};
-use crate::tls::{certificates, eventually, handshake_loop, s_client, s_client_with, serial, Pki};
+use crate::tls::{cert_cli as cli, certificates, eventually, handshake_loop, s_client, s_client_with, serial, Pki};
 use gatehouse_testkit::{metric_value, Backend, Gateway, RedisServer, TempDir};
 use gatehouse_tls::issue::Algorithm;
-use std::process::Command;
 use std::time::Instant;
 
 const REQUEST: &str = "GET / HTTP/1.1\r\nHost: node.test\r\nConnection: close\r\n\r\n";
@@ -143,19 +142,6 @@ fn with_redis_gone_handshakes_go_on_and_sharing_resumes_when_it_returns() {
     let (ok, errors) = load.join().expect("load thread");
     eprintln!("{ok} handshakes while Redis was killed and restarted; {} failed", errors.len());
     assert!(errors.is_empty(), "{} failed handshakes, first: {:?}", errors.len(), errors.first());
-}
-
-fn cli(config: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_gatehouse"))
-        .args(["cert", "--config", config.to_str().unwrap_or_default()])
-        .args(args)
-        .output()
-        .expect("run gatehouse cert");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
 }
 
 #[test]
