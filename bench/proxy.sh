@@ -132,31 +132,7 @@ free_ports 3
 read -r P_NGINX P_GATEHOUSE P_HAPROXY <<<"${REPLY_PORTS[*]}"
 declare -A PORT=([direct]=$P_BACKEND [nginx]=$P_NGINX [gatehouse]=$P_GATEHOUSE [haproxy]=$P_HAPROXY)
 
-{
-	nginx_head "$WORK/nginx" 1
-	cat <<EOF
-http {
-$(nginx_temp_paths "$WORK/nginx")
-    access_log off;
-    keepalive_timeout 75s;
-    keepalive_requests 1000000;
-    upstream backend {
-        server 127.0.0.1:$P_BACKEND;
-        keepalive 256;
-        keepalive_requests 1000000;
-        keepalive_timeout 60s;
-    }
-    server {
-        listen 127.0.0.1:$P_NGINX backlog=4096;
-        location / {
-            proxy_pass http://backend;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-        }
-    }
-}
-EOF
-} >"$WORK/nginx/nginx.conf"
+nginx_proxy_conf "$WORK/nginx" "$P_NGINX" "$P_BACKEND" >"$WORK/nginx/nginx.conf"
 
 haproxy_cfg 1 "    bind 127.0.0.1:$P_HAPROXY"$'\n' >"$WORK/haproxy/haproxy.cfg"
 

@@ -98,9 +98,6 @@ set -Eeuo pipefail
 # shellcheck source=SCRIPTDIR/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 
-QUICK=${QUICK:-0}
-if [[ $QUICK == 1 ]]; then q=1; else q=0; fi
-pick() { if ((q)); then echo "$2"; else echo "$1"; fi; } # pick FULL QUICK
 REPS=${REPS:-$(pick 3 1)}
 ROWS=${ROWS:-handshake resume store h2 reuseport cluster}
 TARGETS=${TARGETS:-gatehouse nginx haproxy}

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# bench/lib/common.sh - shell helpers shared by bench/proxy.sh and bench/tls.sh: the
+# bench/lib/common.sh - shell helpers shared by bench/proxy.sh, bench/tls.sh and bench/gateway.sh: the
 # Gatehouse binary, the work dir and the cleanup of every process a bench started, free
 # ports, the backend nginx, process start-up, CPU counters, and the report's metadata.
 #
@@ -14,6 +14,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.." || exit 1
 ROOT=$PWD
 BENCH=$ROOT/bench
 PYTHON=${PYTHON:-python3}
+QUICK=${QUICK:-0} # 1: a smoke run with small counts
+if [[ $QUICK == 1 ]]; then q=1; else q=0; fi
+pick() { if ((q)); then echo "$2"; else echo "$1"; fi; } # pick FULL QUICK
 declare -A PID=() # instance -> pid of every long-running process the bench started
 LOADGEN_PID=
 
@@ -174,6 +177,32 @@ nginx_temp_paths() { # nginx_temp_paths DIR
     fastcgi_temp_path $1/fastcgi;
     uwsgi_temp_path $1/uwsgi;
     scgi_temp_path $1/scgi;
+EOF
+}
+
+nginx_proxy_conf() { # nginx_proxy_conf DIR LISTEN_PORT BACKEND_PORT -> nginx.conf of a 1-worker reverse proxy
+	nginx_head "$1" 1
+	cat <<EOF
+http {
+$(nginx_temp_paths "$1")
+    access_log off;
+    keepalive_timeout 75s;
+    keepalive_requests 1000000;
+    upstream backend {
+        server 127.0.0.1:$3;
+        keepalive 256;
+        keepalive_requests 1000000;
+        keepalive_timeout 60s;
+    }
+    server {
+        listen 127.0.0.1:$2 backlog=4096;
+        location / {
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+        }
+    }
+}
 EOF
 }
 

@@ -127,6 +127,20 @@ def append_row(path, fields, row):
         w.writerow(row)
 
 
+def add_backend_conns(row, raw, req):
+    """New backend connections in a run, from nginx's stub_status "accepts" before and after."""
+    if raw.get("accepts_before") and raw.get("accepts_after"):
+        # The "after" stub_status request is itself one accepted connection.
+        new = int(raw["accepts_after"]) - int(raw["accepts_before"]) - 1
+        row["backend_new_conns"] = new
+        row["conns_per_100k"] = round(new * 100000.0 / req, 3) if req else ""
+
+
+def fmt(v, spec):
+    """A number formatted with `spec`, or "?" when the run did not produce it."""
+    return format(v, spec) if isinstance(v, (int, float)) else "?"
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", required=True)
@@ -202,16 +216,8 @@ def main():
     # start-up gap between them.
     row["req_per_cpu_s"] = round(req / (proxy_j / tck), 1) if req and proxy_j else ""
 
-    if raw.get("accepts_before") and raw.get("accepts_after"):
-        # The "after" stub_status request is itself one accepted connection.
-        new = i("accepts_after") - i("accepts_before") - 1
-        row["backend_new_conns"] = new
-        row["conns_per_100k"] = round(new * 100000.0 / req, 3) if req else ""
-
+    add_backend_conns(row, raw, req)
     append_row(a.csv, FIELDS, row)
-
-    def fmt(v, spec):
-        return format(v, spec) if isinstance(v, (int, float)) else "?"
 
     print(
         f"  rep {row['rep']} {a.tool:3} {row['target']:9} {row['file']:9} "

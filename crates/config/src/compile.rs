@@ -158,6 +158,7 @@ fn validate_tls(c: &Config, err: &mut impl FnMut(String, String)) {
 fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
     let mut err = |path: String, msg: String| errors.push(ConfigError { path, message: msg });
     validate_tls(c, &mut err);
+    crate::validate_gateway::validate(c, &mut err);
 
     if c.listeners.is_empty() {
         err("listeners".into(), "at least one listener is required".into());
@@ -287,7 +288,7 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
 }
 
 /// Checks a lower-cased host pattern: `*`, `*.suffix` or an exact name.
-fn check_host_pattern(h: &str) -> Result<(), String> {
+pub(crate) fn check_host_pattern(h: &str) -> Result<(), String> {
     if h == "*" {
         return Ok(());
     }

@@ -4,13 +4,17 @@
 #![forbid(unsafe_code)]
 
 mod compile;
+mod gateway;
 mod model;
 mod schema;
 mod units;
+mod validate_gateway;
 
 pub use compile::{compile, ConfigError, ConfigErrors};
+pub use gateway::*;
 pub use model::*;
 pub use units::{ByteSize, Duration};
+pub use validate_gateway::JWT_ALGORITHMS;
 
 /// The quick-start configuration used by `gatehouse run` without a file.
 pub const QUICKSTART: &str = include_str!("quickstart.yaml");

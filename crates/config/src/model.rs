@@ -1,6 +1,7 @@
 //! The configuration model. Every field is documented in `docs/config.md`; the same types are what
 //! the YAML deserialises into, so defaults live in exactly one place.
 
+use crate::gateway::{App, CircuitBreaker, Plan, Service};
 use crate::units::{ByteSize, Duration};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
@@ -36,6 +37,12 @@ pub struct Config {
     pub upstreams: BTreeMap<String, Upstream>,
     /// Sites (virtual hosts) by name.
     pub sites: BTreeMap<String, Site>,
+    /// API services (path prefixes guarded by gateway plugins) by name.
+    pub services: BTreeMap<String, Service>,
+    /// API consumers by app id.
+    pub apps: BTreeMap<String, App>,
+    /// Plans (plugin sets granted to apps) by name.
+    pub plans: BTreeMap<String, Plan>,
     /// Certificates and session resumption, for every TLS listener.
     pub tls: Tls,
     /// The Redis that nodes of a cluster share; none for a single node.
@@ -78,6 +85,9 @@ impl Default for Config {
             listeners: BTreeMap::new(),
             upstreams: BTreeMap::new(),
             sites: BTreeMap::new(),
+            services: BTreeMap::new(),
+            apps: BTreeMap::new(),
+            plans: BTreeMap::new(),
             tls: Tls::default(),
             redis: None,
         }
@@ -419,6 +429,9 @@ pub struct Upstream {
     /// Active health checks.
     #[serde(default)]
     pub health_check: Option<HealthCheck>,
+    /// Circuit breaker on each endpoint.
+    #[serde(default)]
+    pub circuit_breaker: Option<CircuitBreaker>,
 }
 
 /// One endpoint; written as `"ip:port"` or as a map.

@@ -22,6 +22,9 @@ pub(crate) const TOP_LEVEL: &[&str] = &[
     "listeners",
     "upstreams",
     "sites",
+    "services",
+    "apps",
+    "plans",
     "tls",
     "redis",
 ];
@@ -110,6 +113,9 @@ pub(crate) fn read(text: &str, errors: &mut Vec<ConfigError>) -> Config {
             "listeners" => config.listeners = named(value, &key, e),
             "upstreams" => config.upstreams = named(value, &key, e),
             "sites" => config.sites = named(value, &key, e),
+            "services" => config.services = named(value, &key, e),
+            "apps" => config.apps = named(value, &key, e),
+            "plans" => config.plans = named(value, &key, e),
             "tls" => set(&mut config.tls, field(value, &key, e)),
             "redis" => config.redis = field(value, &key, e),
             _ => errors

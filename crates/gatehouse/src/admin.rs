@@ -195,7 +195,7 @@ pub fn render_metrics(shared: &Shared) -> String {
     }
 
     type Read = fn(&gatehouse_upstream::EndpointState) -> u64;
-    let endpoint_metrics: [(&str, &str, &str, Read); 9] = [
+    let endpoint_metrics: [(&str, &str, &str, Read); 11] = [
         ("gatehouse_upstream_requests_total", "counter", "Requests sent to the endpoint.", |e| {
             e.stats.requests.load(Relaxed)
         }),
@@ -227,6 +227,15 @@ pub fn render_metrics(shared: &Shared) -> String {
             "1 when the endpoint may be selected (healthy and not ejected).",
             |e| u64::from(e.healthy() && !e.ejected()),
         ),
+        (
+            "gatehouse_upstream_breaker_state",
+            "gauge",
+            "Circuit breaker: 0 closed, 1 open, 2 half-open (one probe in flight).",
+            |e| e.breaker.state().as_gauge() as u64,
+        ),
+        ("gatehouse_upstream_breaker_opened_total", "counter", "Times the circuit breaker opened.", |e| {
+            e.breaker.opened.load(Relaxed)
+        }),
     ];
     for (name, kind, text, read) in endpoint_metrics {
         help(&mut out, name, kind, text);
@@ -242,5 +251,36 @@ pub fn render_metrics(shared: &Shared) -> String {
             }
         }
     }
+    render_gateway(&mut out, &snap.gateway);
     out
+}
+
+/// Admit-stage counters by service.
+fn render_gateway(out: &mut String, gw: &gatehouse_plugins::Gateway) {
+    help(out, "gatehouse_gateway_admitted_total", "counter", "Requests a service admitted.");
+    for (name, s) in &gw.services {
+        let _ =
+            writeln!(out, "gatehouse_gateway_admitted_total{{service=\"{}\"}} {}", esc(name), s.stats.admitted.get());
+    }
+    help(out, "gatehouse_gateway_denied_total", "counter", "Requests a service refused, by reason.");
+    for (name, s) in &gw.services {
+        for (reason, n) in s.stats.denials() {
+            let _ =
+                writeln!(out, "gatehouse_gateway_denied_total{{service=\"{}\",reason=\"{reason}\"}} {n}", esc(name));
+        }
+    }
+    help(
+        out,
+        "gatehouse_gateway_limiter_errors_total",
+        "counter",
+        "Cluster rate-limit decisions Redis could not make (then admitted or refused per on_redis_error).",
+    );
+    for (name, s) in &gw.services {
+        let _ = writeln!(
+            out,
+            "gatehouse_gateway_limiter_errors_total{{service=\"{}\"}} {}",
+            esc(name),
+            s.stats.limiter_errors.get()
+        );
+    }
 }

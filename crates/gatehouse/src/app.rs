@@ -8,6 +8,7 @@ use crate::listeners::ListenerSet;
 use crate::tls::TlsRuntime;
 use gatehouse_config::{AccessLog as AccessLogConfig, Config, Workers as WorkerCount};
 use gatehouse_listener::{ServeContext, Workers};
+use gatehouse_plugins::Registry as PluginRegistry;
 use gatehouse_proxy::{RouteStatsRegistry, Shared, Snapshot};
 use gatehouse_telemetry::access_log::AccessLog;
 use gatehouse_upstream::Registry;
@@ -28,6 +29,7 @@ struct Control {
     workers: Workers,
     registry: Registry,
     route_stats: RouteStatsRegistry,
+    plugins: PluginRegistry,
     shared: Arc<Shared>,
     listeners: ListenerSet,
     ctx: ServeContext,
@@ -101,15 +103,17 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
     let registry = Registry::new(n);
     let route_stats = RouteStatsRegistry::default();
     let access_log = open_log(&config.access_log)?;
+    let tls = TlsRuntime::new(&config).await?;
+    let plugins = PluginRegistry::new(tls.redis().zip(config.redis.as_ref().map(|r| r.prefix.clone())));
     let snapshot = Snapshot::build(
         Arc::new(config.clone()),
         1,
         &registry,
         &route_stats,
+        &plugins,
         access_log.as_ref().map(|(_, l)| l.clone()),
     )?;
     let shared = Shared::new(snapshot);
-    let tls = TlsRuntime::new(&config).await?;
     let acceptors = tls.acceptors(&config, tls.certs())?;
     let (drain_tx, drain_rx) = watch::channel(false);
     let ctx = ServeContext { shared: shared.clone(), drain: drain_rx };
@@ -120,6 +124,7 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
         workers,
         registry,
         route_stats,
+        plugins,
         shared: shared.clone(),
         listeners: ListenerSet::default(),
         ctx,
@@ -251,6 +256,7 @@ impl Control {
             generation,
             &self.registry,
             &self.route_stats,
+            &self.plugins,
             log.as_ref().map(|(_, l)| l.clone()),
         )?;
         let staged = self.tls.stage(&config)?;

@@ -5,6 +5,7 @@
 mod admin;
 mod app;
 mod cert;
+mod convert;
 mod demo;
 mod events;
 mod listeners;
@@ -47,6 +48,17 @@ enum Command {
         #[command(subcommand)]
         command: cert::CertCommand,
     },
+    /// Convert another gateway's configuration into a Gatehouse configuration.
+    Convert {
+        /// Format of FILE; only `hyperapi` is supported.
+        #[arg(long)]
+        from: String,
+        /// Configuration file to convert.
+        file: PathBuf,
+        /// Where to write the result (default: standard output); public keys go beside it in `keys/`.
+        #[arg(long, short)]
+        output: Option<PathBuf>,
+    },
     /// Print the version.
     Version,
 }
@@ -59,6 +71,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Check { file } => check(&file),
+        Command::Convert { from, file, output } => convert::run(&from, &file, output.as_deref()),
         Command::Cert { config, command } => match cert::run(&config, command) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
@@ -88,7 +101,9 @@ fn check(file: &std::path::Path) -> ExitCode {
         }
     };
     match gatehouse_config::compile(&text) {
-        Ok(config) => match tls::check_certificates(&config) {
+        Ok(config) => match tls::check_certificates(&config).and_then(|()| {
+            gatehouse_plugins::Gateway::build(&config, &gatehouse_plugins::Registry::offline()).map(drop)
+        }) {
             Ok(()) => {
                 println!("gatehouse: configuration {} is valid", file.display());
                 ExitCode::SUCCESS

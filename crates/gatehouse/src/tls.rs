@@ -297,6 +297,11 @@ impl TlsRuntime {
         self.store = staged.store;
     }
 
+    /// The cluster's Redis client, when there is a `redis` section.
+    pub fn redis(&self) -> Option<gatehouse_redis::Client> {
+        self.cluster.as_ref().map(|c| c.client().clone())
+    }
+
     /// Handshake and certificate counters (kept across reloads).
     pub fn stats(&self) -> &Arc<TlsStats> {
         &self.stats

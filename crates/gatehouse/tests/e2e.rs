@@ -13,6 +13,12 @@ mod drain;
 mod errors;
 #[path = "e2e/forwarding.rs"]
 mod forwarding;
+#[path = "e2e/gateway.rs"]
+mod gateway;
+#[path = "e2e/gateway_cluster.rs"]
+mod gateway_cluster;
+#[path = "e2e/gateway_jwt.rs"]
+mod gateway_jwt;
 #[path = "e2e/h2c.rs"]
 mod h2c;
 #[path = "e2e/health.rs"]

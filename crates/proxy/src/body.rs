@@ -41,6 +41,7 @@ pub(crate) struct LogRecord {
     pub status: u16,
     pub upstream: String,
     pub route: String,
+    pub app: String,
 }
 
 impl ResponseBody {
@@ -89,6 +90,7 @@ impl Drop for ResponseBody {
                 duration: r.start.elapsed(),
                 upstream: &r.upstream,
                 route: &r.route,
+                app: &r.app,
             });
         }
     }

@@ -2,6 +2,8 @@
 //! detail in the log.
 
 use crate::body::ResponseBody;
+use gatehouse_plugins::Denial;
+use http::header::HeaderValue;
 use http::{header, Response, StatusCode};
 
 /// Why a request could not be answered by an upstream.
@@ -16,6 +18,8 @@ pub enum ProxyError {
     ClientCertRequired,
     /// The request is malformed; it is never forwarded.
     BadRequest(&'static str),
+    /// The service's Admit stage refused the request.
+    Denied(Denial),
     /// No site or route matches the host and path.
     NoRoute,
     /// The declared body is larger than the route allows.
@@ -57,6 +61,7 @@ impl ProxyError {
             ProxyError::MisdirectedRequest => StatusCode::MISDIRECTED_REQUEST,
             ProxyError::ClientCertRequired => StatusCode::FORBIDDEN,
             ProxyError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ProxyError::Denied(d) => StatusCode::from_u16(d.status()).unwrap_or(StatusCode::FORBIDDEN),
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ProxyError::NoHealthyEndpoint { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -75,6 +80,7 @@ impl ProxyError {
             }
             ProxyError::ClientCertRequired => tracing::debug!(%status, "client-certificate site asked over plain HTTP"),
             ProxyError::BadRequest(why) => tracing::debug!(%status, why, "rejected request"),
+            ProxyError::Denied(d) => tracing::debug!(%status, denial = ?d, "refused by the service"),
             ProxyError::NoRoute => tracing::debug!(%status, "no route"),
             ProxyError::BodyTooLarge { limit } => {
                 tracing::debug!(%status, limit, "request body too large")
@@ -91,6 +97,9 @@ impl ProxyError {
             ProxyError::UpstreamFailed { endpoint, reason } => {
                 tracing::warn!(%status, endpoint, reason, "upstream failed")
             }
+        }
+        if let ProxyError::Denied(d) = self {
+            return denied(status, d);
         }
         let close = matches!(self, ProxyError::BadRequest(_) | ProxyError::BodyTooLarge { .. });
         let mut resp = simple(status, close);
@@ -112,6 +121,29 @@ pub fn simple(status: StatusCode, close: bool) -> Response<ResponseBody> {
     h.insert(header::CONTENT_TYPE, header::HeaderValue::from_static("text/plain; charset=utf-8"));
     if close {
         h.insert(header::CONNECTION, header::HeaderValue::from_static("close"));
+    }
+    resp
+}
+
+/// A refusal by a service: a short JSON body, the challenge of a 401, the wait of a 429.
+fn denied(status: StatusCode, d: Denial) -> Response<ResponseBody> {
+    let (code, message) = d.public();
+    let body = format!("{{\"error\":\"{code}\",\"message\":\"{message}\"}}\n");
+    let mut resp = Response::new(ResponseBody::full(body.into()));
+    *resp.status_mut() = status;
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    match d {
+        Denial::MissingCredentials { challenge } | Denial::InvalidCredentials { challenge, .. } => {
+            h.insert(header::WWW_AUTHENTICATE, challenge);
+        }
+        Denial::RateLimited { retry_after_secs, limit } => {
+            h.insert(header::RETRY_AFTER, retry_after_secs.into());
+            h.insert("ratelimit-limit", limit.into());
+            h.insert("ratelimit-remaining", HeaderValue::from_static("0"));
+            h.insert("ratelimit-reset", retry_after_secs.into());
+        }
+        _ => {}
     }
     resp
 }

@@ -9,6 +9,7 @@ use crate::snapshot::{RouteEntry, Snapshot};
 use crate::{ConnInfo, Shared};
 use bytes::Bytes;
 use gatehouse_config::HostHeader;
+use gatehouse_plugins::Admitted;
 use gatehouse_upstream::{FailureKind, Lease, RequestBody, SelectKey, UpstreamBody};
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, Version};
@@ -32,9 +33,16 @@ where
     let start = Instant::now();
     let snap = shared.snapshot.load_full();
     let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start));
-    let mut outcome = Outcome { route: None, endpoint: None };
+    let mut outcome = Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None };
     let mut resp = match forward(&shared, &snap, req, &conn, &mut outcome).await {
-        Ok(resp) => resp,
+        Ok(mut resp) => {
+            if let (Some(route), Some(a)) = (&outcome.route, &outcome.admitted) {
+                if let Some(svc) = &route.service {
+                    svc.rewrite_response(a, resp.headers_mut());
+                }
+            }
+            resp
+        }
         Err(e) => {
             match e {
                 ProxyError::BadRequest(_) => shared.stats.bad_requests.inc(),
@@ -56,6 +64,12 @@ where
                 r.upstream = ep.state.addr_text.to_string();
             }
         }
+        if let Some(app) = outcome.admitted.as_ref().and_then(|a| a.app.as_ref()) {
+            r.app = app.id.to_string();
+        }
+        if let Some(uri) = outcome.keyless_uri.take() {
+            r.uri = uri;
+        }
         resp.body_mut().set_record(r);
     }
     resp
@@ -66,6 +80,10 @@ struct Outcome {
     route: Option<Arc<RouteEntry>>,
     /// Index of the last endpoint tried, in the route's upstream.
     endpoint: Option<usize>,
+    /// What the service's Admit stage found, for the response rewrite and the log.
+    admitted: Option<Admitted>,
+    /// The target without the app key the client put in it, for the log.
+    keyless_uri: Option<String>,
 }
 
 fn capture<B>(
@@ -94,6 +112,7 @@ fn capture<B>(
         status: 0,
         upstream: String::new(),
         route: String::new(),
+        app: String::new(),
     })
 }
 
@@ -156,6 +175,9 @@ where
         return Err(ProxyError::BadRequest("invalid Host header"));
     }
     let route = snap.router.lookup(host.unwrap_or(""), req.uri().path()).ok_or(ProxyError::NoRoute)?;
+    if route.service.as_ref().is_some_and(|s| !s.owns(req.uri().path())) {
+        return Err(ProxyError::NoRoute);
+    }
     outcome.route = Some(route.clone());
     if let (Some(port), false) = (route.https_redirect, conn.tls) {
         return Err(ProxyError::RedirectHttps(https_location(host.unwrap_or(""), port, req.uri())));
@@ -190,8 +212,17 @@ where
     let h2_downstream = req.version() == Version::HTTP_2;
     let upgrade = !h2_downstream && !settings.http2 && wants_upgrade(req.headers());
 
-    let target = upstream_target(route, req.uri()).map_err(ProxyError::BadRequest)?;
     let (mut parts, body) = req.into_parts();
+    if let Some(svc) = &route.service {
+        let len = parts.uri.path_and_query().map_or(0, |p| p.as_str().len());
+        let admitted = svc.admit(&snap.gateway, &mut parts, conn.peer.ip()).await;
+        if parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) != len {
+            // The key was in the target: the log shows the target without it.
+            outcome.keyless_uri = parts.uri.path_and_query().map(|p| p.as_str().to_string());
+        }
+        outcome.admitted = Some(admitted.map_err(ProxyError::Denied)?);
+    }
+    let target = upstream_target(route, &parts.uri).map_err(ProxyError::BadRequest)?;
     let key_uri = if upstream.balancer_needs_uri() {
         target.path_and_query().map_or("/", |p| p.as_str()).to_string()
     } else {
@@ -199,6 +230,9 @@ where
     };
     strip_hop_by_hop(&mut parts.headers, upgrade);
     add_forwarding(&mut parts.headers, snap, conn, h2_downstream);
+    if let (Some(svc), Some(a)) = (&route.service, &outcome.admitted) {
+        svc.rewrite_request(a, &mut parts.headers);
+    }
     if let Some(verified) = client_cert {
         // What the client sent under these names never reaches the backend.
         parts.headers.remove("x-client-cert-subject");
@@ -274,6 +308,7 @@ where
             Ok(lease) => lease,
             Err(e) => {
                 ep.record_failure(settings.eject_after, settings.eject_for);
+                upstream.record_outcome(idx, true);
                 last_error =
                     Some(ProxyError::ConnectFailed { endpoint: ep.addr_text.to_string(), reason: e.to_string() });
                 // Never sent: the same request can go elsewhere, whatever its method.
@@ -285,6 +320,7 @@ where
         match lease.send(request, settings.read_timeout).await {
             Ok(resp) => {
                 let status = resp.status().as_u16();
+                upstream.record_outcome(idx, status >= 500);
                 if settings.retry_on_status.contains(&status) {
                     ep.record_failure(settings.eject_after, settings.eject_for);
                     if attempt + 1 < attempts && template.is_some() {
@@ -302,6 +338,7 @@ where
                 FailureKind::Client => return Err(ProxyError::BadRequest("client body ended early")),
                 FailureKind::Timeout => {
                     ep.record_failure(settings.eject_after, settings.eject_for);
+                    upstream.record_outcome(idx, true);
                     last_error = Some(ProxyError::UpstreamTimeout { endpoint: ep.addr_text.to_string() });
                     if template.is_none() {
                         break;
@@ -309,6 +346,7 @@ where
                 }
                 FailureKind::Io => {
                     ep.record_failure(settings.eject_after, settings.eject_for);
+                    upstream.record_outcome(idx, true);
                     last_error =
                         Some(ProxyError::UpstreamFailed { endpoint: ep.addr_text.to_string(), reason: failure.reason });
                     if let Some(unsent) = failure.unsent {

@@ -1,7 +1,8 @@
 //! The compiled, immutable configuration that every request reads: router, routes, upstreams and
 //! forwarding settings. Built from a validated [`Config`] off the request path, swapped whole.
 
-use gatehouse_config::{Config, Forwarding, HostHeader};
+use gatehouse_config::{Config, Forwarding, HostHeader, Site};
+use gatehouse_plugins::{Gateway, ServiceGate};
 use gatehouse_router::Router;
 use gatehouse_telemetry::access_log::AccessLog;
 use gatehouse_telemetry::RouteStats;
@@ -42,6 +43,8 @@ pub struct RouteEntry {
     pub https_redirect: Option<u16>,
     /// Client certificates: `Some(required)` when the site verifies them.
     pub client_auth: Option<bool>,
+    /// The API service this route is, with its Admit stage.
+    pub service: Option<Arc<ServiceGate>>,
 }
 
 /// Route counters by route id, so a reload that keeps a route keeps its counts.
@@ -80,6 +83,8 @@ pub struct Snapshot {
     pub via: Option<(HeaderValue, HeaderValue)>,
     /// Access log, when enabled.
     pub access_log: Option<AccessLog>,
+    /// Services, apps and plans.
+    pub gateway: Gateway,
 }
 
 impl Snapshot {
@@ -90,15 +95,18 @@ impl Snapshot {
         generation: u64,
         registry: &Registry,
         route_stats: &RouteStatsRegistry,
+        plugins: &gatehouse_plugins::Registry,
         access_log: Option<AccessLog>,
     ) -> Result<Snapshot, String> {
+        let gateway = Gateway::build(&config, plugins)?;
         let upstreams: BTreeMap<String, Arc<Upstream>> = config
             .upstreams
             .iter()
             .map(|(name, u)| (name.clone(), Arc::new(Upstream::new(name, u, registry))))
             .collect();
-        let mut builder = Router::builder();
         let mut routes = Vec::new();
+        // Routes of each site, then services placed on sites or on host patterns of their own.
+        let mut by_site: BTreeMap<&str, Vec<(String, Arc<RouteEntry>)>> = BTreeMap::new();
         for (site_name, site) in &config.sites {
             let site_id: Arc<str> = site_name.as_str().into();
             let mut entries = Vec::new();
@@ -122,13 +130,85 @@ impl Snapshot {
                     site: site_id.clone(),
                     https_redirect: site.https_redirect.then_some(site.https_port),
                     client_auth: site.client_auth.as_ref().map(|c| c.required),
+                    service: None,
                 });
                 routes.push(entry.clone());
                 entries.push((r.path.clone(), entry));
             }
+            by_site.insert(site_name, entries);
+        }
+        let site_of: HashMap<String, &str> = config
+            .sites
+            .iter()
+            .flat_map(|(name, site)| site.hosts.iter().map(move |h| (h.to_ascii_lowercase(), name.as_str())))
+            .collect();
+        let mut by_host: BTreeMap<String, Vec<(String, Arc<RouteEntry>)>> = BTreeMap::new();
+        for (name, svc) in &config.services {
+            let gate = gateway.services.get(name).ok_or_else(|| format!("service `{name}` was not compiled"))?;
+            let upstream =
+                upstreams.get(&svc.upstream).ok_or_else(|| format!("unknown upstream `{}`", svc.upstream))?.clone();
+            let path = match svc.path.trim_end_matches('/') {
+                "" => "/",
+                p => p,
+            };
+            let id = format!("service:{name}");
+            let stats = route_stats.get(&id);
+            let entry = |site: Option<(&str, &Site)>| {
+                Arc::new(RouteEntry {
+                    id: id.as_str().into(),
+                    prefix_len: path.len(),
+                    upstream: upstream.clone(),
+                    rewrite: if svc.strip_prefix { Rewrite::Prefix(String::new()) } else { Rewrite::Keep },
+                    host_header: svc.host_header.clone(),
+                    max_body: svc.max_body.0,
+                    stats: stats.clone(),
+                    site: site.map_or("", |(n, _)| n).into(),
+                    https_redirect: site.and_then(|(_, s)| s.https_redirect.then_some(s.https_port)),
+                    client_auth: site.and_then(|(_, s)| s.client_auth.as_ref().map(|c| c.required)),
+                    service: Some(gate.clone()),
+                })
+            };
+            let mut sites: Vec<&str> = Vec::new();
+            let mut hosts: Vec<String> = Vec::new();
+            if svc.hosts.is_empty() {
+                sites.extend(config.sites.keys().map(String::as_str));
+                if !site_of.contains_key("*") {
+                    hosts.push("*".into());
+                }
+            }
+            for h in &svc.hosts {
+                let h = h.to_ascii_lowercase();
+                match site_of.get(&h) {
+                    Some(site) if !sites.contains(site) => sites.push(site),
+                    Some(_) => {}
+                    None => hosts.push(h),
+                }
+            }
+            // One entry per placement (site settings differ); they share counters, and the
+            // metrics list each route id once.
+            let mut placed = Vec::new();
+            for site in sites {
+                let cfg = config.sites.get(site).ok_or("site vanished")?;
+                let e = entry(Some((site, cfg)));
+                placed.push(e.clone());
+                by_site.entry(site).or_default().push((path.to_string(), e));
+            }
+            for h in hosts {
+                let e = entry(None);
+                placed.push(e.clone());
+                by_host.entry(h).or_default().push((path.to_string(), e));
+            }
+            routes.extend(placed.into_iter().next());
+        }
+        let mut builder = Router::builder();
+        for (site_name, entries) in by_site {
+            let site = config.sites.get(site_name).ok_or("site vanished")?;
             builder
                 .site(site.hosts.iter().map(String::as_str), entries)
                 .map_err(|e| format!("site `{site_name}`: {e:?}"))?;
+        }
+        for (host, entries) in by_host {
+            builder.site([host.as_str()], entries).map_err(|e| format!("services on `{host}`: {e:?}"))?;
         }
         let via = match &config.forwarding.via {
             Some(name) => {
@@ -149,6 +229,7 @@ impl Snapshot {
             routes,
             upstreams,
             access_log,
+            gateway,
         })
     }
 }

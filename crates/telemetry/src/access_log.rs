@@ -47,6 +47,9 @@ pub struct Entry<'a> {
     pub upstream: &'a str,
     /// Route (`site/path`).
     pub route: &'a str,
+    /// The API app that called, when a service authenticated it (the `user` field of the
+    /// combined format).
+    pub app: &'a str,
 }
 
 enum Msg {
@@ -172,7 +175,9 @@ fn push_escaped(buf: &mut Vec<u8>, s: &str) {
 }
 
 fn combined(buf: &mut Vec<u8>, e: &Entry<'_>) {
-    let _ = write!(buf, "{} - - [{}] \"", e.client, clf_time(e.time));
+    let _ = write!(buf, "{} - ", e.client);
+    push_escaped(buf, dash(e.app));
+    let _ = write!(buf, " [{}] \"", clf_time(e.time));
     push_escaped(buf, e.method);
     buf.push(b' ');
     push_escaped(buf, e.uri);
@@ -215,7 +220,13 @@ fn json(buf: &mut Vec<u8>, e: &Entry<'_>) {
         e.bytes,
         e.duration.as_secs_f64() * 1e3
     );
-    for (k, v) in [("referer", e.referer), ("user_agent", e.user_agent), ("upstream", e.upstream), ("route", e.route)] {
+    for (k, v) in [
+        ("referer", e.referer),
+        ("user_agent", e.user_agent),
+        ("upstream", e.upstream),
+        ("route", e.route),
+        ("app", e.app),
+    ] {
         let _ = write!(s, ",\"{k}\":");
         json_str(&mut s, v);
     }
@@ -242,6 +253,7 @@ mod tests {
             duration: Duration::from_millis(2),
             upstream: "127.0.0.1:9000",
             route: "site/",
+            app: "",
         }
     }
 

@@ -2,6 +2,7 @@
 //! and one idle-connection pool per worker (each worker touches only its own, so the mutex is never
 //! contended).
 
+use crate::breaker::Breaker;
 use crate::pool::Idle;
 use crate::util::{now_ms, worker_index};
 use std::net::SocketAddr;
@@ -27,6 +28,7 @@ impl Endpoint {
         s.healthy.load(Relaxed)
             && s.ejected_until_ms.load(Relaxed) <= now_ms
             && (self.max_conns == 0 || s.inflight.load(Relaxed) < self.max_conns)
+            && s.breaker.available(now_ms)
     }
 }
 
@@ -64,6 +66,8 @@ pub struct EndpointState {
     pub(crate) h2: Box<[Mutex<Option<hyper::client::conn::http2::SendRequest<crate::RequestBody>>>]>,
     /// Counters.
     pub stats: EndpointStats,
+    /// Circuit breaker (stays closed when the upstream has none).
+    pub breaker: Breaker,
 }
 
 /// Decay constant of the latency EWMA.
@@ -83,6 +87,7 @@ impl EndpointState {
             pools: (0..workers.max(1)).map(|_| Mutex::new(Vec::new())).collect(),
             h2: (0..workers.max(1)).map(|_| Mutex::new(None)).collect(),
             stats: EndpointStats::default(),
+            breaker: Breaker::default(),
         }
     }
 

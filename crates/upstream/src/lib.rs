@@ -6,6 +6,7 @@
 
 mod balance;
 mod body;
+mod breaker;
 mod endpoint;
 pub mod framing;
 mod h1;
@@ -17,6 +18,7 @@ mod util;
 
 pub use balance::{Balancer, SelectKey};
 pub use body::{BodyTooLarge, BoxError, RequestBody};
+pub use breaker::{Breaker, BreakerSettings, BreakerState};
 pub use endpoint::{Endpoint, EndpointState, EndpointStats};
 pub use health::{run_health_checks, HealthCheckSpec};
 pub use pool::{ConnectError, FailureKind, Lease, SendFailure};
@@ -51,6 +53,8 @@ pub struct Settings {
     pub eject_after: u32,
     /// How long an ejected endpoint is skipped.
     pub eject_for: Duration,
+    /// Circuit breaker of each endpoint.
+    pub breaker: Option<BreakerSettings>,
 }
 
 /// A compiled upstream pool: immutable, part of a configuration snapshot.
@@ -92,6 +96,7 @@ impl Upstream {
             retry_on_status: cfg.retry_on_status.clone().into(),
             eject_after: cfg.passive_health.failures,
             eject_for: cfg.passive_health.eject.0,
+            breaker: cfg.circuit_breaker.as_ref().map(BreakerSettings::new),
         };
         let health_check = cfg.health_check.as_ref().map(HealthCheckSpec::from_config);
         Upstream { name: name.into(), endpoints, balancer, settings, health_check }
@@ -100,7 +105,36 @@ impl Upstream {
     /// Picks an available endpoint not in `tried`, or `None` when every endpoint is down, ejected,
     /// at its connection limit or already tried.
     pub fn select(&self, key: &SelectKey<'_>, tried: &[usize]) -> Option<usize> {
-        self.balancer.select(&self.endpoints, key, tried, now_ms())
+        let now = now_ms();
+        let idx = self.balancer.select(&self.endpoints, key, tried, now)?;
+        let Some(b) = &self.settings.breaker else { return Some(idx) };
+        if self.endpoints[idx].state.breaker.admit(now, b.open_ms) {
+            return Some(idx);
+        }
+        // Another request took the probe of this open breaker: choose among the others.
+        let mut skip = tried.to_vec();
+        skip.push(idx);
+        while skip.len() <= self.endpoints.len() {
+            let idx = self.balancer.select(&self.endpoints, key, &skip, now)?;
+            if self.endpoints[idx].state.breaker.admit(now, b.open_ms) {
+                return Some(idx);
+            }
+            skip.push(idx);
+        }
+        None
+    }
+
+    /// Records the outcome of an exchange with endpoint `idx` for its circuit breaker: `failed`
+    /// for a 5xx answer, a connect error or a timeout.
+    pub fn record_outcome(&self, idx: usize, failed: bool) {
+        let (Some(b), Some(ep)) = (&self.settings.breaker, self.endpoints.get(idx)) else { return };
+        if failed {
+            if ep.state.breaker.on_failure(now_ms(), b) {
+                tracing::warn!(upstream = %self.name, endpoint = %ep.state.addr, open_for = ?Duration::from_millis(b.open_ms), "circuit breaker opened");
+            }
+        } else {
+            ep.state.breaker.on_success();
+        }
     }
 
     /// Whether the balancer reads request headers (so the caller keeps them for selection).

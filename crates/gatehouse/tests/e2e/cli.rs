@@ -38,6 +38,27 @@ tiemouts: 5s
 }
 
 #[test]
+fn check_reads_jwt_keys_and_accepts_the_gateway_example() {
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/gateway.yaml");
+    let out = Command::new(BIN).args(["check", example]).output().expect("run gatehouse check");
+    assert!(out.status.success(), "check {example} failed: {}", String::from_utf8_lossy(&out.stderr));
+
+    let dir = TempDir::new();
+    std::fs::write(dir.join("not-a-key.pem"), "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
+        .expect("write a bad key");
+    let file = dir.join("gateway.yaml");
+    let yaml = format!(
+        "listeners: {{ http: {{ bind: \"127.0.0.1:0\" }} }}\nupstreams: {{ u: {{ targets: [\"127.0.0.1:9\"] }} }}\nservices: {{ s: {{ path: /s, upstream: u, auth: jwt }} }}\napps: {{ a: {{ jwt_keys: [{{ alg: ES256, public_key: \"{}\" }}], grants: {{ s: ~ }} }} }}\n",
+        dir.join("not-a-key.pem").display()
+    );
+    std::fs::write(&file, yaml).expect("write the configuration");
+    let out = Command::new(BIN).arg("check").arg(&file).output().expect("run gatehouse check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "check accepted an unreadable key; stderr:\n{stderr}");
+    assert!(stderr.contains("apps.a.jwt_keys[0]"), "{stderr}");
+}
+
+#[test]
 fn version_prints_the_version() {
     let out = Command::new(BIN).arg("version").output().expect("run gatehouse version");
     assert!(out.status.success());

@@ -1,6 +1,6 @@
 //! Shared pieces: starting this crate's binary, and configuration snippets.
 
-use gatehouse_testkit::{Backend, Gateway};
+use gatehouse_testkit::{Backend, Gateway, RedisServer, TempDir};
 use std::time::Duration;
 
 /// The host name the test sites answer to.
@@ -58,4 +58,33 @@ pub fn counts(backends: &[&Backend]) -> Vec<usize> {
 pub fn settled(gw: &Gateway) {
     let status = gatehouse_testkit::http_get(gw.admin(), "admin", "/status", &[]);
     assert_eq!(status.status, 200, "admin /status: {status:?}");
+}
+
+/// What the nodes of a test cluster share: a real Redis, a directory with the cluster secret, and
+/// a backend.
+pub struct Cluster {
+    /// The cluster's Redis.
+    pub redis: RedisServer,
+    /// Holds `secret`, and whatever else a test writes.
+    pub dir: TempDir,
+    /// The backend every node proxies to.
+    pub backend: Backend,
+}
+
+impl Cluster {
+    /// A fresh Redis, secret and backend.
+    pub fn new() -> Cluster {
+        let dir = TempDir::new();
+        std::fs::write(dir.join("secret"), "0123456789abcdef0123456789abcdef-cluster-test\n").expect("write secret");
+        Cluster { redis: RedisServer::start(), dir, backend: Backend::start("b") }
+    }
+
+    /// The `redis:` section of a node's configuration, as one line.
+    pub fn redis_section(&self) -> String {
+        format!(
+            "redis: {{url: \"{}\", secret_file: \"{}\", command_timeout: 300ms}}\n",
+            self.redis.url(),
+            self.dir.join("secret").display()
+        )
+    }
 }

@@ -3,34 +3,26 @@
 //! ticket keys rotate across the cluster, Redis going away degrades to local state, and
 //! certificates imported into Redis serve on every node.
 
-use crate::common::{settled, start, targets, SETTLE};
+use crate::common::{settled, start, targets, Cluster, SETTLE};
 use crate::tls::{cert_cli as cli, certificates, eventually, handshake_loop, s_client, s_client_with, serial, Pki};
-use gatehouse_testkit::{metric_value, Backend, Gateway, RedisServer, TempDir};
+use gatehouse_testkit::{metric_value, Gateway, TempDir};
 use gatehouse_tls::issue::Algorithm;
 use std::time::Instant;
 
 const REQUEST: &str = "GET / HTTP/1.1\r\nHost: node.test\r\nConnection: close\r\n\r\n";
 
-/// A cluster: a Redis, a shared secret, and configuration text for its nodes.
-struct Cluster {
-    redis: RedisServer,
-    dir: TempDir,
-    backend: Backend,
+/// The TLS nodes of a test cluster.
+trait Node {
+    fn config(&self, tls: &str) -> String;
+    fn node(&self, tls: &str) -> Gateway;
 }
 
-impl Cluster {
-    fn new() -> Cluster {
-        let dir = TempDir::new();
-        std::fs::write(dir.join("secret"), "0123456789abcdef0123456789abcdef-cluster-test\n").expect("write secret");
-        Cluster { redis: RedisServer::start(), dir, backend: Backend::start("b") }
-    }
-
+impl Node for Cluster {
     /// A node's configuration; `tls` is the body of the `tls:` section.
     fn config(&self, tls: &str) -> String {
         format!(
-            "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\nredis: {{url: \"{}\", secret_file: \"{}\", command_timeout: 300ms}}\ntls:\n{tls}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
-            self.redis.url(),
-            self.dir.join("secret").display(),
+            "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\n{}tls:\n{tls}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+            self.redis_section(),
             targets(&[&self.backend])
         )
     }

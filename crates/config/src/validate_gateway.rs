@@ -1,0 +1,351 @@
+//! Validation of services, apps and plans: references between them, credentials, plugin settings,
+//! and path clashes between services and site routes on the same host.
+
+use crate::compile::check_host_pattern;
+use crate::gateway::{Acl, AuthMethod, HeaderRewrite, LimitKey, LimitScope, RateLimit};
+use crate::model::{is_token, Config, HostHeader};
+use std::collections::{BTreeMap, HashMap, HashSet};
+
+/// Algorithms a JWT key may name.
+pub const JWT_ALGORITHMS: &[&str] = &["HS256", "RS256", "ES256"];
+
+pub(crate) fn validate(c: &Config, err: &mut impl FnMut(String, String)) {
+    for (name, s) in &c.services {
+        let p = format!("services.{name}");
+        if !s.path.starts_with('/') {
+            err(format!("{p}.path"), "must start with `/`".into());
+        } else if s.path.contains("/~") || s.path.contains(['?', '#', '*']) {
+            err(format!("{p}.path"), "a plain path prefix: no `/~`, `?`, `#` or `*`".into());
+        }
+        if !c.upstreams.contains_key(&s.upstream) {
+            err(format!("{p}.upstream"), format!("unknown upstream `{}`", s.upstream));
+        }
+        for (i, h) in s.hosts.iter().enumerate() {
+            if let Err(msg) = check_host_pattern(&h.to_ascii_lowercase()) {
+                err(format!("{p}.hosts[{i}]"), msg);
+            }
+        }
+        if let HostHeader::Literal(h) = &s.host_header {
+            if h.is_empty() || h.bytes().any(|b| b <= b' ' || b == 0x7f) {
+                err(format!("{p}.host_header"), "must be `preserve`, `upstream` or a host name".into());
+            }
+        }
+        let methods = &s.auth.0;
+        if methods.contains(&AuthMethod::AppKey) {
+            let k = &s.app_key;
+            if k.header.is_empty() && k.query.is_empty() && !k.path {
+                err(format!("{p}.app_key"), "every source is off: enable header, query or path".into());
+            }
+            if !k.header.is_empty() && !is_token(&k.header) {
+                err(format!("{p}.app_key.header"), "not a header name".into());
+            }
+            if !k.query.is_empty() && !k.query.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b)) {
+                err(format!("{p}.app_key.query"), "a parameter name of letters, digits, `-`, `.`, `_`, `~`".into());
+            }
+        }
+        if methods.contains(&AuthMethod::Jwt) && s.jwt.app_claim.is_empty() {
+            err(format!("{p}.jwt.app_claim"), "must name a claim".into());
+        }
+        if !s.app_id_header.is_empty() && !is_token(&s.app_id_header) {
+            err(format!("{p}.app_id_header"), "not a header name".into());
+        }
+        let authenticated = !methods.is_empty();
+        plugins(c, &p, &s.acl, &s.rate_limits, &s.headers, authenticated, err);
+    }
+
+    for (name, plan) in &c.plans {
+        let p = format!("plans.{name}");
+        plugins(c, &p, &plan.acl, &plan.rate_limits, &plan.headers, true, err);
+    }
+
+    let mut kids: HashMap<&str, &str> = HashMap::new();
+    let mut keys: HashMap<&str, &str> = HashMap::new();
+    for (name, app) in &c.apps {
+        let p = format!("apps.{name}");
+        match (&app.key, &app.key_sha256) {
+            (Some(_), Some(_)) => err(p.clone(), "set `key` or `key_sha256`, not both".into()),
+            (Some(k), None) => {
+                if let Err(msg) = check_app_key(k) {
+                    err(format!("{p}.key"), msg);
+                } else if let Some(other) = keys.insert(k, name) {
+                    err(format!("{p}.key"), format!("the same key as app `{other}`"));
+                }
+            }
+            (None, Some(h)) => {
+                if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                    err(format!("{p}.key_sha256"), "64 hexadecimal digits expected".into());
+                }
+            }
+            (None, None) => {}
+        }
+        let has_credentials =
+            app.key.is_some() || app.key_sha256.is_some() || app.secret.is_some() || !app.jwt_keys.is_empty();
+        if !has_credentials {
+            err(p.clone(), "no credentials: set key, key_sha256, secret or jwt_keys".into());
+        }
+        if app.secret.as_deref() == Some("") {
+            err(format!("{p}.secret"), "must not be empty".into());
+        }
+        for (i, k) in app.jwt_keys.iter().enumerate() {
+            let kp = format!("{p}.jwt_keys[{i}]");
+            if !JWT_ALGORITHMS.contains(&k.alg.as_str()) {
+                err(format!("{kp}.alg"), format!("`{}` is not one of {}", k.alg, JWT_ALGORITHMS.join(", ")));
+            }
+            match (k.alg.as_str(), &k.secret, &k.public_key) {
+                ("HS256", Some(s), None) if !s.is_empty() => {}
+                ("HS256", _, _) => err(kp.clone(), "HS256 needs a non-empty `secret` and no `public_key`".into()),
+                (_, None, Some(_)) => {}
+                _ => err(kp.clone(), format!("{} needs `public_key` (a PEM file) and no `secret`", k.alg)),
+            }
+            if let Some(kid) = &k.kid {
+                if kid.is_empty() {
+                    err(format!("{kp}.kid"), "must not be empty".into());
+                } else if let Some(other) = kids.insert(kid, name) {
+                    err(format!("{kp}.kid"), format!("`{kid}` is already a key of app `{other}`"));
+                }
+            }
+        }
+        for (service, plan) in &app.grants {
+            if !c.services.contains_key(service) {
+                err(format!("{p}.grants.{service}"), format!("unknown service `{service}`"));
+            }
+            if let Some(plan) = plan {
+                if !c.plans.contains_key(plan) {
+                    err(format!("{p}.grants.{service}"), format!("unknown plan `{plan}`"));
+                }
+            }
+        }
+    }
+
+    for (name, u) in &c.upstreams {
+        if let Some(cb) = &u.circuit_breaker {
+            let p = format!("upstreams.{name}.circuit_breaker");
+            if cb.error_threshold == 0 {
+                err(format!("{p}.error_threshold"), "must be at least 1".into());
+            }
+            if cb.error_reset.0.is_zero() || cb.retry_delay.0.is_zero() {
+                err(p, "error_reset and retry_delay must be more than zero".into());
+            }
+        }
+    }
+
+    path_clashes(c, err);
+}
+
+/// Characters an app key may use: it travels in a header, a query string and a path segment.
+fn check_app_key(k: &str) -> Result<(), String> {
+    if k.is_empty() || k.len() > 512 {
+        return Err("from 1 to 512 characters".into());
+    }
+    if !k.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+=!$'()*,;:@".contains(&b)) {
+        return Err("letters, digits and `-._~+=!$'()*,;:@` only".into());
+    }
+    Ok(())
+}
+
+fn plugins(
+    c: &Config,
+    p: &str,
+    acl: &Option<Acl>,
+    limits: &[RateLimit],
+    headers: &HeaderRewrite,
+    authenticated: bool,
+    err: &mut impl FnMut(String, String),
+) {
+    if let Some(acl) = acl {
+        for (list, rules) in [("allow", &acl.allow), ("deny", &acl.deny)] {
+            for (i, r) in rules.iter().enumerate() {
+                let rp = format!("{p}.acl.{list}[{i}]");
+                for (j, m) in r.methods.iter().enumerate() {
+                    if !is_token(m) || m.bytes().any(|b| b.is_ascii_lowercase()) {
+                        err(format!("{rp}.methods[{j}]"), format!("`{m}` is not an upper-case method name"));
+                    }
+                }
+                for (j, g) in r.paths.iter().enumerate() {
+                    if !g.starts_with('/') {
+                        err(format!("{rp}.paths[{j}]"), "must start with `/`".into());
+                    }
+                }
+            }
+        }
+    }
+    for (i, l) in limits.iter().enumerate() {
+        let lp = format!("{p}.rate_limits[{i}]");
+        if l.limit == 0 {
+            err(format!("{lp}.limit"), "must be at least 1".into());
+        }
+        if l.interval.0.as_millis() == 0 {
+            err(format!("{lp}.interval"), "must be at least 1ms".into());
+        }
+        if l.interval.0.as_micros() / u128::from(l.limit.max(1)) == 0 {
+            err(format!("{lp}.limit"), "more than one request per microsecond cannot be measured".into());
+        }
+        if l.burst == Some(0) {
+            err(format!("{lp}.burst"), "must be at least 1".into());
+        }
+        if l.key == LimitKey::App && !authenticated {
+            err(format!("{lp}.key"), "`app` needs a service with auth; use client_ip, header:NAME or service".into());
+        }
+        if l.scope == LimitScope::Cluster && c.redis.is_none() {
+            err(format!("{lp}.scope"), "`cluster` needs the `redis` section".into());
+        }
+        if !(16..=1 << 24).contains(&l.max_keys) {
+            err(format!("{lp}.max_keys"), "from 16 to 16777216".into());
+        }
+    }
+    for (dir, ops) in [("request", &headers.request), ("response", &headers.response)] {
+        let hp = format!("{p}.headers.{dir}");
+        for (i, n) in ops.remove.iter().enumerate() {
+            if !is_token(n) {
+                err(format!("{hp}.remove[{i}]"), format!("`{n}` is not a header name"));
+            }
+        }
+        for (op, map) in [("set", &ops.set), ("append", &ops.append)] {
+            for (n, v) in map {
+                if !is_token(n) {
+                    err(format!("{hp}.{op}.{n}"), "not a header name".into());
+                } else if v.bytes().any(|b| (b < b' ' && b != b'\t') || b == 0x7f) {
+                    err(format!("{hp}.{op}.{n}"), "control characters are not allowed in a header value".into());
+                }
+            }
+        }
+    }
+}
+
+/// A service and a route (or two services) must not claim the same path on the same host.
+fn path_clashes(c: &Config, err: &mut impl FnMut(String, String)) {
+    // Host pattern → the site that serves it.
+    let mut site_of: HashMap<String, &str> = HashMap::new();
+    for (name, site) in &c.sites {
+        for h in &site.hosts {
+            site_of.insert(h.to_ascii_lowercase(), name);
+        }
+    }
+    // Where each path is claimed: a site (by name) or a host pattern no site serves.
+    let mut claimed: BTreeMap<String, HashMap<String, String>> = BTreeMap::new();
+    for (name, site) in &c.sites {
+        let paths = claimed.entry(format!("site {name}")).or_default();
+        for r in &site.routes {
+            paths.insert(normal(&r.path).to_string(), format!("sites.{name}.routes"));
+        }
+    }
+    for (name, s) in &c.services {
+        let mut places: HashSet<String> = HashSet::new();
+        if s.hosts.is_empty() {
+            places.extend(c.sites.keys().map(|n| format!("site {n}")));
+            if !site_of.contains_key("*") {
+                places.insert("host *".into());
+            }
+        }
+        for h in &s.hosts {
+            let h = h.to_ascii_lowercase();
+            places.insert(match site_of.get(&h) {
+                Some(site) => format!("site {site}"),
+                None => format!("host {h}"),
+            });
+        }
+        let mut places: Vec<_> = places.into_iter().collect();
+        places.sort();
+        for place in places {
+            let paths = claimed.entry(place.clone()).or_default();
+            if let Some(other) = paths.insert(normal(&s.path).to_string(), format!("services.{name}")) {
+                err(format!("services.{name}.path"), format!("`{}` on {place} is already claimed by {other}", s.path));
+            }
+        }
+    }
+}
+
+fn normal(path: &str) -> &str {
+    match path.trim_end_matches('/') {
+        "" => "/",
+        p => p,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::compile::compile;
+
+    const BASE: &str = r#"
+listeners: { main: { bind: "127.0.0.1:0" } }
+upstreams: { api: { targets: ["127.0.0.1:9001"], circuit_breaker: { error_threshold: 5, error_reset: 10s, retry_delay: 30s } } }
+sites: { web: { hosts: ["www.example.com"], routes: [{ path: /, upstream: api }] } }
+"#;
+
+    #[test]
+    fn a_gateway_compiles() {
+        let text = format!(
+            "{BASE}{}",
+            r#"
+services:
+  mws:
+    path: /mws
+    upstream: api
+    auth: [app_key, jwt]
+    acl: { deny: [{ methods: [DELETE] }] }
+    rate_limits: [{ limit: 100, interval: 1s, key: client_ip, per_path: true, block: 60s }]
+    headers: { request: { set: { x-env: prod } }, response: { remove: [server] } }
+apps:
+  shop:
+    key: k-shop-1
+    allow_ips: ["10.0.0.0/8", "127.0.0.1"]
+    jwt_keys: [{ kid: shop-1, alg: HS256, secret: s3cret }]
+    grants: { mws: gold }
+  free:
+    key_sha256: "0000000000000000000000000000000000000000000000000000000000000000"
+    grants: { mws: ~ }
+plans:
+  gold:
+    rate_limits: [{ limit: 10, interval: 1s, burst: 20 }]
+"#
+        );
+        let c = compile(&text).expect("valid");
+        assert_eq!(c.services["mws"].auth.0.len(), 2);
+        assert_eq!(c.apps["shop"].grants["mws"].as_deref(), Some("gold"));
+        assert_eq!(c.apps["free"].grants["mws"], None);
+        assert_eq!(c.upstreams["api"].circuit_breaker.as_ref().map(|b| b.error_threshold), Some(5));
+    }
+
+    #[test]
+    fn every_gateway_error_is_reported() {
+        let text = format!(
+            "{BASE}{}",
+            r#"
+services:
+  a: { path: mws, upstream: nowhere, rate_limits: [{ limit: 0 }] }
+  b: { path: /x, upstream: api, hosts: [www.example.com], auth: app_key, app_key: { header: "", query: "", path: false } }
+  c: { path: /x/, upstream: api, hosts: [www.example.com] }
+  d: { path: /, upstream: api, auth: jwt, headers: { request: { set: { "bad name": v } } } }
+apps:
+  one: { key: "a/b", grants: { nope: gold } }
+  two: { grants: {} }
+  three: { key: k3, jwt_keys: [{ kid: k, alg: none }, { kid: k, alg: RS256, secret: x }] }
+plans:
+  gold: { rate_limits: [{ limit: 1, scope: cluster }], acl: { allow: [{ methods: [get], paths: [nope] }] } }
+"#
+        );
+        let errs = compile(&text).expect_err("invalid").0;
+        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+        for expected in [
+            "services.a.path",
+            "services.a.upstream",
+            "services.a.rate_limits[0].limit",
+            "services.a.rate_limits[0].key",
+            "services.b.app_key",
+            "services.c.path",
+            "services.d.path",
+            "services.d.headers.request.set.bad name",
+            "apps.one.key",
+            "apps.one.grants.nope",
+            "apps.two",
+            "apps.three.jwt_keys[0].alg",
+            "apps.three.jwt_keys[1]",
+            "apps.three.jwt_keys[1].kid",
+            "plans.gold.rate_limits[0].scope",
+            "plans.gold.acl.allow[0].methods[0]",
+            "plans.gold.acl.allow[0].paths[0]",
+        ] {
+            assert!(paths.contains(&expected), "missing {expected} in {errs:#?}");
+        }
+    }
+}

@@ -1,0 +1,263 @@
+//! A hyperapi service's endpoints become one Gatehouse upstream: targets, balancing, timeouts and
+//! the circuit breaker.
+
+use super::hyperapi::{Service, Upstream};
+use super::{entry, Report};
+use serde_yaml::{Mapping, Value};
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+
+/// Gatehouse's largest target weight.
+const MAX_WEIGHT: u64 = 1000;
+
+/// A target URL taken apart.
+#[derive(Debug, PartialEq)]
+pub(super) struct TargetUrl {
+    /// Lower-case scheme.
+    pub scheme: String,
+    /// Host as written (brackets removed from IPv6).
+    pub host: String,
+    /// Port, or the scheme's default.
+    pub port: u16,
+    /// Path after the authority, `""` when none.
+    pub path: String,
+}
+
+/// Parses `scheme://host[:port][/path]`.
+pub(super) fn parse_target(url: &str) -> Result<TargetUrl, String> {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("`{url}` is not a URL"))?;
+    let scheme = scheme.to_ascii_lowercase();
+    let (authority, path) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
+    if authority.contains('@') {
+        return Err(format!("`{url}` carries user credentials"));
+    }
+    let (host, port) = match authority.strip_prefix('[') {
+        Some(v6) => {
+            let (host, after) = v6.split_once(']').ok_or_else(|| format!("`{url}` has an unclosed `[`"))?;
+            (host, after.strip_prefix(':'))
+        }
+        None => match authority.rsplit_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (authority, None),
+        },
+    };
+    let port = match port {
+        Some(p) => p.parse::<u16>().map_err(|_| format!("`{url}` has an invalid port"))?,
+        None if scheme == "https" => 443,
+        None => 80,
+    };
+    if host.is_empty() {
+        return Err(format!("`{url}` has no host"));
+    }
+    Ok(TargetUrl { scheme, host: host.to_string(), port, path: path.to_string() })
+}
+
+/// One Gatehouse target being assembled.
+struct Target {
+    address: SocketAddr,
+    weight: u64,
+    max_conns: u64,
+}
+
+/// Builds the upstream of service `s` (at `p`, e.g. `services[2]`); `None` when no endpoint is left.
+pub(super) fn upstream(report: &mut Report, p: &str, s: &Service) -> Option<Mapping> {
+    let mut targets: Vec<Target> = Vec::new();
+    let mut placeholders = 0u8;
+    let mut labels = false;
+    for (k, u) in s.upstreams.iter().enumerate() {
+        let up = format!("{p}.upstreams[{k}]");
+        report.extra(&up, &u.extra);
+        labels |= u.id.is_some() || u.version.is_some();
+        let Some(address) = address(report, &up, &u.target, &mut placeholders) else { continue };
+        let weight = match u.weight {
+            Some(0) => {
+                report.note(
+                    format!("{up}.weight"),
+                    "0 (never chosen by weighted random) is not a Gatehouse weight; written as 1",
+                );
+                1
+            }
+            w => w.unwrap_or(1),
+        };
+        if u.max_conn == Some(0) {
+            report.note(format!("{up}.max_conn"), "0 admitted no request in hyperapi; Gatehouse reads 0 as no limit");
+        }
+        let max_conns = u.max_conn.unwrap_or(0);
+        if let Some(same) = targets.iter_mut().find(|t| t.address == address) {
+            report.note(
+                format!("{up}.target"),
+                format!("{address} is already a target of this service; merged into it (weights and max_conn added)"),
+            );
+            same.weight += weight;
+            same.max_conns = if same.max_conns == 0 || max_conns == 0 { 0 } else { same.max_conns + max_conns };
+            continue;
+        }
+        targets.push(Target { address, weight, max_conns });
+    }
+    if targets.is_empty() {
+        report.note(format!("{p}.upstreams"), "no usable endpoint; service dropped");
+        return None;
+    }
+    if labels {
+        report.note(
+            format!("{p}.upstreams"),
+            "`id` and `version` (the X-UPSTREAM-ID and X-UPSTREAM-VERSION response headers, metric labels) have no Gatehouse equivalent; dropped",
+        );
+    }
+    scale_weights(report, p, &mut targets);
+
+    let mut out = Mapping::new();
+    balance(report, p, s, &targets, &mut out);
+    let list = targets
+        .iter()
+        .map(|t| {
+            let mut m = Mapping::new();
+            entry(&mut m, "address", t.address.to_string());
+            entry(&mut m, "weight", t.weight);
+            if t.max_conns > 0 {
+                entry(&mut m, "max_conns", t.max_conns.min(u64::from(u32::MAX)));
+            }
+            Value::Mapping(m)
+        })
+        .collect();
+    entry(&mut out, "targets", Value::Sequence(list));
+    match s.timeout {
+        Some(0) => {
+            report.note(format!("{p}.timeout"), "0 failed every request in hyperapi; Gatehouse's default timeouts used")
+        }
+        Some(t) => {
+            let mut m = Mapping::new();
+            for field in ["connect", "read", "write"] {
+                entry(&mut m, field, format!("{t}s"));
+            }
+            entry(&mut out, "timeouts", m);
+        }
+        None => {}
+    }
+    // hyperapi never sent a request twice, and took endpoints out only through the breaker.
+    entry(&mut out, "retries", 0u64);
+    let mut passive = Mapping::new();
+    entry(&mut passive, "failures", 0u64);
+    entry(&mut out, "passive_health", passive);
+    if let Some(cb) = breaker(report, p, &s.upstreams) {
+        entry(&mut out, "circuit_breaker", cb);
+    }
+    Some(out)
+}
+
+/// The endpoint address of one target URL: its `ip:port`, or a placeholder in TEST-NET-1
+/// (192.0.2.0/24, RFC 5737), which is never routed, when the URL cannot be used as it is.
+fn address(report: &mut Report, up: &str, url: &str, placeholders: &mut u8) -> Option<SocketAddr> {
+    let at = format!("{up}.target");
+    let t = match parse_target(url) {
+        Ok(t) => t,
+        Err(msg) => {
+            report.note(at, format!("{msg}; target dropped"));
+            return None;
+        }
+    };
+    if !t.path.trim_end_matches('/').is_empty() {
+        report.note(
+            &at,
+            format!(
+                "path `{}` of the target has no Gatehouse equivalent (the path below the service prefix is sent as it is); dropped",
+                t.path
+            ),
+        );
+    }
+    let usable = match (t.scheme.as_str(), t.host.parse::<IpAddr>()) {
+        ("http", Ok(ip)) => return Some(SocketAddr::new(ip, t.port)),
+        ("http", Err(_)) => format!("host `{}` is not an IP address and Gatehouse targets are ip:port", t.host),
+        ("https", _) => "https: Gatehouse speaks plain HTTP to upstreams".to_string(),
+        (other, _) => {
+            report.note(at, format!("scheme `{other}` is not HTTP; target dropped"));
+            return None;
+        }
+    };
+    let Some(n) = placeholders.checked_add(1).filter(|n| *n < 255) else {
+        report.note(at, format!("{usable}; no placeholder address left in 192.0.2.0/24; target dropped"));
+        return None;
+    };
+    *placeholders = n;
+    let placeholder = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, n)), t.port);
+    report.note(at, format!("{usable}; written as the unroutable placeholder {placeholder}: replace it"));
+    Some(placeholder)
+}
+
+/// Gatehouse weights go from 1 to 1000; larger ones are scaled down together.
+fn scale_weights(report: &mut Report, p: &str, targets: &mut [Target]) {
+    let max = targets.iter().map(|t| t.weight).max().unwrap_or(1);
+    if max <= MAX_WEIGHT {
+        return;
+    }
+    for t in targets.iter_mut() {
+        t.weight = (t.weight * MAX_WEIGHT / max).max(1);
+    }
+    report.note(format!("{p}.upstreams"), format!("weights above {MAX_WEIGHT} scaled down by {max}/{MAX_WEIGHT}"));
+}
+
+fn balance(report: &mut Report, p: &str, s: &Service, targets: &[Target], out: &mut Mapping) {
+    let lb = s.load_balance.as_deref().unwrap_or("random");
+    let policy = match lb {
+        "conn" => "least_conn",
+        "load" => "ewma",
+        "hash" => "consistent_hash",
+        "random" => "random",
+        other => {
+            report.note(
+                format!("{p}.load_balance"),
+                format!("`{other}` is not a hyperapi policy; it fell back to weighted random, and so does Gatehouse"),
+            );
+            "random"
+        }
+    };
+    entry(out, "balance", policy);
+    if lb == "hash" {
+        // hyperapi hashed the `x-lb-hash` header (modulo the endpoint count).
+        entry(out, "hash_key", "header:x-lb-hash");
+    }
+    let uneven = targets.windows(2).any(|w| w[0].weight != w[1].weight);
+    if uneven && policy != "random" {
+        report.note(
+            format!("{p}.load_balance"),
+            format!("hyperapi ignored weights with `{lb}`; Gatehouse's {policy} uses them"),
+        );
+    }
+}
+
+/// hyperapi 0.2.2 gave every endpoint of a service the breaker settings of its first upstream, so
+/// those are carried over; different settings on the others had no effect and are reported.
+fn breaker(report: &mut Report, p: &str, upstreams: &[Upstream]) -> Option<Mapping> {
+    let first = upstreams.first()?;
+    let settings = |u: &Upstream| (u.error_threshold, u.error_reset, u.retry_delay);
+    for (k, u) in upstreams.iter().enumerate().skip(1) {
+        if settings(u) != settings(first) {
+            report.note(
+                format!("{p}.upstreams[{k}]"),
+                "breaker settings differ from upstreams[0]'s, which hyperapi applied to every endpoint (as Gatehouse does); ignored",
+            );
+        }
+    }
+    let threshold = first.error_threshold.filter(|t| *t > 0)?;
+    let at = format!("{p}.upstreams[0]");
+    let reset = match first.error_reset {
+        Some(0) => {
+            report.note(format!("{at}.error_reset"), "0: the breaker never opened in hyperapi; not carried over");
+            return None;
+        }
+        r => r.unwrap_or(10),
+    };
+    let delay = match first.retry_delay {
+        Some(0) => {
+            report.note(format!("{at}.retry_delay"), "0 is not a Gatehouse delay; written as 1s");
+            1
+        }
+        d => d.unwrap_or(10),
+    };
+    let mut cb = Mapping::new();
+    // hyperapi opened on the error after `error_threshold` errors; Gatehouse opens on the
+    // `error_threshold`-th.
+    entry(&mut cb, "error_threshold", threshold.saturating_add(1).min(u64::from(u32::MAX)));
+    entry(&mut cb, "error_reset", format!("{reset}s"));
+    entry(&mut cb, "retry_delay", format!("{delay}s"));
+    Some(cb)
+}

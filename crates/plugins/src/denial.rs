@@ -1,0 +1,72 @@
+//! Why the Admit stage refused a request, as facts; the proxy turns them into responses.
+
+use http::HeaderValue;
+use std::sync::Arc;
+
+/// A refusal.
+#[derive(Debug, Clone)]
+pub enum Denial {
+    /// No credentials were sent (401).
+    MissingCredentials {
+        /// The `WWW-Authenticate` challenge.
+        challenge: HeaderValue,
+    },
+    /// The credentials name no app or do not verify (401).
+    InvalidCredentials {
+        /// The `WWW-Authenticate` challenge.
+        challenge: HeaderValue,
+        /// What was wrong, for the log only.
+        reason: &'static str,
+    },
+    /// The app may not call from this address (403).
+    AddressRefused {
+        /// App id.
+        app: Arc<str>,
+    },
+    /// The app has no grant for the service (403).
+    NotGranted {
+        /// App id.
+        app: Arc<str>,
+    },
+    /// An ACL refused the method and path (403).
+    AclDenied,
+    /// Over a rate limit (429).
+    RateLimited {
+        /// Seconds until a request would be admitted (at least 1).
+        retry_after_secs: u64,
+        /// The limit that refused, for `RateLimit-Limit`.
+        limit: u64,
+    },
+    /// A cluster limit that fails closed could not reach Redis (503).
+    LimiterUnavailable,
+    /// The target could not be rebuilt without the key (400).
+    BadTarget,
+}
+
+impl Denial {
+    /// The status code.
+    pub fn status(&self) -> u16 {
+        match self {
+            Denial::MissingCredentials { .. } | Denial::InvalidCredentials { .. } => 401,
+            Denial::AddressRefused { .. } | Denial::NotGranted { .. } | Denial::AclDenied => 403,
+            Denial::RateLimited { .. } => 429,
+            Denial::LimiterUnavailable => 503,
+            Denial::BadTarget => 400,
+        }
+    }
+
+    /// A short machine-readable code and a sentence for the client's JSON body; neither says
+    /// which part of a credential was wrong.
+    pub fn public(&self) -> (&'static str, &'static str) {
+        match self {
+            Denial::MissingCredentials { .. } => ("unauthorized", "credentials are required"),
+            Denial::InvalidCredentials { .. } => ("unauthorized", "invalid credentials"),
+            Denial::AddressRefused { .. } => ("forbidden", "not allowed from this address"),
+            Denial::NotGranted { .. } => ("forbidden", "no access to this service"),
+            Denial::AclDenied => ("forbidden", "not allowed"),
+            Denial::RateLimited { .. } => ("rate_limited", "too many requests"),
+            Denial::LimiterUnavailable => ("unavailable", "try again later"),
+            Denial::BadTarget => ("bad_request", "invalid request target"),
+        }
+    }
+}

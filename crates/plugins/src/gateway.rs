@@ -1,0 +1,207 @@
+//! The compiled gateway: apps indexed by key digest, by id and by JWT key id; plans; services.
+//! Built off the request path with each configuration snapshot.
+
+use crate::acl::Rules;
+use crate::headers::Ops;
+use crate::rate_limit::gcra::Gcra;
+use crate::rate_limit::Limiter;
+use crate::service::ServiceGate;
+use crate::Registry;
+use aws_lc_rs::digest::{digest, SHA256};
+use gatehouse_config::{Acl, Config, HeaderRewrite, IpNet, LimitScope, RateLimit};
+use gatehouse_jwt::{Algorithm, VerifyKey};
+use http::HeaderValue;
+use std::collections::{BTreeMap, HashMap};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// Everything the Admit stage reads, for one configuration.
+#[derive(Debug, Default)]
+pub struct Gateway {
+    /// Apps by the SHA-256 of their key: the lookup never compares a secret byte by byte.
+    pub(crate) by_key: HashMap<[u8; 32], Arc<AppEntry>>,
+    /// Apps by id (JWTs without `kid` name their app in a claim).
+    pub(crate) by_id: HashMap<Arc<str>, Arc<AppEntry>>,
+    /// JWT keys by `kid`, with their app.
+    pub(crate) by_kid: HashMap<String, (Arc<AppEntry>, VerifyKey)>,
+    /// Services by name.
+    pub services: BTreeMap<String, Arc<ServiceGate>>,
+}
+
+/// A compiled app.
+#[derive(Debug)]
+pub struct AppEntry {
+    /// App id.
+    pub id: Arc<str>,
+    /// The id as a header value, for the backend.
+    pub id_value: HeaderValue,
+    allow_ips: Box<[IpNet]>,
+    /// Grants by service index: `None` when not granted, else the plan (if any).
+    grants: Box<[Option<Option<Arc<PlanGate>>>]>,
+    /// JWT keys without a `kid` (the app's `secret` among them).
+    pub(crate) jwt_keys: Box<[VerifyKey]>,
+}
+
+impl AppEntry {
+    /// Whether the app may call from `ip`.
+    pub fn allows_ip(&self, ip: IpAddr) -> bool {
+        self.allow_ips.is_empty() || self.allow_ips.iter().any(|n| n.contains(ip))
+    }
+
+    /// The grant for service number `index`: `None` when not granted, else its plan.
+    pub fn grant(&self, index: usize) -> Option<Option<&Arc<PlanGate>>> {
+        self.grants.get(index).and_then(|g| g.as_ref().map(Option::as_ref))
+    }
+}
+
+/// The plugins of a service or a plan.
+#[derive(Debug, Default)]
+pub struct PluginSet {
+    pub(crate) acl: Option<Rules>,
+    pub(crate) limits: Box<[Limiter]>,
+    pub(crate) request: Ops,
+    pub(crate) response: Ops,
+}
+
+/// A compiled plan.
+#[derive(Debug)]
+pub struct PlanGate {
+    /// Plan name.
+    pub name: Arc<str>,
+    pub(crate) plugins: PluginSet,
+}
+
+/// The SHA-256 of an app key.
+pub(crate) fn key_digest(key: &[u8]) -> [u8; 32] {
+    let d = digest(&SHA256, key);
+    let mut out = [0u8; 32];
+    out.copy_from_slice(d.as_ref());
+    out
+}
+
+impl Gateway {
+    /// Compiles the gateway part of a validated configuration. Reads JWT public key files.
+    pub fn build(config: &Config, registry: &Registry) -> Result<Gateway, String> {
+        let plans: HashMap<&str, Arc<PlanGate>> = config
+            .plans
+            .iter()
+            .map(|(name, p)| {
+                let plugins = plugin_set(registry, &format!("plan.{name}"), &p.acl, &p.rate_limits, &p.headers)
+                    .map_err(|e| format!("plans.{name}: {e}"))?;
+                Ok((name.as_str(), Arc::new(PlanGate { name: name.as_str().into(), plugins })))
+            })
+            .collect::<Result<_, String>>()?;
+        let index: HashMap<&str, usize> = config.services.keys().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
+
+        let mut gw = Gateway::default();
+        for (id, app) in &config.apps {
+            let p = format!("apps.{id}");
+            let mut grants = vec![None; index.len()];
+            for (service, plan) in &app.grants {
+                let i = *index.get(service.as_str()).ok_or_else(|| format!("{p}: unknown service `{service}`"))?;
+                let plan = match plan {
+                    Some(name) => Some(plans.get(name.as_str()).ok_or(format!("{p}: unknown plan `{name}`"))?.clone()),
+                    None => None,
+                };
+                grants[i] = Some(plan);
+            }
+            let mut unnamed = Vec::new();
+            let mut named = Vec::new();
+            if let Some(secret) = &app.secret {
+                unnamed.push(VerifyKey::hmac(secret.as_bytes()).map_err(|e| format!("{p}.secret: {e}"))?);
+            }
+            for (i, k) in app.jwt_keys.iter().enumerate() {
+                let kp = format!("{p}.jwt_keys[{i}]");
+                let alg: Algorithm = k.alg.parse().map_err(|_| format!("{kp}.alg: unsupported `{}`", k.alg))?;
+                let key = match (alg, &k.secret, &k.public_key) {
+                    (Algorithm::Hs256, Some(s), None) => VerifyKey::hmac(s.as_bytes()),
+                    (Algorithm::Rs256 | Algorithm::Es256, None, Some(path)) => {
+                        let pem = std::fs::read(path)
+                            .map_err(|e| format!("{kp}.public_key: cannot read {}: {e}", path.display()))?;
+                        VerifyKey::from_pem(alg, &pem)
+                    }
+                    _ => return Err(format!("{kp}: HS256 takes a `secret`, RS256 and ES256 a `public_key`")),
+                }
+                .map_err(|e| format!("{kp}: {e}"))?;
+                match &k.kid {
+                    Some(kid) => named.push((kid.clone(), key)),
+                    None => unnamed.push(key),
+                }
+            }
+            let entry = Arc::new(AppEntry {
+                id: id.as_str().into(),
+                id_value: HeaderValue::try_from(id.as_str()).map_err(|_| format!("{p}: id is not a header value"))?,
+                allow_ips: app.allow_ips.clone().into(),
+                grants: grants.into(),
+                jwt_keys: unnamed.into(),
+            });
+            let digest = match (&app.key, &app.key_sha256) {
+                (Some(k), _) => Some(key_digest(k.as_bytes())),
+                (None, Some(hex)) => Some(parse_hex(hex).ok_or_else(|| format!("{p}.key_sha256: not 64 hex digits"))?),
+                (None, None) => None,
+            };
+            if let Some(d) = digest {
+                if let Some(other) = gw.by_key.insert(d, entry.clone()) {
+                    return Err(format!("{p}: the same key as app `{}`", other.id));
+                }
+            }
+            for (kid, key) in named {
+                gw.by_kid.insert(kid, (entry.clone(), key));
+            }
+            gw.by_id.insert(entry.id.clone(), entry);
+        }
+        for (i, (name, s)) in config.services.iter().enumerate() {
+            let plugins = plugin_set(registry, &format!("service.{name}"), &s.acl, &s.rate_limits, &s.headers)
+                .map_err(|e| format!("services.{name}: {e}"))?;
+            let gate = ServiceGate::new(name, i, s, plugins, registry.stats(name))
+                .map_err(|e| format!("services.{name}: {e}"))?;
+            gw.services.insert(name.clone(), Arc::new(gate));
+        }
+        Ok(gw)
+    }
+}
+
+fn parse_hex(hex: &str) -> Option<[u8; 32]> {
+    let mut out = [0u8; 32];
+    if hex.len() != 64 {
+        return None;
+    }
+    for (i, o) in out.iter_mut().enumerate() {
+        *o = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(out)
+}
+
+fn plugin_set(
+    registry: &Registry,
+    owner: &str,
+    acl: &Option<Acl>,
+    limits: &[RateLimit],
+    headers: &HeaderRewrite,
+) -> Result<PluginSet, String> {
+    let limits = limits
+        .iter()
+        .enumerate()
+        .map(|(i, l)| match l.scope {
+            LimitScope::Local | LimitScope::Cluster if registry.offline || l.scope == LimitScope::Local => {
+                let g = Gcra::new(l);
+                let id = format!(
+                    "{owner}#{i}:{}/{}/{}/{}/{:?}/{}",
+                    g.emission_us, g.tolerance_us, g.block_us, l.max_keys, l.key, l.per_path
+                );
+                Ok(Limiter::local(l, registry.table(&id, l.max_keys)))
+            }
+            _ => {
+                let (client, prefix) =
+                    registry.redis.as_ref().ok_or_else(|| format!("rate_limits[{i}]: `cluster` needs Redis"))?;
+                Ok(Limiter::cluster(l, client.clone(), format!("{{{prefix}}}:rl:{owner}#{i}:")))
+            }
+        })
+        .collect::<Result<_, String>>()?;
+    Ok(PluginSet {
+        acl: acl.as_ref().map(Rules::new),
+        limits,
+        request: Ops::new(&headers.request).map_err(|e| format!("headers.request: {e}"))?,
+        response: Ops::new(&headers.response).map_err(|e| format!("headers.response: {e}"))?,
+    })
+}

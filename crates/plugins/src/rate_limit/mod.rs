@@ -1,0 +1,167 @@
+//! Admit stage, rate limits: one GCRA per configured limit, keyed by app, client address or a
+//! header (optionally per path), counted on this node ([`local`]) or in Redis for the whole
+//! cluster ([`cluster`]).
+
+pub mod cluster;
+pub mod gcra;
+pub mod local;
+
+use crate::stats::ServiceStats;
+use gatehouse_config::{FailMode, LimitKey, RateLimit};
+use gcra::{Decision, Gcra};
+use http::HeaderMap;
+use local::LocalTable;
+use std::net::IpAddr;
+use std::sync::Arc;
+
+/// One compiled limit.
+#[derive(Debug)]
+pub struct Limiter {
+    gcra: Gcra,
+    key: LimitKey,
+    per_path: bool,
+    store: Store,
+}
+
+#[derive(Debug)]
+enum Store {
+    Local(Arc<LocalTable>),
+    Cluster {
+        client: gatehouse_redis::Client,
+        /// `{prefix}:rl:<limit id>:`
+        key_prefix: String,
+        on_error: FailMode,
+    },
+}
+
+/// What a limit keys on, for one request.
+#[derive(Debug, Clone, Copy)]
+pub struct Subject<'a> {
+    /// The service, so a plan granted on two services counts them apart.
+    pub service: &'a str,
+    /// The authenticated app.
+    pub app: Option<&'a str>,
+    /// The client address.
+    pub client_ip: IpAddr,
+    /// Request headers.
+    pub headers: &'a HeaderMap,
+    /// Path below the service prefix.
+    pub path: &'a str,
+}
+
+/// A limit's verdict on one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Verdict {
+    /// Admitted; the facts for the `RateLimit-*` headers.
+    Allow(Quota),
+    /// Refused: retry after this many microseconds.
+    Deny {
+        /// Microseconds until a request would be admitted.
+        retry_after_us: u64,
+        /// The limit, for `RateLimit-Limit`.
+        limit: u64,
+    },
+    /// Redis could not decide and the limit fails closed.
+    Unavailable,
+}
+
+/// What the `RateLimit-*` headers tell the client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Quota {
+    /// Requests per interval.
+    pub limit: u64,
+    /// Requests that could still arrive at once.
+    pub remaining: u64,
+    /// Microseconds until the whole burst is available again.
+    pub reset_us: u64,
+}
+
+impl Limiter {
+    /// A local limit on `table`.
+    pub fn local(cfg: &RateLimit, table: Arc<LocalTable>) -> Self {
+        Limiter { gcra: Gcra::new(cfg), key: cfg.key.clone(), per_path: cfg.per_path, store: Store::Local(table) }
+    }
+
+    /// A cluster limit whose Redis keys start with `key_prefix`.
+    pub fn cluster(cfg: &RateLimit, client: gatehouse_redis::Client, key_prefix: String) -> Self {
+        Limiter {
+            gcra: Gcra::new(cfg),
+            key: cfg.key.clone(),
+            per_path: cfg.per_path,
+            store: Store::Cluster { client, key_prefix, on_error: cfg.on_redis_error },
+        }
+    }
+
+    /// Whether deciding needs Redis.
+    pub fn is_cluster(&self) -> bool {
+        matches!(self.store, Store::Cluster { .. })
+    }
+
+    /// Decides for one request.
+    pub async fn check(&self, s: &Subject<'_>, stats: &ServiceStats) -> Verdict {
+        let mut ip_text = [0u8; 16];
+        let ident: &[u8] = match &self.key {
+            LimitKey::App => s.app.unwrap_or("").as_bytes(),
+            LimitKey::ClientIp => match s.client_ip {
+                IpAddr::V4(v4) => {
+                    ip_text[..4].copy_from_slice(&v4.octets());
+                    &ip_text[..4]
+                }
+                IpAddr::V6(v6) => {
+                    ip_text = v6.octets();
+                    &ip_text
+                }
+            },
+            LimitKey::Header(name) => s.headers.get(name.as_str()).map_or(&[][..], |v| v.as_bytes()),
+            LimitKey::Service => b"",
+        };
+        let path: &[u8] = if self.per_path { s.path.as_bytes() } else { b"" };
+        let decision = match &self.store {
+            Store::Local(table) => table.decide(&self.gcra, table.hash(&[s.service.as_bytes(), ident, path])),
+            Store::Cluster { client, key_prefix, on_error } => {
+                let key = redis_key(key_prefix, s.service, ident, path);
+                match cluster::decide(client, &self.gcra, &key).await {
+                    Ok(d) => d,
+                    Err(e) => {
+                        stats.limiter_errors.inc();
+                        tracing::debug!(error = %e, "cluster rate limit: Redis did not decide");
+                        return match on_error {
+                            FailMode::Open => {
+                                Verdict::Allow(Quota { limit: self.gcra.limit, remaining: 0, reset_us: 0 })
+                            }
+                            FailMode::Closed => Verdict::Unavailable,
+                        };
+                    }
+                }
+            }
+        };
+        match decision {
+            Decision::Allow { remaining, reset_us } => {
+                Verdict::Allow(Quota { limit: self.gcra.limit, remaining, reset_us })
+            }
+            Decision::Deny { retry_after_us } => Verdict::Deny { retry_after_us, limit: self.gcra.limit },
+        }
+    }
+}
+
+/// `{prefix}:rl:<id>:<service>:<hex ident>[:<path hash>]`: readable enough to inspect, bounded in
+/// length whatever the path.
+fn redis_key(prefix: &str, service: &str, ident: &[u8], path: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(prefix.len() + service.len() + ident.len() * 2 + 24);
+    k.extend_from_slice(prefix.as_bytes());
+    k.extend_from_slice(service.as_bytes());
+    k.push(b':');
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for b in ident {
+        k.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+    }
+    if !path.is_empty() {
+        k.extend_from_slice(format!(":{:016x}", fnv1a(path)).as_bytes());
+    }
+    k
+}
+
+/// A hash that every node computes alike (the local tables use a per-process keyed hash).
+fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}

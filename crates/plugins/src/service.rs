@@ -1,0 +1,257 @@
+//! One service's Admit stage: who is calling (app key or JWT), may they (address, grant, ACL),
+//! how often (rate limits); then the header rewrites on the way in and out.
+
+use crate::app_key::Sources;
+use crate::denial::Denial;
+use crate::gateway::{key_digest, AppEntry, Gateway, PlanGate, PluginSet};
+use crate::rate_limit::{Quota, Subject, Verdict};
+use crate::stats::ServiceStats;
+use gatehouse_config::{AuthMethod, Service};
+use gatehouse_jwt::Validation;
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::request::Parts;
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+static RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
+static RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+static RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
+
+/// A compiled service.
+#[derive(Debug)]
+pub struct ServiceGate {
+    /// Service name.
+    pub name: Arc<str>,
+    index: usize,
+    /// Length of the path prefix without a trailing `/` (0 for `/`).
+    base_len: usize,
+    app_key: Option<Sources>,
+    jwt: Option<JwtCheck>,
+    app_id_header: Option<HeaderName>,
+    challenge: HeaderValue,
+    invalid_challenge: HeaderValue,
+    plugins: PluginSet,
+    /// Counters, kept across reloads.
+    pub stats: Arc<ServiceStats>,
+}
+
+#[derive(Debug)]
+struct JwtCheck {
+    validation: Validation,
+    app_claim: String,
+}
+
+/// What the Admit stage learned about an admitted request.
+#[derive(Debug, Default)]
+pub struct Admitted {
+    /// The calling app, when the service authenticates.
+    pub app: Option<Arc<AppEntry>>,
+    /// The app's plan for this service.
+    pub plan: Option<Arc<PlanGate>>,
+    /// The tightest rate limit's quota, for the `RateLimit-*` headers.
+    pub quota: Option<Quota>,
+}
+
+impl ServiceGate {
+    pub(crate) fn new(
+        name: &str,
+        index: usize,
+        s: &Service,
+        plugins: PluginSet,
+        stats: Arc<ServiceStats>,
+    ) -> Result<Self, String> {
+        let methods = &s.auth.0;
+        let app_key = methods.contains(&AuthMethod::AppKey).then(|| Sources::new(&s.app_key)).transpose()?;
+        let jwt = methods.contains(&AuthMethod::Jwt).then(|| JwtCheck {
+            validation: Validation {
+                leeway_secs: s.jwt.leeway.0.as_secs(),
+                issuer: s.jwt.issuer.clone(),
+                audience: s.jwt.audience.clone(),
+                require_exp: s.jwt.require_exp,
+            },
+            app_claim: s.jwt.app_claim.clone(),
+        });
+        let scheme = if jwt.is_some() { "Bearer" } else { "AppKey" };
+        let challenge = HeaderValue::try_from(format!("{scheme} realm=\"{name}\""))
+            .map_err(|_| "service name is not a header value".to_string())?;
+        let invalid = match scheme {
+            "Bearer" => format!("Bearer realm=\"{name}\", error=\"invalid_token\""),
+            _ => format!("AppKey realm=\"{name}\""),
+        };
+        let invalid_challenge = HeaderValue::try_from(invalid).map_err(|_| "service name is not a header value")?;
+        let app_id_header = match s.app_id_header.as_str() {
+            "" => None,
+            h => Some(HeaderName::from_bytes(h.as_bytes()).map_err(|_| format!("app_id_header: `{h}`"))?),
+        };
+        let trimmed = s.path.trim_end_matches('/');
+        Ok(ServiceGate {
+            name: name.into(),
+            index,
+            base_len: trimmed.len(),
+            app_key,
+            jwt,
+            app_id_header,
+            challenge,
+            invalid_challenge,
+            plugins,
+            stats,
+        })
+    }
+
+    /// Whether `path` is within the service: its prefix, then the end, `/` or nothing else
+    /// (`/mws` owns `/mws` and `/mws/a`, not `/mwsx`).
+    pub fn owns(&self, path: &str) -> bool {
+        matches!(path.as_bytes().get(self.base_len), None | Some(b'/'))
+    }
+
+    /// Runs the checks; on success the request has lost its app key, and the result says who
+    /// called.
+    pub async fn admit(&self, gw: &Gateway, parts: &mut Parts, client_ip: IpAddr) -> Result<Admitted, Denial> {
+        let mut admitted = Admitted::default();
+        if self.app_key.is_some() || self.jwt.is_some() {
+            let app = self.authenticate(gw, parts)?;
+            if !app.allows_ip(client_ip) {
+                self.stats.address_refused.inc();
+                return Err(Denial::AddressRefused { app: app.id.clone() });
+            }
+            let Some(plan) = app.grant(self.index) else {
+                self.stats.not_granted.inc();
+                return Err(Denial::NotGranted { app: app.id.clone() });
+            };
+            admitted.plan = plan.cloned();
+            admitted.app = Some(app);
+        }
+        let path = match parts.uri.path().get(self.base_len..) {
+            Some("") | None => "/",
+            Some(p) => p,
+        };
+        let plan_plugins = admitted.plan.as_ref().map(|p| &p.plugins);
+        for set in std::iter::once(&self.plugins).chain(plan_plugins) {
+            if set.acl.as_ref().is_some_and(|acl| !acl.allows(&parts.method, path)) {
+                self.stats.acl_denied.inc();
+                return Err(Denial::AclDenied);
+            }
+        }
+        let subject = Subject {
+            service: &self.name,
+            app: admitted.app.as_ref().map(|a| &*a.id),
+            client_ip,
+            headers: &parts.headers,
+            path,
+        };
+        for set in std::iter::once(&self.plugins).chain(plan_plugins) {
+            for limiter in set.limits.iter() {
+                match limiter.check(&subject, &self.stats).await {
+                    Verdict::Allow(q) => {
+                        if admitted.quota.is_none_or(|best| q.remaining < best.remaining) {
+                            admitted.quota = Some(q);
+                        }
+                    }
+                    Verdict::Deny { retry_after_us, limit } => {
+                        self.stats.rate_limited.inc();
+                        return Err(Denial::RateLimited {
+                            retry_after_secs: retry_after_us.div_ceil(1_000_000).max(1),
+                            limit,
+                        });
+                    }
+                    Verdict::Unavailable => {
+                        self.stats.limiter_unavailable.inc();
+                        return Err(Denial::LimiterUnavailable);
+                    }
+                }
+            }
+        }
+        self.stats.admitted.inc();
+        Ok(admitted)
+    }
+
+    /// Finds the calling app from an app key, else a bearer JWT.
+    fn authenticate(&self, gw: &Gateway, parts: &mut Parts) -> Result<Arc<AppEntry>, Denial> {
+        if let Some(sources) = &self.app_key {
+            let key = sources.take(&mut parts.uri, &mut parts.headers, self.base_len).map_err(|_| Denial::BadTarget)?;
+            if let Some(key) = key {
+                return gw.by_key.get(&key_digest(&key)).cloned().ok_or_else(|| self.invalid("unknown app key"));
+            }
+        }
+        if let Some(check) = &self.jwt {
+            let bearer = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| {
+                let (scheme, token) = v.split_once(' ')?;
+                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
+            });
+            if let Some(token) = bearer {
+                return self.verify_jwt(gw, check, token);
+            }
+        }
+        self.stats.missing_credentials.inc();
+        Err(Denial::MissingCredentials { challenge: self.challenge.clone() })
+    }
+
+    fn verify_jwt(&self, gw: &Gateway, check: &JwtCheck, token: &str) -> Result<Arc<AppEntry>, Denial> {
+        let t = gatehouse_jwt::decode(token).map_err(|_| self.invalid("malformed token"))?;
+        let app = match t.kid() {
+            Some(kid) => {
+                let (app, key) = gw.by_kid.get(kid).ok_or_else(|| self.invalid("unknown kid"))?;
+                t.verify(key).map_err(|_| self.invalid("bad signature or algorithm"))?;
+                app.clone()
+            }
+            None => {
+                let id = t.claims().get_str(&check.app_claim).ok_or_else(|| self.invalid("no app claim"))?;
+                let app = gw.by_id.get(id).ok_or_else(|| self.invalid("unknown app in token"))?;
+                if !app.jwt_keys.iter().any(|k| k.algorithm() == t.algorithm() && t.verify(k).is_ok()) {
+                    return Err(self.invalid("bad signature or algorithm"));
+                }
+                app.clone()
+            }
+        };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        t.claims().validate(now, &check.validation).map_err(|e| self.invalid(claim_reason(&e)))?;
+        Ok(app)
+    }
+
+    fn invalid(&self, reason: &'static str) -> Denial {
+        self.stats.invalid_credentials.inc();
+        tracing::debug!(service = %self.name, reason, "credentials refused");
+        Denial::InvalidCredentials { challenge: self.invalid_challenge.clone(), reason }
+    }
+
+    /// Request headers for the backend: the app id (whatever the client sent under that name
+    /// removed), then the service's and the plan's rewrites.
+    pub fn rewrite_request(&self, a: &Admitted, headers: &mut HeaderMap) {
+        if let Some(name) = &self.app_id_header {
+            headers.remove(name);
+            if let Some(app) = &a.app {
+                headers.insert(name.clone(), app.id_value.clone());
+            }
+        }
+        self.plugins.request.apply(headers);
+        if let Some(p) = &a.plan {
+            p.plugins.request.apply(headers);
+        }
+    }
+
+    /// Response headers for the client: the service's and plan's rewrites, then `RateLimit-*`.
+    pub fn rewrite_response(&self, a: &Admitted, headers: &mut HeaderMap) {
+        self.plugins.response.apply(headers);
+        if let Some(p) = &a.plan {
+            p.plugins.response.apply(headers);
+        }
+        if let Some(q) = a.quota {
+            headers.insert(&RATELIMIT_LIMIT, q.limit.into());
+            headers.insert(&RATELIMIT_REMAINING, q.remaining.into());
+            headers.insert(&RATELIMIT_RESET, q.reset_us.div_ceil(1_000_000).into());
+        }
+    }
+}
+
+fn claim_reason(e: &gatehouse_jwt::JwtError) -> &'static str {
+    use gatehouse_jwt::JwtError as E;
+    match e {
+        E::Expired => "token expired",
+        E::NotYetValid => "token not yet valid",
+        E::WrongIssuer => "wrong issuer",
+        E::WrongAudience => "wrong audience",
+        E::MissingExpiry => "token without exp",
+        _ => "invalid claims",
+    }
+}
