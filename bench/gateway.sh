@@ -22,6 +22,7 @@
 # Rows (TARGETS), each ab -k -n AB_N -c CONNS on the same object:
 #   direct              ab -> nginx
 #   bare                ab -> Gatehouse site route /test.html -> nginx
+#   service             ab -> Gatehouse /plain/test.html, a service without plugins (prefix stripped) -> nginx
 #   gateway             ab -> Gatehouse /svc/~KEY/test.html (key in the path, stripped) -> nginx
 #   gateway-header-key  ab -H 'X-APP-KEY: KEY' -> Gatehouse /svc/test.html -> nginx
 #   haproxy             ab -> HAProxy -> nginx (peer of bare)
@@ -57,7 +58,7 @@
 #   AB_N [200000/20000]   requests per measured ab -c CONNS run
 #   CONNS [100]     ab -c
 #   LAT_N [5000/1000]     requests per ab -c 1 run; 0 = no unqueued-latency runs
-#   TARGETS [direct bare haproxy gateway nginx-proxy gateway-header-key]   rows and their
+#   TARGETS [direct bare service haproxy gateway nginx-proxy gateway-header-key]   rows and their
 #                   order in round 1
 #   WARMUP_N [20000/5000] requests of the unrecorded warm-up of each row
 #   PRIME [1]       1 = CONNS x 10 requests before each measured run; 0 = off
@@ -82,7 +83,7 @@ REPS=${REPS:-$(pick 3 1)}
 AB_N=${AB_N:-$(pick 200000 20000)}
 CONNS=${CONNS:-100}
 LAT_N=${LAT_N:-$(pick 5000 1000)}
-TARGETS=${TARGETS:-direct bare haproxy gateway nginx-proxy gateway-header-key}
+TARGETS=${TARGETS:-direct bare service haproxy gateway nginx-proxy gateway-header-key}
 WARMUP_N=${WARMUP_N:-$(pick 20000 5000)}
 PRIME=${PRIME:-1}
 SETTLE=${SETTLE:-$(pick 1 0.2)}
@@ -107,9 +108,9 @@ check_integers REPS AB_N CONNS LAT_N WARMUP_N PRIME QUIET_WAIT QUIET_PCT BODY_SI
 
 read -r -a TARGET_LIST <<<"$TARGETS"
 ((${#TARGET_LIST[@]})) || die "TARGETS must not be empty"
-declare -A SERVER=([direct]=backend [bare]=gatehouse [gateway]=gatehouse [gateway-header-key]=gatehouse
+declare -A SERVER=([direct]=backend [bare]=gatehouse [service]=gatehouse [gateway]=gatehouse [gateway-header-key]=gatehouse
 	[haproxy]=haproxy [nginx-proxy]=nginx)
-declare -A URL_PATH=([direct]=/test.html [bare]=/test.html [gateway]="/svc/~$APP_KEY/test.html"
+declare -A URL_PATH=([direct]=/test.html [bare]=/test.html [service]=/plain/test.html [gateway]="/svc/~$APP_KEY/test.html"
 	[gateway-header-key]=/svc/test.html [haproxy]=/test.html [nginx-proxy]=/test.html)
 declare -A HEADER=([gateway-header-key]="X-APP-KEY: $APP_KEY")
 for t in "${TARGET_LIST[@]}"; do
@@ -167,6 +168,7 @@ listeners:
   http: { bind: "127.0.0.1:$P_GATEHOUSE", max_connections: 20000 }
 $(gatehouse_upstream 256)
 services:
+  plain: { path: /plain, upstream: backend }
   svc:
     path: /svc
     upstream: backend

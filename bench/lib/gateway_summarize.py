@@ -22,6 +22,7 @@ from summarize import fmt_int, fmt_pct, fnum, med  # noqa: E402
 NAMES = {
     "direct": "direct: ab → nginx",
     "bare": "bare: **Gatehouse** route → nginx",
+    "service": "service: **Gatehouse** service without plugins (prefix stripped)",
     "gateway": "gateway: **Gatehouse** service, key in path",
     "gateway-header-key": "gateway-header-key: **Gatehouse** service, key in X-APP-KEY",
     "haproxy": "HAProxy proxy → nginx",
@@ -150,11 +151,12 @@ def unqueued_table(runs, failures):
 def derived(runs, conns):
     out = []
     have = set(runs.targets)
-    for t in GATEWAY_ROWS:
-        if t in have and "bare" in have:
-            m, per = runs.ratio(t, "bare", "rps")
-            verdict = "" if m is None else (" — goal met" if m >= THROUGHPUT_GOAL else " — **goal not met**")
-            out.append(f"- {t} ÷ bare, req/s: **{r2(m)}** (per round {spread(per, r2)}; goal ≥ {THROUGHPUT_GOAL}){verdict}")
+    for base in ["bare", "service"]:
+        for t in GATEWAY_ROWS:
+            if t in have and base in have:
+                m, per = runs.ratio(t, base, "rps")
+                verdict = "" if m is None else (" — goal met" if m >= THROUGHPUT_GOAL else " — **goal not met**")
+                out.append(f"- {t} ÷ {base}, req/s: **{r2(m)}** (per round {spread(per, r2)}; goal ≥ {THROUGHPUT_GOAL}){verdict}")
     for key, what in [("tpr_all_ms", "ab's time per request across all concurrent requests (wall time ÷ requests)"),
                       ("lat_mean_ms", "mean latency a client saw (ab's first time per request)")]:
         for t in ["bare"] + GATEWAY_ROWS:
@@ -163,7 +165,7 @@ def derived(runs, conns):
                 verdict = "" if d is None else (" — goal met" if d <= LATENCY_GOAL_MS else " — **goal not met**")
                 out.append(f"- added to direct at -c {conns}, {what}, {t}: **{'–' if d is None else f'{d:+.3f} ms'}** "
                            f"(per round {spread(per, lambda x: f'{x:+.3f}')}; goal ≤ {LATENCY_GOAL_MS} ms){verdict}")
-    for t in GATEWAY_ROWS:
+    for t in ["service"] + GATEWAY_ROWS:
         if t in have and "bare" in have:
             d, per = runs.diff(t, "bare", "cpu_s_per_10k")
             if d is not None:

@@ -213,6 +213,11 @@ pub struct RateLimit {
     /// For `local`: keys tracked at once (a table of this many slots).
     #[serde(default = "max_keys")]
     pub max_keys: usize,
+    /// Tell admitted clients their quota in `RateLimit-Limit`, `RateLimit-Remaining` and
+    /// `RateLimit-Reset` (a 429 always carries them). Off by default, as Envoy's: three more
+    /// headers on every response cost more than the check itself.
+    #[serde(default)]
+    pub headers: bool,
 }
 
 /// What a rate limit counts by.

@@ -3,7 +3,7 @@
 //! backend never sees it.
 
 use gatehouse_config::AppKeySources;
-use http::header::{HeaderMap, HeaderName};
+use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::uri::{PathAndQuery, Uri};
 
 /// Where a service looks for the key.
@@ -15,7 +15,72 @@ pub struct Sources {
 }
 
 /// A key as the client sent it, decoded.
-pub type Key = Vec<u8>;
+#[derive(Debug)]
+pub enum Key {
+    /// From the header, as it came.
+    Header(HeaderValue),
+    /// From the query or the path, percent-decoded, when short (no allocation).
+    Inline {
+        /// The bytes, `len` of them.
+        buf: [u8; INLINE_KEY],
+        /// How many.
+        len: usize,
+    },
+    /// From the query or the path, percent-decoded.
+    Decoded(Vec<u8>),
+}
+
+/// Keys up to this long are decoded without allocating.
+const INLINE_KEY: usize = 64;
+
+impl Key {
+    /// The key's bytes.
+    pub fn as_bytes(&self) -> &[u8] {
+        match self {
+            Key::Header(v) => v.as_bytes(),
+            Key::Inline { buf, len } => &buf[..*len],
+            Key::Decoded(v) => v,
+        }
+    }
+
+    /// Decodes `%XX` escapes (and keeps anything else as it is).
+    fn decode(b: &[u8]) -> Key {
+        let mut inline = [0u8; INLINE_KEY];
+        if b.len() <= INLINE_KEY && !b.contains(&b'%') {
+            inline[..b.len()].copy_from_slice(b);
+            return Key::Inline { buf: inline, len: b.len() };
+        }
+        let mut len = 0;
+        let mut i = 0;
+        let hex = |c: u8| (c as char).to_digit(16);
+        while i < b.len() {
+            let byte = match (b[i], b.get(i + 1).and_then(|&c| hex(c)), b.get(i + 2).and_then(|&c| hex(c))) {
+                (b'%', Some(h), Some(l)) => {
+                    i += 3;
+                    (h * 16 + l) as u8
+                }
+                (c, _, _) => {
+                    i += 1;
+                    c
+                }
+            };
+            if len == INLINE_KEY {
+                let mut v = inline.to_vec();
+                v.push(byte);
+                v.extend(Key::decode(&b[i..]).as_bytes());
+                return Key::Decoded(v);
+            }
+            inline[len] = byte;
+            len += 1;
+        }
+        Key::Inline { buf: inline, len }
+    }
+}
+
+/// The bytes of the request path that held a `/~KEY` segment, which the forwarded target leaves
+/// out. Kept as a range rather than applied, so the target is rebuilt once, together with the
+/// route's own prefix rewrite.
+pub type PathCut = Option<std::ops::Range<usize>>;
 
 impl Sources {
     /// Compiles the configured sources (validated names).
@@ -29,95 +94,82 @@ impl Sources {
     }
 
     /// Takes the key out of the request: the header first, then the query, then the path
-    /// segment. `base_len` is the length of the service prefix without its trailing `/`.
-    /// Returns `Err` for a request whose target cannot be rebuilt without the key.
-    pub fn take(&self, uri: &mut Uri, headers: &mut HeaderMap, base_len: usize) -> Result<Option<Key>, &'static str> {
+    /// segment. `base_len` is the length of the service prefix without its trailing `/`. The
+    /// header and the query parameter are removed here; a path segment is returned as a cut for
+    /// the caller to leave out. `Err` for a target that cannot be rebuilt without the key.
+    pub fn take(
+        &self,
+        uri: &mut Uri,
+        headers: &mut HeaderMap,
+        base_len: usize,
+    ) -> Result<(Option<Key>, PathCut), &'static str> {
         let mut found = None;
         if let Some(name) = &self.header {
             if let Some(v) = headers.remove(name) {
-                found = Some(v.as_bytes().to_vec());
+                found = Some(Key::Header(v));
             }
         }
-        let Some(pq) = uri.path_and_query() else { return Ok(found) };
+        let Some(pq) = uri.path_and_query() else { return Ok((found, None)) };
         let (path, query) = (pq.path(), pq.query());
-        let mut new_path = None;
+        let mut cut = None;
         if self.path {
             if let Some(seg) = path.get(base_len..).and_then(|rest| rest.strip_prefix("/~")) {
                 let end = seg.find('/').unwrap_or(seg.len());
                 if found.is_none() {
-                    found = Some(percent_decode(&seg.as_bytes()[..end]));
+                    found = Some(Key::decode(&seg.as_bytes()[..end]));
                 }
-                new_path = Some(format!("{}{}", &path[..base_len], &seg[end..]));
+                cut = Some(base_len..base_len + 2 + end);
             }
         }
-        let mut new_query = None;
         if let (Some(param), Some(q)) = (&self.query, query) {
             if q.split('&').any(|pair| pair.split('=').next() == Some(param)) {
-                let mut kept = String::with_capacity(q.len());
+                let mut kept = String::with_capacity(path.len() + q.len());
+                kept.push_str(path);
+                let mut first = true;
                 for pair in q.split('&') {
                     let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
                     if name == &**param {
                         if found.is_none() {
-                            found = Some(percent_decode(value.as_bytes()));
+                            found = Some(Key::decode(value.as_bytes()));
                         }
                     } else {
-                        if !kept.is_empty() {
-                            kept.push('&');
-                        }
+                        kept.push(if first { '?' } else { '&' });
+                        first = false;
                         kept.push_str(pair);
                     }
                 }
-                new_query = Some(kept);
+                let pq = PathAndQuery::try_from(kept).map_err(|_| "invalid request target")?;
+                let mut parts = std::mem::take(uri).into_parts();
+                parts.path_and_query = Some(pq);
+                *uri = Uri::from_parts(parts).map_err(|_| "invalid request target")?;
             }
         }
-        if new_path.is_some() || new_query.is_some() {
-            let path = match new_path.as_deref() {
-                Some("") => "/",
-                Some(p) => p,
-                None => path,
-            };
-            let mut text = String::with_capacity(path.len() + query.map_or(0, |q| q.len() + 1));
-            text.push_str(path);
-            match new_query.as_deref().or(query) {
-                Some("") | None => {}
-                Some(q) => {
-                    text.push('?');
-                    text.push_str(q);
-                }
-            }
-            let pq = PathAndQuery::try_from(text).map_err(|_| "invalid request target")?;
-            let mut parts = std::mem::take(uri).into_parts();
-            parts.path_and_query = Some(pq);
-            *uri = Uri::from_parts(parts).map_err(|_| "invalid request target")?;
-        }
-        Ok(found)
+        Ok((found, cut))
     }
 }
 
-/// Decodes `%XX` escapes (and keeps anything else as it is).
-fn percent_decode(b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16);
-        match (b[i], b.get(i + 1).and_then(|&c| hex(c)), b.get(i + 2).and_then(|&c| hex(c))) {
-            (b'%', Some(h), Some(l)) => {
-                out.push((h * 16 + l) as u8);
-                i += 3;
-            }
-            (c, _, _) => {
-                out.push(c);
-                i += 1;
+/// The path without the cut.
+pub fn cut_path<'a>(path: &'a str, cut: &PathCut) -> std::borrow::Cow<'a, str> {
+    match cut {
+        Some(r) if r.end <= path.len() => {
+            let (head, tail) = (&path[..r.start], &path[r.end..]);
+            match (head, tail) {
+                ("", "") => "/".into(),
+                (h, "") => h.into(),
+                ("", t) => t.into(),
+                (h, t) => format!("{h}{t}").into(),
             }
         }
+        _ => path.into(),
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
+    /// The key found, the target the backend would get (path cut applied), and whether the
+    /// header is still there.
     fn take(target: &str, header: Option<&str>, base: usize) -> (Option<String>, String, bool) {
         let s = Sources::new(&AppKeySources::default()).expect("valid");
         let mut uri: Uri = target.parse().expect("uri");
@@ -125,8 +177,18 @@ mod tests {
         if let Some(v) = header {
             h.insert("x-app-key", v.parse().expect("value"));
         }
-        let key = s.take(&mut uri, &mut h, base).expect("ok").map(|k| String::from_utf8(k).expect("utf-8"));
-        (key, uri.to_string(), h.contains_key("x-app-key"))
+        let (key, cut) = s.take(&mut uri, &mut h, base).expect("ok");
+        let key = key.map(|k| String::from_utf8(k.as_bytes().to_vec()).expect("utf-8"));
+        let mut out = String::new();
+        if let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) {
+            out = format!("{scheme}://{authority}");
+        }
+        out.push_str(&cut_path(uri.path(), &cut));
+        if let Some(q) = uri.query() {
+            out.push('?');
+            out.push_str(q);
+        }
+        (key, out, h.contains_key("x-app-key"))
     }
 
     #[test]
@@ -136,6 +198,8 @@ mod tests {
         assert_eq!(take("/~K1/a?x=1", None, 0), (Some("K1".into()), "/a?x=1".into(), false));
         assert_eq!(take("/mws/a/~K1/b", None, 4), (None, "/mws/a/~K1/b".into(), false), "only right after the prefix");
         assert_eq!(take("/mws/~K%31/b", None, 4).0.as_deref(), Some("K1"));
+        let long = "k".repeat(100);
+        assert_eq!(take(&format!("/mws/~{long}%41/b"), None, 4).0, Some(format!("{long}A")), "past the inline buffer");
     }
 
     #[test]

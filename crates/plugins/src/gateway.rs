@@ -7,19 +7,21 @@ use crate::rate_limit::gcra::Gcra;
 use crate::rate_limit::Limiter;
 use crate::service::ServiceGate;
 use crate::Registry;
+use aws_lc_rs::constant_time::verify_slices_are_equal;
 use aws_lc_rs::digest::{digest, SHA256};
 use gatehouse_config::{Acl, Config, HeaderRewrite, IpNet, LimitScope, RateLimit};
 use gatehouse_jwt::{Algorithm, VerifyKey};
 use http::HeaderValue;
 use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::net::IpAddr;
 use std::sync::Arc;
 
 /// Everything the Admit stage reads, for one configuration.
 #[derive(Debug, Default)]
 pub struct Gateway {
-    /// Apps by the SHA-256 of their key: the lookup never compares a secret byte by byte.
-    pub(crate) by_key: HashMap<[u8; 32], Arc<AppEntry>>,
+    /// Apps by key.
+    pub(crate) keys: KeyIndex,
     /// Apps by id (JWTs without `kid` name their app in a claim).
     pub(crate) by_id: HashMap<Arc<str>, Arc<AppEntry>>,
     /// JWT keys by `kid`, with their app.
@@ -35,6 +37,8 @@ pub struct AppEntry {
     pub id: Arc<str>,
     /// The id as a header value, for the backend.
     pub id_value: HeaderValue,
+    /// A stable hash of the id, for rate-limit keys.
+    pub(crate) hash: u64,
     allow_ips: Box<[IpNet]>,
     /// Grants by service index: `None` when not granted, else the plan (if any).
     grants: Box<[Option<Option<Arc<PlanGate>>>]>,
@@ -71,6 +75,71 @@ pub struct PlanGate {
     pub(crate) plugins: PluginSet,
 }
 
+/// Apps by key. A key is looked up by a keyed hash (random per process, so its timing tells
+/// nothing about stored keys) and then compared in constant time; keys given only as SHA-256
+/// digests (`key_sha256`) are looked up by the digest of what the client sent.
+#[derive(Debug, Default)]
+pub(crate) struct KeyIndex {
+    hasher: RandomState,
+    /// By the keyed hash, which needs no hashing again.
+    plain: HashMap<u64, Vec<KeyedApp>, BuildHasherDefault<Prehashed>>,
+    digests: HashMap<[u8; 32], Arc<AppEntry>>,
+}
+
+impl KeyIndex {
+    /// Adds a key; returns the app that already has it.
+    fn add_plain(&mut self, key: &[u8], app: &Arc<AppEntry>) -> Option<Arc<str>> {
+        if let Some(other) = self.find(key) {
+            return Some(other.id.clone());
+        }
+        let h = self.hasher.hash_one(key);
+        self.plain.entry(h).or_default().push((key.into(), app.clone()));
+        None
+    }
+
+    /// Adds a key by its digest; returns the app that already has that key.
+    fn add_digest(&mut self, digest: [u8; 32], app: &Arc<AppEntry>) -> Option<Arc<str>> {
+        let plain = self.plain.values().flatten().find(|(k, _)| key_digest(k) == digest);
+        if let Some((_, other)) = plain {
+            return Some(other.id.clone());
+        }
+        self.digests.insert(digest, app.clone()).map(|other| other.id.clone())
+    }
+
+    fn find(&self, key: &[u8]) -> Option<&Arc<AppEntry>> {
+        let h = self.hasher.hash_one(key);
+        let found = self.plain.get(&h).and_then(|candidates| {
+            candidates.iter().find(|(k, _)| verify_slices_are_equal(k, key).is_ok()).map(|(_, app)| app)
+        });
+        match found {
+            Some(app) => Some(app),
+            None if !self.digests.is_empty() => self.digests.get(&key_digest(key)),
+            None => None,
+        }
+    }
+}
+
+/// A key and its app.
+type KeyedApp = (Box<[u8]>, Arc<AppEntry>);
+
+/// A hasher for keys that are already uniform keyed hashes.
+#[derive(Debug, Default)]
+pub(crate) struct Prehashed(u64);
+
+impl Hasher for Prehashed {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
 /// The SHA-256 of an app key.
 pub(crate) fn key_digest(key: &[u8]) -> [u8; 32] {
     let d = digest(&SHA256, key);
@@ -80,6 +149,11 @@ pub(crate) fn key_digest(key: &[u8]) -> [u8; 32] {
 }
 
 impl Gateway {
+    /// The app whose key is `key`.
+    pub fn app_by_key(&self, key: &[u8]) -> Option<&Arc<AppEntry>> {
+        self.keys.find(key)
+    }
+
     /// Compiles the gateway part of a validated configuration. Reads JWT public key files.
     pub fn build(config: &Config, registry: &Registry) -> Result<Gateway, String> {
         let plans: HashMap<&str, Arc<PlanGate>> = config
@@ -131,19 +205,20 @@ impl Gateway {
             let entry = Arc::new(AppEntry {
                 id: id.as_str().into(),
                 id_value: HeaderValue::try_from(id.as_str()).map_err(|_| format!("{p}: id is not a header value"))?,
+                hash: crate::rate_limit::fnv1a(id.as_bytes()),
                 allow_ips: app.allow_ips.clone().into(),
                 grants: grants.into(),
                 jwt_keys: unnamed.into(),
             });
-            let digest = match (&app.key, &app.key_sha256) {
-                (Some(k), _) => Some(key_digest(k.as_bytes())),
-                (None, Some(hex)) => Some(parse_hex(hex).ok_or_else(|| format!("{p}.key_sha256: not 64 hex digits"))?),
+            let clash = match (&app.key, &app.key_sha256) {
+                (Some(k), _) => gw.keys.add_plain(k.as_bytes(), &entry),
+                (None, Some(hex)) => gw
+                    .keys
+                    .add_digest(parse_hex(hex).ok_or_else(|| format!("{p}.key_sha256: not 64 hex digits"))?, &entry),
                 (None, None) => None,
             };
-            if let Some(d) = digest {
-                if let Some(other) = gw.by_key.insert(d, entry.clone()) {
-                    return Err(format!("{p}: the same key as app `{}`", other.id));
-                }
+            if let Some(other) = clash {
+                return Err(format!("{p}: the same key as app `{other}`"));
             }
             for (kid, key) in named {
                 gw.by_kid.insert(kid, (entry.clone(), key));

@@ -1,9 +1,9 @@
 //! One service's Admit stage: who is calling (app key or JWT), may they (address, grant, ACL),
 //! how often (rate limits); then the header rewrites on the way in and out.
 
-use crate::app_key::Sources;
+use crate::app_key::{PathCut, Sources};
 use crate::denial::Denial;
-use crate::gateway::{key_digest, AppEntry, Gateway, PlanGate, PluginSet};
+use crate::gateway::{AppEntry, Gateway, PlanGate, PluginSet};
 use crate::rate_limit::{Quota, Subject, Verdict};
 use crate::stats::ServiceStats;
 use gatehouse_config::{AuthMethod, Service};
@@ -11,7 +11,7 @@ use gatehouse_jwt::Validation;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::request::Parts;
 use std::net::IpAddr;
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::{SystemTime, UNIX_EPOCH};
 
 static RATELIMIT_LIMIT: HeaderName = HeaderName::from_static("ratelimit-limit");
@@ -23,6 +23,8 @@ static RATELIMIT_RESET: HeaderName = HeaderName::from_static("ratelimit-reset");
 pub struct ServiceGate {
     /// Service name.
     pub name: Arc<str>,
+    /// A stable hash of the name, for rate-limit keys.
+    hash: u64,
     index: usize,
     /// Length of the path prefix without a trailing `/` (0 for `/`).
     base_len: usize,
@@ -49,8 +51,9 @@ pub struct Admitted {
     pub app: Option<Arc<AppEntry>>,
     /// The app's plan for this service.
     pub plan: Option<Arc<PlanGate>>,
-    /// The tightest rate limit's quota, for the `RateLimit-*` headers.
-    pub quota: Option<Quota>,
+    /// The tightest rate limit's quota, for the `RateLimit-*` headers, and its limit as a
+    /// header value.
+    pub quota: Option<(Quota, HeaderValue)>,
 }
 
 impl ServiceGate {
@@ -87,6 +90,7 @@ impl ServiceGate {
         let trimmed = s.path.trim_end_matches('/');
         Ok(ServiceGate {
             name: name.into(),
+            hash: crate::rate_limit::fnv1a(name.as_bytes()),
             index,
             base_len: trimmed.len(),
             app_key,
@@ -105,12 +109,19 @@ impl ServiceGate {
         matches!(path.as_bytes().get(self.base_len), None | Some(b'/'))
     }
 
-    /// Runs the checks; on success the request has lost its app key, and the result says who
-    /// called.
-    pub async fn admit(&self, gw: &Gateway, parts: &mut Parts, client_ip: IpAddr) -> Result<Admitted, Denial> {
+    /// Runs the checks; the result says who called. Whatever the result, the request has lost
+    /// its app key, except for a `/~KEY` path segment, which is left in `cut` for the caller to
+    /// leave out of the forwarded target (and of the log).
+    pub async fn admit(
+        &self,
+        gw: &Gateway,
+        parts: &mut Parts,
+        client_ip: IpAddr,
+        cut: &mut PathCut,
+    ) -> Result<Admitted, Denial> {
         let mut admitted = Admitted::default();
         if self.app_key.is_some() || self.jwt.is_some() {
-            let app = self.authenticate(gw, parts)?;
+            let app = self.authenticate(gw, parts, cut)?;
             if !app.allows_ip(client_ip) {
                 self.stats.address_refused.inc();
                 return Err(Denial::AddressRefused { app: app.id.clone() });
@@ -122,7 +133,9 @@ impl ServiceGate {
             admitted.plan = plan.cloned();
             admitted.app = Some(app);
         }
-        let path = match parts.uri.path().get(self.base_len..) {
+        // The path below the prefix, without the key segment (which sits right after it).
+        let below = cut.as_ref().map_or(self.base_len, |c| c.end);
+        let path = match parts.uri.path().get(below..) {
             Some("") | None => "/",
             Some(p) => p,
         };
@@ -135,7 +148,9 @@ impl ServiceGate {
         }
         let subject = Subject {
             service: &self.name,
+            service_hash: self.hash,
             app: admitted.app.as_ref().map(|a| &*a.id),
+            app_hash: admitted.app.as_ref().map_or(0, |a| a.hash),
             client_ip,
             headers: &parts.headers,
             path,
@@ -144,8 +159,9 @@ impl ServiceGate {
             for limiter in set.limits.iter() {
                 match limiter.check(&subject, &self.stats).await {
                     Verdict::Allow(q) => {
-                        if admitted.quota.is_none_or(|best| q.remaining < best.remaining) {
-                            admitted.quota = Some(q);
+                        let Some(limit) = limiter.limit_value() else { continue };
+                        if admitted.quota.as_ref().is_none_or(|(best, _)| q.remaining < best.remaining) {
+                            admitted.quota = Some((q, limit.clone()));
                         }
                     }
                     Verdict::Deny { retry_after_us, limit } => {
@@ -167,11 +183,13 @@ impl ServiceGate {
     }
 
     /// Finds the calling app from an app key, else a bearer JWT.
-    fn authenticate(&self, gw: &Gateway, parts: &mut Parts) -> Result<Arc<AppEntry>, Denial> {
+    fn authenticate(&self, gw: &Gateway, parts: &mut Parts, cut: &mut PathCut) -> Result<Arc<AppEntry>, Denial> {
         if let Some(sources) = &self.app_key {
-            let key = sources.take(&mut parts.uri, &mut parts.headers, self.base_len).map_err(|_| Denial::BadTarget)?;
+            let (key, path_cut) =
+                sources.take(&mut parts.uri, &mut parts.headers, self.base_len).map_err(|_| Denial::BadTarget)?;
+            *cut = path_cut;
             if let Some(key) = key {
-                return gw.by_key.get(&key_digest(&key)).cloned().ok_or_else(|| self.invalid("unknown app key"));
+                return gw.app_by_key(key.as_bytes()).cloned().ok_or_else(|| self.invalid("unknown app key"));
             }
         }
         if let Some(check) = &self.jwt {
@@ -219,9 +237,10 @@ impl ServiceGate {
     /// removed), then the service's and the plan's rewrites.
     pub fn rewrite_request(&self, a: &Admitted, headers: &mut HeaderMap) {
         if let Some(name) = &self.app_id_header {
-            headers.remove(name);
-            if let Some(app) = &a.app {
-                headers.insert(name.clone(), app.id_value.clone());
+            // `insert` replaces whatever the client sent under the name.
+            match &a.app {
+                Some(app) => drop(headers.insert(name.clone(), app.id_value.clone())),
+                None => drop(headers.remove(name)),
             }
         }
         self.plugins.request.apply(headers);
@@ -236,12 +255,22 @@ impl ServiceGate {
         if let Some(p) = &a.plan {
             p.plugins.response.apply(headers);
         }
-        if let Some(q) = a.quota {
-            headers.insert(&RATELIMIT_LIMIT, q.limit.into());
-            headers.insert(&RATELIMIT_REMAINING, q.remaining.into());
-            headers.insert(&RATELIMIT_RESET, q.reset_us.div_ceil(1_000_000).into());
+        if let Some((q, limit)) = &a.quota {
+            headers.insert(&RATELIMIT_LIMIT, limit.clone());
+            headers.insert(&RATELIMIT_REMAINING, number(q.remaining));
+            headers.insert(&RATELIMIT_RESET, number(q.reset_us.div_ceil(1_000_000)));
         }
     }
+}
+
+/// Small numbers as header values, made once and never freed, so the `RateLimit-*` headers of
+/// a response cost no allocation.
+static SMALL_NUMBERS: LazyLock<Box<[HeaderValue]>> = LazyLock::new(|| {
+    (0..4096u32).map(|n| HeaderValue::from_static(Box::leak(n.to_string().into_boxed_str()))).collect()
+});
+
+fn number(n: u64) -> HeaderValue {
+    usize::try_from(n).ok().and_then(|i| SMALL_NUMBERS.get(i)).cloned().unwrap_or_else(|| n.into())
 }
 
 fn claim_reason(e: &gatehouse_jwt::JwtError) -> &'static str {

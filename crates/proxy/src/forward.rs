@@ -9,6 +9,7 @@ use crate::snapshot::{RouteEntry, Snapshot};
 use crate::{ConnInfo, Shared};
 use bytes::Bytes;
 use gatehouse_config::HostHeader;
+use gatehouse_plugins::app_key::cut_path;
 use gatehouse_plugins::Admitted;
 use gatehouse_upstream::{FailureKind, Lease, RequestBody, SelectKey, UpstreamBody};
 use http::header::{self, HeaderValue};
@@ -213,16 +214,23 @@ where
     let upgrade = !h2_downstream && !settings.http2 && wants_upgrade(req.headers());
 
     let (mut parts, body) = req.into_parts();
+    let mut cut = None;
     if let Some(svc) = &route.service {
         let len = parts.uri.path_and_query().map_or(0, |p| p.as_str().len());
-        let admitted = svc.admit(&snap.gateway, &mut parts, conn.peer.ip()).await;
-        if parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) != len {
+        let admitted = svc.admit(&snap.gateway, &mut parts, conn.peer.ip(), &mut cut).await;
+        let changed = cut.is_some() || parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) != len;
+        if changed && snap.access_log.is_some() {
             // The key was in the target: the log shows the target without it.
-            outcome.keyless_uri = parts.uri.path_and_query().map(|p| p.as_str().to_string());
+            let mut text = cut_path(parts.uri.path(), &cut).into_owned();
+            if let Some(q) = parts.uri.query() {
+                text.push('?');
+                text.push_str(q);
+            }
+            outcome.keyless_uri = Some(text);
         }
         outcome.admitted = Some(admitted.map_err(ProxyError::Denied)?);
     }
-    let target = upstream_target(route, &parts.uri).map_err(ProxyError::BadRequest)?;
+    let target = upstream_target(route, &parts.uri, &cut).map_err(ProxyError::BadRequest)?;
     let key_uri = if upstream.balancer_needs_uri() {
         target.path_and_query().map_or("/", |p| p.as_str()).to_string()
     } else {

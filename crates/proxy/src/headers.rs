@@ -3,6 +3,7 @@
 
 use crate::snapshot::{RouteEntry, Snapshot};
 use crate::ConnInfo;
+use gatehouse_plugins::app_key::PathCut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 use http::Uri;
@@ -105,28 +106,31 @@ pub(crate) fn add_forwarding(headers: &mut HeaderMap, snap: &Snapshot, conn: &Co
     }
 }
 
-/// The origin-form target sent upstream: the path rewritten by the route, the query kept.
-pub(crate) fn upstream_target(route: &RouteEntry, uri: &Uri) -> Result<Uri, &'static str> {
+/// The origin-form target sent upstream: the path without the service's key segment (`cut`),
+/// rewritten by the route, the query kept. Built in one pass whatever applies.
+pub(crate) fn upstream_target(route: &RouteEntry, uri: &Uri, cut: &PathCut) -> Result<Uri, &'static str> {
     let pq = uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
-    let new_pq = match &route.rewrite {
-        crate::snapshot::Rewrite::Keep => pq,
-        crate::snapshot::Rewrite::Prefix(to) => {
-            let rest = pq.path().get(route.prefix_len..).unwrap_or("");
-            let mut path = String::with_capacity(to.len() + rest.len() + 1 + pq.query().map_or(0, |q| q.len() + 1));
-            path.push_str(to);
-            if path.is_empty() && !rest.starts_with('/')
-                || !path.ends_with('/') && !rest.is_empty() && !rest.starts_with('/')
-            {
-                path.push('/');
-            } else if path.ends_with('/') && rest.starts_with('/') {
-                path.pop();
-            }
-            path.push_str(rest);
-            if let Some(q) = pq.query() {
-                path.push('?');
-                path.push_str(q);
-            }
-            PathAndQuery::try_from(path).map_err(|_| "invalid rewritten path")?
+    let new_pq = match (&route.rewrite, cut) {
+        (crate::snapshot::Rewrite::Keep, None) => pq,
+        (rewrite, cut) => {
+            let path = pq.path();
+            // The path as the route sees it: without the key segment.
+            let (head, tail) = match cut {
+                Some(r) if r.end <= path.len() => (&path[..r.start], &path[r.end..]),
+                _ => (path, ""),
+            };
+            let (to, rest_head) = match rewrite {
+                crate::snapshot::Rewrite::Keep => ("", head),
+                crate::snapshot::Rewrite::Prefix(to) => (to.as_str(), head.get(route.prefix_len..).unwrap_or("")),
+            };
+            let query = pq.query();
+            // Measured first, so the buffer is exactly as long as the target and becomes the
+            // target's bytes without another allocation.
+            let mut len = 0;
+            join_target(to, [rest_head, tail], query, |piece| len += piece.len());
+            let mut out = String::with_capacity(len);
+            join_target(to, [rest_head, tail], query, |piece| out.push_str(piece));
+            PathAndQuery::try_from(out).map_err(|_| "invalid rewritten path")?
         }
     };
     Uri::from_parts({
@@ -135,6 +139,36 @@ pub(crate) fn upstream_target(route: &RouteEntry, uri: &Uri) -> Result<Uri, &'st
         parts
     })
     .map_err(|_| "invalid request target")
+}
+
+/// Writes `to` and the pieces with exactly one `/` between each, `/` for an empty path, then the
+/// query.
+fn join_target(to: &str, pieces: [&str; 2], query: Option<&str>, mut push: impl FnMut(&str)) {
+    push(to);
+    let mut wrote = !to.is_empty();
+    let mut slash = to.ends_with('/');
+    for piece in pieces {
+        if piece.is_empty() {
+            continue;
+        }
+        match (slash, piece.starts_with('/')) {
+            (true, true) => push(&piece[1..]),
+            (false, false) => {
+                push("/");
+                push(piece);
+            }
+            _ => push(piece),
+        }
+        wrote = true;
+        slash = piece.ends_with('/');
+    }
+    if !wrote {
+        push("/");
+    }
+    if let Some(q) = query {
+        push("?");
+        push(q);
+    }
 }
 
 /// Checks a Host value: a host name or address with an optional port, nothing else.
@@ -170,6 +204,24 @@ mod tests {
         strip_hop_by_hop(&mut h, true);
         assert_eq!(h.get(header::UPGRADE).map(|v| v.as_bytes()), Some(&b"websocket"[..]));
         assert_eq!(h.get(header::CONNECTION).map(|v| v.as_bytes()), Some(&b"upgrade"[..]));
+    }
+
+    #[test]
+    fn targets_are_joined_with_one_slash() {
+        let join = |to: &str, a: &str, b: &str, q: Option<&str>| {
+            let mut out = String::new();
+            join_target(to, [a, b], q, |p| out.push_str(p));
+            out
+        };
+        assert_eq!(join("", "", "", None), "/");
+        assert_eq!(join("", "x", "", None), "/x");
+        assert_eq!(join("", "/x", "", Some("a=1")), "/x?a=1");
+        assert_eq!(join("/v2", "x", "", None), "/v2/x");
+        assert_eq!(join("/v2/", "/x", "", None), "/v2/x");
+        assert_eq!(join("/v2/", "", "", None), "/v2/");
+        assert_eq!(join("", "/mws", "/test.html", None), "/mws/test.html", "key segment cut out");
+        assert_eq!(join("", "", "/test.html", Some("x=1")), "/test.html?x=1", "prefix stripped, key cut out");
+        assert_eq!(join("/new", "", "", None), "/new");
     }
 
     #[test]

@@ -224,7 +224,8 @@ impl H1Conn {
         }
         let count = spans.len();
         let head = self.rbuf.split_to(len).freeze();
-        let mut headers = HeaderMap::with_capacity(count);
+        // Room for what the proxy adds (rate-limit headers, rewrites) without growing.
+        let mut headers = HeaderMap::with_capacity(count + 4);
         for &(ns, nl, vs, vl) in &self.spans {
             let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
             let name = HeaderName::from_bytes(&head[ns..ns + nl])

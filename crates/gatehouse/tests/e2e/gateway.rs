@@ -85,7 +85,7 @@ fn the_app_key_is_found_in_header_query_or_path_and_never_forwarded() {
 #[test]
 fn http2_requests_go_through_the_same_checks() {
     let backend = Backend::start("b");
-    let gw = start(&config(&backend, "", "rate_limits: [{ limit: 2, interval: 1h }]"));
+    let gw = start(&config(&backend, "", "rate_limits: [{ limit: 2, interval: 1h, headers: true }]"));
     let url = |path: &str| format!("http://{}{path}", gw.addr("http"));
     let host = format!("Host: {HOST}");
     let h2 = |path: &str| gatehouse_testkit::curl(&["--http2-prior-knowledge", &url(path), "-H", &host]);
@@ -132,8 +132,8 @@ fn local_rate_limits_answer_429_with_retry_after_and_ratelimit_headers() {
     // an hour once exceeded.
     let gw = start(&config(
         &backend,
-        "rate_limits: [{ limit: 3, interval: 1h, key: client_ip, per_path: true, block: 1h }]",
-        "rate_limits: [{ limit: 5, interval: 1h }]",
+        "rate_limits: [{ limit: 3, interval: 1h, key: client_ip, per_path: true, block: 1h, headers: true }]",
+        "rate_limits: [{ limit: 5, interval: 1h, headers: true }]",
     ));
     let key = [("x-app-key", "K-shop")];
     let mut conn = HttpConn::open(gw.addr("http")).expect("connect");
@@ -157,6 +157,13 @@ fn local_rate_limits_answer_429_with_retry_after_and_ratelimit_headers() {
     assert_eq!(plan.status, 429, "the plan allows 5 per hour: {plan:?}");
     assert_eq!(plan.header("ratelimit-limit"), Some("5"));
     assert_eq!(backend.request_count(), 5);
+    // Without `headers: true`, admitted answers say nothing of the quota; a 429 still does.
+    let quiet = start(&config(&backend, "", "rate_limits: [{ limit: 1, interval: 1h }]"));
+    let mut conn = HttpConn::open(quiet.addr("http")).expect("connect");
+    let first = conn.get(HOST, "/mws/a", &key).expect("GET");
+    assert_eq!((first.status, first.header("ratelimit-limit")), (200, None));
+    let second = conn.get(HOST, "/mws/a", &key).expect("GET");
+    assert_eq!((second.status, second.header("ratelimit-limit")), (429, Some("1")));
     let m = gw.metrics();
     assert_eq!(metric_value(&m, "gatehouse_gateway_denied_total{service=\"mws\",reason=\"rate_limited\"}"), Some(2.0));
 }

@@ -22,6 +22,8 @@ pub struct LocalTable {
     slots: Box<[AtomicU64]>,
     /// Keyed per process, so clients cannot aim at one slot.
     hasher: RandomState,
+    /// Mixed into keys that clients do not choose (apps, services).
+    seed: u64,
     epoch: Instant,
 }
 
@@ -29,11 +31,9 @@ impl LocalTable {
     /// A table with room for `keys` keys (rounded up to a power of two).
     pub fn new(keys: usize) -> Self {
         let n = keys.next_power_of_two().max(PROBES);
-        LocalTable {
-            slots: (0..n).map(|_| AtomicU64::new(0)).collect(),
-            hasher: RandomState::new(),
-            epoch: Instant::now(),
-        }
+        let hasher = RandomState::new();
+        let seed = hasher.hash_one(0x5eed_u64);
+        LocalTable { slots: (0..n).map(|_| AtomicU64::new(0)).collect(), hasher, seed, epoch: Instant::now() }
     }
 
     /// Microseconds since the table was made; never 0, so a stored TAT is never 0.
@@ -41,9 +41,18 @@ impl LocalTable {
         u64::try_from(self.epoch.elapsed().as_micros()).unwrap_or(TAT_MASK).min(TAT_MASK) + 1
     }
 
-    /// The hash of a key made of parts (app id, path, ...).
+    /// The hash of a key made of parts a client may choose (address, header, path).
     pub fn hash(&self, parts: &[&[u8]]) -> u64 {
         self.hasher.hash_one(parts)
+    }
+
+    /// The hash of a key made only of names from the configuration (service, app), given as
+    /// their stable hash: a mix, no hashing of bytes.
+    pub fn hash_configured(&self, names: u64) -> u64 {
+        let mut z = names ^ self.seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
     }
 
     /// Decides for one request of the key with hash `h`.

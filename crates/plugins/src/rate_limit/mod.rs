@@ -18,6 +18,9 @@ use std::sync::Arc;
 #[derive(Debug)]
 pub struct Limiter {
     gcra: Gcra,
+    /// `limit` as a header value, made once; `None` when admitted responses do not carry the
+    /// `RateLimit-*` headers.
+    limit_value: Option<http::HeaderValue>,
     key: LimitKey,
     per_path: bool,
     store: Store,
@@ -39,8 +42,12 @@ enum Store {
 pub struct Subject<'a> {
     /// The service, so a plan granted on two services counts them apart.
     pub service: &'a str,
+    /// A stable hash of the service name.
+    pub service_hash: u64,
     /// The authenticated app.
     pub app: Option<&'a str>,
+    /// A stable hash of the app id (0 without one).
+    pub app_hash: u64,
     /// The client address.
     pub client_ip: IpAddr,
     /// Request headers.
@@ -79,17 +86,30 @@ pub struct Quota {
 impl Limiter {
     /// A local limit on `table`.
     pub fn local(cfg: &RateLimit, table: Arc<LocalTable>) -> Self {
-        Limiter { gcra: Gcra::new(cfg), key: cfg.key.clone(), per_path: cfg.per_path, store: Store::Local(table) }
+        Limiter {
+            gcra: Gcra::new(cfg),
+            limit_value: cfg.headers.then(|| cfg.limit.into()),
+            key: cfg.key.clone(),
+            per_path: cfg.per_path,
+            store: Store::Local(table),
+        }
     }
 
     /// A cluster limit whose Redis keys start with `key_prefix`.
     pub fn cluster(cfg: &RateLimit, client: gatehouse_redis::Client, key_prefix: String) -> Self {
         Limiter {
             gcra: Gcra::new(cfg),
+            limit_value: cfg.headers.then(|| cfg.limit.into()),
             key: cfg.key.clone(),
             per_path: cfg.per_path,
             store: Store::Cluster { client, key_prefix, on_error: cfg.on_redis_error },
         }
+    }
+
+    /// The limit as a header value, for `RateLimit-Limit`; `None` when admitted responses do
+    /// not tell the quota.
+    pub fn limit_value(&self) -> Option<&http::HeaderValue> {
+        self.limit_value.as_ref()
     }
 
     /// Whether deciding needs Redis.
@@ -117,10 +137,20 @@ impl Limiter {
         };
         let path: &[u8] = if self.per_path { s.path.as_bytes() } else { b"" };
         let decision = match &self.store {
-            Store::Local(table) => table.decide(&self.gcra, table.hash(&[s.service.as_bytes(), ident, path])),
+            Store::Local(table) => {
+                let h = match (&self.key, self.per_path) {
+                    (LimitKey::App | LimitKey::Service, false) => {
+                        table.hash_configured(s.service_hash ^ s.app_hash.rotate_left(29))
+                    }
+                    _ => table.hash(&[&s.service_hash.to_le_bytes(), ident, path]),
+                };
+                table.decide(&self.gcra, h)
+            }
             Store::Cluster { client, key_prefix, on_error } => {
                 let key = redis_key(key_prefix, s.service, ident, path);
-                match cluster::decide(client, &self.gcra, &key).await {
+                // Boxed: the Redis exchange's state is large, and only cluster limits need it, so
+                // every other request's future stays small.
+                match Box::pin(cluster::decide(client, &self.gcra, &key)).await {
                     Ok(d) => d,
                     Err(e) => {
                         stats.limiter_errors.inc();
@@ -162,6 +192,6 @@ fn redis_key(prefix: &str, service: &str, ident: &[u8], path: &[u8]) -> Vec<u8> 
 }
 
 /// A hash that every node computes alike (the local tables use a per-process keyed hash).
-fn fnv1a(bytes: &[u8]) -> u64 {
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
 }
