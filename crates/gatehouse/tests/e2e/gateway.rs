@@ -115,14 +115,18 @@ fn acl_by_method_and_path_on_service_and_plan() {
     let mut conn = HttpConn::open(gw.addr("http")).expect("connect");
     assert_eq!(conn.request("POST", HOST, "/mws/orders", &key, b"{}").expect("POST").status, 200);
     assert_eq!(conn.request("PUT", HOST, "/mws/orders", &key, b"{}").expect("PUT").status, 403);
-    // A refused request's unread body ends its connection.
-    let mut conn = HttpConn::open(gw.addr("http")).expect("connect");
+    // The refused request's unread body was read and dropped: the connection stays in step.
+    assert!(!conn.is_closed(), "a refusal with a small body closed the connection");
     assert_eq!(conn.request("DELETE", HOST, "/mws/public/x", &key, b"").expect("DELETE").status, 403);
+    // A large unread body is not worth reading: the connection closes after the answer.
+    let big = vec![b'x'; 100 << 10];
+    assert_eq!(conn.request("POST", HOST, "/mws/private", &key, &big).expect("POST").status, 403);
+    assert!(conn.is_closed(), "a refusal with a 100 KiB body kept the connection");
     let paths: Vec<String> =
         backend.requests().iter().map(|r| format!("{} {}", r.method, r.path_and_query())).collect();
     assert_eq!(paths, ["GET /public/a/b.html", "POST /orders"]);
     let m = gw.metrics();
-    assert_eq!(metric_value(&m, "gatehouse_gateway_denied_total{service=\"mws\",reason=\"acl\"}"), Some(3.0), "{m}");
+    assert_eq!(metric_value(&m, "gatehouse_gateway_denied_total{service=\"mws\",reason=\"acl\"}"), Some(4.0), "{m}");
 }
 
 #[test]

@@ -19,6 +19,7 @@ use body::{lock, ClientBody, ReadState};
 use bytes::{Bytes, BytesMut};
 use gatehouse_config::Listener;
 use gatehouse_proxy::ConnInfo;
+use gatehouse_upstream::framing::{decode_body, Framing};
 use gatehouse_upstream::{now_ms, LazyDeadline};
 use http::{Method, StatusCode, Version};
 use std::future::poll_fn;
@@ -122,12 +123,26 @@ pub(crate) async fn serve(
         // while a request is in progress.
         let handler = gatehouse_proxy::handle(ctx.shared.clone(), http::Request::from_parts(parts, body), info.clone());
         let resp = Box::pin(handler).await;
-        // A body not read to its end leaves the connection out of step: close after answering.
-        if !lock(&state).framing.finished() || *drain.borrow() {
+        // A body the answer left unread (a refusal: 401, 403, 413, 429 ...) is read and dropped
+        // after answering when it is small, as nginx discards it, so the connection stays in
+        // step and open; a large or unbounded one closes the connection instead.
+        let mut discard = false;
+        if *drain.borrow() {
             keep_alive = false;
+        } else {
+            match lock(&state).framing {
+                f if f.finished() => {}
+                Framing::Length(n) if n <= MAX_DISCARD => discard = true,
+                _ => keep_alive = false,
+            }
         }
         let mut wbuf = pool::take_write();
         match Box::pin(write_response(&stream, resp, head_request, http10, keep_alive, &mut wbuf)).await {
+            Ok(Written::KeepAlive) if discard => {
+                if !discard_body(&stream, &state).await {
+                    return close(&stream).await;
+                }
+            }
             Ok(Written::KeepAlive) => {}
             Ok(Written::Close) | Err(_) => return close(&stream).await,
             Ok(Written::Switched(mut body)) => {
@@ -143,6 +158,34 @@ pub(crate) async fn serve(
         pool::give_write(wbuf);
         idle_since = now_ms();
     }
+}
+
+/// Largest unread request body read and dropped to keep a connection open after a refusal.
+const MAX_DISCARD: u64 = 64 << 10;
+/// How long the rest of such a body may take to arrive.
+const DISCARD_TIME: Duration = Duration::from_secs(2);
+
+/// Reads the rest of the current request's body and drops it; false when the client does not send
+/// it in time or the connection fails.
+async fn discard_body(stream: &Transport, state: &Mutex<ReadState>) -> bool {
+    let read = poll_fn(|cx| {
+        let mut st = lock(state);
+        let st = &mut *st;
+        loop {
+            match decode_body(&mut st.rbuf, &mut st.framing) {
+                Err(_) => return Poll::Ready(false),
+                Ok(Some(_)) => continue,
+                Ok(None) if st.framing.finished() => return Poll::Ready(true),
+                Ok(None) => {}
+            }
+            match stream.poll_fill(&mut st.rbuf, cx) {
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => return Poll::Ready(false),
+                Poll::Ready(Ok(_)) => continue,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+    });
+    tokio::time::timeout(DISCARD_TIME, read).await.unwrap_or(false)
 }
 
 /// Answers a request that cannot be served with a short error and closes the connection.
