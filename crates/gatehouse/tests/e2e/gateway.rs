@@ -173,6 +173,33 @@ fn local_rate_limits_answer_429_with_retry_after_and_ratelimit_headers() {
 }
 
 #[test]
+fn limits_keyed_by_header_and_by_service() {
+    let backend = Backend::start("b");
+    let gw = start(&config(
+        &backend,
+        "rate_limits: [{ limit: 1, interval: 1h, key: \"header:x-tenant\" }, { limit: 4, interval: 1h, key: service }]",
+        "",
+    ));
+    let key = ("x-app-key", "K-shop");
+    let status = |tenant: Option<&str>| {
+        let mut h = vec![key];
+        if let Some(t) = tenant {
+            h.push(("x-tenant", t));
+        }
+        get(&gw, "/mws/x", &h).status
+    };
+    // One per tenant; requests without the header share one count.
+    assert_eq!(
+        [status(Some("a")), status(Some("a")), status(Some("b")), status(None), status(None)],
+        [200, 429, 200, 200, 429]
+    );
+    // Three admitted so far; the service-wide ceiling of four admits one more, whoever asks.
+    assert_eq!(status(Some("c")), 200);
+    assert_eq!(status(Some("d")), 429, "the service-wide limit");
+    assert_eq!(backend.request_count(), 4);
+}
+
+#[test]
 fn headers_are_rewritten_both_ways_by_service_then_plan() {
     let backend = Backend::start("b");
     backend.add_response_header("x-powered-by", "php");
