@@ -148,22 +148,6 @@ impl Sources {
     }
 }
 
-/// The path without the cut.
-pub fn cut_path<'a>(path: &'a str, cut: &PathCut) -> std::borrow::Cow<'a, str> {
-    match cut {
-        Some(r) if r.end <= path.len() => {
-            let (head, tail) = (&path[..r.start], &path[r.end..]);
-            match (head, tail) {
-                ("", "") => "/".into(),
-                (h, "") => h.into(),
-                ("", t) => t.into(),
-                (h, t) => format!("{h}{t}").into(),
-            }
-        }
-        _ => path.into(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,7 +167,12 @@ mod tests {
         if let (Some(scheme), Some(authority)) = (uri.scheme_str(), uri.authority()) {
             out = format!("{scheme}://{authority}");
         }
-        out.push_str(&cut_path(uri.path(), &cut));
+        let path = uri.path();
+        let rest = match cut {
+            Some(r) => format!("{}{}", &path[..r.start], &path[r.end..]),
+            None => path.to_string(),
+        };
+        out.push_str(if rest.is_empty() { "/" } else { &rest });
         if let Some(q) = uri.query() {
             out.push('?');
             out.push_str(q);

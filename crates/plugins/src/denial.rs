@@ -1,6 +1,6 @@
 //! Why the Admit stage refused a request, as facts; the proxy turns them into responses.
 
-use http::HeaderValue;
+use http::{HeaderValue, StatusCode};
 use std::sync::Arc;
 
 /// A refusal.
@@ -45,13 +45,13 @@ pub enum Denial {
 
 impl Denial {
     /// The status code.
-    pub fn status(&self) -> u16 {
+    pub fn status(&self) -> StatusCode {
         match self {
-            Denial::MissingCredentials { .. } | Denial::InvalidCredentials { .. } => 401,
-            Denial::AddressRefused { .. } | Denial::NotGranted { .. } | Denial::AclDenied => 403,
-            Denial::RateLimited { .. } => 429,
-            Denial::LimiterUnavailable => 503,
-            Denial::BadTarget => 400,
+            Denial::MissingCredentials { .. } | Denial::InvalidCredentials { .. } => StatusCode::UNAUTHORIZED,
+            Denial::AddressRefused { .. } | Denial::NotGranted { .. } | Denial::AclDenied => StatusCode::FORBIDDEN,
+            Denial::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
+            Denial::LimiterUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Denial::BadTarget => StatusCode::BAD_REQUEST,
         }
     }
 

@@ -257,20 +257,20 @@ fn plugin_set(
     let limits = limits
         .iter()
         .enumerate()
-        .map(|(i, l)| match l.scope {
-            LimitScope::Local | LimitScope::Cluster if registry.offline || l.scope == LimitScope::Local => {
+        .map(|(i, l)| {
+            // Offline (`gatehouse check`), cluster limits are compiled as local ones.
+            let cluster = l.scope == LimitScope::Cluster && !registry.offline;
+            if !cluster {
                 let g = Gcra::new(l);
                 let id = format!(
                     "{owner}#{i}:{}/{}/{}/{}/{:?}/{}",
                     g.emission_us, g.tolerance_us, g.block_us, l.max_keys, l.key, l.per_path
                 );
-                Ok(Limiter::local(l, registry.table(&id, l.max_keys)))
+                return Ok(Limiter::local(l, registry.table(&id, l.max_keys)));
             }
-            _ => {
-                let (client, prefix) =
-                    registry.redis.as_ref().ok_or_else(|| format!("rate_limits[{i}]: `cluster` needs Redis"))?;
-                Ok(Limiter::cluster(l, client.clone(), format!("{{{prefix}}}:rl:{owner}#{i}:")))
-            }
+            let (client, prefix) =
+                registry.redis.as_ref().ok_or_else(|| format!("rate_limits[{i}]: `cluster` needs Redis"))?;
+            Ok(Limiter::cluster(l, client.clone(), format!("{{{prefix}}}:rl:{owner}#{i}:")))
         })
         .collect::<Result<_, String>>()?;
     Ok(PluginSet {

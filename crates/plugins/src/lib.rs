@@ -23,7 +23,7 @@ mod stats;
 pub use denial::Denial;
 pub use gateway::{AppEntry, Gateway, PlanGate};
 pub use rate_limit::Quota;
-pub use service::{Admitted, ServiceGate};
+pub use service::{quota_headers, Admitted, ServiceGate};
 pub use stats::ServiceStats;
 
 use rate_limit::local::LocalTable;

@@ -256,11 +256,17 @@ impl ServiceGate {
             p.plugins.response.apply(headers);
         }
         if let Some((q, limit)) = &a.quota {
-            headers.insert(&RATELIMIT_LIMIT, limit.clone());
-            headers.insert(&RATELIMIT_REMAINING, number(q.remaining));
-            headers.insert(&RATELIMIT_RESET, number(q.reset_us.div_ceil(1_000_000)));
+            quota_headers(headers, limit.clone(), q.remaining, q.reset_us.div_ceil(1_000_000));
         }
     }
+}
+
+/// Tells a client its quota: `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`
+/// (seconds until the whole burst is available again).
+pub fn quota_headers(headers: &mut HeaderMap, limit: HeaderValue, remaining: u64, reset_secs: u64) {
+    headers.insert(&RATELIMIT_LIMIT, limit);
+    headers.insert(&RATELIMIT_REMAINING, number(remaining));
+    headers.insert(&RATELIMIT_RESET, number(reset_secs));
 }
 
 /// Small numbers as header values, made once and never freed, so the `RateLimit-*` headers of

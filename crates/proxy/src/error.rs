@@ -2,7 +2,7 @@
 //! detail in the log.
 
 use crate::body::ResponseBody;
-use gatehouse_plugins::Denial;
+use gatehouse_plugins::{quota_headers, Denial};
 use http::header::HeaderValue;
 use http::{header, Response, StatusCode};
 
@@ -61,7 +61,7 @@ impl ProxyError {
             ProxyError::MisdirectedRequest => StatusCode::MISDIRECTED_REQUEST,
             ProxyError::ClientCertRequired => StatusCode::FORBIDDEN,
             ProxyError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            ProxyError::Denied(d) => StatusCode::from_u16(d.status()).unwrap_or(StatusCode::FORBIDDEN),
+            ProxyError::Denied(d) => d.status(),
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ProxyError::NoHealthyEndpoint { .. } => StatusCode::SERVICE_UNAVAILABLE,
@@ -139,9 +139,7 @@ fn denied(status: StatusCode, d: Denial) -> Response<ResponseBody> {
         }
         Denial::RateLimited { retry_after_secs, limit } => {
             h.insert(header::RETRY_AFTER, retry_after_secs.into());
-            h.insert("ratelimit-limit", limit.into());
-            h.insert("ratelimit-remaining", HeaderValue::from_static("0"));
-            h.insert("ratelimit-reset", retry_after_secs.into());
+            quota_headers(h, limit.into(), 0, retry_after_secs);
         }
         _ => {}
     }

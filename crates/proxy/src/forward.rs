@@ -4,12 +4,11 @@
 
 use crate::body::{LogRecord, ResponseBody};
 use crate::error::ProxyError;
-use crate::headers::{add_forwarding, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade};
+use crate::headers::{add_forwarding, keyless_target, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade};
 use crate::snapshot::{RouteEntry, Snapshot};
 use crate::{ConnInfo, Shared};
 use bytes::Bytes;
 use gatehouse_config::HostHeader;
-use gatehouse_plugins::app_key::cut_path;
 use gatehouse_plugins::Admitted;
 use gatehouse_upstream::{FailureKind, Lease, RequestBody, SelectKey, UpstreamBody};
 use http::header::{self, HeaderValue};
@@ -221,12 +220,7 @@ where
         let changed = cut.is_some() || parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) != len;
         if changed && snap.access_log.is_some() {
             // The key was in the target: the log shows the target without it.
-            let mut text = cut_path(parts.uri.path(), &cut).into_owned();
-            if let Some(q) = parts.uri.query() {
-                text.push('?');
-                text.push_str(q);
-            }
-            outcome.keyless_uri = Some(text);
+            outcome.keyless_uri = Some(keyless_target(&parts.uri, &cut));
         }
         outcome.admitted = Some(admitted.map_err(ProxyError::Denied)?);
     }
@@ -315,8 +309,7 @@ where
         let lease = match Lease::acquire(ep, settings).await {
             Ok(lease) => lease,
             Err(e) => {
-                ep.record_failure(settings.eject_after, settings.eject_for);
-                upstream.record_outcome(idx, true);
+                upstream.record_failure(idx);
                 last_error =
                     Some(ProxyError::ConnectFailed { endpoint: ep.addr_text.to_string(), reason: e.to_string() });
                 // Never sent: the same request can go elsewhere, whatever its method.
@@ -345,16 +338,14 @@ where
                 FailureKind::BodyTooLarge => return Err(ProxyError::BodyTooLarge { limit: route.max_body }),
                 FailureKind::Client => return Err(ProxyError::BadRequest("client body ended early")),
                 FailureKind::Timeout => {
-                    ep.record_failure(settings.eject_after, settings.eject_for);
-                    upstream.record_outcome(idx, true);
+                    upstream.record_failure(idx);
                     last_error = Some(ProxyError::UpstreamTimeout { endpoint: ep.addr_text.to_string() });
                     if template.is_none() {
                         break;
                     }
                 }
                 FailureKind::Io => {
-                    ep.record_failure(settings.eject_after, settings.eject_for);
-                    upstream.record_outcome(idx, true);
+                    upstream.record_failure(idx);
                     last_error =
                         Some(ProxyError::UpstreamFailed { endpoint: ep.addr_text.to_string(), reason: failure.reason });
                     if let Some(unsent) = failure.unsent {

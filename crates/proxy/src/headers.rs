@@ -113,12 +113,8 @@ pub(crate) fn upstream_target(route: &RouteEntry, uri: &Uri, cut: &PathCut) -> R
     let new_pq = match (&route.rewrite, cut) {
         (crate::snapshot::Rewrite::Keep, None) => pq,
         (rewrite, cut) => {
-            let path = pq.path();
             // The path as the route sees it: without the key segment.
-            let (head, tail) = match cut {
-                Some(r) if r.end <= path.len() => (&path[..r.start], &path[r.end..]),
-                _ => (path, ""),
-            };
+            let (head, tail) = split_cut(pq.path(), cut);
             let (to, rest_head) = match rewrite {
                 crate::snapshot::Rewrite::Keep => ("", head),
                 crate::snapshot::Rewrite::Prefix(to) => (to.as_str(), head.get(route.prefix_len..).unwrap_or("")),
@@ -139,6 +135,22 @@ pub(crate) fn upstream_target(route: &RouteEntry, uri: &Uri, cut: &PathCut) -> R
         parts
     })
     .map_err(|_| "invalid request target")
+}
+
+/// The target as the client sent it, less the app-key segment: what the access log shows.
+pub(crate) fn keyless_target(uri: &Uri, cut: &PathCut) -> String {
+    let (head, tail) = split_cut(uri.path(), cut);
+    let mut out = String::new();
+    join_target("", [head, tail], uri.query(), |piece| out.push_str(piece));
+    out
+}
+
+/// The path before and after the app-key segment (all of it before, when there is none).
+fn split_cut<'a>(path: &'a str, cut: &PathCut) -> (&'a str, &'a str) {
+    match cut {
+        Some(r) if r.end <= path.len() => (&path[..r.start], &path[r.end..]),
+        _ => (path, ""),
+    }
 }
 
 /// Writes `to` and the pieces with exactly one `/` between each, `/` for an empty path, then the

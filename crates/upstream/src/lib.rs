@@ -124,6 +124,15 @@ impl Upstream {
         None
     }
 
+    /// Records an exchange with endpoint `idx` that failed without an answer (connect error,
+    /// timeout, broken exchange): for passive health and for the circuit breaker.
+    pub fn record_failure(&self, idx: usize) {
+        if let Some(ep) = self.endpoints.get(idx) {
+            ep.state.record_failure(self.settings.eject_after, self.settings.eject_for);
+        }
+        self.record_outcome(idx, true);
+    }
+
     /// Records the outcome of an exchange with endpoint `idx` for its circuit breaker: `failed`
     /// for a 5xx answer, a connect error or a timeout.
     pub fn record_outcome(&self, idx: usize, failed: bool) {

@@ -22,6 +22,8 @@ pub struct Limiter {
     /// `RateLimit-*` headers.
     limit_value: Option<http::HeaderValue>,
     key: LimitKey,
+    /// For `header:NAME` keys, the name parsed once.
+    header: Option<http::HeaderName>,
     per_path: bool,
     store: Store,
 }
@@ -90,6 +92,7 @@ impl Limiter {
             gcra: Gcra::new(cfg),
             limit_value: cfg.headers.then(|| cfg.limit.into()),
             key: cfg.key.clone(),
+            header: header_name(&cfg.key),
             per_path: cfg.per_path,
             store: Store::Local(table),
         }
@@ -101,6 +104,7 @@ impl Limiter {
             gcra: Gcra::new(cfg),
             limit_value: cfg.headers.then(|| cfg.limit.into()),
             key: cfg.key.clone(),
+            header: header_name(&cfg.key),
             per_path: cfg.per_path,
             store: Store::Cluster { client, key_prefix, on_error: cfg.on_redis_error },
         }
@@ -132,7 +136,9 @@ impl Limiter {
                     &ip_text
                 }
             },
-            LimitKey::Header(name) => s.headers.get(name.as_str()).map_or(&[][..], |v| v.as_bytes()),
+            LimitKey::Header(_) => {
+                self.header.as_ref().and_then(|n| s.headers.get(n)).map_or(&[][..], |v| v.as_bytes())
+            }
             LimitKey::Service => b"",
         };
         let path: &[u8] = if self.per_path { s.path.as_bytes() } else { b"" };
@@ -189,6 +195,14 @@ fn redis_key(prefix: &str, service: &str, ident: &[u8], path: &[u8]) -> Vec<u8> 
         k.extend_from_slice(format!(":{:016x}", fnv1a(path)).as_bytes());
     }
     k
+}
+
+/// The header a `header:NAME` key reads (validated as a token with the configuration).
+fn header_name(key: &LimitKey) -> Option<http::HeaderName> {
+    match key {
+        LimitKey::Header(name) => http::HeaderName::from_bytes(name.as_bytes()).ok(),
+        _ => None,
+    }
 }
 
 /// A hash that every node computes alike (the local tables use a per-process keyed hash).
