@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 mod compile;
+mod control;
 mod gateway;
 mod model;
 mod schema;
@@ -11,6 +12,7 @@ mod units;
 mod validate_gateway;
 
 pub use compile::{compile, ConfigError, ConfigErrors};
+pub use control::*;
 pub use gateway::*;
 pub use model::*;
 pub use units::{ByteSize, Duration};

@@ -1,6 +1,7 @@
 //! The configuration model. Every field is documented in `docs/config.md`; the same types are what
 //! the YAML deserialises into, so defaults live in exactly one place.
 
+use crate::control::{Admin, Control, Node};
 use crate::gateway::{App, CircuitBreaker, Plan, Service};
 use crate::units::{ByteSize, Duration};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -47,6 +48,10 @@ pub struct Config {
     pub tls: Tls,
     /// The Redis that nodes of a cluster share; none for a single node.
     pub redis: Option<Redis>,
+    /// This node's id and labels.
+    pub node: Node,
+    /// Where published revisions are kept and how this node follows them.
+    pub control: Control,
 }
 
 /// The cluster's Redis.
@@ -90,6 +95,8 @@ impl Default for Config {
             plans: BTreeMap::new(),
             tls: Tls::default(),
             redis: None,
+            node: Node::default(),
+            control: Control::default(),
         }
     }
 }
@@ -144,14 +151,6 @@ pub enum CpuAffinity {
     Auto,
     /// Leave scheduling to the kernel.
     Off,
-}
-
-/// The admin listener.
-#[derive(Clone, Debug, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Admin {
-    /// Address to bind, e.g. `127.0.0.1:9080`.
-    pub bind: SocketAddr,
 }
 
 /// Access log output.

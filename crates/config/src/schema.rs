@@ -27,6 +27,8 @@ pub(crate) const TOP_LEVEL: &[&str] = &[
     "plans",
     "tls",
     "redis",
+    "node",
+    "control",
 ];
 
 /// Deserialises `value` as `T`, recording an error at `path` (plus the inner path) on failure.
@@ -71,7 +73,7 @@ fn named<T: DeserializeOwned>(value: Value, section: &str, errors: &mut Vec<Conf
     out
 }
 
-fn valid_name(name: &str) -> bool {
+pub(crate) fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 
@@ -118,6 +120,8 @@ pub(crate) fn read(text: &str, errors: &mut Vec<ConfigError>) -> Config {
             "plans" => config.plans = named(value, &key, e),
             "tls" => set(&mut config.tls, field(value, &key, e)),
             "redis" => config.redis = field(value, &key, e),
+            "node" => set(&mut config.node, field(value, &key, e)),
+            "control" => set(&mut config.control, field(value, &key, e)),
             _ => errors
                 .push(ConfigError::new(&key, format!("unknown setting; expected one of: {}", TOP_LEVEL.join(", ")))),
         }

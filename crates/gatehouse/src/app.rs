@@ -2,8 +2,9 @@
 //! reloads (SIGHUP or file change) and drain on SIGTERM/SIGINT. Runs on the main thread's own
 //! runtime; traffic runs on the workers.
 
-use crate::admin::{self, StatusDoc};
+use crate::admin::{self, AdminState, Api, Audit, CertStore, StatusDoc, Tokens};
 use crate::events::Events;
+use crate::follow::Follower;
 use crate::listeners::ListenerSet;
 use crate::tls::TlsRuntime;
 use gatehouse_config::{AccessLog as AccessLogConfig, Config, Workers as WorkerCount};
@@ -40,17 +41,25 @@ struct Control {
     file_stamp: Option<(SystemTime, u64)>,
     started_with: Config,
     tls: TlsRuntime,
+    /// The node's file (or the quick start), into which published revisions are merged.
+    base: Arc<Mutex<String>>,
+    follower: Follower,
+    admin_addr: Option<std::net::SocketAddr>,
 }
 
-fn read_config(path: Option<&Path>) -> Result<Config, String> {
-    let (text, source) = match path {
-        Some(p) => (
+/// The configuration file's text (or the quick start's) and what to call it in errors.
+fn read_base(path: Option<&Path>) -> Result<(String, String), String> {
+    match path {
+        Some(p) => Ok((
             std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
             p.display().to_string(),
-        ),
-        None => (gatehouse_config::QUICKSTART.to_string(), "the built-in quick start".to_string()),
-    };
-    gatehouse_config::compile(&text).map_err(|e| format!("invalid configuration in {source}:\n{e}"))
+        )),
+        None => Ok((gatehouse_config::QUICKSTART.to_string(), "the built-in quick start".to_string())),
+    }
+}
+
+fn compile_text(text: &str, source: &str) -> Result<Config, String> {
+    gatehouse_config::compile(text).map_err(|e| format!("invalid configuration in {source}:\n{e}"))
 }
 
 /// Raises the soft limit on open files to the hard limit, as nginx's `worker_rlimit_nofile` does:
@@ -70,16 +79,53 @@ fn stamp(path: Option<&Path>) -> Option<(SystemTime, u64)> {
 
 /// Runs the gateway until SIGTERM or SIGINT.
 pub fn run(path: Option<PathBuf>, status_json: bool) -> Result<(), String> {
-    let config = read_config(path.as_deref())?;
+    let (base, source) = read_base(path.as_deref())?;
+    let config = compile_text(&base, &source)?;
     raise_open_files_limit();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;
-    rt.block_on(serve(path, config, Events::new(status_json)))
+    rt.block_on(serve(path, base, config, Events::new(status_json)))
 }
 
-async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<(), String> {
+/// The configuration to start with: the revision this node should run if the store says so
+/// (or, with the store away, the one it ran last), else the file.
+async fn initial_config(follower: &mut Follower, base: &str, file: Config) -> Config {
+    let wait = file.redis.as_ref().map_or(Duration::from_secs(2), |r| r.connect_timeout.0 * 2);
+    let rev = match tokio::time::timeout(wait, follower.pending()).await {
+        Ok(Some(rev)) => rev,
+        Ok(None) if follower.store_ok => return file,
+        _ => match follower.cached().filter(|_| follower.follow) {
+            Some(rev) => {
+                tracing::warn!(
+                    revision = rev.meta.number,
+                    "revision store away; starting on the revision applied last"
+                );
+                rev
+            }
+            None => return file,
+        },
+    };
+    let number = rev.meta.number;
+    let merged = Follower::merged(base, &rev)
+        .and_then(|(text, running)| gatehouse_config::compile(&text).map(|c| (c, running)).map_err(|e| e.to_string()));
+    match merged {
+        Ok((config, running)) => {
+            tracing::info!(revision = number, "starting on published revision");
+            follower.applied(&rev, running);
+            config
+        }
+        Err(e) => {
+            tracing::error!(revision = number, "published revision refused, starting on the file:\n{e}");
+            follower.refused(number, &e);
+            file
+        }
+    }
+}
+
+async fn serve(path: Option<PathBuf>, base: String, file_config: Config, events: Events) -> Result<(), String> {
+    let config = &file_config;
     let n = match config.workers {
         WorkerCount::Auto => std::thread::available_parallelism().map_or(1, |n| n.get()),
         WorkerCount::Count(n) => n,
@@ -103,7 +149,9 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
     let registry = Registry::new(n);
     let route_stats = RouteStatsRegistry::default();
     let access_log = open_log(&config.access_log)?;
-    let tls = TlsRuntime::new(&config).await?;
+    let tls = TlsRuntime::new(config).await?;
+    let mut follower = Follower::new(config, tls.cluster())?;
+    let config = initial_config(&mut follower, &base, file_config.clone()).await;
     let plugins = PluginRegistry::new(tls.redis().zip(config.redis.as_ref().map(|r| r.prefix.clone())));
     let snapshot = Snapshot::build(
         Arc::new(config.clone()),
@@ -134,6 +182,9 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
         generation: 1,
         started_with: config.clone(),
         tls,
+        base: Arc::new(Mutex::new(base)),
+        follower,
+        admin_addr: None,
     };
     control.listeners.apply(&config, &control.workers, &control.ctx, config.reuse_port, &acceptors)?;
     control.restart_health_checks();
@@ -146,12 +197,20 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
                 .await
                 .map_err(|e| format!("admin listener: cannot bind {}: {e}", a.bind))?;
             let addr = l.local_addr().ok();
-            tokio::spawn(admin::serve(l, shared.clone(), control.tls.stats().clone(), control.status.clone()));
+            let state = AdminState {
+                shared: shared.clone(),
+                tls: control.tls.stats().clone(),
+                status: control.status.clone(),
+                api: admin_api(a, &config, &control)?,
+            };
+            tokio::spawn(admin::serve(l, Arc::new(state)));
             addr
         }
         None => None,
     };
-    control.update_status(admin_addr);
+    control.admin_addr = admin_addr;
+    control.update_status();
+    control.follower.send_report(control.generation).await;
     let addrs = control.listeners.addrs();
     tracing::info!(workers = n, listeners = ?addrs, admin = ?admin_addr, "gatehouse ready");
     control.events.emit(
@@ -161,9 +220,26 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
 
     let mut tick = tokio::time::interval(TICK);
     let mut ticks = 0u64;
+    let mut poll = tokio::time::interval(config.control.poll_interval.0);
+    let mut changes = match &control.follower.store {
+        Some(store) => Some(store.changes()?),
+        None => None,
+    };
     loop {
         tokio::select! {
-            _ = hup.recv() => control.reload("SIGHUP", admin_addr),
+            _ = hup.recv() => control.reload("SIGHUP"),
+            more = async {
+                match changes.as_mut() {
+                    Some(c) => c.changed().await,
+                    None => std::future::pending().await,
+                }
+            } => {
+                if !more {
+                    changes = None;
+                }
+                control.follow().await;
+            }
+            _ = poll.tick() => control.follow().await,
             _ = tick.tick() => {
                 ticks += 1;
                 if ticks % 30 == 1 {
@@ -172,7 +248,7 @@ async fn serve(path: Option<PathBuf>, config: Config, events: Events) -> Result<
                 let now = stamp(control.path.as_deref());
                 if control.shared.snapshot.load().config.watch && now.is_some() && now != control.file_stamp {
                     control.file_stamp = now;
-                    control.reload("file change", admin_addr);
+                    control.reload("file change");
                 }
             }
             _ = term.recv() => break,
@@ -207,14 +283,43 @@ async fn worker_maintenance(shared: Arc<Shared>) {
     }
 }
 
+/// The admin API, when tokens are configured.
+fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) -> Result<Option<Arc<Api>>, String> {
+    if a.tokens.is_empty() {
+        return Ok(None);
+    }
+    let store = control.follower.store.clone().ok_or("the admin API needs a revision store")?;
+    let audit = match a.audit_log.as_deref() {
+        Some("off") => None,
+        Some(p) => Some(PathBuf::from(p)),
+        None => Some(config.control.dir.join("audit.log")),
+    };
+    if let Some(dir) = audit.as_ref().and_then(|p| p.parent()).filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("admin.audit_log: cannot create {}: {e}", dir.display()))?;
+    }
+    let certs = match &config.tls.store {
+        Some(_) => Some(CertStore(crate::cert::store(config)?)),
+        None => None,
+    };
+    Ok(Some(Arc::new(Api {
+        tokens: Tokens::new(&a.tokens),
+        max_body: usize::try_from(a.max_body.0).unwrap_or(usize::MAX),
+        store,
+        base: control.base.clone(),
+        audit: Audit::new(audit),
+        certs,
+        poll_interval: config.control.poll_interval.0,
+    })))
+}
+
 impl Control {
-    fn reload(&mut self, why: &str, admin_addr: Option<std::net::SocketAddr>) {
+    fn reload(&mut self, why: &str) {
         self.file_stamp = stamp(self.path.as_deref());
         let started = Instant::now();
         match self.try_reload() {
             Ok(()) => {
                 self.shared.stats.reloads.inc();
-                self.update_status(admin_addr);
+                self.update_status();
                 tracing::info!(trigger = why, generation = self.generation, took = ?started.elapsed(), "configuration reloaded");
                 self.events
                     .emit("reloaded", json!({ "generation": self.generation, "listeners": self.listeners.addrs() }));
@@ -230,8 +335,23 @@ impl Control {
         }
     }
 
+    /// Re-reads the file, merges the running revision into it, and applies the result.
     fn try_reload(&mut self) -> Result<(), String> {
-        let config = read_config(self.path.as_deref())?;
+        let (base, source) = read_base(self.path.as_deref())?;
+        let text = match &self.follower.running {
+            Some(r) => gatehouse_control::document::merge(&base, &r.document)?,
+            None => base.clone(),
+        };
+        self.apply(compile_text(&text, &source)?)?;
+        *self.base.lock().unwrap_or_else(|p| p.into_inner()) = base;
+        // The new file may be what a refused revision needed.
+        self.follower.failed = None;
+        Ok(())
+    }
+
+    /// Applies a configuration: snapshot, certificates, listeners, health checks. On error the
+    /// running configuration stays whole.
+    fn apply(&mut self, config: Config) -> Result<(), String> {
         for (field, changed) in [
             ("workers", config.workers != self.started_with.workers),
             ("reuse_port", config.reuse_port != self.started_with.reuse_port),
@@ -280,7 +400,44 @@ impl Control {
         }
     }
 
-    fn update_status(&self, admin: Option<std::net::SocketAddr>) {
+    /// Applies the revision this node should run, if it changed, and reports to the store.
+    async fn follow(&mut self) {
+        if let Some(rev) = self.follower.pending().await {
+            let started = Instant::now();
+            let number = rev.meta.number;
+            let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
+            let result = Follower::merged(&base, &rev).and_then(|(text, running)| {
+                let config = gatehouse_config::compile(&text).map_err(|e| e.to_string())?;
+                self.apply(config).map(|()| running)
+            });
+            match result {
+                Ok(running) => {
+                    self.follower.applied(&rev, running);
+                    self.shared.stats.reloads.inc();
+                    let took = started.elapsed();
+                    tracing::info!(revision = number, generation = self.generation, took = ?took, "revision applied");
+                    self.events.emit(
+                        "applied",
+                        json!({ "revision": number, "generation": self.generation, "took_ms": took.as_secs_f64() * 1e3 }),
+                    );
+                }
+                Err(e) => {
+                    self.follower.refused(number, &e);
+                    self.shared.stats.reload_failures.inc();
+                    tracing::error!(revision = number, "revision refused, keeping the running configuration:\n{e}");
+                    self.events.emit(
+                        "apply_failed",
+                        json!({ "revision": number, "errors": e.lines().collect::<Vec<_>>(), "generation": self.generation }),
+                    );
+                }
+            }
+        }
+        self.follower.send_report(self.generation).await;
+        self.update_status();
+    }
+
+    fn update_status(&self) {
+        let admin = self.admin_addr;
         if let Ok(mut s) = self.status.lock() {
             *s = json!({
                 "version": env!("CARGO_PKG_VERSION"),
@@ -289,6 +446,7 @@ impl Control {
                 "workers": self.workers.workers.len(),
                 "listeners": self.listeners.addrs(),
                 "admin": admin,
+                "control": self.follower.status(),
             });
         }
     }

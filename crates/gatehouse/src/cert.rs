@@ -36,7 +36,7 @@ pub enum CertCommand {
     },
 }
 
-enum StoreRef {
+pub(crate) enum StoreRef {
     Dir(PathBuf),
     Redis(RedisStore),
 }
@@ -98,7 +98,7 @@ pub fn run(config_path: &Path, command: CertCommand) -> Result<(), String> {
     })
 }
 
-fn store(config: &Config) -> Result<StoreRef, String> {
+pub(crate) fn store(config: &Config) -> Result<StoreRef, String> {
     let Some(s) = &config.tls.store else {
         return Err("the configuration has no certificate store (tls.store)".into());
     };
@@ -121,23 +121,27 @@ fn write_private(path: &Path, data: &[u8]) -> Result<(), String> {
     gatehouse_tls::issue::write_private(path, data).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
 
+/// Checks one bundle and adds it to the store: its facts, warnings and where it went.
+pub(crate) async fn import_pem(store: &StoreRef, pem: &[u8]) -> Result<(Facts, Vec<String>, String), String> {
+    match store {
+        StoreRef::Dir(dir) => match bundle::parse(pem, None, now_secs()) {
+            Ok((b, warnings)) => {
+                let path = dir.join(file_name(&b.facts));
+                write_private(&path, pem).map(|()| (b.facts, warnings, path.display().to_string()))
+            }
+            Err(e) => Err(e.to_string()),
+        },
+        StoreRef::Redis(r) => {
+            r.import(pem, now_secs()).await.map(|(f, w)| (f, w, "redis".to_string())).map_err(|e| e.to_string())
+        }
+    }
+}
+
 async fn import(store: &StoreRef, files: &[PathBuf]) -> Result<(), String> {
     let mut failed = 0;
     for file in files {
         let pem = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        let result = match store {
-            StoreRef::Dir(dir) => match bundle::parse(&pem, None, now_secs()) {
-                Ok((b, warnings)) => {
-                    let path = dir.join(file_name(&b.facts));
-                    write_private(&path, &pem).map(|()| (b.facts, warnings, path.display().to_string()))
-                }
-                Err(e) => Err(e.to_string()),
-            },
-            StoreRef::Redis(r) => {
-                r.import(&pem, now_secs()).await.map(|(f, w)| (f, w, "redis".to_string())).map_err(|e| e.to_string())
-            }
-        };
-        match result {
+        match import_pem(store, &pem).await {
             Ok((facts, warnings, place)) => {
                 for w in warnings {
                     eprintln!("warning: {}: {w}", file.display());
@@ -157,7 +161,7 @@ async fn import(store: &StoreRef, files: &[PathBuf]) -> Result<(), String> {
 }
 
 /// Every bundle of the store with where it lives.
-async fn all(store: &StoreRef) -> Result<Vec<(Facts, String)>, String> {
+pub(crate) async fn all(store: &StoreRef) -> Result<Vec<(Facts, String)>, String> {
     match store {
         StoreRef::Dir(dir) => {
             let d = DirStore::new(dir.clone());
@@ -185,9 +189,10 @@ async fn list(store: &StoreRef) -> Result<(), String> {
     Ok(())
 }
 
-async fn remove(store: &StoreRef, name: &str) -> Result<(), String> {
+/// Removes the bundles serving the index key `name` (a name or `*.parent`) from the store.
+pub(crate) async fn remove_name(store: &StoreRef, name: &str) -> Result<Vec<(Facts, String)>, String> {
     let key = normalise(name).ok_or("not a name")?;
-    let removed: Vec<(Facts, String)> = match store {
+    Ok(match store {
         StoreRef::Dir(_) => {
             let mut out = Vec::new();
             for (facts, place) in all(store).await? {
@@ -200,9 +205,13 @@ async fn remove(store: &StoreRef, name: &str) -> Result<(), String> {
             out
         }
         StoreRef::Redis(r) => r.remove(&key).await?.into_iter().map(|f| (f, "redis".to_string())).collect(),
-    };
+    })
+}
+
+async fn remove(store: &StoreRef, name: &str) -> Result<(), String> {
+    let removed = remove_name(store, name).await?;
     if removed.is_empty() {
-        return Err(format!("no stored certificate names {key}"));
+        return Err(format!("no stored certificate names {}", normalise(name).unwrap_or_default()));
     }
     for (facts, place) in removed {
         println!("removed {}", line(&facts, &place));
@@ -210,22 +219,27 @@ async fn remove(store: &StoreRef, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-async fn show_name(store: &StoreRef, name: &str) -> Result<(), String> {
+/// The stored bundles that would serve `name` (exact name first, else its wildcard), ECDSA first.
+pub(crate) async fn serving(store: &StoreRef, name: &str) -> Result<Vec<(Facts, String)>, String> {
     let name = normalise(name).ok_or("not a name")?;
     let all = all(store).await?;
-    let serving = |key: &str| all.iter().filter(|(f, _)| f.names.iter().any(|n| n == key)).collect::<Vec<_>>();
+    let serving = |key: &str| all.iter().filter(|(f, _)| f.names.iter().any(|n| n == key)).cloned().collect::<Vec<_>>();
     let mut found = serving(&name);
     if found.is_empty() {
         if let Some(parent) = wildcard_parent(&name) {
             found = serving(&format!("*.{parent}"));
         }
     }
-    if found.is_empty() {
-        return Err(format!("no stored certificate serves {name}"));
-    }
-    // ECDSA first, as handshakes prefer it.
     found.sort_by_key(|(f, _)| f.key != KeyKind::Ecdsa);
-    for (facts, place) in found {
+    Ok(found)
+}
+
+async fn show_name(store: &StoreRef, name: &str) -> Result<(), String> {
+    let found = serving(store, name).await?;
+    if found.is_empty() {
+        return Err(format!("no stored certificate serves {}", normalise(name).unwrap_or_default()));
+    }
+    for (facts, place) in &found {
         println!("{}", show(facts, place));
     }
     Ok(())

@@ -8,6 +8,7 @@ mod cert;
 mod convert;
 mod demo;
 mod events;
+mod follow;
 mod listeners;
 mod tls;
 

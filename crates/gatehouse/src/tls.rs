@@ -302,6 +302,11 @@ impl TlsRuntime {
         self.cluster.as_ref().map(|c| c.client().clone())
     }
 
+    /// The cluster's Redis and keys, when there is a `redis` section.
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        self.cluster.as_ref()
+    }
+
     /// Handshake and certificate counters (kept across reloads).
     pub fn stats(&self) -> &Arc<TlsStats> {
         &self.stats

@@ -34,6 +34,8 @@ pub enum Purpose {
     Tickets,
     /// Certificate bundles (they hold private keys).
     Certificates,
+    /// Configuration drafts and revisions (they hold app secrets).
+    Revisions,
 }
 
 /// What Redis said about a session.
@@ -55,6 +57,7 @@ pub struct Cluster {
     sessions: LessSafeKey,
     tickets: LessSafeKey,
     certificates: LessSafeKey,
+    revisions: LessSafeKey,
     ids: hmac::Key,
     rng: SystemRandom,
     stats: Arc<TlsStats>,
@@ -100,6 +103,7 @@ impl Cluster {
             sessions: derive(secret, b"sessions")?,
             tickets: derive(secret, b"ticket keys")?,
             certificates: derive(secret, b"certificates")?,
+            revisions: derive(secret, b"revisions")?,
             ids: hmac::Key::from(ids_okm),
             rng: SystemRandom::new(),
             stats,
@@ -141,6 +145,7 @@ impl Cluster {
             Purpose::Sessions => &self.sessions,
             Purpose::Tickets => &self.tickets,
             Purpose::Certificates => &self.certificates,
+            Purpose::Revisions => &self.revisions,
         }
     }
 

@@ -1,52 +1,10 @@
-//! The admin listener: `/metrics` (Prometheus text), `/status` (JSON) and `/healthz`, on a socket of
-//! its own, served by the control thread so traffic workers never do this work.
+//! `/metrics`: every subsystem's counters and gauges in the Prometheus text format, rendered on
+//! request from the atomics the data plane updates.
 
-use bytes::Bytes;
 use gatehouse_proxy::Shared;
 use gatehouse_tls::{Failure, TlsStats};
-use http_body_util::Full;
-use hyper::service::service_fn;
-use hyper_util::rt::TokioIo;
-use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::{Arc, Mutex};
-
-/// What `/status` reports; updated by the control loop on every apply.
-pub type StatusDoc = Arc<Mutex<serde_json::Value>>;
-
-/// Serves the admin endpoints until the task is aborted.
-pub async fn serve(listener: tokio::net::TcpListener, shared: Arc<Shared>, tls: Arc<TlsStats>, status: StatusDoc) {
-    loop {
-        let Ok((stream, _)) = listener.accept().await else {
-            continue;
-        };
-        let shared = shared.clone();
-        let status = status.clone();
-        let tls = tls.clone();
-        tokio::spawn(async move {
-            let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
-                let (code, ctype, body) = match (req.method(), req.uri().path()) {
-                    (&http::Method::GET, "/metrics") => {
-                        let mut text = render_metrics(&shared);
-                        render_tls(&mut text, &tls);
-                        (200, "text/plain; version=0.0.4", text)
-                    }
-                    (&http::Method::GET, "/status") => {
-                        (200, "application/json", status.lock().map(|s| s.to_string()).unwrap_or_default())
-                    }
-                    (&http::Method::GET, "/healthz") => (200, "text/plain", "ok\n".to_string()),
-                    _ => (404, "text/plain", "404 Not Found\n".to_string()),
-                };
-                let mut resp = http::Response::new(Full::new(Bytes::from(body)));
-                *resp.status_mut() = http::StatusCode::from_u16(code).unwrap_or(http::StatusCode::OK);
-                resp.headers_mut().insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(ctype));
-                async move { Ok::<_, Infallible>(resp) }
-            });
-            let _ = hyper::server::conn::http1::Builder::new().serve_connection(TokioIo::new(stream), service).await;
-        });
-    }
-}
 
 fn esc(v: &str) -> String {
     v.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
@@ -56,7 +14,6 @@ fn help(out: &mut String, name: &str, kind: &str, text: &str) {
     let _ = writeln!(out, "# HELP {name} {text}\n# TYPE {name} {kind}");
 }
 
-/// Renders every metric in the Prometheus text format.
 /// Appends the TLS counters.
 pub fn render_tls(out: &mut String, t: &TlsStats) {
     help(

@@ -1,0 +1,182 @@
+//! Where drafts, revisions, releases and node reports live: a directory for a single node, the
+//! cluster's Redis for many.
+
+use crate::local::LocalStore;
+use crate::redis_store::RedisStore;
+use crate::types::{Draft, Event, NodeReport, Releases, Revision, RevisionMeta};
+use gatehouse_tls::cluster::Cluster;
+use serde_json::Value;
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// Why a store operation failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreError {
+    /// The draft changed since the version the caller read.
+    Conflict {
+        /// The draft's version now.
+        current: u64,
+    },
+    /// The store cannot be reached or written.
+    Unavailable(String),
+    /// What the store holds cannot be read (wrong cluster secret, damaged file).
+    Corrupt(String),
+}
+
+impl fmt::Display for StoreError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            StoreError::Conflict { current } => write!(f, "the draft is at version {current}; read it again"),
+            StoreError::Unavailable(e) => write!(f, "revision store unavailable: {e}"),
+            StoreError::Corrupt(e) => write!(f, "revision store damaged: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for StoreError {}
+
+/// The revision store of a node: local or in Redis. Cheap to clone.
+#[derive(Clone, Debug)]
+pub enum Store {
+    /// Files in a directory, for a single node.
+    Local(Arc<LocalStore>),
+    /// The cluster's Redis.
+    Redis(Arc<RedisStore>),
+}
+
+impl Store {
+    /// A store in `dir`, created (mode 700) when missing.
+    pub fn local(dir: PathBuf) -> Result<Store, String> {
+        Ok(Store::Local(Arc::new(LocalStore::open(dir)?)))
+    }
+
+    /// A store in the cluster's Redis.
+    pub fn redis(cluster: Arc<Cluster>) -> Store {
+        Store::Redis(Arc::new(RedisStore::new(cluster)))
+    }
+
+    /// `local` or `redis`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Store::Local(_) => "local",
+            Store::Redis(_) => "redis",
+        }
+    }
+
+    /// The draft; none before the first change.
+    pub async fn draft(&self) -> Result<Option<Draft>, StoreError> {
+        match self {
+            Store::Local(s) => s.draft(),
+            Store::Redis(s) => s.draft().await,
+        }
+    }
+
+    /// Replaces the draft's document if its version is still `expected` (0: no draft yet).
+    pub async fn put_draft(&self, expected: u64, document: Value, who: &str) -> Result<Draft, StoreError> {
+        let draft = Draft { version: expected + 1, document, updated_by: who.to_string(), updated: crate::now_secs() };
+        match self {
+            Store::Local(s) => s.put_draft(expected, draft),
+            Store::Redis(s) => s.put_draft(expected, draft).await,
+        }
+    }
+
+    /// Stores `content` as the next revision.
+    pub async fn commit(&self, content: String, author: &str, message: &str) -> Result<Revision, StoreError> {
+        let meta = RevisionMeta {
+            number: 0,
+            hash: crate::document::sha256_hex(content.as_bytes()),
+            author: author.to_string(),
+            message: message.to_string(),
+            created: crate::now_secs(),
+        };
+        let revision = Revision { meta, content };
+        match self {
+            Store::Local(s) => s.commit(revision),
+            Store::Redis(s) => s.commit(revision).await,
+        }
+    }
+
+    /// Revision `number`.
+    pub async fn revision(&self, number: u64) -> Result<Option<Revision>, StoreError> {
+        match self {
+            Store::Local(s) => s.revision(number),
+            Store::Redis(s) => s.revision(number).await,
+        }
+    }
+
+    /// Every revision's metadata, oldest first.
+    pub async fn revisions(&self) -> Result<Vec<RevisionMeta>, StoreError> {
+        match self {
+            Store::Local(s) => s.revisions(),
+            Store::Redis(s) => s.revisions().await,
+        }
+    }
+
+    /// Which revision runs where.
+    pub async fn releases(&self) -> Result<Releases, StoreError> {
+        match self {
+            Store::Local(s) => s.releases(),
+            Store::Redis(s) => s.releases().await,
+        }
+    }
+
+    /// Applies `event` to the releases, keeps it in the history and tells every node.
+    pub async fn record(&self, event: Event) -> Result<Releases, StoreError> {
+        match self {
+            Store::Local(s) => s.record(event),
+            Store::Redis(s) => s.record(event).await,
+        }
+    }
+
+    /// The last `limit` release events, newest first.
+    pub async fn history(&self, limit: usize) -> Result<Vec<Event>, StoreError> {
+        match self {
+            Store::Local(s) => s.history(limit),
+            Store::Redis(s) => s.history(limit).await,
+        }
+    }
+
+    /// Records what a node says about itself.
+    pub async fn report(&self, report: &NodeReport) -> Result<(), StoreError> {
+        match self {
+            Store::Local(s) => s.report(report),
+            Store::Redis(s) => s.report(report).await,
+        }
+    }
+
+    /// What every node last said, by id.
+    pub async fn nodes(&self) -> Result<Vec<NodeReport>, StoreError> {
+        match self {
+            Store::Local(s) => s.nodes(),
+            Store::Redis(s) => s.nodes().await,
+        }
+    }
+
+    /// Notices of changes to the releases.
+    pub fn changes(&self) -> Result<Changes, String> {
+        match self {
+            Store::Local(s) => Ok(Changes::Local(s.subscribe())),
+            Store::Redis(s) => s.subscribe().map(Changes::Redis),
+        }
+    }
+}
+
+/// A stream of "the releases may have changed" notices.
+#[derive(Debug)]
+pub enum Changes {
+    /// In-process.
+    Local(tokio::sync::watch::Receiver<u64>),
+    /// Redis pub/sub; a (re)subscription also counts as a change, since messages may be lost.
+    Redis(gatehouse_redis::Subscription),
+}
+
+impl Changes {
+    /// Waits for the next notice; `false` when no more can come.
+    pub async fn changed(&mut self) -> bool {
+        match self {
+            Changes::Local(rx) => rx.changed().await.is_ok(),
+            Changes::Redis(sub) => sub.next().await.is_some(),
+        }
+    }
+}

@@ -1,0 +1,144 @@
+//! The records of the control plane, as stored and as the admin API shows them.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// What a revision is, without its content.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RevisionMeta {
+    /// Revision number, from 1, never reused.
+    pub number: u64,
+    /// SHA-256 of the content, hex.
+    pub hash: String,
+    /// Token name that made it.
+    pub author: String,
+    /// Why.
+    pub message: String,
+    /// Unix seconds.
+    pub created: i64,
+}
+
+/// An immutable revision.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Revision {
+    /// Number, hash, author, message, time.
+    #[serde(flatten)]
+    pub meta: RevisionMeta,
+    /// The published sections in canonical YAML.
+    pub content: String,
+}
+
+/// The document operators edit; its version guards against lost updates.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Draft {
+    /// Incremented by every change, from 1.
+    pub version: u64,
+    /// The published sections, as a JSON object.
+    pub document: serde_json::Value,
+    /// Token name of the last change.
+    pub updated_by: String,
+    /// Unix seconds of the last change.
+    pub updated: i64,
+}
+
+/// Which revision runs where.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Releases {
+    /// The revision every node runs unless one of its labels has a staged one.
+    pub released: Option<u64>,
+    /// Revisions staged to labels.
+    pub staged: BTreeMap<String, u64>,
+    /// Incremented by every change.
+    pub seq: u64,
+}
+
+impl Releases {
+    /// The revision a node with `labels` should run: the first of its labels with a staged
+    /// revision, else the released one.
+    pub fn target_for(&self, labels: &[String]) -> Option<u64> {
+        labels.iter().find_map(|l| self.staged.get(l).copied()).or(self.released)
+    }
+}
+
+/// What was done to the releases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Action {
+    /// A revision released to every node.
+    Release,
+    /// An earlier revision released again.
+    Rollback,
+    /// A revision staged to a label.
+    Stage,
+    /// A label's stage removed; its nodes follow the release again.
+    Unstage,
+}
+
+/// One change of the releases.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Event {
+    /// Unix seconds.
+    pub at: i64,
+    /// Token name.
+    pub who: String,
+    /// What.
+    pub action: Action,
+    /// The revision released, rolled back to, staged or unstaged.
+    pub revision: u64,
+    /// The label of a stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
+}
+
+/// A revision a node could not apply.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApplyError {
+    /// The revision.
+    pub revision: u64,
+    /// Unix seconds.
+    pub at: i64,
+    /// Every error, with its path.
+    pub errors: Vec<String>,
+}
+
+/// What a node says about itself.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeReport {
+    /// Node id.
+    pub id: String,
+    /// Its labels.
+    pub labels: Vec<String>,
+    /// The revision it runs; none when it runs its file alone.
+    pub revision: Option<u64>,
+    /// That revision's hash.
+    pub hash: Option<String>,
+    /// The revision it should run by the releases.
+    pub target: Option<u64>,
+    /// Its configuration generation (1 at start, +1 per applied change).
+    pub generation: u64,
+    /// The last revision it refused, while that is still its target.
+    pub last_error: Option<ApplyError>,
+    /// `ok`, or `degraded` while it cannot reach the store or runs something other than its target.
+    pub health: String,
+    /// Gatehouse version.
+    pub version: String,
+    /// Unix seconds it started.
+    pub started: i64,
+    /// Unix seconds of this report.
+    pub updated: i64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_label_with_a_stage_wins_over_the_release() {
+        let r = Releases { released: Some(3), staged: [("canary".to_string(), 5)].into(), seq: 2 };
+        assert_eq!(r.target_for(&["canary".into()]), Some(5));
+        assert_eq!(r.target_for(&["blue".into(), "canary".into()]), Some(5));
+        assert_eq!(r.target_for(&["blue".into()]), Some(3));
+        assert_eq!(r.target_for(&[]), Some(3));
+        assert_eq!(Releases::default().target_for(&["canary".into()]), None);
+    }
+}

@@ -1,0 +1,445 @@
+//! The REST API under `/api/v1`: JSON in and out, bearer tokens, the draft guarded by
+//! `If-Match`, revisions, releases, stages, nodes, certificates and the audit log. Every change
+//! is validated against this node's file before it is kept, and written to the audit log.
+
+use super::auth::{Audit, Entry, Tokens};
+use super::certs::CertStore;
+use super::http_util;
+use super::AdminState;
+use bytes::Bytes;
+use gatehouse_config::AdminRole;
+use gatehouse_control::document::{self, FieldError};
+use gatehouse_control::{diff, now_secs, Action, Draft, Event, Store, StoreError};
+use http::{Method, StatusCode};
+use http_body_util::{BodyExt, Full, Limited};
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// The OpenAPI document of this API.
+pub const OPENAPI: &str = include_str!("openapi.json");
+
+/// The API's state.
+pub struct Api {
+    /// Bearer tokens.
+    pub tokens: Tokens,
+    /// Largest body read.
+    pub max_body: usize,
+    /// Drafts, revisions, releases, node reports.
+    pub store: Store,
+    /// This node's configuration file (or the quick start): drafts are validated merged into it.
+    pub base: Arc<Mutex<String>>,
+    /// Change log.
+    pub audit: Audit,
+    /// The certificate store (`tls.store`), if any.
+    pub certs: Option<CertStore>,
+    /// Nodes report this often; a report older than three intervals is stale.
+    pub poll_interval: Duration,
+}
+
+/// An API call, parsed.
+pub struct Call {
+    /// Method.
+    pub method: Method,
+    /// Path segments after `/api/v1/`, decoded.
+    pub segs: Vec<String>,
+    /// Query pairs.
+    pub query: Vec<(String, String)>,
+    /// The `If-Match` version, when sent.
+    pub if_match: Option<u64>,
+    /// Body.
+    pub body: Bytes,
+    /// Token holder.
+    pub who: String,
+}
+
+impl Call {
+    /// A query parameter.
+    pub fn param(&self, name: &str) -> Option<&str> {
+        self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as JSON.
+    pub fn json(&self) -> Result<Value, ApiError> {
+        if self.body.is_empty() {
+            return Ok(Value::Null);
+        }
+        serde_json::from_slice(&self.body).map_err(|e| ApiError::bad(format!("the body is not JSON: {e}")))
+    }
+}
+
+/// An answer that is not a success.
+#[derive(Debug)]
+pub struct ApiError {
+    /// Status.
+    pub status: StatusCode,
+    /// What went wrong.
+    pub message: String,
+    /// Field errors, for 422.
+    pub errors: Vec<FieldError>,
+    /// The draft's current version, for 412.
+    pub version: Option<u64>,
+}
+
+impl ApiError {
+    /// With a status and message.
+    pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
+        ApiError { status, message: message.into(), errors: Vec::new(), version: None }
+    }
+    /// 400.
+    pub fn bad(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, message)
+    }
+    /// 404.
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, message)
+    }
+    /// 409.
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, message)
+    }
+    /// 422 with every field error.
+    pub fn invalid(errors: Vec<FieldError>) -> Self {
+        let n = errors.len();
+        ApiError { errors, ..Self::new(StatusCode::UNPROCESSABLE_ENTITY, format!("{n} error(s) in the document")) }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Conflict { current } => ApiError {
+                version: Some(current),
+                ..ApiError::new(StatusCode::PRECONDITION_FAILED, format!("the draft is at version {current}"))
+            },
+            StoreError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            StoreError::Corrupt(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+        }
+    }
+}
+
+/// A success.
+pub struct Reply {
+    /// Status.
+    pub status: u16,
+    /// Body.
+    pub body: Value,
+    /// `ETag` (the draft's version).
+    pub etag: Option<u64>,
+    /// What to record in the audit log for a change.
+    pub audit: Value,
+}
+
+impl Reply {
+    /// 200 with a body.
+    pub fn ok(body: Value) -> Self {
+        Reply { status: 200, body, etag: None, audit: Value::Null }
+    }
+}
+
+/// Result of a handler.
+pub type Answer = Result<Reply, ApiError>;
+
+fn error_body(e: &ApiError) -> Value {
+    let mut body = json!({ "error": e.message });
+    if !e.errors.is_empty() {
+        body["errors"] = e.errors.iter().map(|f| json!({"path": f.path, "message": f.message})).collect();
+    }
+    if let Some(v) = e.version {
+        body["version"] = json!(v);
+    }
+    body
+}
+
+fn parse_if_match(h: Option<&http::HeaderValue>) -> Result<Option<u64>, ApiError> {
+    let Some(h) = h else { return Ok(None) };
+    let s = h.to_str().unwrap_or("").trim();
+    let s = s.strip_prefix("W/").unwrap_or(s).trim_matches('"');
+    s.parse().map(Some).map_err(|_| ApiError::bad("If-Match must be the draft version, e.g. \"7\""))
+}
+
+impl Api {
+    /// Answers one API request.
+    pub async fn handle(
+        &self,
+        req: http::Request<hyper::body::Incoming>,
+        remote: SocketAddr,
+        state: &AdminState,
+    ) -> http::Response<Full<Bytes>> {
+        let (parts, body) = req.into_parts();
+        let path = parts.uri.path().to_string();
+        let method = parts.method.clone();
+        let changes = method != Method::GET && method != Method::HEAD;
+        let who = self.tokens.check(parts.headers.get(http::header::AUTHORIZATION));
+        let result = match &who {
+            None => Err(ApiError::new(StatusCode::UNAUTHORIZED, "a bearer token is required")),
+            Some((_, AdminRole::Read)) if changes => {
+                Err(ApiError::new(StatusCode::FORBIDDEN, "this token may only read"))
+            }
+            Some((name, _)) => match self.call(&parts, body, name).await {
+                Ok(call) => self.route(&call, state).await,
+                Err(e) => Err(e),
+            },
+        };
+        let who_name = who.as_ref().map_or("-", |(n, _)| n.as_str());
+        let mut resp = match &result {
+            Ok(r) => http_util::json(r.status, &r.body),
+            Err(e) => http_util::json(e.status.as_u16(), &error_body(e)),
+        };
+        if changes {
+            let (status, detail) = match &result {
+                Ok(r) => (r.status, r.audit.clone()),
+                Err(e) => (e.status.as_u16(), json!({"error": e.message})),
+            };
+            self.audit.write(Entry { who: who_name, remote, method: method.as_str(), path: &path, status, detail });
+        }
+        match result {
+            Ok(Reply { etag: Some(v), .. }) => {
+                if let Ok(h) = http::HeaderValue::from_str(&format!("\"{v}\"")) {
+                    resp.headers_mut().insert(http::header::ETAG, h);
+                }
+            }
+            Err(ApiError { status: StatusCode::UNAUTHORIZED, .. }) => {
+                resp.headers_mut().insert(
+                    http::header::WWW_AUTHENTICATE,
+                    http::HeaderValue::from_static("Bearer realm=\"gatehouse\""),
+                );
+            }
+            _ => {}
+        }
+        resp
+    }
+
+    async fn call(
+        &self,
+        parts: &http::request::Parts,
+        body: hyper::body::Incoming,
+        who: &str,
+    ) -> Result<Call, ApiError> {
+        let rest = parts.uri.path().strip_prefix("/api/v1").unwrap_or("");
+        let mut segs = Vec::new();
+        for s in rest.split('/').filter(|s| !s.is_empty()) {
+            segs.push(http_util::percent_decode(s).ok_or_else(|| ApiError::bad("bad %-escape in the path"))?);
+        }
+        let body = Limited::new(body, self.max_body).collect().await.map_err(|_| {
+            ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("bodies are limited to {} bytes", self.max_body))
+        })?;
+        Ok(Call {
+            method: parts.method.clone(),
+            segs,
+            query: http_util::query_pairs(parts.uri.query()),
+            if_match: parse_if_match(parts.headers.get(http::header::IF_MATCH))?,
+            body: body.to_bytes(),
+            who: who.to_string(),
+        })
+    }
+
+    async fn route(&self, c: &Call, state: &AdminState) -> Answer {
+        let segs: Vec<&str> = c.segs.iter().map(String::as_str).collect();
+        match (&c.method, segs.as_slice()) {
+            (&Method::GET, ["status"]) => Ok(Reply::ok(state.status.lock().map(|s| s.clone()).unwrap_or_default())),
+            (_, ["draft", ..]) => self.draft_call(c, &segs[1..]).await,
+            (&Method::GET, ["revisions"]) => self.list_revisions().await,
+            (&Method::POST, ["revisions"]) => self.commit(c).await,
+            (&Method::GET, ["revisions", n]) => self.show_revision(n).await,
+            (&Method::GET, ["revisions", a, "diff", b]) => self.diff_revisions(c, a, b).await,
+            (&Method::POST, ["revisions", n, "release"]) => self.release(c, n, Action::Release).await,
+            (&Method::POST, ["revisions", n, "rollback"]) => self.release(c, n, Action::Rollback).await,
+            (&Method::POST, ["revisions", n, "stage"]) => self.release(c, n, Action::Stage).await,
+            (&Method::DELETE, ["stages", label]) => self.unstage(c, label).await,
+            (&Method::GET, ["releases"]) => self.releases().await,
+            (&Method::GET, ["nodes"]) => self.nodes().await,
+            (&Method::GET, ["audit"]) => {
+                let limit = c.param("limit").and_then(|l| l.parse().ok()).unwrap_or(100usize).min(1000);
+                Ok(Reply::ok(json!({ "entries": self.audit.tail(limit) })))
+            }
+            (_, ["certificates", ..]) => match &self.certs {
+                Some(store) => store.call(c, &segs[1..]).await,
+                None => Err(ApiError::conflict("this node has no certificate store (tls.store)")),
+            },
+            _ => Err(ApiError::not_found("no such API resource or method")),
+        }
+    }
+
+    /// The draft, or what a first draft starts from: the released revision, else this node's file.
+    pub async fn current_draft(&self) -> Result<Draft, ApiError> {
+        if let Some(d) = self.store.draft().await? {
+            return Ok(d);
+        }
+        let releases = self.store.releases().await?;
+        let document = match releases.released {
+            Some(n) => {
+                let rev = self.store.revision(n).await?.ok_or_else(|| ApiError::not_found("released revision"))?;
+                document::parse_content(&rev.content)
+                    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?
+            }
+            None => {
+                let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
+                let doc =
+                    document::published_of(&base).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+                document::normalise(doc, None).map_err(ApiError::invalid)?
+            }
+        };
+        Ok(Draft { version: 0, document, updated_by: String::new(), updated: 0 })
+    }
+
+    /// Every error the document has once merged into this node's file.
+    pub fn validate(&self, doc: &Value) -> Result<(), ApiError> {
+        let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
+        let text = document::merge(&base, doc).map_err(|e| ApiError::invalid(vec![field("(document)", e)]))?;
+        let config = gatehouse_config::compile(&text)
+            .map_err(|errs| ApiError::invalid(errs.0.into_iter().map(|e| field(&e.path, e.message)).collect()))?;
+        gatehouse_plugins::Gateway::build(&config, &gatehouse_plugins::Registry::offline()).map(drop).map_err(|e| {
+            ApiError::invalid(
+                e.lines()
+                    .map(|l| match l.split_once(": ") {
+                        Some((p, m)) => field(p, m.to_string()),
+                        None => field("(document)", l.to_string()),
+                    })
+                    .collect(),
+            )
+        })
+    }
+
+    async fn list_revisions(&self) -> Answer {
+        let releases = self.store.releases().await?;
+        let revisions = self.store.revisions().await?;
+        Ok(Reply::ok(json!({ "revisions": revisions, "released": releases.released, "staged": releases.staged })))
+    }
+
+    async fn commit(&self, c: &Call) -> Answer {
+        let body = c.json()?;
+        let message = body.get("message").and_then(Value::as_str).unwrap_or("").trim().to_string();
+        if message.is_empty() || message.len() > 1000 {
+            return Err(ApiError::invalid(vec![field("message", "say why, in 1 to 1000 characters".into())]));
+        }
+        let draft = self.current_draft().await?;
+        if let Some(v) = c.if_match {
+            if v != draft.version {
+                return Err(StoreError::Conflict { current: draft.version }.into());
+            }
+        }
+        self.validate(&draft.document)?;
+        let content = document::canonical(&draft.document);
+        let hash = document::sha256_hex(content.as_bytes());
+        if let Some(last) = self.store.revisions().await?.last() {
+            if last.hash == hash {
+                return Err(ApiError::conflict(format!("nothing changed since revision {}", last.number)));
+            }
+        }
+        let rev = self.store.commit(content, &c.who, &message).await?;
+        let audit = json!({ "revision": rev.meta.number, "hash": rev.meta.hash, "draft_version": draft.version });
+        Ok(Reply { status: 201, body: serde_json::to_value(&rev.meta).unwrap_or_default(), etag: None, audit })
+    }
+
+    async fn revision_doc(&self, n: &str) -> Result<(gatehouse_control::Revision, Value), ApiError> {
+        let number: u64 = n.parse().map_err(|_| ApiError::bad("revision numbers are integers"))?;
+        let rev = self.store.revision(number).await?.ok_or_else(|| ApiError::not_found(format!("no revision {n}")))?;
+        let doc =
+            document::parse_content(&rev.content).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+        Ok((rev, doc))
+    }
+
+    async fn show_revision(&self, n: &str) -> Answer {
+        let (rev, doc) = self.revision_doc(n).await?;
+        let shown = document::redact(&doc, None);
+        let mut body = serde_json::to_value(&rev.meta).unwrap_or_default();
+        body["content"] = json!(document::canonical(&shown));
+        body["document"] = shown;
+        Ok(Reply::ok(body))
+    }
+
+    async fn diff_revisions(&self, c: &Call, a: &str, b: &str) -> Answer {
+        let (ra, da) = self.revision_doc(a).await?;
+        let (db, to) = if b == "draft" {
+            (self.current_draft().await?.document, "draft".to_string())
+        } else {
+            let (rb, db) = self.revision_doc(b).await?;
+            (db, format!("revision {}", rb.meta.number))
+        };
+        Ok(Reply::ok(diff_body(&da, &db, &format!("revision {}", ra.meta.number), &to, c)))
+    }
+
+    async fn release(&self, c: &Call, n: &str, action: Action) -> Answer {
+        let (rev, _) = self.revision_doc(n).await?;
+        let number = rev.meta.number;
+        let before = self.store.releases().await?;
+        let mut label = None;
+        match action {
+            Action::Stage => {
+                let l = c.json()?.get("label").and_then(Value::as_str).unwrap_or("").to_string();
+                if l.is_empty() || !l.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+                    return Err(ApiError::invalid(vec![field("label", "a node label: letters, digits, `-_.`".into())]));
+                }
+                label = Some(l);
+            }
+            Action::Rollback => match before.released {
+                Some(current) if number < current => {}
+                Some(current) => {
+                    return Err(ApiError::conflict(format!(
+                        "revision {number} is not earlier than the released revision {current}"
+                    )))
+                }
+                None => return Err(ApiError::conflict("nothing is released yet")),
+            },
+            Action::Release | Action::Unstage => {}
+        }
+        let event = Event { at: now_secs(), who: c.who.clone(), action, revision: number, label };
+        let after = self.store.record(event.clone()).await?;
+        Ok(Reply { status: 200, body: json!({ "releases": after, "event": event }), etag: None, audit: json!(event) })
+    }
+
+    async fn unstage(&self, c: &Call, label: &str) -> Answer {
+        let before = self.store.releases().await?;
+        let Some(&revision) = before.staged.get(label) else {
+            return Err(ApiError::not_found(format!("nothing is staged to `{label}`")));
+        };
+        let event =
+            Event { at: now_secs(), who: c.who.clone(), action: Action::Unstage, revision, label: Some(label.into()) };
+        let after = self.store.record(event.clone()).await?;
+        Ok(Reply { status: 200, body: json!({ "releases": after, "event": event }), etag: None, audit: json!(event) })
+    }
+
+    async fn releases(&self) -> Answer {
+        let r = self.store.releases().await?;
+        let history = self.store.history(100).await?;
+        Ok(Reply::ok(json!({ "released": r.released, "staged": r.staged, "seq": r.seq, "history": history })))
+    }
+
+    async fn nodes(&self) -> Answer {
+        let stale_after = (self.poll_interval.as_secs() as i64 * 3).max(5);
+        let now = now_secs();
+        let mut nodes = self.store.nodes().await?;
+        nodes.sort_by(|a, b| a.id.cmp(&b.id));
+        let list: Vec<Value> = nodes
+            .into_iter()
+            .map(|n| {
+                let stale = now - n.updated > stale_after;
+                let mut v = serde_json::to_value(&n).unwrap_or_default();
+                v["stale"] = json!(stale);
+                v
+            })
+            .collect();
+        Ok(Reply::ok(json!({ "nodes": list })))
+    }
+}
+
+/// A field error.
+pub fn field(path: &str, message: String) -> FieldError {
+    FieldError { path: path.to_string(), message }
+}
+
+/// A diff of two documents, secrets redacted: unified text and side-by-side rows.
+pub fn diff_body(from: &Value, to: &Value, from_name: &str, to_name: &str, c: &Call) -> Value {
+    let context = c.param("context").and_then(|v| v.parse().ok()).unwrap_or(3usize).min(1000);
+    let a = document::canonical(&document::redact(from, None));
+    let b = document::canonical(&document::redact(to, Some(from)));
+    json!({
+        "from": from_name,
+        "to": to_name,
+        "identical": a == b,
+        "unified": diff::unified(&a, &b, from_name, to_name, context),
+        "rows": diff::side_by_side(&a, &b, context),
+    })
+}

@@ -1,0 +1,98 @@
+//! `/api/v1/certificates`: the certificate store (`tls.store`, a directory or Redis) through the
+//! API. Uploads are checked (chain order, key matches, not expired) and go live at once on every
+//! node that reads the store; answers carry the parsed facts and never a private key.
+
+use super::api::{field, Answer, ApiError, Call, Reply};
+use crate::cert::{self, StoreRef};
+use crate::tls::now_secs;
+use gatehouse_tls::bundle::Facts;
+use http::Method;
+use serde_json::{json, Value};
+
+/// The certificate store the API manages.
+pub struct CertStore(pub StoreRef);
+
+/// What the API shows of a bundle.
+pub fn facts_json(f: &Facts, stored_as: &str) -> Value {
+    let now = now_secs();
+    let day = |unix: i64| {
+        gatehouse_telemetry::iso_date(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(unix).unwrap_or(0)),
+        )
+    };
+    json!({
+        "names": f.names,
+        "subject": f.subject,
+        "issuer": f.issuer,
+        "serial": f.serial,
+        "key_type": f.key.as_str(),
+        "not_before": day(f.not_before),
+        "not_after": day(f.not_after),
+        "not_after_unix": f.not_after,
+        "days_left": (f.not_after - now).div_euclid(86_400),
+        "expired": f.expired_at(now),
+        "chain_length": f.chain_len,
+        "stored_as": stored_as,
+    })
+}
+
+/// The PEM of an upload: a raw PEM body, or JSON `{"pem": …}` or `{"cert": …, "key": …}`.
+fn upload_pem(c: &Call) -> Result<Vec<u8>, ApiError> {
+    let trimmed = c.body.iter().position(|b| !b.is_ascii_whitespace()).map_or(&c.body[..0], |i| &c.body[i..]);
+    if !trimmed.starts_with(b"{") {
+        return Ok(c.body.to_vec());
+    }
+    let v = c.json()?;
+    let s = |k: &str| v.get(k).and_then(Value::as_str);
+    match (s("pem"), s("cert"), s("key")) {
+        (Some(pem), _, _) => Ok(pem.as_bytes().to_vec()),
+        (None, Some(cert), Some(key)) => Ok(format!("{}\n{}\n", cert.trim_end(), key.trim_end()).into_bytes()),
+        _ => Err(ApiError::invalid(vec![field("pem", "send `pem` (chain and key) or `cert` and `key`".into())])),
+    }
+}
+
+impl CertStore {
+    pub(super) async fn call(&self, c: &Call, segs: &[&str]) -> Answer {
+        let unavailable = |e: String| ApiError::new(http::StatusCode::SERVICE_UNAVAILABLE, e);
+        match (&c.method, segs) {
+            (&Method::GET, []) => {
+                let all = cert::all(&self.0).await.map_err(unavailable)?;
+                let list: Vec<Value> = all.iter().map(|(f, p)| facts_json(f, p)).collect();
+                Ok(Reply::ok(json!({ "certificates": list })))
+            }
+            (&Method::POST, []) => {
+                let pem = upload_pem(c)?;
+                match cert::import_pem(&self.0, &pem).await {
+                    Ok((facts, warnings, place)) => {
+                        let mut body = facts_json(&facts, &place);
+                        body["warnings"] = json!(warnings);
+                        let audit = json!({ "certificate": facts.names, "serial": facts.serial });
+                        Ok(Reply { status: 201, body, etag: None, audit })
+                    }
+                    Err(e) => {
+                        Err(ApiError::invalid(vec![field("pem", format!("refused, the store is unchanged: {e}"))]))
+                    }
+                }
+            }
+            (&Method::GET, [name]) => {
+                let found = cert::serving(&self.0, name).await.map_err(ApiError::bad)?;
+                if found.is_empty() {
+                    return Err(ApiError::not_found(format!("no stored certificate serves {name}")));
+                }
+                Ok(Reply::ok(
+                    json!({ "certificates": found.iter().map(|(f, p)| facts_json(f, p)).collect::<Vec<_>>() }),
+                ))
+            }
+            (&Method::DELETE, [name]) => {
+                let removed = cert::remove_name(&self.0, name).await.map_err(ApiError::bad)?;
+                if removed.is_empty() {
+                    return Err(ApiError::not_found(format!("no stored certificate names {name}")));
+                }
+                let names: Vec<&Vec<String>> = removed.iter().map(|(f, _)| &f.names).collect();
+                let body = json!({ "removed": removed.iter().map(|(f, p)| facts_json(f, p)).collect::<Vec<_>>() });
+                Ok(Reply { status: 200, body, etag: None, audit: json!({ "removed": names }) })
+            }
+            _ => Err(ApiError::not_found("no such certificate resource or method")),
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! The admin listener, on a socket of its own, served by the control thread so traffic workers
+//! never do this work: `/metrics`, `/status` and `/healthz` without a token; the REST API under
+//! `/api/v1` and the web console under `/console/` with one.
+
+mod api;
+mod auth;
+mod certs;
+mod console;
+mod draft;
+mod http_util;
+mod metrics;
+
+pub use api::Api;
+pub use auth::{Audit, Tokens};
+pub use certs::CertStore;
+pub use metrics::{render_metrics, render_tls};
+
+use bytes::Bytes;
+use gatehouse_proxy::Shared;
+use gatehouse_tls::TlsStats;
+use http_body_util::Full;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+
+/// What `/status` reports; updated by the control loop on every apply.
+pub type StatusDoc = Arc<Mutex<serde_json::Value>>;
+
+/// Everything the admin listener answers from.
+pub struct AdminState {
+    /// The data plane's snapshot and counters.
+    pub shared: Arc<Shared>,
+    /// TLS counters.
+    pub tls: Arc<TlsStats>,
+    /// This node's status document.
+    pub status: StatusDoc,
+    /// The API and console; none when no token is configured.
+    pub api: Option<Arc<Api>>,
+}
+
+/// Serves the admin endpoints until the task is aborted.
+pub async fn serve(listener: tokio::net::TcpListener, state: Arc<AdminState>) {
+    loop {
+        let Ok((stream, remote)) = listener.accept().await else {
+            continue;
+        };
+        let state = state.clone();
+        tokio::spawn(async move {
+            let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                let state = state.clone();
+                async move { Ok::<_, Infallible>(handle(&state, req, remote).await) }
+            });
+            let _ = hyper::server::conn::http1::Builder::new()
+                .timer(hyper_util::rt::TokioTimer::new())
+                .header_read_timeout(std::time::Duration::from_secs(10))
+                .serve_connection(TokioIo::new(stream), service)
+                .await;
+        });
+    }
+}
+
+async fn handle(
+    state: &AdminState,
+    req: http::Request<hyper::body::Incoming>,
+    remote: SocketAddr,
+) -> http::Response<Full<Bytes>> {
+    let path = req.uri().path().to_string();
+    match (req.method(), path.as_str()) {
+        (&http::Method::GET, "/metrics") => {
+            let mut text = render_metrics(&state.shared);
+            render_tls(&mut text, &state.tls);
+            http_util::text(200, "text/plain; version=0.0.4", text)
+        }
+        (&http::Method::GET, "/status") => {
+            http_util::text(200, "application/json", state.status.lock().map(|s| s.to_string()).unwrap_or_default())
+        }
+        (&http::Method::GET, "/healthz") => http_util::text(200, "text/plain", "ok\n".into()),
+        (&http::Method::GET, "/api/v1/openapi.json") => {
+            http_util::text(200, "application/json", api::OPENAPI.to_string())
+        }
+        (_, p) if p.starts_with("/api/") => match &state.api {
+            Some(api) => api.handle(req, remote, state).await,
+            None => http_util::json(
+                404,
+                &serde_json::json!({"error": "the admin API is off: configure admin.tokens to turn it on"}),
+            ),
+        },
+        (&http::Method::GET, "/") => http_util::redirect("/console/"),
+        (&http::Method::GET, p) if p.starts_with("/console/") => console::serve(p),
+        _ => http_util::text(404, "text/plain", "404 Not Found\n".into()),
+    }
+}

@@ -1,0 +1,198 @@
+//! How a node follows published revisions: which store it reads, what it should run (the first
+//! of its labels with a staged revision, else the released one), the revision merged into its own
+//! file, the copy kept on disk for a restart while the store is away, and its report to the store.
+
+use gatehouse_config::Config;
+use gatehouse_control::{document, now_secs, ApplyError, NodeReport, Revision, Store};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The revision a node runs.
+#[derive(Clone, Debug)]
+pub struct Running {
+    /// Its number.
+    pub number: u64,
+    /// Its content hash.
+    pub hash: String,
+    /// Its document, merged into the file on every reload.
+    pub document: Value,
+}
+
+/// This node's place in the control plane.
+pub struct Follower {
+    /// Where revisions are; none when nothing is published for this node to follow.
+    pub store: Option<Store>,
+    /// Node id.
+    pub id: String,
+    /// Node labels.
+    pub labels: Vec<String>,
+    /// Apply released and staged revisions.
+    pub follow: bool,
+    /// What runs; none: the file alone.
+    pub running: Option<Running>,
+    /// What should run, as last read.
+    pub target: Option<u64>,
+    /// The last revision that could not be applied, while it is the target.
+    pub failed: Option<ApplyError>,
+    /// Whether the store answered last time.
+    pub store_ok: bool,
+    /// Where the applied revision is kept for restarts.
+    cache: PathBuf,
+    started: i64,
+    /// When the last store error was logged (they are logged once a minute).
+    last_warning: Option<std::time::Instant>,
+}
+
+/// The host name, as node ids default to it.
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .unwrap_or_else(|| "gatehouse".into())
+}
+
+impl Follower {
+    /// The store for `config`: the cluster's Redis when there is one, else the local directory
+    /// when the admin API can write it or it already holds revisions.
+    pub fn new(
+        config: &Config,
+        cluster: Option<&std::sync::Arc<gatehouse_tls::cluster::Cluster>>,
+    ) -> Result<Self, String> {
+        let api_on = config.admin.as_ref().is_some_and(|a| !a.tokens.is_empty());
+        let dir = &config.control.dir;
+        let store = match cluster {
+            Some(c) => Some(Store::redis(c.clone())),
+            None if api_on || dir.join("releases.json").exists() => Some(Store::local(dir.clone())?),
+            None => None,
+        };
+        Ok(Follower {
+            store,
+            id: config.node.id.clone().unwrap_or_else(hostname),
+            labels: config.node.labels.clone(),
+            follow: config.control.follow,
+            running: None,
+            target: None,
+            failed: None,
+            store_ok: true,
+            cache: dir.join("applied.json"),
+            started: now_secs(),
+            last_warning: None,
+        })
+    }
+
+    fn warn(&mut self, what: &str, e: &dyn std::fmt::Display) {
+        self.store_ok = false;
+        let now = std::time::Instant::now();
+        if self.last_warning.is_none_or(|t| now.duration_since(t) > Duration::from_secs(60)) {
+            self.last_warning = Some(now);
+            tracing::warn!(error = %e, "{what}; running revision {:?} meanwhile", self.running.as_ref().map(|r| r.number));
+        }
+    }
+
+    /// The revision this node should run now, if it differs from what runs and has not already
+    /// been refused. `None` also when the store cannot be read (the node keeps what it runs).
+    pub async fn pending(&mut self) -> Option<Revision> {
+        if !self.follow {
+            return None;
+        }
+        let store = self.store.clone()?;
+        let releases = match store.releases().await {
+            Ok(r) => r,
+            Err(e) => {
+                self.warn("cannot read the releases", &e);
+                return None;
+            }
+        };
+        self.store_ok = true;
+        self.target = releases.target_for(&self.labels);
+        let n = self.target?;
+        if self.running.as_ref().is_some_and(|r| r.number == n) || self.failed.as_ref().is_some_and(|f| f.revision == n)
+        {
+            return None;
+        }
+        match store.revision(n).await {
+            Ok(Some(rev)) => Some(rev),
+            Ok(None) => {
+                self.failed = Some(ApplyError { revision: n, at: now_secs(), errors: vec!["no such revision".into()] });
+                None
+            }
+            Err(e) => {
+                self.warn("cannot read a revision", &e);
+                None
+            }
+        }
+    }
+
+    /// The configuration text of `rev` on this node: its document merged into `base`.
+    pub fn merged(base: &str, rev: &Revision) -> Result<(String, Running), String> {
+        let document = document::parse_content(&rev.content)?;
+        let text = document::merge(base, &document)?;
+        Ok((text, Running { number: rev.meta.number, hash: rev.meta.hash.clone(), document }))
+    }
+
+    /// Records a successful apply and keeps a copy for restarts.
+    pub fn applied(&mut self, rev: &Revision, running: Running) {
+        self.running = Some(running);
+        self.failed = None;
+        if let Ok(bytes) = serde_json::to_vec(rev) {
+            if let Some(dir) = self.cache.parent() {
+                let _ = std::fs::create_dir_all(dir);
+            }
+            if let Err(e) = gatehouse_tls::issue::write_private(&self.cache, &bytes) {
+                tracing::warn!(path = %self.cache.display(), error = %e, "cannot keep the applied revision for restarts");
+            }
+        }
+    }
+
+    /// Records a refused revision.
+    pub fn refused(&mut self, revision: u64, errors: &str) {
+        self.failed =
+            Some(ApplyError { revision, at: now_secs(), errors: errors.lines().map(str::to_string).collect() });
+    }
+
+    /// The revision applied before the last stop, for a start while the store is away.
+    pub fn cached(&self) -> Option<Revision> {
+        serde_json::from_slice(&std::fs::read(&self.cache).ok()?).ok()
+    }
+
+    /// What this node says about itself.
+    pub fn report(&self, generation: u64) -> NodeReport {
+        let on_target = self.target.is_none() || self.running.as_ref().map(|r| r.number) == self.target;
+        NodeReport {
+            id: self.id.clone(),
+            labels: self.labels.clone(),
+            revision: self.running.as_ref().map(|r| r.number),
+            hash: self.running.as_ref().map(|r| r.hash.clone()),
+            target: self.target,
+            generation,
+            last_error: self.failed.clone(),
+            health: if self.store_ok && on_target { "ok" } else { "degraded" }.into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            started: self.started,
+            updated: now_secs(),
+        }
+    }
+
+    /// Sends the report to the store.
+    pub async fn send_report(&mut self, generation: u64) {
+        let Some(store) = self.store.clone() else { return };
+        if let Err(e) = store.report(&self.report(generation)).await {
+            self.warn("cannot report to the revision store", &e);
+        }
+    }
+
+    /// The part of `/status` about revisions.
+    pub fn status(&self) -> Value {
+        json!({
+            "node": self.id,
+            "labels": self.labels,
+            "store": self.store.as_ref().map(Store::kind),
+            "revision": self.running.as_ref().map(|r| r.number),
+            "target": self.target,
+            "last_error": self.failed,
+        })
+    }
+}
