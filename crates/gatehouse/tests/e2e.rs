@@ -7,6 +7,10 @@ mod balance;
 mod cli;
 #[path = "e2e/common.rs"]
 mod common;
+#[path = "e2e/control.rs"]
+mod control;
+#[path = "e2e/control_cluster.rs"]
+mod control_cluster;
 #[path = "e2e/drain.rs"]
 mod drain;
 #[path = "e2e/errors.rs"]

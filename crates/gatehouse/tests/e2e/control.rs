@@ -1,0 +1,262 @@
+//! The control plane on one node: the admin API's tokens, the draft guarded by If-Match,
+//! validation naming the field, revisions, release, rollback and diffs, secrets that never come
+//! back out, certificates through the API, the audit log, and a restart on the released revision.
+
+use crate::common::{start, targets, HOST, SETTLE};
+use crate::tls::{eventually, s_client, serial, Pki};
+use gatehouse_control::document::sha256_hex;
+use gatehouse_testkit::{http_get, http_request, Backend, Gateway, Response, TempDir};
+use gatehouse_tls::issue::Algorithm;
+use serde_json::{json, Value};
+use std::net::SocketAddr;
+
+pub(crate) const TOKEN: &str = "ops-token-7d1c0a";
+const READ_TOKEN: &str = "viewer-token-55aa";
+
+/// The `admin:` section with a write token `ops` and a read token `viewer`.
+pub(crate) fn admin_section(extra: &str) -> String {
+    format!(
+        "admin:\n  bind: \"127.0.0.1:0\"\n  tokens:\n    - {{name: ops, sha256: \"{}\"}}\n    - {{name: viewer, sha256: \"{}\", role: read}}\n{extra}",
+        sha256_hex(TOKEN.as_bytes()),
+        sha256_hex(READ_TOKEN.as_bytes())
+    )
+}
+
+/// An API client for one admin listener.
+pub(crate) struct Api {
+    pub(crate) addr: SocketAddr,
+    pub(crate) token: &'static str,
+}
+
+impl Api {
+    pub(crate) fn new(gw: &Gateway) -> Api {
+        Api { addr: gw.admin(), token: TOKEN }
+    }
+
+    pub(crate) fn raw(&self, method: &str, path: &str, if_match: Option<u64>, body: &str) -> Response {
+        let auth = format!("Bearer {}", self.token);
+        let tag = if_match.map(|v| format!("\"{v}\""));
+        let mut headers = vec![("authorization", auth.as_str()), ("content-type", "application/json")];
+        if let Some(t) = &tag {
+            headers.push(("if-match", t.as_str()));
+        }
+        http_request(self.addr, method, "admin", &format!("/api/v1{path}"), &headers, body.as_bytes())
+            .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
+    }
+
+    /// Status and JSON body.
+    pub(crate) fn call(&self, method: &str, path: &str, if_match: Option<u64>, body: Value) -> (u16, Value) {
+        let body = if body.is_null() { String::new() } else { body.to_string() };
+        let r = self.raw(method, path, if_match, &body);
+        let v =
+            serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {}", r.text()));
+        (r.status, v)
+    }
+
+    pub(crate) fn version(&self) -> u64 {
+        let (s, d) = self.call("GET", "/draft", None, Value::Null);
+        assert_eq!(s, 200, "{d}");
+        d["version"].as_u64().expect("version")
+    }
+
+    /// Commits the draft; returns the revision number.
+    pub(crate) fn commit(&self, message: &str) -> u64 {
+        let (s, r) = self.call("POST", "/revisions", None, json!({ "message": message }));
+        assert_eq!(s, 201, "{r}");
+        r["number"].as_u64().expect("number")
+    }
+}
+
+fn backend_of(gw: &Gateway, path: &str) -> String {
+    let r = http_get(gw.addr("http"), HOST, path, &[]);
+    assert_eq!(r.status, 200, "{path}: {}", r.text());
+    r.header("x-backend").unwrap_or("-").to_string()
+}
+
+/// One node with a local revision store in `dir`; `extra` adds top-level settings and listeners
+/// after the `http` one (a `tls:` section must come before them, so it is given as `tls`).
+fn config(dir: &TempDir, a: &Backend, tls: &str, listeners: &str) -> String {
+    format!(
+        "workers: 2\n{}{tls}control: {{dir: \"{}\", poll_interval: 1s}}\nnode: {{id: solo}}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\n{listeners}upstreams:\n  u: {{targets: {}}}\nsites:\n  main:\n    hosts: [\"{HOST}\"]\n    routes: [{{path: /, upstream: u}}]\n",
+        admin_section(""),
+        dir.join("control").display(),
+        targets(&[a])
+    )
+}
+
+#[test]
+fn drafts_become_revisions_that_release_roll_back_and_survive_a_restart() {
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let dir = TempDir::new();
+    let yaml = config(&dir, &a, "", "");
+    let mut gw = start(&yaml);
+    let api = Api::new(&gw);
+
+    // Tokens: none, unknown, read-only.
+    let r = http_request(gw.admin(), "GET", "admin", "/api/v1/draft", &[], b"").expect("request");
+    assert_eq!((r.status, r.header("www-authenticate")), (401, Some("Bearer realm=\"gatehouse\"")));
+    assert_eq!(Api { addr: gw.admin(), token: "ops-token-7d1c0b" }.call("GET", "/draft", None, Value::Null).0, 401);
+    let viewer = Api { addr: gw.admin(), token: READ_TOKEN };
+    assert_eq!(viewer.call("GET", "/draft", None, Value::Null).0, 200);
+    assert_eq!(viewer.call("PUT", "/draft/upstreams/x", Some(0), json!({})).0, 403);
+
+    // The first draft starts from the file.
+    let (s, d) = api.call("GET", "/draft", None, Value::Null);
+    assert_eq!((s, d["version"].as_u64()), (200, Some(0)));
+    assert_eq!(d["document"]["upstreams"]["u"]["targets"][0], json!(a.addr().to_string()));
+
+    // Writes name the version they read.
+    let u2 = json!({ "targets": [{ "address": b.addr().to_string() }] });
+    assert_eq!(api.call("PUT", "/draft/upstreams/u2", None, u2.clone()).0, 428);
+    let r = api.raw("PUT", "/draft/upstreams/u2", Some(0), &u2.to_string());
+    assert_eq!((r.status, r.header("etag")), (200, Some("\"1\"")), "{}", r.text());
+    let (s, e) = api.call("PUT", "/draft/upstreams/u3", Some(0), u2.clone());
+    assert_eq!((s, e["version"].as_u64()), (412, Some(1)), "a stale version is refused: {e}");
+
+    // Every error names its field, and the draft stays as it was.
+    let (s, e) = api.call("POST", "/draft/sites/main/routes", Some(1), json!({ "path": "/b", "upstream": "nope" }));
+    assert_eq!(s, 422, "{e}");
+    assert_eq!(e["errors"][0]["path"], json!("sites.main.routes[1].upstream"), "{e}");
+    let (s, e) = api.call(
+        "PUT",
+        "/draft/upstreams/bad",
+        Some(1),
+        json!({ "targets": [{ "address": "x" }], "balance": "magic" }),
+    );
+    assert_eq!(s, 422, "{e}");
+    let paths: Vec<&str> = e["errors"].as_array().expect("errors").iter().filter_map(|x| x["path"].as_str()).collect();
+    assert!(paths.iter().any(|p| p.starts_with("upstreams.bad")), "{e}");
+    assert_eq!(api.version(), 1);
+
+    let (s, _) = api.call("POST", "/draft/sites/main/routes", Some(1), json!({ "path": "/b", "upstream": "u2" }));
+    assert_eq!(s, 201);
+    let r1 = api.commit("route /b to u2");
+    let (s, e) = api.call("POST", "/revisions", None, json!({ "message": "same again" }));
+    assert_eq!(s, 409, "an unchanged draft makes no revision: {e}");
+    assert_eq!(api.call("POST", "/revisions", None, json!({})).0, 422, "a revision needs a message");
+
+    // Nothing runs a revision until it is released.
+    assert_eq!(backend_of(&gw, "/b"), "a");
+    assert_eq!(api.call("POST", &format!("/revisions/{r1}/release"), None, Value::Null).0, 200);
+    let ev = gw.wait_event("applied", SETTLE);
+    assert_eq!(ev["revision"].as_u64(), Some(r1));
+    assert_eq!(backend_of(&gw, "/b"), "b");
+
+    let (s, _) = api.call("DELETE", "/draft/sites/main/routes/1", Some(2), Value::Null);
+    assert_eq!(s, 200);
+    let r2 = api.commit("drop /b");
+    let (s, d) = api.call("GET", &format!("/revisions/{r1}/diff/{r2}"), None, Value::Null);
+    assert_eq!(s, 200);
+    assert!(d["unified"].as_str().expect("unified").contains("-    - path: /b\n"), "{d}");
+    assert!(d["rows"].as_array().expect("rows").iter().any(|r| r["kind"] == "removed"), "{d}");
+    assert_eq!(api.call("POST", &format!("/revisions/{r2}/release"), None, Value::Null).0, 200);
+    assert_eq!(gw.wait_event("applied", SETTLE)["revision"].as_u64(), Some(r2));
+    assert_eq!(backend_of(&gw, "/b"), "a");
+
+    // Roll back to the earlier revision; "rolling back" to a later one is refused.
+    assert_eq!(api.call("POST", &format!("/revisions/{r2}/rollback"), None, Value::Null).0, 409);
+    assert_eq!(api.call("POST", &format!("/revisions/{r1}/rollback"), None, Value::Null).0, 200);
+    assert_eq!(gw.wait_event("applied", SETTLE)["revision"].as_u64(), Some(r1));
+    assert_eq!(backend_of(&gw, "/b"), "b");
+
+    let (_, nodes) = api.call("GET", "/nodes", None, Value::Null);
+    assert_eq!(nodes["nodes"][0]["id"], json!("solo"));
+    assert_eq!(nodes["nodes"][0]["revision"].as_u64(), Some(r1), "{nodes}");
+    let (_, rel) = api.call("GET", "/releases", None, Value::Null);
+    let actions: Vec<&str> =
+        rel["history"].as_array().expect("history").iter().filter_map(|e| e["action"].as_str()).collect();
+    assert_eq!(actions, ["rollback", "release", "release"], "{rel}");
+
+    // Who did what: changes and refused attempts alike.
+    let audit = std::fs::read_to_string(dir.join("control").join("audit.log")).expect("audit log");
+    let lines: Vec<Value> = audit.lines().map(|l| serde_json::from_str(l).expect("json line")).collect();
+    assert!(lines.iter().any(|l| l["who"] == "ops"
+        && l["path"] == json!(format!("/api/v1/revisions/{r1}/rollback"))
+        && l["status"] == 200));
+    assert!(lines.iter().any(|l| l["who"] == "viewer" && l["status"] == 403));
+    assert!(lines.iter().any(|l| l["who"] == "ops" && l["status"] == 422));
+
+    // A restart comes up on the released revision, not on the file.
+    gw.terminate();
+    let gw = start(&yaml);
+    assert_eq!(backend_of(&gw, "/b"), "b");
+}
+
+#[test]
+fn app_keys_are_kept_hashed_and_secrets_never_come_back_out() {
+    let a = Backend::start("a");
+    let dir = TempDir::new();
+    let gw = start(&config(&dir, &a, "", ""));
+    let api = Api::new(&gw);
+    let app = json!({ "key": "plain-app-key-1234", "secret": "hmac-secret-zzz", "jwt_keys": [{ "kid": "k1", "alg": "HS256", "secret": "jwt-secret-yyy" }] });
+    let (s, d) = api.call("PUT", "/draft/apps/shop", Some(0), app);
+    assert_eq!(s, 200, "{d}");
+    let shown = d.to_string();
+    assert_eq!(d["document"]["apps"]["shop"]["key_sha256"], json!(sha256_hex(b"plain-app-key-1234")));
+    assert_eq!(d["document"]["apps"]["shop"]["secret"], json!("(redacted)"));
+    // The redacted view sent back keeps the secrets; a changed one shows as changed in a diff.
+    let (_, view) = api.call("GET", "/draft/apps/shop", None, Value::Null);
+    assert_eq!(api.call("PUT", "/draft/apps/shop", Some(1), view).0, 200);
+    let r1 = api.commit("shop");
+    let mut changed = json!({ "key_sha256": sha256_hex(b"plain-app-key-1234"), "secret": "hmac-secret-new" });
+    changed["jwt_keys"] = json!([{ "kid": "k1", "alg": "HS256", "secret": "(redacted)" }]);
+    assert_eq!(api.call("PUT", "/draft/apps/shop", Some(2), changed).0, 200);
+    let r2 = api.commit("rotate the shop's secret");
+    let (_, diff) = api.call("GET", &format!("/revisions/{r1}/diff/{r2}"), None, Value::Null);
+    assert!(
+        diff["unified"]
+            .as_str()
+            .expect("unified")
+            .contains("-    secret: (redacted)\n+    secret: (redacted, changed)\n"),
+        "{diff}"
+    );
+    let (_, rev) = api.call("GET", &format!("/revisions/{r2}"), None, Value::Null);
+    for text in [shown, diff.to_string(), rev.to_string(), api.raw("GET", "/draft", None, "").text()] {
+        for secret in ["plain-app-key-1234", "hmac-secret-zzz", "hmac-secret-new", "jwt-secret-yyy"] {
+            assert!(!text.contains(secret), "{secret} leaked: {text}");
+        }
+    }
+}
+
+#[test]
+fn certificates_uploaded_through_the_api_serve_at_once_and_bad_ones_are_refused() {
+    let pki = Pki::new();
+    let (a, dir, store) = (Backend::start("a"), TempDir::new(), TempDir::new());
+    let tls = format!(
+        "tls:\n  store: {{dir: \"{}\", scan_interval: 100ms}}\n  negative_cache_ttl: 100ms\n",
+        store.path().display()
+    );
+    let yaml = config(&dir, &a, &tls, "  https: {bind: \"127.0.0.1:0\", tls: {}}\n");
+    let gw = start(&yaml);
+    let api = Api::new(&gw);
+    let port = gw.addr("https").port();
+
+    let pem = pki.ca.issue(&["api.test"], Algorithm::EcdsaP256, 30).expect("issue");
+    let r = api.raw("POST", "/certificates", None, &pem);
+    assert_eq!(r.status, 201, "{}", r.text());
+    let facts: Value = serde_json::from_slice(&r.body).expect("json");
+    assert_eq!(facts["names"], json!(["api.test"]));
+    assert_eq!(facts["key_type"], json!("ecdsa"));
+    assert!(facts["days_left"].as_i64().is_some_and(|d| d >= 29), "{facts}");
+    eventually("the uploaded certificate serves", || s_client(port, &["-servername", "api.test"]).ok);
+    let before = serial(&s_client(port, &["-servername", "api.test"])).expect("serial");
+
+    // A bundle whose key belongs to another certificate is refused; the old one keeps serving.
+    let other = pki.ca.issue(&["api.test"], Algorithm::EcdsaP256, 30).expect("issue");
+    let key_at = |p: &str| p.find("-----BEGIN PRIVATE KEY").expect("key");
+    let mismatched = format!("{}{}", &other[..key_at(&other)], &pem[key_at(&pem)..]);
+    let (s, e) = api.call("POST", "/certificates", None, json!({ "pem": mismatched }));
+    assert_eq!(s, 422, "{e}");
+    assert_eq!(e["errors"][0]["path"], json!("pem"));
+    assert_eq!(serial(&s_client(port, &["-servername", "api.test"])).as_deref(), Some(before.as_str()));
+
+    let (s, list) = api.call("GET", "/certificates", None, Value::Null);
+    assert_eq!(s, 200);
+    assert_eq!(list["certificates"].as_array().map(Vec::len), Some(1), "{list}");
+    assert!(!list.to_string().contains("PRIVATE KEY"));
+    let (s, _) = api.call("DELETE", "/certificates/api.test", None, Value::Null);
+    assert_eq!(s, 200);
+    eventually("the removed certificate stops serving", || {
+        s_client(port, &["-servername", "api.test"]).has("unrecognized name")
+    });
+}
