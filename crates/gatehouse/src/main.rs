@@ -3,6 +3,7 @@
 #![forbid(unsafe_code)]
 
 mod admin;
+mod admin_cli;
 mod app;
 mod cert;
 mod convert;
@@ -49,6 +50,13 @@ enum Command {
         #[command(subcommand)]
         command: cert::CertCommand,
     },
+    /// Drive a node's admin API: drafts, revisions, releases, nodes.
+    Admin {
+        #[command(flatten)]
+        target: admin_cli::Target,
+        #[command(subcommand)]
+        command: admin_cli::AdminCommand,
+    },
     /// Convert another gateway's configuration into a Gatehouse configuration.
     Convert {
         /// Format of FILE; only `hyperapi` is supported.
@@ -72,6 +80,13 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Check { file } => check(&file),
+        Command::Admin { target, command } => match admin_cli::run(&target, command) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("gatehouse: {e}");
+                ExitCode::FAILURE
+            }
+        },
         Command::Convert { from, file, output } => convert::run(&from, &file, output.as_deref()),
         Command::Cert { config, command } => match cert::run(&config, command) {
             Ok(()) => ExitCode::SUCCESS,

@@ -260,3 +260,58 @@ fn certificates_uploaded_through_the_api_serve_at_once_and_bad_ones_are_refused(
         s_client(port, &["-servername", "api.test"]).has("unrecognized name")
     });
 }
+
+/// Runs `gatehouse admin ARGS` against `gw`; returns success, stdout and stderr.
+fn admin_cli(gw: &Gateway, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .arg("admin")
+        .args(args)
+        .env("GATEHOUSE_ADMIN_URL", format!("http://{}", gw.admin()))
+        .env("GATEHOUSE_TOKEN", TOKEN)
+        .output()
+        .expect("run gatehouse admin");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_admin_cli_applies_a_file_diffs_releases_and_rolls_back() {
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let dir = TempDir::new();
+    let mut gw = start(&config(&dir, &a, "", ""));
+    let (ok, out, err) = admin_cli(&gw, &["commit", "-m", "baseline"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "revision 1");
+
+    let file = dir.join("next.yaml");
+    let next = format!(
+        "upstreams:\n  u: {{targets: [\"{}\"]}}\nsites:\n  main: {{hosts: [\"{HOST}\"], routes: [{{path: /, upstream: u}}]}}\n",
+        b.addr()
+    );
+    std::fs::write(&file, next).expect("write");
+    let (ok, out, err) = admin_cli(&gw, &["apply", file.to_str().expect("path"), "-m", "to b"]);
+    assert!(ok, "{err}");
+    assert_eq!(out.trim(), "revision 2");
+    let (ok, out, _) = admin_cli(&gw, &["diff", "1", "2"]);
+    assert!(ok && out.contains(&format!("-    - {}\n+    - {}\n", a.addr(), b.addr())), "{out}");
+
+    assert!(admin_cli(&gw, &["release", "2"]).0);
+    assert_eq!(gw.wait_event("applied", SETTLE)["revision"].as_u64(), Some(2));
+    assert_eq!(backend_of(&gw, "/"), "b");
+    let (ok, out, _) = admin_cli(&gw, &["revisions"]);
+    assert!(ok && out.lines().nth(1).is_some_and(|l| l.starts_with("2\t") && l.ends_with("released")), "{out}");
+    assert!(admin_cli(&gw, &["rollback", "1"]).0);
+    assert_eq!(gw.wait_event("applied", SETTLE)["revision"].as_u64(), Some(1));
+    assert_eq!(backend_of(&gw, "/"), "a");
+    let (ok, out, _) = admin_cli(&gw, &["nodes"]);
+    assert!(ok && out.starts_with("solo\trevision 1\ttarget 1\tok"), "{out}");
+
+    // Errors come back with their fields, and the command fails.
+    std::fs::write(&file, "upstreams:\n  u: {targets: []}\n").expect("write");
+    let (ok, _, err) = admin_cli(&gw, &["apply", file.to_str().expect("path")]);
+    assert!(!ok);
+    assert!(err.contains("upstreams.u.targets"), "{err}");
+}

@@ -1,0 +1,308 @@
+//! `gatehouse admin …`: the admin API from the command line, so the console is never the only
+//! way. The API's address comes from `--url` or `GATEHOUSE_ADMIN_URL`, the token from
+//! `--token-file` or `GATEHOUSE_TOKEN`.
+
+use bytes::Bytes;
+use clap::{Args, Subcommand};
+use http_body_util::{BodyExt, Full};
+use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// Where the API is and who calls it.
+#[derive(Args)]
+pub struct Target {
+    /// Admin listener, e.g. `http://127.0.0.1:9080` (default: `$GATEHOUSE_ADMIN_URL`, else that).
+    #[arg(long)]
+    url: Option<String>,
+    /// File holding the bearer token (default: `$GATEHOUSE_TOKEN`).
+    #[arg(long)]
+    token_file: Option<PathBuf>,
+    /// Print the API's JSON answers as they are.
+    #[arg(long)]
+    json: bool,
+}
+
+/// What to do.
+#[derive(Subcommand)]
+pub enum AdminCommand {
+    /// This node's status.
+    Status,
+    /// Revisions, with what is released and staged.
+    Revisions,
+    /// Nodes and the revision each runs.
+    Nodes,
+    /// Release history.
+    Releases,
+    /// Stored certificates.
+    Certificates,
+    /// Replace the draft with the published sections (upstreams, sites, services, apps, plans) of
+    /// a YAML file; with `-m`, also make a revision of it.
+    Apply {
+        /// Configuration file (YAML).
+        file: PathBuf,
+        /// Make a revision with this message.
+        #[arg(long, short)]
+        message: Option<String>,
+    },
+    /// Make a revision of the draft.
+    Commit {
+        /// Why.
+        #[arg(long, short)]
+        message: String,
+    },
+    /// Unified diff: two revisions, or a revision (default: the released one) and the draft.
+    Diff {
+        /// Old side: a revision number.
+        from: Option<u64>,
+        /// New side: a revision number (default: the draft).
+        to: Option<u64>,
+    },
+    /// Release a revision to every node.
+    Release {
+        /// Revision number.
+        revision: u64,
+    },
+    /// Stage a revision to the nodes with a label.
+    Stage {
+        /// Revision number.
+        revision: u64,
+        /// Node label.
+        #[arg(long)]
+        label: String,
+    },
+    /// Remove a label's stage; its nodes follow the release again.
+    Unstage {
+        /// Node label.
+        label: String,
+    },
+    /// Release an earlier revision again.
+    Rollback {
+        /// Revision number.
+        revision: u64,
+    },
+}
+
+struct Client {
+    authority: String,
+    token: String,
+}
+
+impl Client {
+    fn new(t: &Target) -> Result<Client, String> {
+        let url = t.url.clone().or_else(|| std::env::var("GATEHOUSE_ADMIN_URL").ok());
+        let url = url.unwrap_or_else(|| "http://127.0.0.1:9080".into());
+        let authority = url
+            .strip_prefix("http://")
+            .ok_or("only http:// admin URLs are supported by this client")?
+            .trim_end_matches('/')
+            .to_string();
+        let token = match &t.token_file {
+            Some(f) => std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?,
+            None => std::env::var("GATEHOUSE_TOKEN").map_err(|_| "give --token-file or set GATEHOUSE_TOKEN")?,
+        };
+        Ok(Client { authority, token: token.trim().to_string() })
+    }
+
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        if_match: Option<u64>,
+        body: Option<Value>,
+    ) -> Result<(u16, Value, Option<u64>), String> {
+        let stream = tokio::net::TcpStream::connect(&self.authority)
+            .await
+            .map_err(|e| format!("cannot reach {}: {e}", self.authority))?;
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
+            .await
+            .map_err(|e| e.to_string())?;
+        tokio::spawn(conn);
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let mut req = http::Request::builder()
+            .method(method)
+            .uri(format!("/api/v1{path}"))
+            .header(http::header::HOST, &self.authority)
+            .header(http::header::AUTHORIZATION, format!("Bearer {}", self.token))
+            .header(http::header::CONTENT_TYPE, "application/json");
+        if let Some(v) = if_match {
+            req = req.header(http::header::IF_MATCH, format!("\"{v}\""));
+        }
+        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| e.to_string())?;
+        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
+        let status = resp.status().as_u16();
+        let etag = resp
+            .headers()
+            .get(http::header::ETAG)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim_matches('"').parse().ok());
+        let bytes = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
+        let value =
+            serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({ "error": String::from_utf8_lossy(&bytes) }));
+        Ok((status, value, etag))
+    }
+
+    /// The answer's body on 2xx, else an error listing what the API said.
+    async fn ok(
+        &self,
+        method: &str,
+        path: &str,
+        if_match: Option<u64>,
+        body: Option<Value>,
+    ) -> Result<(Value, Option<u64>), String> {
+        let (status, v, etag) = self.call(method, path, if_match, body).await?;
+        if (200..300).contains(&status) {
+            return Ok((v, etag));
+        }
+        let mut msg = format!("{method} {path}: {status}: {}", v["error"].as_str().unwrap_or("error"));
+        for e in v["errors"].as_array().into_iter().flatten() {
+            msg.push_str(&format!(
+                "\n  {}: {}",
+                e["path"].as_str().unwrap_or("?"),
+                e["message"].as_str().unwrap_or("?")
+            ));
+        }
+        Err(msg)
+    }
+}
+
+fn opt(v: &Value) -> String {
+    v.as_u64().map_or_else(|| "-".to_string(), |n| n.to_string())
+}
+
+/// Runs one admin command.
+pub fn run(target: &Target, command: AdminCommand) -> Result<(), String> {
+    let client = Client::new(target)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
+    rt.block_on(async move {
+        let show = |v: &Value| -> Option<()> {
+            target.json.then(|| println!("{}", serde_json::to_string_pretty(v).unwrap_or_default()))
+        };
+        match command {
+            AdminCommand::Status => {
+                let (v, _) = client.ok("GET", "/status", None, None).await?;
+                println!("{}", serde_json::to_string_pretty(&v).unwrap_or_default());
+            }
+            AdminCommand::Revisions => {
+                let (v, _) = client.ok("GET", "/revisions", None, None).await?;
+                if show(&v).is_none() {
+                    let released = v["released"].as_u64();
+                    for r in v["revisions"].as_array().into_iter().flatten() {
+                        let n = r["number"].as_u64();
+                        let mut marks = Vec::new();
+                        if n == released {
+                            marks.push("released".to_string());
+                        }
+                        for (label, s) in v["staged"].as_object().into_iter().flatten() {
+                            if s.as_u64() == n {
+                                marks.push(format!("staged:{label}"));
+                            }
+                        }
+                        println!(
+                            "{}\t{}\t{}\t{}\t{}",
+                            opt(&r["number"]),
+                            &r["hash"].as_str().unwrap_or("")[..12.min(r["hash"].as_str().unwrap_or("").len())],
+                            r["author"].as_str().unwrap_or(""),
+                            r["message"].as_str().unwrap_or(""),
+                            marks.join(",")
+                        );
+                    }
+                }
+            }
+            AdminCommand::Nodes => {
+                let (v, _) = client.ok("GET", "/nodes", None, None).await?;
+                if show(&v).is_none() {
+                    for n in v["nodes"].as_array().into_iter().flatten() {
+                        let stale = if n["stale"] == true { " (stale)" } else { "" };
+                        let err =
+                            n["last_error"]["revision"].as_u64().map(|r| format!("refused {r}")).unwrap_or_default();
+                        println!(
+                            "{}\trevision {}\ttarget {}\t{}{stale}\t{err}",
+                            n["id"].as_str().unwrap_or(""),
+                            opt(&n["revision"]),
+                            opt(&n["target"]),
+                            n["health"].as_str().unwrap_or("")
+                        );
+                    }
+                }
+            }
+            AdminCommand::Releases => {
+                let (v, _) = client.ok("GET", "/releases", None, None).await?;
+                if show(&v).is_none() {
+                    println!("released: {}", opt(&v["released"]));
+                    for e in v["history"].as_array().into_iter().flatten() {
+                        println!(
+                            "{}\t{}\t{}\t{}",
+                            e["at"],
+                            e["who"].as_str().unwrap_or(""),
+                            e["action"].as_str().unwrap_or(""),
+                            opt(&e["revision"])
+                        );
+                    }
+                }
+            }
+            AdminCommand::Certificates => {
+                let (v, _) = client.ok("GET", "/certificates", None, None).await?;
+                if show(&v).is_none() {
+                    for c in v["certificates"].as_array().into_iter().flatten() {
+                        println!(
+                            "{}\t{}\t{} ({}d left)\t{}",
+                            c["names"],
+                            c["key_type"].as_str().unwrap_or(""),
+                            c["not_after"].as_str().unwrap_or(""),
+                            c["days_left"],
+                            c["issuer"].as_str().unwrap_or("")
+                        );
+                    }
+                }
+            }
+            AdminCommand::Apply { file, message } => {
+                let text =
+                    std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                let doc =
+                    gatehouse_control::document::published_of(&text).map_err(|e| format!("{}: {e}", file.display()))?;
+                let (_, version) = client.ok("GET", "/draft", None, None).await?;
+                let (v, version) = client.ok("PUT", "/draft", Some(version.unwrap_or(0)), Some(doc)).await?;
+                show(&v);
+                eprintln!("draft is now version {}", version.unwrap_or(0));
+                if let Some(message) = message {
+                    let (r, _) = client.ok("POST", "/revisions", version, Some(json!({ "message": message }))).await?;
+                    println!("revision {}", opt(&r["number"]));
+                }
+            }
+            AdminCommand::Commit { message } => {
+                let (r, _) = client.ok("POST", "/revisions", None, Some(json!({ "message": message }))).await?;
+                println!("revision {}", opt(&r["number"]));
+            }
+            AdminCommand::Diff { from, to } => {
+                let path = match (from, to) {
+                    (Some(a), Some(b)) => format!("/revisions/{a}/diff/{b}"),
+                    (Some(a), None) => format!("/draft/diff?against={a}"),
+                    (None, _) => "/draft/diff".to_string(),
+                };
+                let (v, _) = client.ok("GET", &path, None, None).await?;
+                if show(&v).is_none() {
+                    print!("{}", v["unified"].as_str().unwrap_or(""));
+                }
+            }
+            AdminCommand::Release { revision } => {
+                client.ok("POST", &format!("/revisions/{revision}/release"), None, None).await?;
+                println!("released {revision}");
+            }
+            AdminCommand::Rollback { revision } => {
+                client.ok("POST", &format!("/revisions/{revision}/rollback"), None, None).await?;
+                println!("rolled back to {revision}");
+            }
+            AdminCommand::Stage { revision, label } => {
+                client
+                    .ok("POST", &format!("/revisions/{revision}/stage"), None, Some(json!({ "label": label })))
+                    .await?;
+                println!("staged {revision} to {label}");
+            }
+            AdminCommand::Unstage { label } => {
+                client.ok("DELETE", &format!("/stages/{label}"), None, None).await?;
+                println!("unstaged {label}");
+            }
+        }
+        Ok(())
+    })
+}
