@@ -11,6 +11,8 @@ mod common;
 mod control;
 #[path = "e2e/control_cluster.rs"]
 mod control_cluster;
+#[path = "e2e/control_contract.rs"]
+mod control_contract;
 #[path = "e2e/drain.rs"]
 mod drain;
 #[path = "e2e/errors.rs"]

@@ -17,8 +17,18 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// The OpenAPI document of this API.
-pub const OPENAPI: &str = include_str!("openapi.json");
+/// The OpenAPI document of this API, as written (YAML).
+const OPENAPI_YAML: &str = include_str!("openapi.yaml");
+
+/// The OpenAPI document as JSON, converted once.
+pub fn openapi() -> &'static str {
+    static JSON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    JSON.get_or_init(|| {
+        serde_yaml::from_str::<Value>(OPENAPI_YAML).map(|v| v.to_string()).unwrap_or_else(|e| {
+            json!({ "error": format!("the built-in OpenAPI document does not parse: {e}") }).to_string()
+        })
+    })
+}
 
 /// The API's state.
 pub struct Api {
@@ -442,4 +452,14 @@ pub fn diff_body(from: &Value, to: &Value, from_name: &str, to_name: &str, c: &C
         "unified": diff::unified(&a, &b, from_name, to_name, context),
         "rows": diff::side_by_side(&a, &b, context),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_openapi_document_parses() {
+        let v: serde_json::Value = serde_json::from_str(super::openapi()).expect("json");
+        assert_eq!(v["openapi"], "3.0.3");
+        assert!(v["paths"]["/draft"]["put"].is_object());
+    }
 }

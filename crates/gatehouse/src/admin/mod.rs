@@ -78,7 +78,7 @@ async fn handle(
         }
         (&http::Method::GET, "/healthz") => http_util::text(200, "text/plain", "ok\n".into()),
         (&http::Method::GET, "/api/v1/openapi.json") => {
-            http_util::text(200, "application/json", api::OPENAPI.to_string())
+            http_util::text(200, "application/json", api::openapi().to_string())
         }
         (_, p) if p.starts_with("/api/") => match &state.api {
             Some(api) => api.handle(req, remote, state).await,

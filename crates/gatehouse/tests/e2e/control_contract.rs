@@ -1,0 +1,261 @@
+//! The admin API against its OpenAPI document: every operation the document lists is called,
+//! every answer's status must be one it lists for that operation, and every JSON body must match
+//! the schema it gives — so the document and the server cannot drift apart.
+
+use crate::common::{start, targets, HOST};
+use crate::control::{admin_section, Api};
+use crate::tls::Pki;
+use gatehouse_testkit::{http_request, Backend, Response, TempDir};
+use gatehouse_tls::issue::Algorithm;
+use serde_json::{json, Value};
+use std::collections::BTreeSet;
+
+/// Follows `$ref`s within the document.
+fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
+    match v.get("$ref").and_then(Value::as_str) {
+        Some(r) => {
+            let ptr = r.strip_prefix('#').unwrap_or(r);
+            resolve(doc, doc.pointer(ptr).unwrap_or_else(|| panic!("dangling $ref {r}")))
+        }
+        None => v,
+    }
+}
+
+/// Every way `v` breaks `schema` (the subset of JSON Schema the document uses).
+fn violations(doc: &Value, schema: &Value, v: &Value, at: &str, out: &mut Vec<String>) {
+    let schema = resolve(doc, schema);
+    if v.is_null() && schema.get("nullable") == Some(&json!(true)) {
+        return;
+    }
+    for part in schema.get("allOf").and_then(Value::as_array).into_iter().flatten() {
+        violations(doc, part, v, at, out);
+    }
+    if let Some(t) = schema.get("type").and_then(Value::as_str) {
+        let ok = match t {
+            "object" => v.is_object(),
+            "array" => v.is_array(),
+            "string" => v.is_string(),
+            "integer" => v.is_i64() || v.is_u64(),
+            "boolean" => v.is_boolean(),
+            "number" => v.is_number(),
+            _ => true,
+        };
+        if !ok {
+            out.push(format!("{at}: expected {t}, got {v}"));
+            return;
+        }
+    }
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        if !values.contains(v) {
+            out.push(format!("{at}: {v} is not one of {values:?}"));
+        }
+    }
+    if let Some(obj) = v.as_object() {
+        for r in schema.get("required").and_then(Value::as_array).into_iter().flatten() {
+            let r = r.as_str().unwrap_or("");
+            if !obj.contains_key(r) {
+                out.push(format!("{at}: missing `{r}`"));
+            }
+        }
+        let props = schema.get("properties").and_then(Value::as_object);
+        for (k, item) in obj {
+            match (props.and_then(|p| p.get(k)), schema.get("additionalProperties")) {
+                (Some(s), _) => violations(doc, s, item, &format!("{at}.{k}"), out),
+                (None, Some(Value::Bool(false))) => out.push(format!("{at}: unexpected `{k}`")),
+                (None, Some(s)) if s.is_object() => violations(doc, s, item, &format!("{at}.{k}"), out),
+                _ => {}
+            }
+        }
+    }
+    if let (Some(items), Some(list)) = (schema.get("items"), v.as_array()) {
+        for (i, item) in list.iter().enumerate() {
+            violations(doc, items, item, &format!("{at}[{i}]"), out);
+        }
+    }
+}
+
+/// The document's path template for a request path: the match with the most literal segments.
+fn template(doc: &Value, path: &str) -> String {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let mut best: Option<(usize, String)> = None;
+    for t in doc["paths"].as_object().expect("paths").keys() {
+        let ts: Vec<&str> = t.split('/').filter(|s| !s.is_empty()).collect();
+        if ts.len() != segs.len() || !ts.iter().zip(&segs).all(|(t, s)| t.starts_with('{') || t == s) {
+            continue;
+        }
+        let literal = ts.iter().filter(|t| !t.starts_with('{')).count();
+        if best.as_ref().is_none_or(|(n, _)| literal > *n) {
+            best = Some((literal, t.clone()));
+        }
+    }
+    best.unwrap_or_else(|| panic!("{path} is not in the OpenAPI document")).1
+}
+
+struct Contract {
+    doc: Value,
+    api: Api,
+    seen: BTreeSet<(String, String)>,
+}
+
+impl Contract {
+    /// Calls the API and checks the answer against the document; returns status and body.
+    fn call(&mut self, method: &str, path: &str, if_match: Option<u64>, body: &str) -> (u16, Value) {
+        let r = self.api.raw(method, path, if_match, body);
+        self.check(method, path, &r)
+    }
+
+    fn check(&mut self, method: &str, path: &str, r: &Response) -> (u16, Value) {
+        let t = template(&self.doc, path.split('?').next().unwrap_or(path));
+        let op = &self.doc["paths"][&t][method.to_lowercase()];
+        assert!(op.is_object(), "{method} {t} is not in the OpenAPI document");
+        self.seen.insert((method.to_string(), t.clone()));
+        let status = r.status.to_string();
+        let resp = op["responses"].get(&status).map(|s| resolve(&self.doc, s));
+        let resp =
+            resp.unwrap_or_else(|| panic!("{method} {path} answered {status}, not listed for {t}: {}", r.text()));
+        let body: Value = serde_json::from_slice(&r.body).unwrap_or(Value::Null);
+        if let Some(schema) = resp.pointer("/content/application~1json/schema") {
+            let mut out = Vec::new();
+            violations(&self.doc, schema, &body, "body", &mut out);
+            assert!(out.is_empty(), "{method} {path} ({status}) breaks the schema:\n{}\n{body}", out.join("\n"));
+        }
+        (r.status, body)
+    }
+
+    fn version(&mut self) -> u64 {
+        let (_, d) = self.call("GET", "/draft", None, "");
+        d["version"].as_u64().expect("version")
+    }
+
+    fn write(&mut self, method: &str, path: &str, body: Value) -> (u16, Value) {
+        let v = self.version();
+        self.call(method, path, Some(v), &body.to_string())
+    }
+}
+
+#[test]
+fn every_operation_answers_as_the_openapi_document_says() {
+    let (a, b, c) = (Backend::start("a"), Backend::start("b"), Backend::start("c"));
+    let (dir, store) = (TempDir::new(), TempDir::new());
+    let gw = start(&format!(
+        "workers: 1\n{}tls:\n  store: {{dir: \"{}\"}}\ncontrol: {{dir: \"{}\"}}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  main:\n    hosts: [\"{HOST}\"]\n    routes: [{{path: /, upstream: u}}]\n",
+        admin_section(""),
+        store.path().display(),
+        dir.join("control").display(),
+        targets(&[&a])
+    ));
+    let spec = http_request(gw.admin(), "GET", "admin", "/api/v1/openapi.json", &[], b"").expect("openapi");
+    assert_eq!(spec.status, 200, "served without a token");
+    let doc: Value = serde_json::from_slice(&spec.body).expect("the document is JSON");
+    let mut k = Contract { doc, api: Api::new(&gw), seen: BTreeSet::new() };
+    k.check("GET", "/openapi.json", &spec);
+
+    let (s, _) = k.call("GET", "/status", None, "");
+    assert_eq!(s, 200);
+    let unauth = http_request(gw.admin(), "GET", "admin", "/api/v1/status", &[], b"").expect("status");
+    assert_eq!(k.check("GET", "/status", &unauth).0, 401);
+
+    let (_, draft) = k.call("GET", "/draft", None, "");
+    assert_eq!(k.write("PUT", "/draft", draft["document"].clone()).0, 200);
+    assert_eq!(k.call("PUT", "/draft", None, "{}").0, 428);
+    assert_eq!(k.call("PUT", "/draft", Some(0), "{}").0, 412);
+    assert_eq!(k.write("PUT", "/draft", json!({ "listeners": {} })).0, 422);
+    assert_eq!(k.call("GET", "/draft/upstreams", None, "").0, 200);
+    assert_eq!(k.call("GET", "/draft/nowhere", None, "").0, 404);
+    assert_eq!(k.call("GET", "/draft/upstreams/u", None, "").0, 200);
+    let u2 = json!({ "targets": [{ "address": b.addr().to_string() }] });
+    assert_eq!(k.write("PUT", "/draft/upstreams/u2", u2.clone()).0, 200);
+    assert_eq!(k.write("DELETE", "/draft/upstreams/u2", Value::Null).0, 200);
+    assert_eq!(k.write("DELETE", "/draft/upstreams/u", Value::Null).0, 422, "still used by a route");
+    assert_eq!(k.write("PUT", "/draft/upstreams/u2", u2).0, 200);
+
+    let base = "/draft/upstreams/u2/targets";
+    assert_eq!(k.call("GET", base, None, "").0, 200);
+    assert_eq!(k.write("POST", base, json!({ "address": c.addr().to_string(), "weight": 2 })).0, 201);
+    assert_eq!(k.write("POST", base, json!({ "address": c.addr().to_string() })).0, 409);
+    let one = format!("{base}/{}", c.addr().to_string().replace(':', "%3A"));
+    assert_eq!(k.call("GET", &one, None, "").0, 200);
+    assert_eq!(k.write("PUT", &one, json!({ "weight": 3 })).0, 200);
+    assert_eq!(k.write("PUT", &one, json!({ "weight": 0 })).0, 422);
+    assert_eq!(k.write("DELETE", &one, Value::Null).0, 200);
+
+    let routes = "/draft/sites/main/routes";
+    assert_eq!(k.call("GET", routes, None, "").0, 200);
+    assert_eq!(k.write("POST", routes, json!({ "path": "/x", "upstream": "u2" })).0, 201);
+    assert_eq!(k.call("GET", &format!("{routes}/1"), None, "").0, 200);
+    assert_eq!(k.write("PUT", &format!("{routes}/1"), json!({ "path": "/y", "upstream": "u2" })).0, 200);
+    assert_eq!(k.write("DELETE", &format!("{routes}/9"), Value::Null).0, 404);
+    assert_eq!(k.call("GET", "/draft/diff", None, "").0, 200);
+
+    let (s, r1) = k.call("POST", "/revisions", None, r#"{"message":"first"}"#);
+    assert_eq!(s, 201);
+    assert_eq!(k.call("POST", "/revisions", None, r#"{"message":"first"}"#).0, 409);
+    assert_eq!(k.write("DELETE", &format!("{routes}/1"), Value::Null).0, 200);
+    let (_, r2) = k.call("POST", "/revisions", None, r#"{"message":"second"}"#);
+    let (r1, r2) = (r1["number"].as_u64().expect("r1"), r2["number"].as_u64().expect("r2"));
+    assert_eq!(k.call("GET", "/revisions", None, "").0, 200);
+    assert_eq!(k.call("GET", &format!("/revisions/{r1}"), None, "").0, 200);
+    assert_eq!(k.call("GET", "/revisions/99", None, "").0, 404);
+    assert_eq!(k.call("GET", &format!("/revisions/{r1}/diff/{r2}"), None, "").0, 200);
+    assert_eq!(k.call("GET", &format!("/revisions/{r1}/diff/draft"), None, "").0, 200);
+    assert_eq!(k.call("GET", &format!("/draft/diff?against={r1}"), None, "").0, 200);
+    assert_eq!(k.call("POST", &format!("/revisions/{r1}/release"), None, "").0, 200);
+    assert_eq!(k.call("POST", &format!("/revisions/{r2}/release"), None, "").0, 200);
+    assert_eq!(k.call("POST", &format!("/revisions/{r2}/rollback"), None, "").0, 409);
+    assert_eq!(k.call("POST", &format!("/revisions/{r1}/rollback"), None, "").0, 200);
+    assert_eq!(k.call("POST", &format!("/revisions/{r2}/stage"), None, r#"{"label":"canary"}"#).0, 200);
+    assert_eq!(k.call("POST", &format!("/revisions/{r2}/stage"), None, r#"{"label":"no good"}"#).0, 422);
+    assert_eq!(k.call("DELETE", "/stages/canary", None, "").0, 200);
+    assert_eq!(k.call("DELETE", "/stages/canary", None, "").0, 404);
+    assert_eq!(k.call("GET", "/releases", None, "").0, 200);
+    assert_eq!(k.call("GET", "/nodes", None, "").0, 200);
+
+    let pki = Pki::new();
+    let pem = pki.ca.issue(&["api.test"], Algorithm::EcdsaP256, 30).expect("issue");
+    assert_eq!(k.call("POST", "/certificates", None, &pem).0, 201);
+    assert_eq!(k.call("POST", "/certificates", None, "not a pem").0, 422);
+    assert_eq!(k.call("GET", "/certificates", None, "").0, 200);
+    assert_eq!(k.call("GET", "/certificates/api.test", None, "").0, 200);
+    assert_eq!(k.call("DELETE", "/certificates/api.test", None, "").0, 200);
+    assert_eq!(k.call("GET", "/certificates/api.test", None, "").0, 404);
+    assert_eq!(k.call("GET", "/audit?limit=5", None, "").0, 200);
+
+    let mut missing = Vec::new();
+    for (path, ops) in k.doc["paths"].as_object().expect("paths") {
+        for method in ops.as_object().expect("ops").keys().filter(|m| *m != "parameters") {
+            if !k.seen.contains(&(method.to_uppercase(), path.clone())) {
+                missing.push(format!("{} {path}", method.to_uppercase()));
+            }
+        }
+    }
+    assert!(missing.is_empty(), "operations never exercised: {missing:?}");
+}
+
+#[test]
+fn the_schema_checker_finds_what_breaks_a_schema() {
+    let doc: Value = serde_yaml::from_str(include_str!("../../src/admin/openapi.yaml")).expect("yaml");
+    let node = json!({"$ref": "#/components/schemas/Node"});
+    let good = json!({"id": "n1", "labels": [], "revision": null, "hash": null, "target": 3, "generation": 1,
+        "last_error": {"revision": 3, "at": 0, "errors": ["x"]}, "health": "ok", "version": "0", "started": 0,
+        "updated": 0, "stale": false});
+    let mut out = Vec::new();
+    violations(&doc, &node, &good, "node", &mut out);
+    assert!(out.is_empty(), "{out:?}");
+    for (bad, what) in [
+        (json!({"health": "sick"}), "not one of"),
+        (json!({"labels": "canary"}), "expected array"),
+        (json!({"last_error": {"revision": 3}}), "missing `at`"),
+        (json!({"generation": null}), "expected integer"),
+    ] {
+        let mut v = good.clone();
+        for (k, x) in bad.as_object().expect("object") {
+            v[k] = x.clone();
+        }
+        let mut out = Vec::new();
+        violations(&doc, &node, &v, "node", &mut out);
+        assert!(out.iter().any(|e| e.contains(what)), "{bad}: {out:?}");
+    }
+    let mut out = Vec::new();
+    violations(&doc, &json!({"$ref": "#/components/schemas/Document"}), &json!({"listeners": {}}), "d", &mut out);
+    assert_eq!(out, ["d: unexpected `listeners`"]);
+}
