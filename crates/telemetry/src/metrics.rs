@@ -65,6 +65,20 @@ impl Histogram {
         self.sum_micros.fetch_add(u64::try_from(d.as_micros()).unwrap_or(u64::MAX), Relaxed);
     }
 
+    /// Per-bucket counts (not cumulative; the last is above the highest bound), count, and sum in
+    /// seconds.
+    pub fn snapshot(&self) -> ([u64; LATENCY_BUCKETS.len() + 1], u64, f64) {
+        let mut out = [0u64; LATENCY_BUCKETS.len() + 1];
+        let count = self.count.load(Relaxed);
+        let mut seen = 0;
+        for (i, b) in self.buckets.iter().enumerate() {
+            out[i] = b.load(Relaxed);
+            seen += out[i];
+        }
+        out[LATENCY_BUCKETS.len()] = count.saturating_sub(seen);
+        (out, count, self.sum_micros.load(Relaxed) as f64 / 1e6)
+    }
+
     /// Appends the `_bucket`, `_sum` and `_count` series of `name` with `labels` (`a="b",…`).
     pub fn render(&self, out: &mut String, name: &str, labels: &str) {
         let sep = if labels.is_empty() { "" } else { "," };

@@ -248,6 +248,7 @@ impl Api {
     async fn route(&self, c: &Call, state: &AdminState) -> Answer {
         let segs: Vec<&str> = c.segs.iter().map(String::as_str).collect();
         match (&c.method, segs.as_slice()) {
+            (&Method::GET, ["stats"]) => Ok(Reply::ok(super::stats::stats(&state.shared, &state.tls))),
             (&Method::GET, ["status"]) => Ok(Reply::ok(state.status.lock().map(|s| s.clone()).unwrap_or_default())),
             (_, ["draft", ..]) => self.draft_call(c, &segs[1..]).await,
             (&Method::GET, ["revisions"]) => self.list_revisions().await,

@@ -9,6 +9,7 @@ mod console;
 mod draft;
 mod http_util;
 mod metrics;
+mod stats;
 
 pub use api::Api;
 pub use auth::{Audit, Tokens};

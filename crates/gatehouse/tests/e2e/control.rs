@@ -315,3 +315,49 @@ fn the_admin_cli_applies_a_file_diffs_releases_and_rolls_back() {
     assert!(!ok);
     assert!(err.contains("upstreams.u.targets"), "{err}");
 }
+
+/// The console in Debian's Chromium driven by Playwright (`tests/console/console.test.mjs`). CI
+/// installs both; elsewhere the test says it was skipped, unless `CI` is set.
+#[test]
+fn the_console_works_in_a_real_browser() {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console");
+    if !here.join("node_modules/playwright-core").exists() || !std::path::Path::new("/usr/bin/chromium").exists() {
+        assert!(std::env::var_os("CI").is_none(), "the console test needs chromium and `npm ci` in tests/console");
+        eprintln!(
+            "the_console_works_in_a_real_browser: skipped; install chromium and run `npm ci --prefix {}`",
+            here.display()
+        );
+        return;
+    }
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let (dir, store) = (TempDir::new(), TempDir::new());
+    let tls = format!("tls:\n  store: {{dir: \"{}\", scan_interval: 100ms}}\n", store.path().display());
+    let gw = start(&config(&dir, &a, &tls, ""));
+    let load = gatehouse_testkit::Load::start(gw.addr("http"), HOST, "/", 2, 1_000_000);
+    let pki = Pki::new();
+    let bundle = pki.issue(&["console.test"], Algorithm::EcdsaP256, "console.pem", None);
+    let shots = TempDir::new();
+    let out = std::process::Command::new("node")
+        .arg(here.join("console.test.mjs"))
+        .env("CONSOLE_URL", format!("http://{}", gw.admin()))
+        .env("TOKEN", TOKEN)
+        .env("BUNDLE", &bundle)
+        .env("TARGET", b.addr().to_string())
+        .env("OUT", shots.path())
+        .output()
+        .expect("run node");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "console test failed\n{stdout}\n{stderr}\n--- gateway ---\n{}", gw.stderr());
+    assert!(stdout.contains("{\"ok\":true}"), "{stdout}");
+    let png = std::fs::read(shots.join("dashboard.png")).expect("dashboard screenshot");
+    assert_eq!(&png[1..4], b"PNG");
+    let report = load.stop();
+    assert_eq!(report.failed, 0, "{report:?}");
+    // What the browser did is what the API holds.
+    let api = Api::new(&gw);
+    let (_, rel) = api.call("GET", "/releases", None, Value::Null);
+    assert_eq!(rel["released"].as_u64(), Some(1), "{rel}");
+    assert_eq!(rel["staged"]["canary"].as_u64(), Some(2), "{rel}");
+    let (_, certs) = api.call("GET", "/certificates", None, Value::Null);
+    assert_eq!(certs["certificates"][0]["names"], json!(["console.test"]));
+}
