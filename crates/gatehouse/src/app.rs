@@ -203,7 +203,8 @@ async fn serve(path: Option<PathBuf>, base: String, file_config: Config, events:
                 status: control.status.clone(),
                 api: admin_api(a, &config, &control)?,
             };
-            tokio::spawn(admin::serve(l, Arc::new(state)));
+            let tls = a.tls.as_ref().map(crate::tls::admin_server_config).transpose()?;
+            tokio::spawn(admin::serve(l, Arc::new(state), tls));
             addr
         }
         None => None,

@@ -401,3 +401,37 @@ async fn rotate_locally(ticketer: Arc<Ticketer>, rotation: Duration, window: Dur
         ticketer.install(&keys);
     }
 }
+
+/// The admin listener's TLS settings: its certificate, and client certificates required from
+/// `client_ca` when set.
+pub fn admin_server_config(t: &gatehouse_config::AdminTls) -> Result<Arc<rustls::ServerConfig>, String> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&t.cert)
+        .and_then(|it| it.collect::<Result<_, _>>())
+        .map_err(|e| format!("admin.tls.cert: {}: {e}", t.cert.display()))?;
+    let key = PrivateKeyDer::from_pem_file(&t.key).map_err(|e| format!("admin.tls.key: {}: {e}", t.key.display()))?;
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| format!("admin.tls: {e}"))?;
+    let builder = match &t.client_ca {
+        Some(ca) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for c in
+                CertificateDer::pem_file_iter(ca).map_err(|e| format!("admin.tls.client_ca: {}: {e}", ca.display()))?
+            {
+                let c = c.map_err(|e| format!("admin.tls.client_ca: {}: {e}", ca.display()))?;
+                roots.add(c).map_err(|e| format!("admin.tls.client_ca: {}: {e}", ca.display()))?;
+            }
+            let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+                .build()
+                .map_err(|e| format!("admin.tls.client_ca: {e}"))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+        None => builder.with_no_client_auth(),
+    };
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| format!("admin.tls: {e}"))?;
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}

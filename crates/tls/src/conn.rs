@@ -44,6 +44,38 @@ fn tls_error(e: rustls::Error) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, e)
 }
 
+/// Runs the server side of a plain handshake with `config` (no certificate index, no session
+/// prefetch): for management listeners such as the admin API.
+pub async fn handshake(tcp: TcpStream, config: std::sync::Arc<rustls::ServerConfig>) -> io::Result<TlsConn> {
+    let mut conn = ServerConnection::new(config).map_err(tls_error)?;
+    loop {
+        while conn.wants_write() {
+            tcp.writable().await?;
+            match conn.write_tls(&mut SockIo(&tcp)) {
+                Ok(_) => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                Err(e) => return Err(e),
+            }
+        }
+        if !conn.is_handshaking() {
+            return Ok(TlsConn::new(tcp, conn));
+        }
+        tcp.readable().await?;
+        match conn.read_tls(&mut SockIo(&tcp)) {
+            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
+            Ok(_) => {
+                if let Err(e) = conn.process_new_packets() {
+                    // Send the alert rustls queued, then give up.
+                    let _ = conn.write_tls(&mut SockIo(&tcp));
+                    return Err(tls_error(e));
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
+        }
+    }
+}
+
 impl TlsConn {
     pub(crate) fn new(tcp: TcpStream, tls: ServerConnection) -> Self {
         TlsConn { tcp, tls: Mutex::new(tls) }

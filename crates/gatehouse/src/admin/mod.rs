@@ -41,26 +41,44 @@ pub struct AdminState {
     pub api: Option<Arc<Api>>,
 }
 
-/// Serves the admin endpoints until the task is aborted.
-pub async fn serve(listener: tokio::net::TcpListener, state: Arc<AdminState>) {
+/// Serves the admin endpoints until the task is aborted; over TLS when `tls` is given.
+pub async fn serve(listener: tokio::net::TcpListener, state: Arc<AdminState>, tls: Option<Arc<rustls::ServerConfig>>) {
     loop {
         let Ok((stream, remote)) = listener.accept().await else {
             continue;
         };
-        let state = state.clone();
+        let (state, tls) = (state.clone(), tls.clone());
         tokio::spawn(async move {
             let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
                 let state = state.clone();
                 async move { Ok::<_, Infallible>(handle(&state, req, remote).await) }
             });
-            let _ = hyper::server::conn::http1::Builder::new()
-                .timer(hyper_util::rt::TokioTimer::new())
-                .header_read_timeout(std::time::Duration::from_secs(10))
-                .serve_connection(TokioIo::new(stream), service)
-                .await;
+            let builder = {
+                let mut b = hyper::server::conn::http1::Builder::new();
+                b.timer(hyper_util::rt::TokioTimer::new()).header_read_timeout(HEADER_TIMEOUT);
+                b
+            };
+            match tls {
+                None => {
+                    let _ = builder.serve_connection(TokioIo::new(stream), service).await;
+                }
+                Some(config) => {
+                    let handshake = gatehouse_tls::conn::handshake(stream, config);
+                    match tokio::time::timeout(HEADER_TIMEOUT, handshake).await {
+                        Ok(Ok(conn)) => {
+                            let _ = builder.serve_connection(TokioIo::new(conn), service).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!(%remote, error = %e, "admin TLS handshake failed"),
+                        Err(_) => tracing::debug!(%remote, "admin TLS handshake timed out"),
+                    }
+                }
+            }
         });
     }
 }
+
+/// Time allowed for a TLS handshake and for a request head on the admin listener.
+const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 async fn handle(
     state: &AdminState,

@@ -361,3 +361,40 @@ fn the_console_works_in_a_real_browser() {
     let (_, certs) = api.call("GET", "/certificates", None, Value::Null);
     assert_eq!(certs["certificates"][0]["names"], json!(["console.test"]));
 }
+
+#[test]
+fn the_admin_listener_can_require_client_certificates() {
+    let pki = Pki::new();
+    let clients = gatehouse_tls::issue::Authority::new("Operators CA").expect("client CA");
+    std::fs::write(pki.dir.join("operators.pem"), clients.cert_pem()).expect("write");
+    let server = pki.issue(&["admin.test"], Algorithm::EcdsaP256, "admin.pem", None);
+    let operator = pki.dir.join("operator.pem");
+    std::fs::write(&operator, clients.issue(&["alice.ops"], Algorithm::EcdsaP256, 30).expect("issue")).expect("write");
+    let (a, dir) = (Backend::start("a"), TempDir::new());
+    let tls = format!(
+        "  tls: {{cert: \"{0}\", key: \"{0}\", client_ca: \"{1}\"}}\n",
+        server.display(),
+        pki.dir.join("operators.pem").display()
+    );
+    let gw = start(&config(&dir, &a, "", "").replacen("admin:\n", &format!("admin:\n{tls}"), 1));
+    let port = gw.admin().port();
+    let resolve = format!("admin.test:{port}:127.0.0.1");
+    let url = format!("https://admin.test:{port}/api/v1/status");
+    let auth = format!("Authorization: Bearer {TOKEN}");
+    let ca = pki.ca_file();
+    let base = ["--cacert", ca.to_str().unwrap_or_default(), "--resolve", &resolve, "-H", &auth];
+    let mut with_cert = base.to_vec();
+    with_cert.extend(["--cert", operator.to_str().unwrap_or_default(), &url]);
+    let ok = gatehouse_testkit::curl(&with_cert);
+    assert_eq!(ok.status, 200, "{ok:?}");
+    assert!(ok.text().contains("\"node\":\"solo\""), "{}", ok.text());
+
+    // Without a client certificate there is no API, token or not.
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--noproxy", "*", "--max-time", "10"])
+        .args(base)
+        .arg(&url)
+        .output()
+        .expect("run curl");
+    assert!(!out.status.success(), "answered without a client certificate: {}", String::from_utf8_lossy(&out.stdout));
+}
