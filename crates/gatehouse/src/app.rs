@@ -358,6 +358,8 @@ impl Control {
             ("reuse_port", config.reuse_port != self.started_with.reuse_port),
             ("cpu_affinity", config.cpu_affinity != self.started_with.cpu_affinity),
             ("admin", config.admin != self.started_with.admin),
+            ("node", config.node != self.started_with.node),
+            ("control", config.control != self.started_with.control),
             ("demo_backend", config.demo_backend != self.started_with.demo_backend),
             ("redis", config.redis != self.started_with.redis),
             ("tls.tickets", config.tls.tickets != self.started_with.tls.tickets),
