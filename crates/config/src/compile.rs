@@ -159,6 +159,7 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
     let mut err = |path: String, msg: String| errors.push(ConfigError { path, message: msg });
     validate_tls(c, &mut err);
     crate::validate_gateway::validate(c, &mut err);
+    crate::request_id::validate(c, &mut err);
 
     if c.listeners.is_empty() {
         err("listeners".into(), "at least one listener is required".into());

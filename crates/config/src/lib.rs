@@ -6,6 +6,7 @@
 mod compile;
 mod gateway;
 mod model;
+mod request_id;
 mod schema;
 mod units;
 mod validate_gateway;
@@ -13,6 +14,7 @@ mod validate_gateway;
 pub use compile::{compile, ConfigError, ConfigErrors};
 pub use gateway::*;
 pub use model::*;
+pub use request_id::RequestId;
 pub use units::{ByteSize, Duration};
 pub use validate_gateway::JWT_ALGORITHMS;
 

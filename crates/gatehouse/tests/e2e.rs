@@ -33,6 +33,8 @@ mod metrics;
 mod pool;
 #[path = "e2e/reload.rs"]
 mod reload;
+#[path = "e2e/request_id.rs"]
+mod request_id;
 #[path = "e2e/tls.rs"]
 mod tls;
 #[path = "e2e/tls_cluster.rs"]
