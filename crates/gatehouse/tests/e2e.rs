@@ -7,6 +7,8 @@ mod balance;
 mod cli;
 #[path = "e2e/common.rs"]
 mod common;
+#[path = "e2e/dashboard.rs"]
+mod dashboard;
 #[path = "e2e/drain.rs"]
 mod drain;
 #[path = "e2e/errors.rs"]
