@@ -191,3 +191,32 @@ fn ids_off_leave_the_header_alone() {
     let text = finish(gw, &dir);
     assert_eq!(combined_tail(&text, "/plain").1, "-", "{text}");
 }
+
+#[test]
+fn a_retry_carries_the_same_id() {
+    let (failing, working) = (Backend::start("failing"), Backend::start("working"));
+    failing.set_status(503);
+    let upstream = format!(
+        "balance: round_robin, retries: 1, retry_on_status: [503], targets: {}",
+        targets(&[&failing, &working])
+    );
+    let gw = start(&crate::common::simple(&upstream));
+    let mut conn = HttpConn::open(gw.addr("http")).expect("connect");
+    // Round robin starts at least one of the two requests on the failing endpoint.
+    let answered: Vec<String> = (0..2)
+        .map(|_| {
+            let resp = conn.get(HOST, "/", &[]).expect("GET");
+            assert_eq!(resp.status, 200, "{resp:?}");
+            resp.header("x-request-id").unwrap_or_default().to_string()
+        })
+        .collect();
+    let failed = failing.requests();
+    assert!(!failed.is_empty(), "no request was retried");
+    let reached: Vec<String> =
+        working.requests().iter().filter_map(|r| r.header("x-request-id").map(str::to_string)).collect();
+    assert_eq!(reached, answered, "the working endpoint answered both, with the ids the client saw");
+    for r in &failed {
+        let id = r.header("x-request-id").unwrap_or_default().to_string();
+        assert!(answered.contains(&id), "the retry of {id} went out under another id: {answered:?}");
+    }
+}
