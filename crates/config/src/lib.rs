@@ -7,6 +7,7 @@ mod compile;
 mod control;
 mod gateway;
 mod model;
+mod request_id;
 mod schema;
 mod units;
 mod validate_gateway;
@@ -15,6 +16,7 @@ pub use compile::{compile, ConfigError, ConfigErrors};
 pub use control::*;
 pub use gateway::*;
 pub use model::*;
+pub use request_id::RequestId;
 pub use units::{ByteSize, Duration};
 pub use validate_gateway::JWT_ALGORITHMS;
 

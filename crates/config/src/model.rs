@@ -191,11 +191,20 @@ pub struct Forwarding {
     pub x_real_ip: bool,
     /// Append `Via: <version> <this value>` when set.
     pub via: Option<String>,
+    /// The request id sent upstream, echoed and logged; `None` when `off`.
+    #[serde(deserialize_with = "crate::request_id::off_or_settings")]
+    pub request_id: Option<crate::request_id::RequestId>,
 }
 
 impl Default for Forwarding {
     fn default() -> Self {
-        Forwarding { x_forwarded_for: true, x_forwarded_proto: true, x_real_ip: true, via: None }
+        Forwarding {
+            x_forwarded_for: true,
+            x_forwarded_proto: true,
+            x_real_ip: true,
+            via: None,
+            request_id: Some(crate::request_id::RequestId::default()),
+        }
     }
 }
 

@@ -13,6 +13,8 @@ mod control;
 mod control_cluster;
 #[path = "e2e/control_contract.rs"]
 mod control_contract;
+#[path = "e2e/dashboard.rs"]
+mod dashboard;
 #[path = "e2e/drain.rs"]
 mod drain;
 #[path = "e2e/errors.rs"]
@@ -39,6 +41,8 @@ mod metrics;
 mod pool;
 #[path = "e2e/reload.rs"]
 mod reload;
+#[path = "e2e/request_id.rs"]
+mod request_id;
 #[path = "e2e/tls.rs"]
 mod tls;
 #[path = "e2e/tls_cluster.rs"]

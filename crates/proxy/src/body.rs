@@ -42,6 +42,8 @@ pub(crate) struct LogRecord {
     pub upstream: String,
     pub route: String,
     pub app: String,
+    /// The request's id, unless ids are off.
+    pub request_id: Option<http::HeaderValue>,
 }
 
 impl ResponseBody {
@@ -91,6 +93,7 @@ impl Drop for ResponseBody {
                 upstream: &r.upstream,
                 route: &r.route,
                 app: &r.app,
+                request_id: r.request_id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""),
             });
         }
     }

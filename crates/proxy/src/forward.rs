@@ -25,14 +25,16 @@ const MAX_ATTEMPTS: usize = 11;
 /// `B` is the client's body, from the HTTP/1.1 server or from hyper's HTTP/2 server. A protocol
 /// switch (101) is left to the server that owns the client connection: the response body then
 /// holds the endpoint's connection, which [`ResponseBody::take_upgrade`] hands over.
-pub async fn handle<B>(shared: Arc<Shared>, req: Request<B>, conn: Arc<ConnInfo>) -> Response<ResponseBody>
+pub async fn handle<B>(shared: Arc<Shared>, mut req: Request<B>, conn: Arc<ConnInfo>) -> Response<ResponseBody>
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<gatehouse_upstream::BoxError>,
 {
     let start = Instant::now();
     let snap = shared.snapshot.load_full();
-    let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start));
+    // Before anything can fail, so refusals and errors carry the id too.
+    let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
+    let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start, request_id.clone()));
     let mut outcome = Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None };
     let mut resp = match forward(&shared, &snap, req, &conn, &mut outcome).await {
         Ok(mut resp) => {
@@ -52,6 +54,9 @@ where
             e.into_response()
         }
     };
+    if let (Some(ids), Some(id)) = (&snap.request_ids, request_id) {
+        ids.echo(resp.headers_mut(), id);
+    }
     let status = resp.status().as_u16();
     if let Some(route) = &outcome.route {
         route.stats.record(status, start.elapsed());
@@ -91,6 +96,7 @@ fn capture<B>(
     req: &Request<B>,
     conn: &ConnInfo,
     start: Instant,
+    request_id: Option<HeaderValue>,
 ) -> Box<LogRecord> {
     let h = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     Box::new(LogRecord {
@@ -113,6 +119,7 @@ fn capture<B>(
         upstream: String::new(),
         route: String::new(),
         app: String::new(),
+        request_id,
     })
 }
 

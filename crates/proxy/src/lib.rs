@@ -1,9 +1,9 @@
-//! The request path after a connection is served: route, check, rewrite headers, select an
-//! endpoint, forward with bounded retries, stream the response back, record.
+//! The request path after a connection is served: give it an id, route, check, rewrite headers,
+//! select an endpoint, forward with bounded retries, stream the response back, record.
 //!
 //! ```text
-//! request ─► validate ─► route ─► limits ─► rewrite ─► select ─► lease ─► send ─┬► stream response
-//!              400        404       413                  503       502    504   └► retry (bounded)
+//! request ─► id ─► validate ─► route ─► limits ─► rewrite ─► select ─► lease ─► send ─┬► stream response
+//!                     400        404       413                  503       502    504   └► retry (bounded)
 //! ```
 //! Everything reads one [`Snapshot`], loaded once per request; errors become responses in exactly
 //! one place ([`error::ProxyError::into_response`]).
@@ -14,6 +14,7 @@ mod body;
 pub mod error;
 mod forward;
 mod headers;
+pub mod request_id;
 mod snapshot;
 
 pub use body::ResponseBody;

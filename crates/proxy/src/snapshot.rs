@@ -1,6 +1,7 @@
 //! The compiled, immutable configuration that every request reads: router, routes, upstreams and
 //! forwarding settings. Built from a validated [`Config`] off the request path, swapped whole.
 
+use crate::request_id::RequestIds;
 use gatehouse_config::{Config, Forwarding, HostHeader, Site};
 use gatehouse_plugins::{Gateway, ServiceGate};
 use gatehouse_router::Router;
@@ -81,6 +82,8 @@ pub struct Snapshot {
     pub forwarding: Forwarding,
     /// Precomputed `Via` values for HTTP/1.1 and HTTP/2 requests.
     pub via: Option<(HeaderValue, HeaderValue)>,
+    /// Request ids, unless `forwarding.request_id` is `off`.
+    pub request_ids: Option<RequestIds>,
     /// Access log, when enabled.
     pub access_log: Option<AccessLog>,
     /// Services, apps and plans.
@@ -220,8 +223,10 @@ impl Snapshot {
             }
             None => None,
         };
+        let request_ids = config.forwarding.request_id.as_ref().map(RequestIds::build).transpose()?;
         Ok(Snapshot {
             generation,
+            request_ids,
             forwarding: config.forwarding.clone(),
             via,
             config,

@@ -50,6 +50,8 @@ pub struct Entry<'a> {
     /// The API app that called, when a service authenticated it (the `user` field of the
     /// combined format).
     pub app: &'a str,
+    /// The request id sent upstream and echoed to the client; empty when ids are off.
+    pub request_id: &'a str,
 }
 
 enum Msg {
@@ -185,7 +187,10 @@ fn combined(buf: &mut Vec<u8>, e: &Entry<'_>) {
     push_escaped(buf, dash(e.referer));
     buf.extend_from_slice(b"\" \"");
     push_escaped(buf, dash(e.user_agent));
-    let _ = writeln!(buf, "\" {:.3} \"{}\"", e.duration.as_secs_f64(), dash(e.upstream));
+    let _ = write!(buf, "\" {:.3} \"{}\" \"", e.duration.as_secs_f64(), dash(e.upstream));
+    // Last, so parsers of the fields before it keep working; quoted like the upstream.
+    push_escaped(buf, dash(e.request_id));
+    buf.extend_from_slice(b"\"\n");
 }
 
 fn json_str(out: &mut String, s: &str) {
@@ -226,6 +231,7 @@ fn json(buf: &mut Vec<u8>, e: &Entry<'_>) {
         ("upstream", e.upstream),
         ("route", e.route),
         ("app", e.app),
+        ("request_id", e.request_id),
     ] {
         let _ = write!(s, ",\"{k}\":");
         json_str(&mut s, v);
@@ -254,6 +260,7 @@ mod tests {
             upstream: "127.0.0.1:9000",
             route: "site/",
             app: "",
+            request_id: "0123456789abcdef0123456789abcdef",
         }
     }
 
@@ -264,7 +271,7 @@ mod tests {
         let line = String::from_utf8(b).expect("utf8");
         assert_eq!(
             line,
-            "127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a\\\"b HTTP/1.1\" 200 75 \"-\" \"curl/8\\x0a\" 0.002 \"127.0.0.1:9000\"\n"
+            "127.0.0.1 - - [10/Oct/2000:13:55:36 +0000] \"GET /a\\\"b HTTP/1.1\" 200 75 \"-\" \"curl/8\\x0a\" 0.002 \"127.0.0.1:9000\" \"0123456789abcdef0123456789abcdef\"\n"
         );
     }
 
@@ -277,5 +284,6 @@ mod tests {
         assert!(line.contains("\"uri\":\"/a\\\"b\""), "{line}");
         assert!(line.contains("\"user_agent\":\"curl/8\\u000a\""), "{line}");
         assert!(line.contains("\"status\":200"), "{line}");
+        assert!(line.contains("\"request_id\":\"0123456789abcdef0123456789abcdef\"}"), "{line}");
     }
 }

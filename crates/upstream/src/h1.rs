@@ -224,8 +224,9 @@ impl H1Conn {
         }
         let count = spans.len();
         let head = self.rbuf.split_to(len).freeze();
-        // Room for what the proxy adds (rate-limit headers, rewrites) without growing.
-        let mut headers = HeaderMap::with_capacity(count + 4);
+        // Room for what the proxy adds (rate-limit headers, the echoed request id, rewrites)
+        // without growing.
+        let mut headers = HeaderMap::with_capacity(count + 5);
         for &(ns, nl, vs, vl) in &self.spans {
             let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
             let name = HeaderName::from_bytes(&head[ns..ns + nl])

@@ -59,7 +59,8 @@ pub(crate) fn parse(
     }
     let head = buf.split_to(len).freeze();
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1)).map_err(|_| StatusCode::BAD_REQUEST)?;
-    // Room for what the proxy adds (forwarding headers, a service's headers) without growing.
+    // Room for what the proxy adds (forwarding headers, the request id, a service's headers)
+    // without growing.
     let mut headers = HeaderMap::with_capacity(spans.len() + 8);
     for &(ns, nl, vs, vl) in spans.iter() {
         let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);

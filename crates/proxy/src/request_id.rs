@@ -1,0 +1,212 @@
+//! Serve stage, before routing: the id a request carries to its upstream, back to the client and
+//! into the access log. A well-formed id from the client is kept when trusted; otherwise a new one
+//! is made, 32 lowercase hex digits as nginx's `$request_id`.
+//!
+//! Generation costs no lock, no system call and no allocation beyond the header value: each
+//! thread steps a counter of its own and mixes it with a key of its own. The process seed is read
+//! from the OS once, and each thread's key once, on the thread's first id.
+
+use gatehouse_config::RequestId;
+use http::header::{HeaderMap, HeaderName, HeaderValue};
+use std::cell::Cell;
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
+
+/// Longest id accepted from a client: room for a UUID or a trace id with a prefix, while a log
+/// line stays short whatever clients send.
+pub const MAX_LEN: usize = 128;
+
+/// The compiled `forwarding.request_id` settings.
+#[derive(Debug, Clone)]
+pub struct RequestIds {
+    header: HeaderName,
+    trust_incoming: bool,
+    echo: bool,
+}
+
+impl RequestIds {
+    /// Compiles validated settings; fails only on a header name validation let through.
+    pub fn build(cfg: &RequestId) -> Result<Self, String> {
+        let header = HeaderName::from_bytes(cfg.header.as_bytes())
+            .map_err(|_| format!("forwarding.request_id.header: `{}` is not a header name", cfg.header))?;
+        Ok(RequestIds { header, trust_incoming: cfg.trust_incoming, echo: cfg.echo })
+    }
+
+    /// The request's id: the client's when trusted and well formed (exactly one value), else a new
+    /// one. Whatever the client sent under the header is replaced by it.
+    pub(crate) fn assign(&self, headers: &mut HeaderMap) -> HeaderValue {
+        let incoming =
+            if self.trust_incoming { single(headers, &self.header).filter(|v| well_formed(v)) } else { None };
+        if let Some(id) = incoming {
+            // One value already and it stays: the request needs no change.
+            return id.clone();
+        }
+        let id = generate();
+        headers.insert(&self.header, id.clone());
+        id
+    }
+
+    /// Puts `id` on the client's response, replacing any the upstream sent, when `echo` is on.
+    pub(crate) fn echo(&self, headers: &mut HeaderMap, id: HeaderValue) {
+        if self.echo {
+            headers.insert(&self.header, id);
+        }
+    }
+}
+
+/// The only value of `name`, if it has exactly one.
+fn single<'a>(headers: &'a HeaderMap, name: &HeaderName) -> Option<&'a HeaderValue> {
+    let mut all = headers.get_all(name).iter();
+    match (all.next(), all.next()) {
+        (Some(v), None) => Some(v),
+        _ => None,
+    }
+}
+
+/// 1 to [`MAX_LEN`] visible ASCII characters: no space, no control byte, nothing beyond ASCII, so
+/// the id is one token in a log line whatever the format.
+pub fn well_formed(id: &HeaderValue) -> bool {
+    let b = id.as_bytes();
+    (1..=MAX_LEN).contains(&b.len()) && b.iter().all(|c| (0x21..=0x7e).contains(c))
+}
+
+/// A new id: 32 lowercase hex digits, unique within the process and random-looking across processes.
+pub fn generate() -> HeaderValue {
+    let (a, b) = next_pair();
+    let mut hex = [0u8; 32];
+    for (i, byte) in a.to_be_bytes().iter().chain(b.to_be_bytes().iter()).enumerate() {
+        hex[2 * i] = HEX[usize::from(byte >> 4)];
+        hex[2 * i + 1] = HEX[usize::from(byte & 0xf)];
+    }
+    HeaderValue::from_bytes(&hex).expect("hex digits are a valid header value")
+}
+
+const HEX: &[u8; 16] = b"0123456789abcdef";
+
+/// Weyl increment (2^64 / golden ratio, odd): stepping a counter by it visits every value once
+/// before repeating.
+const GOLDEN: u64 = 0x9e37_79b9_7f4a_7c15;
+
+thread_local! {
+    /// This thread's counter and key; `None` until its first id.
+    static STATE: Cell<Option<(u64, u64)>> = const { Cell::new(None) };
+}
+
+/// Two 64-bit halves of an id. Within a thread the first half never repeats (a bijection of the
+/// counter); two threads that happen to produce the same first half differ in the second, since
+/// their keys differ and the mixer is a bijection. So ids are unique within the process for 2^64
+/// ids per thread, and another process starts from another seed.
+fn next_pair() -> (u64, u64) {
+    STATE.with(|state| {
+        let (counter, key) = state.get().unwrap_or_else(seed_thread);
+        let counter = counter.wrapping_add(GOLDEN);
+        state.set(Some((counter, key)));
+        let a = mix(counter);
+        (a, mix(a ^ key))
+    })
+}
+
+/// A thread's starting counter and its key, distinct from every other thread's key.
+fn seed_thread() -> (u64, u64) {
+    static SEED: OnceLock<[u64; 2]> = OnceLock::new();
+    static THREADS: AtomicU64 = AtomicU64::new(0);
+    let seed = SEED.get_or_init(|| {
+        // std seeds RandomState from the OS; no extra dependency for 128 random bits.
+        let s = std::collections::hash_map::RandomState::new();
+        [s.hash_one(0x5eed_u64), s.hash_one(!0x5eed_u64)]
+    });
+    let n = THREADS.fetch_add(1, Relaxed);
+    (mix(seed[0] ^ n.wrapping_mul(GOLDEN)), mix(seed[1] ^ n))
+}
+
+/// The splitmix64 finalizer: a bijection on u64 that spreads every input bit over the output.
+fn mix(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    fn ids(trust_incoming: bool, echo: bool) -> RequestIds {
+        RequestIds::build(&RequestId { header: "X-Request-Id".into(), trust_incoming, echo }).expect("valid")
+    }
+
+    #[test]
+    fn generated_ids_are_32_lowercase_hex_and_distinct() {
+        let mut seen = HashSet::new();
+        for _ in 0..10_000 {
+            let id = generate();
+            let s = id.to_str().expect("ascii");
+            assert_eq!(s.len(), 32, "{s}");
+            assert!(s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)), "{s}");
+            assert!(well_formed(&id));
+            assert!(seen.insert(s.to_string()), "repeated id {s}");
+        }
+    }
+
+    #[test]
+    fn threads_make_distinct_ids() {
+        let batches: Vec<Vec<String>> = (0..4)
+            .map(|_| std::thread::spawn(|| (0..1000).map(|_| generate().to_str().unwrap_or("").to_string()).collect()))
+            .map(|t| t.join().expect("thread"))
+            .collect();
+        let all: HashSet<&String> = batches.iter().flatten().collect();
+        assert_eq!(all.len(), 4000);
+        // Each thread starts somewhere else: the first ids of two threads share nothing.
+        assert_ne!(batches[0][0][..16], batches[1][0][..16]);
+    }
+
+    #[test]
+    fn well_formed_ids() {
+        let ok = |s: &[u8]| HeaderValue::from_bytes(s).map(|v| well_formed(&v)).unwrap_or(false);
+        assert!(ok(b"a"));
+        assert!(ok(b"req-42:abc/DEF_~!"));
+        assert!(ok("x".repeat(MAX_LEN).as_bytes()));
+        assert!(!ok(b""));
+        assert!(!ok("x".repeat(MAX_LEN + 1).as_bytes()));
+        assert!(!ok(b"two words"));
+        assert!(!ok(b"tab\there"));
+        assert!(!ok("caf\u{e9}".as_bytes()));
+        assert!(!ok(b"del\x7f"));
+    }
+
+    #[test]
+    fn a_trusted_well_formed_id_is_kept() {
+        let mut h = HeaderMap::new();
+        h.insert("x-request-id", HeaderValue::from_static("client-1"));
+        assert_eq!(ids(true, true).assign(&mut h), "client-1");
+        assert_eq!(h.get_all("x-request-id").iter().collect::<Vec<_>>(), ["client-1"]);
+    }
+
+    #[test]
+    fn malformed_repeated_or_untrusted_ids_are_replaced() {
+        let cases: [(&[&'static str], bool); 4] =
+            [(&["has space"], true), (&["a", "b"], true), (&["client-1"], false), (&[], true)];
+        for (sent, trust) in cases {
+            let mut h = HeaderMap::new();
+            for v in sent {
+                h.append("x-request-id", HeaderValue::from_static(v));
+            }
+            let id = ids(trust, true).assign(&mut h);
+            assert_eq!(id.len(), 32, "{sent:?} trust={trust}");
+            assert_eq!(h.get_all("x-request-id").iter().collect::<Vec<_>>(), [&id], "{sent:?} trust={trust}");
+        }
+    }
+
+    #[test]
+    fn echo_replaces_the_upstream_id_or_stays_away() {
+        let id = HeaderValue::from_static("ours");
+        let mut h = HeaderMap::new();
+        h.insert("x-request-id", HeaderValue::from_static("theirs"));
+        ids(true, true).echo(&mut h, id.clone());
+        assert_eq!(h.get_all("x-request-id").iter().collect::<Vec<_>>(), ["ours"]);
+        let mut h = HeaderMap::new();
+        ids(true, false).echo(&mut h, id);
+        assert!(h.is_empty());
+    }
+}
