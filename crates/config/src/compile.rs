@@ -49,6 +49,18 @@ impl std::error::Error for ConfigErrors {}
 pub fn compile(text: &str) -> Result<Config, ConfigErrors> {
     let mut errors = Vec::new();
     let config = schema::read(text, &mut errors);
+    finish(config, errors)
+}
+
+/// [`compile`] for a document already parsed (a published revision merged into a node's file),
+/// which spares printing and parsing it again.
+pub fn compile_value(root: serde_yaml::Value) -> Result<Config, ConfigErrors> {
+    let mut errors = Vec::new();
+    let config = schema::read_value(root, &mut errors);
+    finish(config, errors)
+}
+
+fn finish(config: Config, mut errors: Vec<ConfigError>) -> Result<Config, ConfigErrors> {
     validate(&config, &mut errors);
     if errors.is_empty() {
         Ok(config)

@@ -79,15 +79,19 @@ pub(crate) fn valid_name(name: &str) -> bool {
 
 /// Reads the whole document into a [`Config`], collecting every structural error.
 pub(crate) fn read(text: &str, errors: &mut Vec<ConfigError>) -> Config {
-    let mut config = Config::default();
-    let root: Value = match serde_yaml::from_str(text) {
-        Ok(v) => v,
+    match serde_yaml::from_str(text) {
+        Ok(root) => read_value(root, errors),
         Err(e) => {
             let at = e.location().map(|l| format!("line {} column {}", l.line(), l.column()));
             errors.push(ConfigError::new(at.as_deref().unwrap_or("(document)"), e.to_string()));
-            return config;
+            Config::default()
         }
-    };
+    }
+}
+
+/// Reads a parsed document into a [`Config`], collecting every structural error.
+pub(crate) fn read_value(root: Value, errors: &mut Vec<ConfigError>) -> Config {
+    let mut config = Config::default();
     let map = match root {
         Value::Mapping(m) => m,
         Value::Null => return config,

@@ -192,8 +192,8 @@ mod tests {
         let d1 = store.put_draft(0, json!({"sites": {}}), "ops").await.expect("first draft");
         assert_eq!(d1.version, 1);
         assert_eq!(store.put_draft(0, json!({}), "bob").await, Err(StoreError::Conflict { current: 1 }));
-        let r1 = store.commit("sites: {}\n".into(), "ops", "first").await.expect("commit");
-        let r2 = store.commit("sites: {a: {}}\n".into(), "ops", "second").await.expect("commit");
+        let r1 = store.commit(json!({"sites": {}}), "ops", "first").await.expect("commit");
+        let r2 = store.commit(json!({"sites": {"a": {}}}), "ops", "second").await.expect("commit");
         assert_eq!((r1.meta.number, r2.meta.number), (1, 2));
         let mut changes = store.changes().expect("changes");
         store.record(event(Action::Release, 2, None)).await.expect("release");

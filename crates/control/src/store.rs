@@ -81,16 +81,16 @@ impl Store {
         }
     }
 
-    /// Stores `content` as the next revision.
-    pub async fn commit(&self, content: String, author: &str, message: &str) -> Result<Revision, StoreError> {
+    /// Stores `document` as the next revision; its hash is that of its canonical text.
+    pub async fn commit(&self, document: Value, author: &str, message: &str) -> Result<Revision, StoreError> {
         let meta = RevisionMeta {
             number: 0,
-            hash: crate::document::sha256_hex(content.as_bytes()),
+            hash: crate::document::content_hash(&document),
             author: author.to_string(),
             message: message.to_string(),
             created: crate::now_secs(),
         };
-        let revision = Revision { meta, content };
+        let revision = Revision { meta, document };
         match self {
             Store::Local(s) => s.commit(revision),
             Store::Redis(s) => s.commit(revision).await,

@@ -19,13 +19,14 @@ pub struct RevisionMeta {
 }
 
 /// An immutable revision.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Revision {
     /// Number, hash, author, message, time.
     #[serde(flatten)]
     pub meta: RevisionMeta,
-    /// The published sections in canonical YAML.
-    pub content: String,
+    /// The published sections. Kept as JSON, which nodes read in a few milliseconds; the
+    /// canonical YAML that is hashed and shown in diffs is made from it on demand.
+    pub document: serde_json::Value,
 }
 
 /// The document operators edit; its version guards against lost updates.

@@ -2,11 +2,15 @@
 //! reloads (SIGHUP or file change) and drain on SIGTERM/SIGINT. Runs on the main thread's own
 //! runtime; traffic runs on the workers.
 
+mod apply;
+
 use crate::admin::{self, AdminState, Api, Audit, CertStore, StatusDoc, Tokens};
+use crate::compiler::Compiler;
 use crate::events::Events;
 use crate::follow::Follower;
 use crate::listeners::ListenerSet;
 use crate::tls::TlsRuntime;
+use apply::Builders;
 use gatehouse_config::{AccessLog as AccessLogConfig, Config, Workers as WorkerCount};
 use gatehouse_listener::{ServeContext, Workers};
 use gatehouse_plugins::Registry as PluginRegistry;
@@ -28,9 +32,8 @@ struct Control {
     path: Option<PathBuf>,
     events: Events,
     workers: Workers,
-    registry: Registry,
-    route_stats: RouteStatsRegistry,
-    plugins: PluginRegistry,
+    builders: Builders,
+    compiler: Compiler,
     shared: Arc<Shared>,
     listeners: ListenerSet,
     ctx: ServeContext,
@@ -45,6 +48,7 @@ struct Control {
     base: Arc<Mutex<String>>,
     follower: Follower,
     admin_addr: Option<std::net::SocketAddr>,
+    retired: Option<Arc<Snapshot>>,
 }
 
 /// The configuration file's text (or the quick start's) and what to call it in errors.
@@ -108,12 +112,10 @@ async fn initial_config(follower: &mut Follower, base: &str, file: Config) -> Co
         },
     };
     let number = rev.meta.number;
-    let merged = Follower::merged(base, &rev)
-        .and_then(|(text, running)| gatehouse_config::compile(&text).map(|c| (c, running)).map_err(|e| e.to_string()));
-    match merged {
+    match Follower::merged(base, &rev) {
         Ok((config, running)) => {
             tracing::info!(revision = number, "starting on published revision");
-            follower.applied(&rev, running);
+            follower.applied(rev, running);
             config
         }
         Err(e) => {
@@ -170,9 +172,12 @@ async fn serve(path: Option<PathBuf>, base: String, file_config: Config, events:
         path,
         events,
         workers,
-        registry,
-        route_stats,
-        plugins,
+        builders: Builders {
+            registry: Arc::new(registry),
+            route_stats: Arc::new(route_stats),
+            plugins: Arc::new(plugins),
+        },
+        compiler: Compiler::start()?,
         shared: shared.clone(),
         listeners: ListenerSet::default(),
         ctx,
@@ -185,6 +190,7 @@ async fn serve(path: Option<PathBuf>, base: String, file_config: Config, events:
         base: Arc::new(Mutex::new(base)),
         follower,
         admin_addr: None,
+        retired: None,
     };
     control.listeners.apply(&config, &control.workers, &control.ctx, config.reuse_port, &acceptors)?;
     control.restart_health_checks();
@@ -228,7 +234,7 @@ async fn serve(path: Option<PathBuf>, base: String, file_config: Config, events:
     };
     loop {
         tokio::select! {
-            _ = hup.recv() => control.reload("SIGHUP"),
+            _ = hup.recv() => control.reload("SIGHUP").await,
             more = async {
                 match changes.as_mut() {
                     Some(c) => c.changed().await,
@@ -249,7 +255,7 @@ async fn serve(path: Option<PathBuf>, base: String, file_config: Config, events:
                 let now = stamp(control.path.as_deref());
                 if control.shared.snapshot.load().config.watch && now.is_some() && now != control.file_stamp {
                     control.file_stamp = now;
-                    control.reload("file change");
+                    control.reload("file change").await;
                 }
             }
             _ = term.recv() => break,
@@ -314,85 +320,6 @@ fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) ->
 }
 
 impl Control {
-    fn reload(&mut self, why: &str) {
-        self.file_stamp = stamp(self.path.as_deref());
-        let started = Instant::now();
-        match self.try_reload() {
-            Ok(()) => {
-                self.shared.stats.reloads.inc();
-                self.update_status();
-                tracing::info!(trigger = why, generation = self.generation, took = ?started.elapsed(), "configuration reloaded");
-                self.events
-                    .emit("reloaded", json!({ "generation": self.generation, "listeners": self.listeners.addrs() }));
-            }
-            Err(e) => {
-                self.shared.stats.reload_failures.inc();
-                tracing::error!(trigger = why, "reload rejected, keeping the running configuration:\n{e}");
-                self.events.emit(
-                    "reload_failed",
-                    json!({ "errors": e.lines().collect::<Vec<_>>(), "generation": self.generation }),
-                );
-            }
-        }
-    }
-
-    /// Re-reads the file, merges the running revision into it, and applies the result.
-    fn try_reload(&mut self) -> Result<(), String> {
-        let (base, source) = read_base(self.path.as_deref())?;
-        let text = match &self.follower.running {
-            Some(r) => gatehouse_control::document::merge(&base, &r.document)?,
-            None => base.clone(),
-        };
-        self.apply(compile_text(&text, &source)?)?;
-        *self.base.lock().unwrap_or_else(|p| p.into_inner()) = base;
-        // The new file may be what a refused revision needed.
-        self.follower.failed = None;
-        Ok(())
-    }
-
-    /// Applies a configuration: snapshot, certificates, listeners, health checks. On error the
-    /// running configuration stays whole.
-    fn apply(&mut self, config: Config) -> Result<(), String> {
-        for (field, changed) in [
-            ("workers", config.workers != self.started_with.workers),
-            ("reuse_port", config.reuse_port != self.started_with.reuse_port),
-            ("cpu_affinity", config.cpu_affinity != self.started_with.cpu_affinity),
-            ("admin", config.admin != self.started_with.admin),
-            ("node", config.node != self.started_with.node),
-            ("control", config.control != self.started_with.control),
-            ("demo_backend", config.demo_backend != self.started_with.demo_backend),
-            ("redis", config.redis != self.started_with.redis),
-            ("tls.tickets", config.tls.tickets != self.started_with.tls.tickets),
-            ("tls.session_cache", config.tls.session_cache != self.started_with.tls.session_cache),
-        ] {
-            if changed {
-                tracing::warn!(field, "this setting changes only on restart; the running value stays");
-            }
-        }
-        let log = match &self.access_log {
-            Some((cfg, log)) if *cfg == config.access_log => Some((cfg.clone(), log.clone())),
-            _ => open_log(&config.access_log)?,
-        };
-        let generation = self.generation + 1;
-        let snapshot = Snapshot::build(
-            Arc::new(config.clone()),
-            generation,
-            &self.registry,
-            &self.route_stats,
-            &self.plugins,
-            log.as_ref().map(|(_, l)| l.clone()),
-        )?;
-        let staged = self.tls.stage(&config)?;
-        let acceptors = self.tls.acceptors(&config, staged.certs())?;
-        self.listeners.apply(&config, &self.workers, &self.ctx, self.started_with.reuse_port, &acceptors)?;
-        self.tls.commit(staged);
-        self.shared.snapshot.store(Arc::new(snapshot));
-        self.access_log = log;
-        self.generation = generation;
-        self.restart_health_checks();
-        Ok(())
-    }
-
     fn restart_health_checks(&mut self) {
         for h in self.health.drain(..) {
             h.abort();
@@ -401,42 +328,6 @@ impl Control {
         for u in snap.upstreams.values().filter(|u| u.health_check.is_some()) {
             self.health.push(tokio::spawn(gatehouse_upstream::run_health_checks(u.clone())));
         }
-    }
-
-    /// Applies the revision this node should run, if it changed, and reports to the store.
-    async fn follow(&mut self) {
-        if let Some(rev) = self.follower.pending().await {
-            let started = Instant::now();
-            let number = rev.meta.number;
-            let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
-            let result = Follower::merged(&base, &rev).and_then(|(text, running)| {
-                let config = gatehouse_config::compile(&text).map_err(|e| e.to_string())?;
-                self.apply(config).map(|()| running)
-            });
-            match result {
-                Ok(running) => {
-                    self.follower.applied(&rev, running);
-                    self.shared.stats.reloads.inc();
-                    let took = started.elapsed();
-                    tracing::info!(revision = number, generation = self.generation, took = ?took, "revision applied");
-                    self.events.emit(
-                        "applied",
-                        json!({ "revision": number, "generation": self.generation, "took_ms": took.as_secs_f64() * 1e3 }),
-                    );
-                }
-                Err(e) => {
-                    self.follower.refused(number, &e);
-                    self.shared.stats.reload_failures.inc();
-                    tracing::error!(revision = number, "revision refused, keeping the running configuration:\n{e}");
-                    self.events.emit(
-                        "apply_failed",
-                        json!({ "revision": number, "errors": e.lines().collect::<Vec<_>>(), "generation": self.generation }),
-                    );
-                }
-            }
-        }
-        self.follower.send_report(self.generation).await;
-        self.update_status();
     }
 
     fn update_status(&self) {

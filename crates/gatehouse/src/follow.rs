@@ -126,25 +126,29 @@ impl Follower {
         }
     }
 
-    /// The configuration text of `rev` on this node: its document merged into `base`.
-    pub fn merged(base: &str, rev: &Revision) -> Result<(String, Running), String> {
-        let document = document::parse_content(&rev.content)?;
-        let text = document::merge(base, &document)?;
-        Ok((text, Running { number: rev.meta.number, hash: rev.meta.hash.clone(), document }))
+    /// The configuration of `rev` on this node: its document merged into `base`, compiled.
+    pub fn merged(base: &str, rev: &Revision) -> Result<(Config, Running), String> {
+        let document = rev.document.clone();
+        let merged = document::merge(base, &document)?;
+        let config = gatehouse_config::compile_value(merged).map_err(|e| e.to_string())?;
+        Ok((config, Running { number: rev.meta.number, hash: rev.meta.hash.clone(), document }))
     }
 
-    /// Records a successful apply and keeps a copy for restarts.
-    pub fn applied(&mut self, rev: &Revision, running: Running) {
+    /// Records a successful apply and keeps a copy for restarts (written off the control loop:
+    /// a large revision takes milliseconds to serialise and sync).
+    pub fn applied(&mut self, rev: Revision, running: Running) {
         self.running = Some(running);
         self.failed = None;
-        if let Ok(bytes) = serde_json::to_vec(rev) {
-            if let Some(dir) = self.cache.parent() {
+        let cache = self.cache.clone();
+        tokio::task::spawn_blocking(move || {
+            let Ok(bytes) = serde_json::to_vec(&rev) else { return };
+            if let Some(dir) = cache.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }
-            if let Err(e) = gatehouse_tls::issue::write_private(&self.cache, &bytes) {
-                tracing::warn!(path = %self.cache.display(), error = %e, "cannot keep the applied revision for restarts");
+            if let Err(e) = gatehouse_tls::issue::write_private(&cache, &bytes) {
+                tracing::warn!(path = %cache.display(), error = %e, "cannot keep the applied revision for restarts");
             }
-        }
+        });
     }
 
     /// Records a refused revision.

@@ -6,6 +6,7 @@ mod admin;
 mod admin_cli;
 mod app;
 mod cert;
+mod compiler;
 mod convert;
 mod demo;
 mod events;

@@ -53,9 +53,14 @@ pub struct RouteEntry {
 pub struct RouteStatsRegistry(Mutex<HashMap<String, Weak<RouteStats>>>);
 
 impl RouteStatsRegistry {
+    /// Forgets the counters no snapshot holds any more; once per build, not per route (a
+    /// sweep per route made building 10,000 routes quadratic: 0.4 s).
+    fn sweep(&self) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).retain(|_, w| w.strong_count() > 0);
+    }
+
     fn get(&self, id: &str) -> Arc<RouteStats> {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.retain(|_, w| w.strong_count() > 0);
         if let Some(s) = map.get(id).and_then(Weak::upgrade) {
             return s;
         }
@@ -101,6 +106,7 @@ impl Snapshot {
         plugins: &gatehouse_plugins::Registry,
         access_log: Option<AccessLog>,
     ) -> Result<Snapshot, String> {
+        route_stats.sweep();
         let gateway = Gateway::build(&config, plugins)?;
         let upstreams: BTreeMap<String, Arc<Upstream>> = config
             .upstreams

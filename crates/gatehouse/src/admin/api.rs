@@ -280,11 +280,7 @@ impl Api {
         }
         let releases = self.store.releases().await?;
         let document = match releases.released {
-            Some(n) => {
-                let rev = self.store.revision(n).await?.ok_or_else(|| ApiError::not_found("released revision"))?;
-                document::parse_content(&rev.content)
-                    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?
-            }
+            Some(n) => self.store.revision(n).await?.ok_or_else(|| ApiError::not_found("released revision"))?.document,
             None => {
                 let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
                 let doc =
@@ -298,8 +294,8 @@ impl Api {
     /// Every error the document has once merged into this node's file.
     pub fn validate(&self, doc: &Value) -> Result<(), ApiError> {
         let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
-        let text = document::merge(&base, doc).map_err(|e| ApiError::invalid(vec![field("(document)", e)]))?;
-        let config = gatehouse_config::compile(&text)
+        let merged = document::merge(&base, doc).map_err(|e| ApiError::invalid(vec![field("(document)", e)]))?;
+        let config = gatehouse_config::compile_value(merged)
             .map_err(|errs| ApiError::invalid(errs.0.into_iter().map(|e| field(&e.path, e.message)).collect()))?;
         gatehouse_plugins::Gateway::build(&config, &gatehouse_plugins::Registry::offline()).map(drop).map_err(|e| {
             ApiError::invalid(
@@ -332,14 +328,13 @@ impl Api {
             }
         }
         self.validate(&draft.document)?;
-        let content = document::canonical(&draft.document);
-        let hash = document::sha256_hex(content.as_bytes());
+        let hash = document::content_hash(&draft.document);
         if let Some(last) = self.store.revisions().await?.last() {
             if last.hash == hash {
                 return Err(ApiError::conflict(format!("nothing changed since revision {}", last.number)));
             }
         }
-        let rev = self.store.commit(content, &c.who, &message).await?;
+        let rev = self.store.commit(draft.document, &c.who, &message).await?;
         let audit = json!({ "revision": rev.meta.number, "hash": rev.meta.hash, "draft_version": draft.version });
         Ok(Reply { status: 201, body: serde_json::to_value(&rev.meta).unwrap_or_default(), etag: None, audit })
     }
@@ -347,9 +342,15 @@ impl Api {
     async fn revision_doc(&self, n: &str) -> Result<(gatehouse_control::Revision, Value), ApiError> {
         let number: u64 = n.parse().map_err(|_| ApiError::bad("revision numbers are integers"))?;
         let rev = self.store.revision(number).await?.ok_or_else(|| ApiError::not_found(format!("no revision {n}")))?;
-        let doc =
-            document::parse_content(&rev.content).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+        let doc = rev.document.clone();
         Ok((rev, doc))
+    }
+
+    /// The metadata of revision `n`, without loading its document.
+    async fn revision_meta(&self, n: &str) -> Result<gatehouse_control::RevisionMeta, ApiError> {
+        let number: u64 = n.parse().map_err(|_| ApiError::bad("revision numbers are integers"))?;
+        let all = self.store.revisions().await?;
+        all.into_iter().find(|m| m.number == number).ok_or_else(|| ApiError::not_found(format!("no revision {n}")))
     }
 
     async fn show_revision(&self, n: &str) -> Answer {
@@ -373,8 +374,7 @@ impl Api {
     }
 
     async fn release(&self, c: &Call, n: &str, action: Action) -> Answer {
-        let (rev, _) = self.revision_doc(n).await?;
-        let number = rev.meta.number;
+        let number = self.revision_meta(n).await?.number;
         let before = self.store.releases().await?;
         let mut label = None;
         match action {

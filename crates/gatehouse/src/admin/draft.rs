@@ -141,9 +141,7 @@ impl Api {
             Some(n) => {
                 let rev =
                     self.store.revision(n).await?.ok_or_else(|| ApiError::not_found(format!("no revision {n}")))?;
-                let doc = document::parse_content(&rev.content)
-                    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
-                (doc, format!("revision {n}"))
+                (rev.document, format!("revision {n}"))
             }
             None => (json!({}), "nothing".to_string()),
         };
