@@ -115,7 +115,7 @@ async fn initial_config(follower: &mut Follower, base: &str, file: Config) -> Co
     match Follower::merged(base, &rev) {
         Ok((config, running)) => {
             tracing::info!(revision = number, "starting on published revision");
-            follower.applied(rev, running);
+            follower.applied(rev, running)();
             config
         }
         Err(e) => {

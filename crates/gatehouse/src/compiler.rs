@@ -33,6 +33,15 @@ impl Compiler {
         Ok(Compiler { jobs })
     }
 
+    /// Runs `f` on the compile thread without waiting for it: freeing a replaced snapshot,
+    /// writing a large file.
+    pub fn spawn(&self, f: impl FnOnce() + Send + 'static) {
+        if let Err(job) = self.jobs.send(Box::new(f)) {
+            // The thread is gone (only at exit): do it here.
+            (job.0)();
+        }
+    }
+
     /// Runs `f` on the compile thread and waits for its result without blocking the caller's
     /// runtime.
     pub async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {

@@ -134,13 +134,13 @@ impl Follower {
         Ok((config, Running { number: rev.meta.number, hash: rev.meta.hash.clone(), document }))
     }
 
-    /// Records a successful apply and keeps a copy for restarts (written off the control loop:
-    /// a large revision takes milliseconds to serialise and sync).
-    pub fn applied(&mut self, rev: Revision, running: Running) {
+    /// Records a successful apply; returns the job that keeps a copy for restarts, for the caller
+    /// to run off the control loop (a large revision takes milliseconds to serialise and sync).
+    pub fn applied(&mut self, rev: Revision, running: Running) -> impl FnOnce() + Send + 'static {
         self.running = Some(running);
         self.failed = None;
         let cache = self.cache.clone();
-        tokio::task::spawn_blocking(move || {
+        move || {
             let Ok(bytes) = serde_json::to_vec(&rev) else { return };
             if let Some(dir) = cache.parent() {
                 let _ = std::fs::create_dir_all(dir);
@@ -148,7 +148,7 @@ impl Follower {
             if let Err(e) = gatehouse_tls::issue::write_private(&cache, &bytes) {
                 tracing::warn!(path = %cache.display(), error = %e, "cannot keep the applied revision for restarts");
             }
-        });
+        }
     }
 
     /// Records a refused revision.

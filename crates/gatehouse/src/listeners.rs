@@ -1,10 +1,11 @@
 //! The running traffic listeners and how a reload changes them: a listener whose address is kept
 //! keeps its sockets (so queued and open connections are never dropped) and only restarts its accept
-//! tasks with the new settings; new addresses are bound before anything else changes, so a bind
+//! tasks when its settings changed — a new TLS acceptor (certificates, client authentication) is
+//! swapped in under running tasks; new addresses are bound before anything else changes, so a bind
 //! failure rejects the reload whole.
 
 use gatehouse_config::Config;
-use gatehouse_listener::{accept_loop, bind_listener, BoundListener, ServeContext, Workers};
+use gatehouse_listener::{accept_loop, bind_listener, AcceptorCell, BoundListener, ServeContext, Workers};
 use gatehouse_tls::TlsAcceptor;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -14,6 +15,7 @@ use tokio::task::AbortHandle;
 struct Running {
     bound: BoundListener,
     tasks: Vec<AbortHandle>,
+    tls: Option<AcceptorCell>,
 }
 
 /// Listeners by name.
@@ -62,22 +64,31 @@ impl ListenerSet {
         let mut old = std::mem::take(&mut self.running);
         for (name, cfg, keep) in plan {
             let running = match keep.and_then(|k| old.remove(&k)) {
-                // A TLS listener restarts its accept tasks with the new acceptor, whose
-                // certificates may have changed.
-                Some(r) if r.bound.config == *cfg && r.bound.name == *name && cfg.tls.is_none() => r,
+                // Unchanged settings: the tasks keep running; a TLS listener gets the new
+                // acceptor (its certificates may have changed) swapped in.
+                Some(r)
+                    if r.bound.config == *cfg && r.bound.name == *name && r.tls.is_some() == tls.contains_key(name) =>
+                {
+                    if let (Some(cell), Some(acceptor)) = (&r.tls, tls.get(name)) {
+                        cell.store(acceptor.clone());
+                    }
+                    r
+                }
                 Some(mut r) => {
                     abort(&mut r.tasks);
                     r.bound.config = cfg.clone();
                     r.bound.name = name.clone();
                     tracing::info!(listener = %name, addr = %r.bound.addr, "listener settings changed; sockets kept");
-                    let tasks = start(&r.bound, workers, ctx, tls.get(name));
-                    Running { bound: r.bound, tasks }
+                    let cell = tls.get(name).map(|a| Arc::new(arc_swap::ArcSwap::new(a.clone())));
+                    let tasks = start(&r.bound, workers, ctx, cell.as_ref());
+                    Running { bound: r.bound, tasks, tls: cell }
                 }
                 None => {
                     let Some(bound) = fresh.remove(name) else { continue };
                     tracing::info!(listener = %name, addr = %bound.addr, reuse_port, workers = n, "listening");
-                    let tasks = start(&bound, workers, ctx, tls.get(name));
-                    Running { bound, tasks }
+                    let cell = tls.get(name).map(|a| Arc::new(arc_swap::ArcSwap::new(a.clone())));
+                    let tasks = start(&bound, workers, ctx, cell.as_ref());
+                    Running { bound, tasks, tls: cell }
                 }
             };
             self.running.insert(name.clone(), running);
@@ -109,12 +120,7 @@ fn abort(tasks: &mut Vec<AbortHandle>) {
     }
 }
 
-fn start(
-    bound: &BoundListener,
-    workers: &Workers,
-    ctx: &ServeContext,
-    tls: Option<&Arc<TlsAcceptor>>,
-) -> Vec<AbortHandle> {
+fn start(bound: &BoundListener, workers: &Workers, ctx: &ServeContext, tls: Option<&AcceptorCell>) -> Vec<AbortHandle> {
     let cfg = Arc::new(bound.config.clone());
     workers
         .workers

@@ -17,5 +17,5 @@ mod transport;
 mod workers;
 
 pub use bind::{bind_listener, BoundListener};
-pub use serve::{accept_loop, ServeContext};
+pub use serve::{accept_loop, AcceptorCell, ServeContext};
 pub use workers::{Worker, Workers};

@@ -31,11 +31,15 @@ pub struct ServeContext {
     pub drain: watch::Receiver<bool>,
 }
 
+/// The TLS acceptor of a listener, replaced in place when a reload changes certificates or client
+/// authentication, so the accept tasks keep running.
+pub type AcceptorCell = Arc<arc_swap::ArcSwap<TlsAcceptor>>;
+
 /// Accepts connections on `socket` until the task is aborted; `tls` terminates TLS first.
 pub async fn accept_loop(
     socket: std::net::TcpListener,
     config: Arc<Listener>,
-    tls: Option<Arc<TlsAcceptor>>,
+    tls: Option<AcceptorCell>,
     ctx: ServeContext,
 ) {
     let listener = match tokio::net::TcpListener::from_std(socket) {
@@ -56,7 +60,7 @@ pub async fn accept_loop(
                 match &tls {
                     None => tokio::spawn(serve_connection(stream, peer, config.clone(), ctx.clone(), permit)),
                     Some(tls) => {
-                        tokio::spawn(serve_tls(stream, peer, config.clone(), tls.clone(), ctx.clone(), permit))
+                        tokio::spawn(serve_tls(stream, peer, config.clone(), tls.load_full(), ctx.clone(), permit))
                     }
                 };
             }

@@ -129,9 +129,11 @@ impl Control {
         self.listeners.apply(&config, &self.workers, &self.ctx, self.started_with.reuse_port, &acceptors)?;
         self.tls.commit(staged);
         self.generation = snapshot.generation;
-        // The replaced snapshot is kept until the next apply, so that it is freed here rather than
-        // by a worker finishing the last request that held it (10,000 routes take milliseconds).
-        self.retired = Some(self.shared.snapshot.swap(Arc::new(snapshot)));
+        // The replaced snapshot is kept until the next apply and then freed on the compile thread,
+        // not by a worker finishing the last request that held it: freeing 10,000 routes takes
+        // milliseconds of CPU.
+        let old = self.retired.replace(self.shared.snapshot.swap(Arc::new(snapshot)));
+        self.compiler.spawn(move || drop(old));
         self.access_log = log;
         self.restart_health_checks();
         Ok(())
@@ -157,7 +159,8 @@ impl Control {
             let result = built.and_then(|(built, running)| self.install(built).map(|()| running));
             match result {
                 Ok(running) => {
-                    self.follower.applied(rev, running);
+                    let keep_copy = self.follower.applied(rev, running);
+                    self.compiler.spawn(keep_copy);
                     self.shared.stats.reloads.inc();
                     let took = started.elapsed();
                     tracing::info!(
