@@ -152,6 +152,9 @@ fn every_operation_answers_as_the_openapi_document_says() {
 
     let (s, _) = k.call("GET", "/status", None, "");
     assert_eq!(s, 200);
+    assert_eq!(http_request(gw.addr("http"), "GET", HOST, "/", &[], b"").expect("traffic").status, 200);
+    let (s, stats) = k.call("GET", "/stats", None, "");
+    assert_eq!((s, stats["requests"]["2xx"].as_u64()), (200, Some(1)), "{stats}");
     let unauth = http_request(gw.admin(), "GET", "admin", "/api/v1/status", &[], b"").expect("status");
     assert_eq!(k.check("GET", "/status", &unauth).0, 401);
 
