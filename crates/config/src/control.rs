@@ -15,6 +15,10 @@ pub struct Admin {
     /// Bearer tokens of the API and console, kept as SHA-256 hashes; none: the API is off.
     #[serde(default)]
     pub tokens: Vec<AdminToken>,
+    /// A file holding one `write` token in the clear, made with a random token on first start:
+    /// the quick start's way to open the console without editing the configuration.
+    #[serde(default)]
+    pub token_file: Option<TokenFile>,
     /// Largest request body the API reads (a whole draft, a certificate bundle).
     #[serde(default = "max_body")]
     pub max_body: ByteSize,
@@ -42,6 +46,28 @@ pub struct AdminToken {
     /// What it may do.
     #[serde(default)]
     pub role: AdminRole,
+}
+
+/// A token kept in a file (mode 600).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TokenFile {
+    /// Who holds it.
+    #[serde(default = "token_file_name")]
+    pub name: String,
+    /// Where it is.
+    pub path: PathBuf,
+}
+
+fn token_file_name() -> String {
+    "admin".into()
+}
+
+impl Admin {
+    /// Whether the API and console are on (some token is configured).
+    pub fn api_on(&self) -> bool {
+        !self.tokens.is_empty() || self.token_file.is_some()
+    }
 }
 
 /// What a token may do.
@@ -114,6 +140,11 @@ pub(crate) fn validate(c: &crate::Config, err: &mut impl FnMut(String, String)) 
             }
             if t.sha256.len() != 64 || !t.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
                 err(format!("{p}.sha256"), "must be 64 hex digits (the SHA-256 of the token)".into());
+            }
+        }
+        if let Some(f) = &a.token_file {
+            if !names.insert(f.name.as_str()) {
+                err("admin.token_file.name".into(), format!("`{}` is used by a token", f.name));
             }
         }
         if a.max_body.0 < 1024 {

@@ -290,10 +290,40 @@ async fn worker_maintenance(shared: Arc<Shared>) {
     }
 }
 
+/// The token in `path`, made (32 random bytes, hex, mode 600) when the file is missing.
+fn token_from_file(path: &Path, bind: std::net::SocketAddr) -> Result<String, String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
+        Ok(_) => return Err(format!("admin.token_file: {} is empty", path.display())),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("admin.token_file: cannot read {}: {e}", path.display()))
+        }
+        Err(_) => {}
+    }
+    let mut bytes = [0u8; 32];
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| "admin.token_file: no system randomness")?;
+    let token = gatehouse_control::document::hex(&bytes);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("admin.token_file: cannot create {}: {e}", dir.display()))?;
+    }
+    gatehouse_tls::issue::write_private(path, token.as_bytes())
+        .map_err(|e| format!("admin.token_file: cannot write {}: {e}", path.display()))?;
+    tracing::info!(console = %format!("http://{bind}/console/"), token_file = %path.display(), "admin token made");
+    Ok(token)
+}
+
 /// The admin API, when tokens are configured.
 fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) -> Result<Option<Arc<Api>>, String> {
-    if a.tokens.is_empty() {
+    if !a.api_on() {
         return Ok(None);
+    }
+    let mut tokens = a.tokens.clone();
+    if let Some(f) = &a.token_file {
+        tokens.push(gatehouse_config::AdminToken {
+            name: f.name.clone(),
+            sha256: gatehouse_control::document::sha256_hex(token_from_file(&f.path, a.bind)?.as_bytes()),
+            role: gatehouse_config::AdminRole::Write,
+        });
     }
     let store = control.follower.store.clone().ok_or("the admin API needs a revision store")?;
     let audit = match a.audit_log.as_deref() {
@@ -309,7 +339,7 @@ fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) ->
         None => None,
     };
     Ok(Some(Arc::new(Api {
-        tokens: Tokens::new(&a.tokens),
+        tokens: Tokens::new(&tokens),
         max_body: usize::try_from(a.max_body.0).unwrap_or(usize::MAX),
         store,
         base: control.base.clone(),

@@ -61,7 +61,7 @@ impl Follower {
         config: &Config,
         cluster: Option<&std::sync::Arc<gatehouse_tls::cluster::Cluster>>,
     ) -> Result<Self, String> {
-        let api_on = config.admin.as_ref().is_some_and(|a| !a.tokens.is_empty());
+        let api_on = config.admin.as_ref().is_some_and(gatehouse_config::Admin::api_on);
         let dir = &config.control.dir;
         let store = match cluster {
             Some(c) => Some(Store::redis(c.clone())),

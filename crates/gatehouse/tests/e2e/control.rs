@@ -25,12 +25,12 @@ pub(crate) fn admin_section(extra: &str) -> String {
 /// An API client for one admin listener.
 pub(crate) struct Api {
     pub(crate) addr: SocketAddr,
-    pub(crate) token: &'static str,
+    pub(crate) token: String,
 }
 
 impl Api {
     pub(crate) fn new(gw: &Gateway) -> Api {
-        Api { addr: gw.admin(), token: TOKEN }
+        Api { addr: gw.admin(), token: TOKEN.into() }
     }
 
     pub(crate) fn raw(&self, method: &str, path: &str, if_match: Option<u64>, body: &str) -> Response {
@@ -95,8 +95,11 @@ fn drafts_become_revisions_that_release_roll_back_and_survive_a_restart() {
     // Tokens: none, unknown, read-only.
     let r = http_request(gw.admin(), "GET", "admin", "/api/v1/draft", &[], b"").expect("request");
     assert_eq!((r.status, r.header("www-authenticate")), (401, Some("Bearer realm=\"gatehouse\"")));
-    assert_eq!(Api { addr: gw.admin(), token: "ops-token-7d1c0b" }.call("GET", "/draft", None, Value::Null).0, 401);
-    let viewer = Api { addr: gw.admin(), token: READ_TOKEN };
+    assert_eq!(
+        Api { addr: gw.admin(), token: "ops-token-7d1c0b".into() }.call("GET", "/draft", None, Value::Null).0,
+        401
+    );
+    let viewer = Api { addr: gw.admin(), token: READ_TOKEN.into() };
     assert_eq!(viewer.call("GET", "/draft", None, Value::Null).0, 200);
     assert_eq!(viewer.call("PUT", "/draft/upstreams/x", Some(0), json!({})).0, 403);
 
@@ -397,4 +400,32 @@ fn the_admin_listener_can_require_client_certificates() {
         .output()
         .expect("run curl");
     assert!(!out.status.success(), "answered without a client certificate: {}", String::from_utf8_lossy(&out.stdout));
+}
+
+#[test]
+fn a_token_file_is_made_once_and_opens_the_api() {
+    let (a, dir) = (Backend::start("a"), TempDir::new());
+    let token_path = dir.join("state").join("admin-token");
+    let yaml = format!(
+        "workers: 1\nadmin:\n  bind: \"127.0.0.1:0\"\n  token_file: {{path: \"{}\"}}\ncontrol: {{dir: \"{}\"}}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  main: {{hosts: [\"{HOST}\"], routes: [{{path: /, upstream: u}}]}}\n",
+        token_path.display(),
+        dir.join("control").display(),
+        targets(&[&a])
+    );
+    let token = {
+        let gw = start(&yaml);
+        let token = std::fs::read_to_string(&token_path).expect("the token file is made");
+        assert_eq!(token.len(), 64);
+        assert!(token.bytes().all(|b| b.is_ascii_hexdigit()));
+        let mode =
+            std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&token_path).expect("meta").permissions());
+        assert_eq!(mode & 0o777, 0o600);
+        let (s, d) = Api { addr: gw.admin(), token: token.clone() }.call("GET", "/draft", None, Value::Null);
+        assert_eq!((s, d["version"].as_u64()), (200, Some(0)), "{d}");
+        assert_eq!(Api { addr: gw.admin(), token: "guess".into() }.call("GET", "/draft", None, Value::Null).0, 401);
+        token
+    };
+    let gw = start(&yaml);
+    assert_eq!(std::fs::read_to_string(&token_path).expect("kept"), token, "made once, then kept");
+    assert_eq!(Api { addr: gw.admin(), token }.call("GET", "/status", None, Value::Null).0, 200);
 }
