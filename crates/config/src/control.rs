@@ -10,7 +10,8 @@ use std::path::PathBuf;
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Admin {
-    /// Address to bind, e.g. `127.0.0.1:9080`.
+    /// Address to bind; loopback unless set, as the API can change everything.
+    #[serde(default = "admin_bind")]
     pub bind: SocketAddr,
     /// Bearer tokens of the API and console, kept as SHA-256 hashes; none: the API is off.
     #[serde(default)]
@@ -29,6 +30,10 @@ pub struct Admin {
     /// Serve the admin listener over TLS, optionally requiring client certificates.
     #[serde(default)]
     pub tls: Option<AdminTls>,
+}
+
+fn admin_bind() -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], 9080))
 }
 
 fn max_body() -> ByteSize {
