@@ -43,6 +43,8 @@ mod pool;
 mod reload;
 #[path = "e2e/request_id.rs"]
 mod request_id;
+#[path = "e2e/smuggling.rs"]
+mod smuggling;
 #[path = "e2e/tls.rs"]
 mod tls;
 #[path = "e2e/tls_cluster.rs"]

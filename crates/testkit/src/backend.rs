@@ -31,8 +31,10 @@ pub struct Recorded {
     pub version: Version,
     /// Headers with lower-case names; values of one name keep their order.
     pub headers: Vec<(String, String)>,
-    /// The whole body.
+    /// The whole body, or what arrived of it before it failed (see `aborted`).
     pub body: Vec<u8>,
+    /// The body ended in an error: the sender gave up mid-body, so the request never arrived whole.
+    pub aborted: bool,
 }
 
 impl Recorded {
@@ -223,10 +225,13 @@ async fn answer(state: Arc<State>, mut req: Request<Incoming>) -> Result<Respons
     let upgrade = req.headers().get(http::header::UPGRADE).cloned();
     let on_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
-    let body = if on_upgrade.is_some() {
-        Vec::new()
+    let (body, aborted) = if on_upgrade.is_some() {
+        (Vec::new(), false)
     } else {
-        body.collect().await.map(|b| b.to_bytes().to_vec()).unwrap_or_default()
+        match body.collect().await {
+            Ok(b) => (b.to_bytes().to_vec(), false),
+            Err(_) => (Vec::new(), true),
+        }
     };
     let recorded = Recorded {
         method: parts.method.to_string(),
@@ -238,6 +243,7 @@ async fn answer(state: Arc<State>, mut req: Request<Incoming>) -> Result<Respons
             .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
             .collect(),
         body,
+        aborted,
     };
     if let Ok(mut r) = state.requests.lock() {
         r.push(recorded);

@@ -110,12 +110,7 @@ pub fn decode_body(buf: &mut BytesMut, framing: &mut Framing) -> Result<Option<B
             Framing::Chunked(state) => match *state {
                 Chunk::Size => {
                     let Some(line) = take_line(buf)? else { return Ok(None) };
-                    let digits = line.split(|&b| b == b';').next().unwrap_or_default().trim_ascii();
-                    let size = std::str::from_utf8(digits)
-                        .ok()
-                        .filter(|d| !d.is_empty() && d.len() <= 16)
-                        .and_then(|d| u64::from_str_radix(d, 16).ok())
-                        .ok_or("invalid chunk size")?;
+                    let size = chunk_size(&line).ok_or("invalid chunk size")?;
                     *state = if size == 0 { Chunk::Trailers } else { Chunk::Data(size) };
                 }
                 Chunk::Data(left) => {
@@ -147,14 +142,28 @@ pub fn decode_body(buf: &mut BytesMut, framing: &mut Framing) -> Result<Option<B
     }
 }
 
+/// The size of a chunk-size line: 1 to 16 hex digits, then only optional whitespace before any
+/// `;` extension, and no control bytes. A sign (which `from_str_radix` takes), leading whitespace
+/// or a CR inside an extension are refused rather than read one way here and another way by the
+/// server or client across from us.
+fn chunk_size(line: &[u8]) -> Option<u64> {
+    let digits = line.iter().take_while(|b| b.is_ascii_hexdigit()).count();
+    let after = line[digits..].iter().find(|&&b| b != b' ' && b != b'\t');
+    let controls = line.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f);
+    if digits == 0 || digits > 16 || after.is_some_and(|&b| b != b';') || controls {
+        return None;
+    }
+    line[..digits].iter().try_fold(0u64, |n, &b| Some(n << 4 | u64::from((b as char).to_digit(16)?)))
+}
+
+/// The next line of a chunked body without its CRLF. Only CRLF ends a line here: a bare LF, which
+/// some parsers accept and others skip over, is an error.
 fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, String> {
     match buf.iter().position(|&b| b == b'\n') {
+        Some(i) if i == 0 || buf[i - 1] != b'\r' => Err("chunked line ended by a bare LF".into()),
         Some(i) => {
             let mut line = buf.split_to(i + 1).freeze();
-            line.truncate(i);
-            if line.last() == Some(&b'\r') {
-                line.truncate(i - 1);
-            }
+            line.truncate(i - 1);
             Ok(Some(line))
         }
         None if buf.len() > MAX_CHUNK_LINE => Err("chunk line too long".into()),
@@ -177,4 +186,45 @@ pub fn keep_alive(headers: &http::HeaderMap, http10: bool) -> bool {
         }
     }
     keep
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decode_all(bytes: &[u8]) -> Result<Vec<u8>, String> {
+        let mut buf = BytesMut::from(bytes);
+        let mut framing = Framing::Chunked(Chunk::Size);
+        let mut body = Vec::new();
+        while let Some(piece) = decode_body(&mut buf, &mut framing)? {
+            body.extend_from_slice(&piece);
+        }
+        assert!(framing.finished(), "{bytes:?}: incomplete");
+        Ok(body)
+    }
+
+    #[test]
+    fn chunked_bodies_decode_with_extensions_and_trailers() {
+        assert_eq!(decode_all(b"5;ext=1\r\nhello\r\n1 ; a=\"b\"\r\n!\r\n0\r\nX-T: 1\r\n\r\n"), Ok(b"hello!".to_vec()));
+        assert_eq!(decode_all(b"A\r\n0123456789\r\n0\r\n\r\n"), Ok(b"0123456789".to_vec()));
+    }
+
+    #[test]
+    fn ambiguous_chunk_lines_are_errors() {
+        for bad in [
+            &b"+5\r\nhello\r\n0\r\n\r\n"[..],
+            b"-5\r\nhello\r\n0\r\n\r\n",
+            b"  5\r\nhello\r\n0\r\n\r\n",
+            b"0x5\r\nhello\r\n0\r\n\r\n",
+            b"zz\r\nhello\r\n0\r\n\r\n",
+            b"\r\nhello\r\n0\r\n\r\n",
+            b"ffffffffffffffffff\r\nhello\r\n0\r\n\r\n",
+            b"5\nhello\r\n0\r\n\r\n",
+            b"5;ext\nhello\r\n0\r\n\r\n",
+            b"5;a\rb\r\nhello\r\n0\r\n\r\n",
+            b"5\r\nhello\r\n0\r\n\n",
+        ] {
+            assert!(decode_all(bad).is_err(), "{:?} was accepted", String::from_utf8_lossy(bad));
+        }
+    }
 }

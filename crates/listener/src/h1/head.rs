@@ -68,6 +68,12 @@ pub(crate) fn parse(
         let value = HeaderValue::from_maybe_shared(head.slice(vs..vs + vl)).map_err(|_| StatusCode::BAD_REQUEST)?;
         headers.append(name, value);
     }
+    if let Some(authority) = uri.authority() {
+        // Absolute-form: the target's authority is the host (RFC 9112 section 3.2.2); routing
+        // reads it, so `Host` is made to say the same and the request is forwarded for one host.
+        let host = HeaderValue::from_str(authority.as_str()).map_err(|_| StatusCode::BAD_REQUEST)?;
+        headers.insert(header::HOST, host);
+    }
     let framing = framing(&mut headers, http10)?;
     let keep_alive = gatehouse_upstream::framing::keep_alive(&headers, http10);
     let expect_continue =
@@ -100,8 +106,10 @@ fn framing(headers: &mut HeaderMap, http10: bool) -> Result<Framing, StatusCode>
         return Ok(Framing::Chunked(Chunk::Size));
     }
     let mut length: Option<u64> = None;
+    let mut parts = 0usize;
     for value in headers.get_all(header::CONTENT_LENGTH) {
         for part in value.as_bytes().split(|&b| b == b',') {
+            parts += 1;
             let part = part.trim_ascii();
             if part.is_empty() || part.len() > 19 || !part.iter().all(u8::is_ascii_digit) {
                 return Err(StatusCode::BAD_REQUEST);
@@ -112,6 +120,11 @@ fn framing(headers: &mut HeaderMap, http10: bool) -> Result<Framing, StatusCode>
             }
             length = Some(n);
         }
+    }
+    if let (Some(n), true) = (length, parts > 1) {
+        // Identical repeats are one length (RFC 9110 section 8.6); forwarded as one header, so the
+        // server behind cannot read them another way.
+        headers.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
     }
     Ok(match length {
         Some(0) | None => Framing::Empty,
@@ -168,9 +181,25 @@ mod tests {
         ] {
             assert_eq!(parse_str(unsupported).err(), Some(StatusCode::NOT_IMPLEMENTED), "{unsupported:?}");
         }
-        let same =
-            parse_str("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n").expect("ok").expect("h");
-        assert_eq!(same.framing, Framing::Length(5));
+        for same in [
+            "POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+            "POST / HTTP/1.1\r\nContent-Length: 5, 5\r\n\r\n",
+        ] {
+            let head = parse_str(same).expect("ok").expect("head");
+            assert_eq!(head.framing, Framing::Length(5), "{same:?}");
+            let lengths: Vec<_> = head.request.headers().get_all(header::CONTENT_LENGTH).iter().collect();
+            assert_eq!(lengths, ["5"], "{same:?}: forwarded as one value");
+        }
+    }
+
+    #[test]
+    fn absolute_form_authority_becomes_host() {
+        let head = parse_str("GET http://app.test/x?q=1 HTTP/1.1\r\nHost: evil.test\r\nHost: other.test\r\n\r\n")
+            .expect("ok")
+            .expect("head");
+        let hosts: Vec<_> = head.request.headers().get_all(header::HOST).iter().collect();
+        assert_eq!(hosts, ["app.test"]);
+        assert_eq!(head.request.uri().path_and_query().map(|p| p.as_str()), Some("/x?q=1"));
     }
 
     #[test]
