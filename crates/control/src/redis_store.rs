@@ -126,6 +126,13 @@ impl RedisStore {
         Ok(out)
     }
 
+    pub(crate) async fn revision_meta(&self, number: u64) -> Result<Option<RevisionMeta>, StoreError> {
+        match self.cluster.client().hget(self.key("revs"), number.to_string()).await.map_err(down)? {
+            Some(v) => serde_json::from_slice(&v).map(Some).map_err(corrupt),
+            None => Ok(None),
+        }
+    }
+
     pub(crate) async fn releases(&self) -> Result<Releases, StoreError> {
         let all = self.cluster.client().hgetall(self.key("releases")).await.map_err(down)?;
         let mut r = Releases::default();

@@ -113,6 +113,14 @@ impl Store {
         }
     }
 
+    /// Revision `number`'s metadata, without its document.
+    pub async fn revision_meta(&self, number: u64) -> Result<Option<RevisionMeta>, StoreError> {
+        match self {
+            Store::Local(s) => Ok(s.revisions()?.into_iter().find(|m| m.number == number)),
+            Store::Redis(s) => s.revision_meta(number).await,
+        }
+    }
+
     /// Which revision runs where.
     pub async fn releases(&self) -> Result<Releases, StoreError> {
         match self {

@@ -42,6 +42,8 @@ pub struct Follower {
     started: i64,
     /// When the last store error was logged (they are logged once a minute).
     last_warning: Option<std::time::Instant>,
+    /// The releases' sequence number when the running revision was last checked against the store.
+    checked_seq: Option<u64>,
 }
 
 /// The host name, as node ids default to it.
@@ -80,6 +82,7 @@ impl Follower {
             cache: dir.join("applied.json"),
             started: now_secs(),
             last_warning: None,
+            checked_seq: None,
         })
     }
 
@@ -109,9 +112,28 @@ impl Follower {
         self.store_ok = true;
         self.target = releases.target_for(&self.labels);
         let n = self.target?;
-        if self.running.as_ref().is_some_and(|r| r.number == n) || self.failed.as_ref().is_some_and(|f| f.revision == n)
-        {
+        if self.failed.as_ref().is_some_and(|f| f.revision == n) {
             return None;
+        }
+        if let Some(running) = &self.running {
+            if running.number == n {
+                // Same number; after the releases changed, make sure it is the same revision too: a
+                // Redis that lost its data numbers new revisions from 1 again.
+                if self.checked_seq == Some(releases.seq) {
+                    return None;
+                }
+                match store.revision_meta(n).await {
+                    Ok(Some(meta)) if meta.hash != running.hash => {}
+                    Ok(_) => {
+                        self.checked_seq = Some(releases.seq);
+                        return None;
+                    }
+                    Err(e) => {
+                        self.warn("cannot read a revision", &e);
+                        return None;
+                    }
+                }
+            }
         }
         match store.revision(n).await {
             Ok(Some(rev)) => Some(rev),
@@ -139,6 +161,7 @@ impl Follower {
     pub fn applied(&mut self, rev: Revision, running: Running) -> impl FnOnce() + Send + 'static {
         self.running = Some(running);
         self.failed = None;
+        self.checked_seq = None;
         let cache = self.cache.clone();
         move || {
             let Ok(bytes) = serde_json::to_vec(&rev) else { return };

@@ -130,3 +130,45 @@ fn releases_stages_rollbacks_and_late_nodes_follow_through_redis_under_load() {
         assert_eq!(report.ok, report.responses(), "{name}: every answer is 2xx: {report:?}");
     }
 }
+
+#[test]
+fn nodes_keep_serving_while_redis_is_away_and_follow_again_when_it_returns_empty() {
+    let mut c = Cluster::new();
+    let a = Backend::start("a");
+    let dir = TempDir::new();
+    let (y1, y2) = (node(&c, &dir, &a, "n1", "", true), node(&c, &dir, &a, "n2", "", false));
+    let (mut n1, mut n2) = (start(&y1), start(&y2));
+    let api = Api::new(&n1);
+    let load = Load::start(n2.addr("http"), HOST, "/", 2, 1_000_000);
+    let to_b = json!({ "targets": [c.backend.addr().to_string()] });
+    assert_eq!(api.call("PUT", "/draft/upstreams/u", Some(api.version()), to_b).0, 200);
+    let r1 = api.commit("to b");
+    assert_eq!(api.call("POST", &format!("/revisions/{r1}/release"), None, Value::Null).0, 200);
+    applied(&mut n1, r1);
+    applied(&mut n2, r1);
+
+    // Redis away: traffic goes on with what runs; the API says the store is unavailable.
+    c.redis.stop();
+    for gw in [&n1, &n2] {
+        assert_eq!(backend_of(gw), "b");
+    }
+    let (s, e) = api.call("GET", "/revisions", None, Value::Null);
+    assert_eq!(s, 503, "{e}");
+    assert!(e["error"].as_str().is_some_and(|m| m.contains("unavailable")), "{e}");
+    let status = gatehouse_testkit::http_get(n1.admin(), "admin", "/status", &[]);
+    assert_eq!(status.status, 200);
+
+    // Redis back, empty: the nodes keep revision 1 (nothing is released any more); a new
+    // revision 1 with other content is a different revision, and they take it when released.
+    c.redis.restart();
+    crate::tls::eventually("the API reaches Redis again", || api.call("GET", "/revisions", None, Value::Null).0 == 200);
+    assert_eq!((backend_of(&n1), backend_of(&n2)), ("b".into(), "b".into()));
+    assert_eq!(api.version(), 0, "the draft starts again from the file");
+    let again = api.commit("back to a, in a new Redis");
+    assert_eq!(again, r1, "numbering starts again");
+    assert_eq!(api.call("POST", &format!("/revisions/{again}/release"), None, Value::Null).0, 200);
+    crate::tls::eventually("both nodes run the new revision 1", || backend_of(&n1) == "a" && backend_of(&n2) == "a");
+    let report = load.stop();
+    assert_eq!(report.failed, 0, "{report:?}");
+    assert_eq!(report.ok, report.responses(), "{report:?}");
+}
