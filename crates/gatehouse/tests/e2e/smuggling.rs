@@ -318,7 +318,11 @@ fn check(gw: &Gateway, b: &Backend, name: &str, bytes: &[u8], outcome: Outcome) 
 fn smuggling_and_parsing_cases_are_refused_or_forwarded_unambiguously() {
     let b = Backend::start("a");
     let gw = gateway(&b, "");
-    for &(name, bytes, outcome) in CASES {
+    // Cases refused in the body go last: the head they had already sent on may be recorded by the
+    // backend (as aborted) after the next case has begun, and only those cases allow for that.
+    let in_body = |o: &Outcome| matches!(o, RefusedInBody(_));
+    let ordered = CASES.iter().filter(|c| !in_body(&c.2)).chain(CASES.iter().filter(|c| in_body(&c.2)));
+    for &(name, bytes, outcome) in ordered {
         check(&gw, &b, name, bytes, outcome);
     }
 }
