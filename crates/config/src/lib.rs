@@ -17,6 +17,7 @@ pub use control::*;
 pub use gateway::*;
 pub use model::*;
 pub use request_id::RequestId;
+pub use schema::valid_name;
 pub use units::{ByteSize, Duration};
 pub use validate_gateway::JWT_ALGORITHMS;
 

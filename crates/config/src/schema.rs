@@ -73,7 +73,8 @@ fn named<T: DeserializeOwned>(value: Value, section: &str, errors: &mut Vec<Conf
     out
 }
 
-pub(crate) fn valid_name(name: &str) -> bool {
+/// Whether `name` may name an entry, a node or a label: letters, digits, `-`, `_` and `.`.
+pub fn valid_name(name: &str) -> bool {
     !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
 }
 

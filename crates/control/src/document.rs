@@ -26,14 +26,9 @@ impl FieldError {
     }
 }
 
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// SHA-256 of `data`, hex.
 pub fn sha256_hex(data: &[u8]) -> String {
-    hex(digest(&SHA256, data).as_ref())
+    gatehouse_tls::ticket::hex(digest(&SHA256, data).as_ref())
 }
 
 fn yaml_root(text: &str) -> Result<serde_yaml::Mapping, String> {
@@ -100,12 +95,6 @@ pub fn canonical(document: &Value) -> String {
 /// The SHA-256 (hex) of a document's canonical text: equal documents, equal hashes.
 pub fn content_hash(document: &Value) -> String {
     sha256_hex(canonical(document).as_bytes())
-}
-
-/// Canonical YAML back to a document.
-pub fn parse_content(content: &str) -> Result<Value, String> {
-    let root = yaml_root(content)?;
-    serde_json::to_value(serde_yaml::Value::Mapping(root)).map_err(|e| e.to_string())
 }
 
 /// Checks the shape of a document sent to the API and makes it safe to keep: only published
@@ -236,7 +225,8 @@ mod tests {
         let a: Value = serde_json::from_str(r#"{"sites":{"b":{"hosts":["x"]},"a":{"hosts":["y"]}}}"#).expect("a");
         let b: Value = serde_json::from_str(r#"{"sites":{"a":{"hosts":["y"]},"b":{"hosts":["x"]}}}"#).expect("b");
         assert_eq!(canonical(&a), canonical(&b));
-        assert_eq!(parse_content(&canonical(&a)).expect("parse"), a);
+        let back: Value = serde_yaml::from_str(&canonical(&a)).expect("parse");
+        assert_eq!(back, a);
     }
 
     #[test]
@@ -291,22 +281,16 @@ mod timing {
         let content = canonical(&doc);
         let c = t.elapsed();
         let t = std::time::Instant::now();
-        let parsed = parse_content(&content).expect("parse");
-        let p = t.elapsed();
-        let t = std::time::Instant::now();
         let json_text = serde_json::to_string(&doc).expect("json");
         let _: Value = serde_json::from_str(&json_text).expect("json");
         let j = t.elapsed();
         let base = "listeners:\n  http: {bind: '127.0.0.1:0'}\n";
         let t = std::time::Instant::now();
-        let merged = merge(base, &parsed).expect("merge");
+        let merged = merge(base, &doc).expect("merge");
         let m = t.elapsed();
         let t = std::time::Instant::now();
         gatehouse_config::compile_value(merged).expect("compile");
         let k = t.elapsed();
-        println!(
-            "{} bytes: canonical {c:?}, parse yaml {p:?}, json round trip {j:?}, merge {m:?}, compile {k:?}",
-            content.len()
-        );
+        println!("{} bytes: canonical {c:?}, json round trip {j:?}, merge {m:?}, compile {k:?}", content.len());
     }
 }

@@ -90,9 +90,7 @@ pub struct TlsRuntime {
     rotation: Option<JoinHandle<()>>,
 }
 
-pub(crate) fn now_secs() -> i64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
-}
+pub(crate) use gatehouse_control::now_secs;
 
 /// Checks the certificate files of a configuration, as `gatehouse check` does: every error,
 /// one per line. The self-signed certificate is checked only if it has been made already.

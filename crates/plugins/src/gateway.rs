@@ -212,9 +212,10 @@ impl Gateway {
             });
             let clash = match (&app.key, &app.key_sha256) {
                 (Some(k), _) => gw.keys.add_plain(k.as_bytes(), &entry),
-                (None, Some(hex)) => gw
-                    .keys
-                    .add_digest(parse_hex(hex).ok_or_else(|| format!("{p}.key_sha256: not 64 hex digits"))?, &entry),
+                (None, Some(hex)) => gw.keys.add_digest(
+                    parse_sha256_hex(hex).ok_or_else(|| format!("{p}.key_sha256: not 64 hex digits"))?,
+                    &entry,
+                ),
                 (None, None) => None,
             };
             if let Some(other) = clash {
@@ -236,7 +237,8 @@ impl Gateway {
     }
 }
 
-fn parse_hex(hex: &str) -> Option<[u8; 32]> {
+/// A SHA-256 digest written as 64 hex digits (`key_sha256`, admin token hashes).
+pub fn parse_sha256_hex(hex: &str) -> Option<[u8; 32]> {
     let mut out = [0u8; 32];
     if hex.len() != 64 {
         return None;

@@ -21,7 +21,7 @@ mod service;
 mod stats;
 
 pub use denial::Denial;
-pub use gateway::{AppEntry, Gateway, PlanGate};
+pub use gateway::{parse_sha256_hex, AppEntry, Gateway, PlanGate};
 pub use rate_limit::Quota;
 pub use service::{quota_headers, Admitted, ServiceGate};
 pub use stats::ServiceStats;

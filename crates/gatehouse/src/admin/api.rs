@@ -339,23 +339,21 @@ impl Api {
         Ok(Reply { status: 201, body: serde_json::to_value(&rev.meta).unwrap_or_default(), etag: None, audit })
     }
 
-    async fn revision_doc(&self, n: &str) -> Result<(gatehouse_control::Revision, Value), ApiError> {
+    /// Revision `n` (a path segment).
+    async fn revision(&self, n: &str) -> Result<gatehouse_control::Revision, ApiError> {
         let number: u64 = n.parse().map_err(|_| ApiError::bad("revision numbers are integers"))?;
-        let rev = self.store.revision(number).await?.ok_or_else(|| ApiError::not_found(format!("no revision {n}")))?;
-        let doc = rev.document.clone();
-        Ok((rev, doc))
+        self.store.revision(number).await?.ok_or_else(|| ApiError::not_found(format!("no revision {n}")))
     }
 
     /// The metadata of revision `n`, without loading its document.
     async fn revision_meta(&self, n: &str) -> Result<gatehouse_control::RevisionMeta, ApiError> {
         let number: u64 = n.parse().map_err(|_| ApiError::bad("revision numbers are integers"))?;
-        let all = self.store.revisions().await?;
-        all.into_iter().find(|m| m.number == number).ok_or_else(|| ApiError::not_found(format!("no revision {n}")))
+        self.store.revision_meta(number).await?.ok_or_else(|| ApiError::not_found(format!("no revision {n}")))
     }
 
     async fn show_revision(&self, n: &str) -> Answer {
-        let (rev, doc) = self.revision_doc(n).await?;
-        let shown = document::redact(&doc, None);
+        let rev = self.revision(n).await?;
+        let shown = document::redact(&rev.document, None);
         let mut body = serde_json::to_value(&rev.meta).unwrap_or_default();
         body["content"] = json!(document::canonical(&shown));
         body["document"] = shown;
@@ -363,14 +361,14 @@ impl Api {
     }
 
     async fn diff_revisions(&self, c: &Call, a: &str, b: &str) -> Answer {
-        let (ra, da) = self.revision_doc(a).await?;
+        let ra = self.revision(a).await?;
         let (db, to) = if b == "draft" {
             (self.current_draft().await?.document, "draft".to_string())
         } else {
-            let (rb, db) = self.revision_doc(b).await?;
-            (db, format!("revision {}", rb.meta.number))
+            let rb = self.revision(b).await?;
+            (rb.document, format!("revision {}", rb.meta.number))
         };
-        Ok(Reply::ok(diff_body(&da, &db, &format!("revision {}", ra.meta.number), &to, c)))
+        Ok(Reply::ok(diff_body(&ra.document, &db, &format!("revision {}", ra.meta.number), &to, c)))
     }
 
     async fn release(&self, c: &Call, n: &str, action: Action) -> Answer {
@@ -380,7 +378,7 @@ impl Api {
         match action {
             Action::Stage => {
                 let l = c.json()?.get("label").and_then(Value::as_str).unwrap_or("").to_string();
-                if l.is_empty() || !l.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b)) {
+                if !gatehouse_config::valid_name(&l) {
                     return Err(ApiError::invalid(vec![field("label", "a node label: letters, digits, `-_.`".into())]));
                 }
                 label = Some(l);
@@ -396,7 +394,11 @@ impl Api {
             },
             Action::Release | Action::Unstage => {}
         }
-        let event = Event { at: now_secs(), who: c.who.clone(), action, revision: number, label };
+        self.record(Event { at: now_secs(), who: c.who.clone(), action, revision: number, label }).await
+    }
+
+    /// Keeps a release change and answers with the releases after it.
+    async fn record(&self, event: Event) -> Answer {
         let after = self.store.record(event.clone()).await?;
         Ok(Reply { status: 200, body: json!({ "releases": after, "event": event }), etag: None, audit: json!(event) })
     }
@@ -406,10 +408,14 @@ impl Api {
         let Some(&revision) = before.staged.get(label) else {
             return Err(ApiError::not_found(format!("nothing is staged to `{label}`")));
         };
-        let event =
-            Event { at: now_secs(), who: c.who.clone(), action: Action::Unstage, revision, label: Some(label.into()) };
-        let after = self.store.record(event.clone()).await?;
-        Ok(Reply { status: 200, body: json!({ "releases": after, "event": event }), etag: None, audit: json!(event) })
+        self.record(Event {
+            at: now_secs(),
+            who: c.who.clone(),
+            action: Action::Unstage,
+            revision,
+            label: Some(label.into()),
+        })
+        .await
     }
 
     async fn releases(&self) -> Answer {

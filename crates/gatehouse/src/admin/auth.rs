@@ -15,22 +15,15 @@ use std::sync::Mutex;
 /// The configured tokens.
 pub struct Tokens(Vec<(String, [u8; 32], AdminRole)>);
 
-fn unhex(s: &str) -> Option<[u8; 32]> {
-    let mut out = [0u8; 32];
-    if s.len() != 64 {
-        return None;
-    }
-    for (i, chunk) in s.as_bytes().chunks(2).enumerate() {
-        let pair = std::str::from_utf8(chunk).ok()?;
-        out[i] = u8::from_str_radix(pair, 16).ok()?;
-    }
-    Some(out)
-}
-
 impl Tokens {
     /// From the configuration (already validated as 64 hex digits).
     pub fn new(tokens: &[AdminToken]) -> Self {
-        Tokens(tokens.iter().filter_map(|t| Some((t.name.clone(), unhex(&t.sha256)?, t.role))).collect())
+        Tokens(
+            tokens
+                .iter()
+                .filter_map(|t| Some((t.name.clone(), gatehouse_plugins::parse_sha256_hex(&t.sha256)?, t.role)))
+                .collect(),
+        )
     }
 
     /// The holder and role of the bearer token in an `Authorization` header.

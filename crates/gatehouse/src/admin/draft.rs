@@ -10,7 +10,7 @@ use http::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
 fn valid_name(name: &str) -> bool {
-    !name.is_empty() && name.len() <= 128 && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"-_.".contains(&b))
+    name.len() <= 128 && gatehouse_config::valid_name(name)
 }
 
 fn section_of(s: &str) -> Result<&str, ApiError> {

@@ -146,19 +146,23 @@ impl Control {
             let number = rev.meta.number;
             let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
             let (builders, generation, log) = (self.builders.clone(), self.generation + 1, self.access_log.clone());
-            let job = rev.clone();
-            let built = self
+            // The revision goes to the compile thread and comes back with the result, rather than
+            // being copied here (a 10,000-route document is megabytes).
+            let outcome = self
                 .compiler
                 .run(move || {
-                    let (config, running) = Follower::merged(&base, &job)?;
-                    builders.build(config, generation, log).map(|b| (b, running))
+                    let built = Follower::merged(&base, &rev)
+                        .and_then(|(config, running)| builders.build(config, generation, log).map(|b| (b, running)));
+                    (rev, built)
                 })
-                .await
-                .and_then(|r| r);
+                .await;
             let compiled = started.elapsed();
-            let result = built.and_then(|(built, running)| self.install(built).map(|()| running));
+            let result = outcome.and_then(|(rev, built)| {
+                let (built, running) = built?;
+                self.install(built).map(|()| (rev, running))
+            });
             match result {
-                Ok(running) => {
+                Ok((rev, running)) => {
                     let keep_copy = self.follower.applied(rev, running);
                     self.compiler.spawn(keep_copy);
                     self.shared.stats.reloads.inc();
