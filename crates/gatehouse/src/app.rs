@@ -1,6 +1,6 @@
 //! Wiring and the control loop: start workers and listeners from a configuration, then apply
-//! reloads (SIGHUP or file change) and drain on SIGTERM/SIGINT. Runs on the main thread's own
-//! runtime; traffic runs on the workers.
+//! reloads (SIGHUP or file change), hand over to a new binary on SIGUSR2 ([`crate::upgrade`]) and
+//! drain on SIGTERM/SIGINT. Runs on the main thread's own runtime; traffic runs on the workers.
 
 mod apply;
 
@@ -10,6 +10,7 @@ use crate::events::Events;
 use crate::follow::Follower;
 use crate::listeners::ListenerSet;
 use crate::tls::TlsRuntime;
+use crate::upgrade::{self, Inherited};
 use apply::Builders;
 use gatehouse_config::{AccessLog as AccessLogConfig, Config, Workers as WorkerCount};
 use gatehouse_listener::{ServeContext, Workers};
@@ -48,6 +49,11 @@ struct Control {
     base: Arc<Mutex<String>>,
     follower: Follower,
     admin_addr: Option<std::net::SocketAddr>,
+    /// The tasks accepting on `other_sockets`.
+    other_tasks: Vec<JoinHandle<()>>,
+    /// Sockets other than the listeners' handed to a new binary (admin, demo backend): key,
+    /// configured address, a copy of the socket.
+    other_sockets: Vec<(String, String, std::net::TcpListener)>,
     retired: Option<Arc<Snapshot>>,
 }
 
@@ -81,8 +87,9 @@ fn stamp(path: Option<&Path>) -> Option<(SystemTime, u64)> {
     Some((meta.modified().ok()?, meta.len()))
 }
 
-/// Runs the gateway until SIGTERM or SIGINT.
-pub fn run(path: Option<PathBuf>, status_json: bool) -> Result<(), String> {
+/// Runs the gateway until SIGTERM or SIGINT, or until a new binary took over; `inherited` holds
+/// the sockets handed down when this process is that new binary.
+pub fn run(path: Option<PathBuf>, status_json: bool, inherited: Inherited) -> Result<(), String> {
     let (base, source) = read_base(path.as_deref())?;
     let config = compile_text(&base, &source)?;
     raise_open_files_limit();
@@ -90,7 +97,26 @@ pub fn run(path: Option<PathBuf>, status_json: bool) -> Result<(), String> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;
-    rt.block_on(serve(path, base, config, Events::new(status_json)))
+    rt.block_on(serve(path, base, config, Events::new(status_json), inherited))
+}
+
+/// A socket for `addr`: the one handed down under `key`, else newly bound; with a copy kept for
+/// handing it over in turn.
+fn other_socket(
+    inherited: &mut Inherited,
+    key: &str,
+    addr: std::net::SocketAddr,
+    kept: &mut Vec<(String, String, std::net::TcpListener)>,
+) -> Result<tokio::net::TcpListener, String> {
+    let bind = addr.to_string();
+    let socket = match inherited.take_one(key, &bind) {
+        Some(s) => s,
+        None => std::net::TcpListener::bind(addr).map_err(|e| format!("{key}: cannot bind {addr}: {e}"))?,
+    };
+    let copy = socket.try_clone().and_then(|c| socket.set_nonblocking(true).map(|()| c));
+    let copy = copy.map_err(|e| format!("{key}: {e}"))?;
+    kept.push((key.to_string(), bind, copy));
+    tokio::net::TcpListener::from_std(socket).map_err(|e| format!("{key}: {e}"))
 }
 
 /// The configuration to start with: the revision this node should run if the store says so
@@ -126,22 +152,30 @@ async fn initial_config(follower: &mut Follower, base: &str, file: Config) -> Co
     }
 }
 
-async fn serve(path: Option<PathBuf>, base: String, file_config: Config, events: Events) -> Result<(), String> {
+async fn serve(
+    path: Option<PathBuf>,
+    base: String,
+    file_config: Config,
+    events: Events,
+    mut inherited: Inherited,
+) -> Result<(), String> {
     let config = &file_config;
+    let mut other_sockets = Vec::new();
+    let mut other_tasks = Vec::new();
     let n = match config.workers {
         WorkerCount::Auto => std::thread::available_parallelism().map_or(1, |n| n.get()),
         WorkerCount::Count(n) => n,
     };
     if let Some(addr) = config.demo_backend {
-        let l =
-            tokio::net::TcpListener::bind(addr).await.map_err(|e| format!("demo backend: cannot bind {addr}: {e}"))?;
-        tokio::spawn(crate::demo::serve(l));
+        let l = other_socket(&mut inherited, "demo", addr, &mut other_sockets)?;
+        other_tasks.push(tokio::spawn(crate::demo::serve(l)));
     }
     // Signals are watched before anything is announced, so a signal sent right after "ready" is
     // handled rather than killing the process.
     let mut hup = signal(SignalKind::hangup()).map_err(|e| format!("cannot watch SIGHUP: {e}"))?;
     let mut term = signal(SignalKind::terminate()).map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
     let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("cannot watch SIGINT: {e}"))?;
+    let mut usr2 = signal(SignalKind::user_defined2()).map_err(|e| format!("cannot watch SIGUSR2: {e}"))?;
     let workers = Workers::start(
         n,
         config.cpu_affinity == gatehouse_config::CpuAffinity::Auto,
@@ -190,18 +224,18 @@ async fn serve(path: Option<PathBuf>, base: String, file_config: Config, events:
         base: Arc::new(Mutex::new(base)),
         follower,
         admin_addr: None,
+        other_tasks,
+        other_sockets,
         retired: None,
     };
-    control.listeners.apply(&config, &control.workers, &control.ctx, config.reuse_port, &acceptors)?;
+    control.listeners.apply(&config, &control.workers, &control.ctx, config.reuse_port, &acceptors, &mut inherited)?;
     control.restart_health_checks();
     for w in &control.workers.workers {
         w.handle.spawn(worker_maintenance(shared.clone()));
     }
     let admin_addr = match &config.admin {
         Some(a) => {
-            let l = tokio::net::TcpListener::bind(a.bind)
-                .await
-                .map_err(|e| format!("admin listener: cannot bind {}: {e}", a.bind))?;
+            let l = other_socket(&mut inherited, "admin", a.bind, &mut control.other_sockets)?;
             let addr = l.local_addr().ok();
             let state = AdminState {
                 shared: shared.clone(),
@@ -210,7 +244,7 @@ async fn serve(path: Option<PathBuf>, base: String, file_config: Config, events:
                 api: admin_api(a, &config, &control)?,
             };
             let tls = a.tls.as_ref().map(crate::tls::admin_server_config).transpose()?;
-            tokio::spawn(admin::serve(l, Arc::new(state), tls));
+            control.other_tasks.push(tokio::spawn(admin::serve(l, Arc::new(state), tls)));
             addr
         }
         None => None,
@@ -224,6 +258,10 @@ async fn serve(path: Option<PathBuf>, base: String, file_config: Config, events:
         "ready",
         json!({ "listeners": addrs, "admin": admin_addr, "pid": std::process::id(), "workers": n, "generation": 1 }),
     );
+    if inherited.is_upgrade() {
+        tracing::info!("took over the listeners from the previous process");
+    }
+    inherited.ready();
 
     let mut tick = tokio::time::interval(TICK);
     let mut ticks = 0u64;
@@ -232,9 +270,36 @@ async fn serve(path: Option<PathBuf>, base: String, file_config: Config, events:
         Some(store) => Some(store.changes()?),
         None => None,
     };
+    let mut upgrading: Option<JoinHandle<Result<u32, String>>> = None;
     loop {
         tokio::select! {
             _ = hup.recv() => control.reload("SIGHUP").await,
+            _ = usr2.recv() => {
+                if upgrading.is_some() {
+                    tracing::warn!("SIGUSR2: an upgrade is already under way");
+                } else {
+                    upgrading = control.start_upgrade();
+                }
+            }
+            done = async {
+                match upgrading.as_mut() {
+                    Some(h) => h.await.unwrap_or_else(|e| Err(e.to_string())),
+                    None => std::future::pending().await,
+                }
+            } => {
+                upgrading = None;
+                match done {
+                    Ok(pid) => {
+                        tracing::info!(pid, "the new process is ready; this one stops accepting and drains");
+                        control.events.emit("upgraded", json!({ "pid": pid }));
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::error!("upgrade failed, this process goes on serving: {e}");
+                        control.events.emit("upgrade_failed", json!({ "error": e }));
+                    }
+                }
+            }
             more = async {
                 match changes.as_mut() {
                     Some(c) => c.changed().await,
@@ -350,6 +415,25 @@ fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) ->
 }
 
 impl Control {
+    /// Starts the binary again with every listening socket inherited (SIGUSR2); the handle
+    /// answers the new process's id once it is ready.
+    fn start_upgrade(&mut self) -> Option<JoinHandle<Result<u32, String>>> {
+        let mut sockets = self.listeners.handover();
+        sockets.extend(self.other_sockets.iter().map(|(k, b, s)| (k.clone(), b.clone(), vec![s])));
+        match upgrade::start(sockets) {
+            Ok(starting) => {
+                tracing::info!(pid = starting.pid, "SIGUSR2: started a new process to take over the listeners");
+                self.events.emit("upgrading", json!({ "pid": starting.pid }));
+                Some(tokio::spawn(starting.ready()))
+            }
+            Err(e) => {
+                tracing::error!("SIGUSR2: upgrade failed, this process goes on serving: {e}");
+                self.events.emit("upgrade_failed", json!({ "error": e }));
+                None
+            }
+        }
+    }
+
     fn restart_health_checks(&mut self) {
         for h in self.health.drain(..) {
             h.abort();
@@ -381,6 +465,10 @@ impl Control {
         tracing::info!(grace = ?grace, "shutting down: no new connections, draining open ones");
         self.events.emit("draining", json!({ "grace_ms": grace.as_millis() as u64 }));
         self.listeners.close();
+        for task in self.other_tasks.drain(..) {
+            task.abort();
+        }
+        self.other_sockets.clear();
         let _ = drain.send(true);
         let deadline = Instant::now() + grace;
         let mut poll = tokio::time::interval(Duration::from_millis(20));

@@ -2,10 +2,14 @@
 //! keeps its sockets (so queued and open connections are never dropped) and only restarts its accept
 //! tasks when its settings changed — a new TLS acceptor (certificates, client authentication) is
 //! swapped in under running tasks; new addresses are bound before anything else changes, so a bind
-//! failure rejects the reload whole.
+//! failure rejects the reload whole. At start after a binary upgrade, a listener takes over the
+//! sockets the previous process handed down under its name instead of binding.
 
+use crate::upgrade::Inherited;
 use gatehouse_config::Config;
-use gatehouse_listener::{accept_loop, bind_listener, AcceptorCell, BoundListener, ServeContext, Workers};
+use gatehouse_listener::{
+    accept_loop, adopt_listener, bind_listener, AcceptorCell, BoundListener, ServeContext, Workers,
+};
 use gatehouse_tls::TlsAcceptor;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -35,6 +39,7 @@ impl ListenerSet {
         ctx: &ServeContext,
         reuse_port: bool,
         tls: &BTreeMap<String, Arc<TlsAcceptor>>,
+        inherited: &mut Inherited,
     ) -> Result<(), String> {
         let n = workers.workers.len();
         // Phase 1, no side effects on running listeners: pair each wanted listener with the
@@ -56,7 +61,11 @@ impl ListenerSet {
                 })
                 .map(|(k, _)| k.clone());
             if keep.is_none() {
-                fresh.insert(name.clone(), bind_listener(name, cfg, n, reuse_port)?);
+                let bound = match inherited.take(&format!("listener:{name}"), &cfg.bind.to_string()) {
+                    Some(sockets) => adopt_listener(name, cfg, sockets, n, reuse_port)?,
+                    None => bind_listener(name, cfg, n, reuse_port)?,
+                };
+                fresh.insert(name.clone(), bound);
             }
             plan.push((name, cfg, keep));
         }
@@ -122,17 +131,31 @@ fn abort(tasks: &mut Vec<AbortHandle>) {
 
 fn start(bound: &BoundListener, workers: &Workers, ctx: &ServeContext, tls: Option<&AcceptorCell>) -> Vec<AbortHandle> {
     let cfg = Arc::new(bound.config.clone());
-    workers
-        .workers
-        .iter()
-        .filter_map(|w| match bound.socket_for(w.index) {
-            Ok(socket) => {
-                Some(w.handle.spawn(accept_loop(socket, cfg.clone(), tls.cloned(), ctx.clone())).abort_handle())
-            }
-            Err(e) => {
-                tracing::error!(listener = %bound.name, worker = w.index, error = %e, "cannot share listener socket");
-                None
-            }
-        })
-        .collect()
+    match bound.assignments(workers.workers.len()) {
+        Ok(sockets) => sockets
+            .into_iter()
+            .map(|(w, socket)| {
+                workers.workers[w]
+                    .handle
+                    .spawn(accept_loop(socket, cfg.clone(), tls.cloned(), ctx.clone()))
+                    .abort_handle()
+            })
+            .collect(),
+        Err(e) => {
+            tracing::error!(listener = %bound.name, error = %e, "cannot share listener socket");
+            Vec::new()
+        }
+    }
+}
+
+impl ListenerSet {
+    /// The listening sockets, by hand-over key, for a process that takes over.
+    pub fn handover(&self) -> Vec<(String, String, Vec<&std::net::TcpListener>)> {
+        self.running
+            .iter()
+            .map(|(name, r)| {
+                (format!("listener:{name}"), r.bound.config.bind.to_string(), r.bound.sockets.iter().collect())
+            })
+            .collect()
+    }
 }

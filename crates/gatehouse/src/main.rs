@@ -1,6 +1,6 @@
 //! The `gatehouse` binary: command line, then hands over to [`app`].
 
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod admin;
 mod admin_cli;
@@ -13,6 +13,7 @@ mod events;
 mod follow;
 mod listeners;
 mod tls;
+mod upgrade;
 
 use clap::{Parser, Subcommand};
 
@@ -97,8 +98,10 @@ fn main() -> ExitCode {
             }
         },
         Command::Run { config, status_json } => {
+            // First: descriptors handed down by an upgrade are taken over before any other is opened.
+            let inherited = upgrade::Inherited::from_env();
             init_logging();
-            match app::run(config, status_json) {
+            match inherited.and_then(|inherited| app::run(config, status_json, inherited)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("gatehouse: {e}");

@@ -49,5 +49,7 @@ mod smuggling;
 mod tls;
 #[path = "e2e/tls_cluster.rs"]
 mod tls_cluster;
+#[path = "e2e/upgrade.rs"]
+mod upgrade;
 #[path = "e2e/websocket.rs"]
 mod websocket;

@@ -1,6 +1,8 @@
 //! Socket creation: one SO_REUSEPORT socket per worker so the kernel spreads connections, or one
 //! socket shared by every worker (the classic comparison). Port 0 is resolved once, so every
-//! worker's socket shares the same port.
+//! worker's socket shares the same port. A binary upgrade hands a listener's sockets to the new
+//! process, which adopts them instead of binding: their accept queues carry over, so no connection
+//! waiting in them is lost.
 
 use gatehouse_config::Listener;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -56,9 +58,46 @@ pub fn bind_listener(name: &str, config: &Listener, workers: usize, reuse_port: 
     Ok(BoundListener { name: name.to_string(), addr, config: config.clone(), sockets })
 }
 
+/// Takes over `sockets`, listening sockets of `config` handed down by the process this one
+/// replaces. With `reuse_port` and fewer sockets than `workers` (the old process had fewer
+/// workers), more SO_REUSEPORT sockets join them when the handed-down ones allow it.
+pub fn adopt_listener(
+    name: &str,
+    config: &Listener,
+    sockets: Vec<TcpListener>,
+    workers: usize,
+    reuse_port: bool,
+) -> Result<BoundListener, String> {
+    let explain = |e: io::Error| format!("listener `{name}`: cannot take over the socket of {}: {e}", config.bind);
+    let mut addr = None;
+    for s in &sockets {
+        let a = s.local_addr().map_err(explain)?;
+        s.set_nonblocking(true).map_err(explain)?;
+        if *addr.get_or_insert(a) != a {
+            return Err(format!("listener `{name}`: handed-down sockets are bound to different addresses"));
+        }
+    }
+    let addr = addr.ok_or_else(|| format!("listener `{name}`: no socket was handed down"))?;
+    let mut sockets = sockets;
+    let shareable = sockets.iter().all(|s| socket2::SockRef::from(s).reuse_port().unwrap_or(false));
+    if reuse_port && shareable {
+        while sockets.len() < workers {
+            sockets.push(socket(addr, config.backlog, true).map_err(explain)?);
+        }
+    }
+    Ok(BoundListener { name: name.to_string(), addr, config: config.clone(), sockets })
+}
+
 impl BoundListener {
-    /// The socket worker `i` accepts on.
-    pub fn socket_for(&self, worker: usize) -> io::Result<TcpListener> {
-        self.sockets[worker % self.sockets.len()].try_clone()
+    /// The sockets each worker accepts on: every socket is served by one worker when there are at
+    /// least as many sockets as workers (a handed-down socket is never left without an acceptor),
+    /// else worker `i` accepts on socket `i mod sockets`.
+    pub fn assignments(&self, workers: usize) -> io::Result<Vec<(usize, TcpListener)>> {
+        let workers = workers.max(1);
+        if self.sockets.len() >= workers {
+            self.sockets.iter().enumerate().map(|(j, s)| Ok((j % workers, s.try_clone()?))).collect()
+        } else {
+            (0..workers).map(|i| Ok((i, self.sockets[i % self.sockets.len()].try_clone()?))).collect()
+        }
     }
 }

@@ -16,6 +16,6 @@ mod serve;
 mod transport;
 mod workers;
 
-pub use bind::{bind_listener, BoundListener};
+pub use bind::{adopt_listener, bind_listener, BoundListener};
 pub use serve::{accept_loop, AcceptorCell, ServeContext};
 pub use workers::{Worker, Workers};

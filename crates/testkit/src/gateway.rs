@@ -79,6 +79,9 @@ pub struct Gateway {
     admin: Option<SocketAddr>,
     generation: u64,
     exit: Option<ExitStatus>,
+    /// Set once a binary upgrade handed over: `pid` is then a process started by the gateway, not
+    /// `child`, and is killed by pid on drop.
+    taken_over: bool,
 }
 
 fn parse_listeners(v: &Value) -> BTreeMap<String, SocketAddr> {
@@ -165,6 +168,7 @@ impl Gateway {
             admin: None,
             generation: 0,
             exit: None,
+            taken_over: false,
         };
         let ready = gw.next_event(LIFECYCLE_TIMEOUT);
         match ready {
@@ -274,8 +278,66 @@ impl Gateway {
         }
     }
 
-    /// Waits for the process to exit, at most `timeout`; `None` if it is still running.
+    /// Sends SIGUSR2 (binary upgrade) and returns the `upgraded` or `upgrade_failed` event that
+    /// answers it. After `upgraded`, waits for the old process to drain and exit (panics if it does
+    /// not in time), then follows the new one: [`Gateway::pid`], [`Gateway::signal`], the listeners
+    /// and [`Gateway::terminate`] are the new process's, which is killed when the `Gateway` drops.
+    pub fn upgrade(&mut self) -> Value {
+        let old = self.pid;
+        self.signal("USR2");
+        let deadline = Instant::now() + LIFECYCLE_TIMEOUT;
+        let mut ready = None;
+        let upgraded = loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.next_event(left) {
+                // The new process says it is ready before the old one hears it.
+                Some(ev) if ev["event"] == "ready" => ready = Some(ev),
+                Some(ev) if ev["event"] == "upgrade_failed" => return ev,
+                Some(ev) if ev["event"] == "upgraded" => break ev,
+                Some(_) => continue,
+                None => {
+                    panic!("no upgrade event after SIGUSR2 ({})\n--- stderr ---\n{}", self.state(), self.stderr_tail())
+                }
+            }
+        };
+        let ready = ready.unwrap_or_else(|| panic!("`upgraded` came without the new process's `ready`: {upgraded}"));
+        assert_eq!(ready["pid"], upgraded["pid"], "ready: {ready}, upgraded: {upgraded}");
+        self.wait_event("stopped", LIFECYCLE_TIMEOUT);
+        let gone = crate::wait_until(LIFECYCLE_TIMEOUT, || self.exited(old).then_some(()));
+        assert!(gone.is_some(), "the old process {old} did not exit after draining");
+        self.pid = ready["pid"].as_u64().and_then(|p| u32::try_from(p).ok()).expect("the new process's pid");
+        self.listeners = parse_listeners(&ready["listeners"]);
+        self.admin = ready["admin"].as_str().and_then(|a| a.parse().ok());
+        self.generation = ready["generation"].as_u64().unwrap_or(1);
+        self.taken_over = true;
+        upgraded
+    }
+
+    /// Whether process `pid` (this gateway's child, or a process it started) has exited.
+    fn exited(&mut self, pid: u32) -> bool {
+        if pid == self.child.id() {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                self.exit = Some(status);
+            }
+            return self.exit.is_some();
+        }
+        // Not our child: gone, or a zombie waiting for whoever inherited it.
+        match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+            Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+            Err(_) => true,
+        }
+    }
+
+    /// Waits for the process to exit, at most `timeout`; `None` if it is still running. After an
+    /// upgrade the new process is not this one's child and its exit status is unknown here: it
+    /// reads as success once the process is gone.
     pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        if self.taken_over {
+            use std::os::unix::process::ExitStatusExt;
+            let pid = self.pid;
+            crate::wait_until(timeout, || self.exited(pid).then_some(()))?;
+            return Some(ExitStatus::from_raw(0));
+        }
         if let Some(s) = self.exit {
             return Some(s);
         }
@@ -362,6 +424,9 @@ impl Drop for Gateway {
         if self.exit.is_none() {
             let _ = self.child.kill();
             let _ = self.child.wait();
+        }
+        if self.taken_over {
+            let _ = Command::new("kill").arg("-KILL").arg(self.pid.to_string()).stderr(Stdio::null()).status();
         }
         let stderr = self.join_stderr();
         if std::thread::panicking() {

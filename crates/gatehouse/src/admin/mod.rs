@@ -41,12 +41,24 @@ pub struct AdminState {
     pub api: Option<Arc<Api>>,
 }
 
+/// The next connection on `listener`. When accepting fails (out of descriptors or memory), backs
+/// off instead of spinning, then goes on.
+pub async fn accept(listener: &tokio::net::TcpListener, what: &str) -> (tokio::net::TcpStream, SocketAddr) {
+    loop {
+        match listener.accept().await {
+            Ok(accepted) => return accepted,
+            Err(e) => {
+                tracing::warn!(listener = what, error = %e, "accept failed; backing off");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 /// Serves the admin endpoints until the task is aborted; over TLS when `tls` is given.
 pub async fn serve(listener: tokio::net::TcpListener, state: Arc<AdminState>, tls: Option<Arc<rustls::ServerConfig>>) {
     loop {
-        let Ok((stream, remote)) = listener.accept().await else {
-            continue;
-        };
+        let (stream, remote) = accept(&listener, "admin").await;
         let (state, tls) = (state.clone(), tls.clone());
         tokio::spawn(async move {
             let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {

@@ -5,6 +5,7 @@
 
 use super::{compile_text, open_log, read_base, stamp, Control};
 use crate::follow::Follower;
+use crate::upgrade::Inherited;
 use gatehouse_config::{AccessLog as AccessLogConfig, Config};
 use gatehouse_plugins::Registry as PluginRegistry;
 use gatehouse_proxy::{RouteStatsRegistry, Snapshot};
@@ -126,7 +127,14 @@ impl Control {
         }
         let staged = self.tls.stage(&config)?;
         let acceptors = self.tls.acceptors(&config, staged.certs())?;
-        self.listeners.apply(&config, &self.workers, &self.ctx, self.started_with.reuse_port, &acceptors)?;
+        self.listeners.apply(
+            &config,
+            &self.workers,
+            &self.ctx,
+            self.started_with.reuse_port,
+            &acceptors,
+            &mut Inherited::default(),
+        )?;
         self.tls.commit(staged);
         self.generation = snapshot.generation;
         // The replaced snapshot is kept until the next apply and then freed on the compile thread,

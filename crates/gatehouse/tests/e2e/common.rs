@@ -1,6 +1,6 @@
 //! Shared pieces: starting this crate's binary, and configuration snippets.
 
-use gatehouse_testkit::{Backend, Gateway, RedisServer, TempDir};
+use gatehouse_testkit::{wait_until, Backend, Gateway, Load, LoadReport, RedisServer, TempDir};
 use std::time::Duration;
 
 /// The host name the test sites answer to.
@@ -86,5 +86,46 @@ impl Cluster {
             self.redis.url(),
             self.dir.join("secret").display()
         )
+    }
+}
+
+/// Traffic for tests of changes under load: keep-alive clients, and clients that open a new
+/// connection for every request so that connections are accepted throughout.
+pub struct Traffic {
+    steady: Load,
+    churn: Load,
+}
+
+impl Traffic {
+    /// Starts 8 keep-alive clients and 4 reconnecting ones on `GET /` for [`HOST`], and waits
+    /// until both have made progress.
+    pub fn start(addr: std::net::SocketAddr) -> Traffic {
+        let t = Traffic {
+            steady: Load::start(addr, HOST, "/", 8, 1_000_000),
+            churn: Load::start_with_headers(addr, HOST, "/", &[("connection", "close")], 4, 1_000_000),
+        };
+        t.progress("starting");
+        t
+    }
+
+    /// Waits until both kinds of client have completed more requests (50 and 10); panics naming
+    /// `after` if they stall.
+    pub fn progress(&self, after: &str) {
+        let (seen, seen_churn) = (self.steady.completed(), self.churn.completed());
+        wait_until(SETTLE, || {
+            (self.steady.completed() >= seen + 50 && self.churn.completed() >= seen_churn + 10).then_some(())
+        })
+        .unwrap_or_else(|| panic!("the load stalled after {after}"));
+    }
+
+    /// Stops the clients and asserts that every request got a 200; returns the two reports.
+    pub fn finish(self, during: &str) -> (LoadReport, LoadReport) {
+        let churn = self.churn.stop();
+        let steady = self.steady.stop();
+        for (what, r) in [("requests", &steady), ("new connections", &churn)] {
+            assert_eq!(r.failed, 0, "{what} failed during {during}: {r:?}");
+            assert_eq!(r.statuses.keys().collect::<Vec<_>>(), [&200], "only 200s expected during {during}: {r:?}");
+        }
+        (steady, churn)
     }
 }

@@ -1,7 +1,7 @@
 //! Configuration reloads on SIGHUP: under load, with a broken file, and with listeners coming and
 //! going.
 
-use crate::common::{head, settled, simple, start, targets, weighted, HOST, SETTLE};
+use crate::common::{head, settled, simple, start, targets, weighted, Traffic, HOST, SETTLE};
 use gatehouse_testkit::{connect_refused, http_get, metric_value, wait_until, Backend, Load};
 
 #[test]
@@ -34,30 +34,18 @@ fn reloads_under_load_lose_no_request() {
     let mut gw = start(&variants[0]);
     settled(&gw);
     let port = gw.addr("http");
-    let load = Load::start(port, HOST, "/", 8, 1_000_000);
-    // A new connection for every request, so connections are accepted during every reload.
-    let churn = Load::start_with_headers(port, HOST, "/", &[("connection", "close")], 2, 1_000_000);
-    wait_until(SETTLE, || (load.completed() >= 50 && churn.completed() >= 10).then_some(()))
-        .expect("the load got going");
-
-    for i in 1..=10u64 {
+    let traffic = Traffic::start(port);
+    for i in 1..=100u64 {
         gw.write_config(&variants[i as usize % variants.len()]);
         let ev = gw.reload();
         assert_eq!(ev["event"], "reloaded", "reload {i}: {ev}");
         assert_eq!(ev["generation"], i + 1, "reload {i}: {ev}");
         assert_eq!(ev["listeners"]["http"], port.to_string(), "reload {i} moved the listener: {ev}");
-        // Let traffic run on each configuration before the next one.
-        let (seen, seen_churn) = (load.completed(), churn.completed());
-        wait_until(SETTLE, || (load.completed() >= seen + 30 && churn.completed() >= seen_churn + 5).then_some(()))
-            .unwrap_or_else(|| panic!("the load stalled after reload {i}"));
+        // Traffic runs on each configuration before the next one.
+        traffic.progress(&format!("reload {i}"));
     }
-    let churned = churn.stop();
-    let report = load.stop();
-    assert_eq!(report.failed, 0, "requests failed during reloads: {report:?}");
-    assert_eq!(report.statuses.keys().collect::<Vec<_>>(), [&200], "only 200s expected: {report:?}");
-    assert!(report.ok >= 300, "{report:?}");
-    assert_eq!(churned.failed, 0, "new connections failed during reloads: {churned:?}");
-    assert_eq!(churned.statuses.keys().collect::<Vec<_>>(), [&200], "only 200s expected: {churned:?}");
+    let (steady, churn) = traffic.finish("100 reloads");
+    assert!(steady.ok >= 5_000 && churn.ok >= 1_000, "{steady:?} {churn:?}");
     assert!(c.request_count() > 0, "the swapped-in target never served");
 }
 

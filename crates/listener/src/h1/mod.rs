@@ -4,6 +4,7 @@
 //! idle ──bytes──► head ──parsed──► forward stage ──response──► write ──keep-alive──► idle
 //!  │ keepalive_timeout   │ header_read_timeout        │ 101: tunnel to the endpoint
 //!  └─ drain: close       └─ malformed: 400/431/501/505, close
+//!     within 1 s, after one more request at most
 //! ```
 //! The read buffer is released whenever the connection is idle, so an idle keep-alive connection
 //! costs its task and socket, not buffers. Deadlines use one lazy timer per connection.
@@ -36,7 +37,14 @@ enum Wake {
     Bytes,
     Closed,
     Expired,
+    Draining,
 }
+
+/// How long an idle keep-alive connection may still send one request once draining starts (the
+/// answer closes it). Closing it at once would cut off a client whose next request is already on
+/// the wire, which it cannot tell from a failure; a busy client sends within this time, an idle
+/// one is closed at its end.
+const DRAIN_IDLE_MS: u64 = 1_000;
 
 /// Serves HTTP/1.x on `stream`; `prefix` is what was read while sniffing for HTTP/2.
 pub(crate) async fn serve(
@@ -56,6 +64,8 @@ pub(crate) async fn serve(
     let mut spans = Vec::new();
     let mut served = 0u64;
     let mut idle_since = now_ms();
+    // Once draining, the time an idle connection is closed.
+    let mut drain_close: Option<u64> = None;
     // The first head is due within the header timeout of the connection's start.
     let mut head_started = Some(idle_since);
     loop {
@@ -80,7 +90,7 @@ pub(crate) async fn serve(
             }
             let due = match head_started {
                 Some(t) => t + header_ms,
-                None => idle_since + idle_ms,
+                None => (idle_since + idle_ms).min(drain_close.unwrap_or(u64::MAX)),
             };
             let read = poll_fn(|cx| {
                 let mut st = lock(&state);
@@ -94,13 +104,14 @@ pub(crate) async fn serve(
                     Poll::Pending => Poll::Pending,
                 }
             });
-            let idle = head_started.is_none();
+            let idle = head_started.is_none() && drain_close.is_none();
             let wake = tokio::select! {
                 wake = read => wake,
-                _ = crate::serve::drained(&mut drain), if idle => return,
+                _ = crate::serve::drained(&mut drain), if idle => Wake::Draining,
             };
             match wake {
                 Wake::Bytes => {}
+                Wake::Draining => drain_close = Some(now_ms() + DRAIN_IDLE_MS),
                 Wake::Closed | Wake::Expired => return,
             }
         };

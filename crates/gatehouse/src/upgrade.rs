@@ -1,0 +1,212 @@
+//! Binary upgrade without downtime, on SIGUSR2 as with nginx: the running process starts its binary
+//! again (the file at the path it was started from, so a build installed there since is the one
+//! that runs) with the same arguments and its listening sockets inherited, waits until the new
+//! process says it is ready, then stops accepting and drains. The sockets never close, so
+//! connections waiting in their accept queues are accepted by the new process instead of being
+//! reset; if the new process fails to start, the old one goes on as before.
+//!
+//! The hand-over travels in one environment variable, `GATEHOUSE_UPGRADE`, as JSON:
+//! `{"sockets": {"listener:web": {"bind": "0.0.0.0:443", "fds": [5, 6]}, "admin": {…}}, "ready_fd": 9}`.
+//! Sockets go to the listener (or admin, or demo backend) of the same name and configured address;
+//! the new process writes a line to `ready_fd` once it serves, and closes what nobody took.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashSet};
+use std::ffi::OsString;
+use std::io::{Read, Write};
+use std::net::TcpListener;
+use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::sync::OnceLock;
+use std::time::Duration;
+
+const ENV: &str = "GATEHOUSE_UPGRADE";
+/// How long the new process may take to become ready (loading many certificates takes a while).
+const READY_TIMEOUT: Duration = Duration::from_secs(120);
+/// What the new process writes when it serves.
+const READY_LINE: &[u8] = b"ready\n";
+
+#[derive(Serialize, Deserialize)]
+struct Handover {
+    sockets: BTreeMap<String, Entry>,
+    ready_fd: RawFd,
+}
+
+#[derive(Serialize, Deserialize)]
+struct Entry {
+    bind: String,
+    fds: Vec<RawFd>,
+}
+
+/// The executable and arguments this process was started with, resolved at start: after the file
+/// is replaced, `/proc/self/exe` names the deleted old one, the path names the new one.
+static STARTED_AS: OnceLock<Option<(PathBuf, Vec<OsString>)>> = OnceLock::new();
+
+/// Sockets handed down by the process this one replaces, by key.
+#[derive(Default)]
+pub struct Inherited {
+    sockets: BTreeMap<String, (String, Vec<TcpListener>)>,
+    ready: Option<OwnedFd>,
+}
+
+impl Inherited {
+    /// Takes over what the previous process handed down, when this one was started by an upgrade.
+    /// Must run first in `main`, before this process opens any descriptor of its own.
+    pub fn from_env() -> Result<Inherited, String> {
+        let _ = STARTED_AS
+            .set(std::env::current_exe().ok().map(|exe| (exe, std::env::args_os().skip(1).collect::<Vec<_>>())));
+        let Some(text) = std::env::var_os(ENV) else {
+            return Ok(Inherited::default());
+        };
+        let handover: Handover = serde_json::from_str(&text.to_string_lossy())
+            .map_err(|e| format!("{ENV} is not a hand-over from a gatehouse process: {e}"))?;
+        let mut seen = HashSet::new();
+        let all = handover.sockets.values().flat_map(|e| e.fds.iter()).chain([&handover.ready_fd]);
+        for &fd in all {
+            if fd < 3 || !seen.insert(fd) {
+                return Err(format!("{ENV} names descriptor {fd} twice or a standard stream"));
+            }
+        }
+        let ready = Some(adopt(handover.ready_fd, "pipe:")?);
+        let mut sockets = BTreeMap::new();
+        for (key, entry) in handover.sockets {
+            let listeners = entry
+                .fds
+                .iter()
+                .map(|&fd| adopt(fd, "socket:").map(TcpListener::from))
+                .collect::<Result<Vec<_>, _>>()?;
+            sockets.insert(key, (entry.bind, listeners));
+        }
+        Ok(Inherited { sockets, ready })
+    }
+
+    /// The sockets handed down under `key` for the configured address `bind`, if any.
+    pub fn take(&mut self, key: &str, bind: &str) -> Option<Vec<TcpListener>> {
+        match self.sockets.remove(key) {
+            Some((b, sockets)) if b == bind && !sockets.is_empty() => Some(sockets),
+            Some(_) => {
+                tracing::info!(key, bind, "the address changed; binding anew instead of taking over");
+                None
+            }
+            None => None,
+        }
+    }
+
+    /// Whether this process was started by an upgrade.
+    pub fn is_upgrade(&self) -> bool {
+        self.ready.is_some()
+    }
+
+    /// The one socket handed down under `key` for `bind`, if any.
+    pub fn take_one(&mut self, key: &str, bind: &str) -> Option<TcpListener> {
+        self.take(key, bind)?.into_iter().next()
+    }
+
+    /// Tells the previous process that this one serves (it then drains and exits), and closes the
+    /// sockets no listener took.
+    pub fn ready(&mut self) {
+        for (key, _) in std::mem::take(&mut self.sockets) {
+            tracing::info!(key, "closing a handed-down socket no listener took");
+        }
+        if let Some(fd) = self.ready.take() {
+            if let Err(e) = std::fs::File::from(fd).write_all(READY_LINE) {
+                tracing::warn!(error = %e, "could not tell the previous process that this one is ready");
+            }
+        }
+    }
+}
+
+/// Makes `fd`, left open across exec by the previous process, an owned descriptor of this one,
+/// after checking that it is open and of the expected kind (`socket:` or `pipe:`).
+fn adopt(fd: RawFd, kind: &str) -> Result<OwnedFd, String> {
+    let link = std::fs::read_link(format!("/proc/self/fd/{fd}"))
+        .map_err(|e| format!("{ENV}: descriptor {fd} is not open: {e}"))?;
+    if !link.to_string_lossy().starts_with(kind) {
+        return Err(format!("{ENV}: descriptor {fd} is {}, not a {kind}", link.display()));
+    }
+    // SAFETY: `fd` is open (checked above) and owned by nothing else in this process: it was left
+    // open across exec for us by the process that started this one, `from_env` runs before this
+    // process opens any descriptor of its own, and each number is adopted once (duplicates are
+    // refused by the caller). Inherited descriptors can only be taken over this way.
+    #[allow(unsafe_code)]
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    rustix::io::fcntl_setfd(&owned, rustix::io::FdFlags::CLOEXEC)
+        .map_err(|e| format!("{ENV}: descriptor {fd}: {e}"))?;
+    Ok(owned)
+}
+
+/// A new process started by [`start`], not yet ready.
+pub struct Starting {
+    /// Its process id.
+    pub pid: u32,
+    ready: std::fs::File,
+}
+
+/// Starts the binary again with `sockets` (key, configured address, sockets) inherited.
+pub fn start(sockets: Vec<(String, String, Vec<&TcpListener>)>) -> Result<Starting, String> {
+    let Some(Some((exe, args))) = STARTED_AS.get() else {
+        return Err("the path of the running binary is unknown".into());
+    };
+    // Plain dup(2) copies lack close-on-exec, so the new process inherits exactly these; they are
+    // closed here once it has started.
+    let mut keep: Vec<OwnedFd> = Vec::new();
+    let mut dup = |fd: std::os::fd::BorrowedFd<'_>| -> Result<RawFd, String> {
+        let copy = rustix::io::dup(fd).map_err(|e| format!("cannot hand a socket over: {e}"))?;
+        let raw = copy.as_raw_fd();
+        keep.push(copy);
+        Ok(raw)
+    };
+    let mut entries = BTreeMap::new();
+    for (key, bind, listeners) in sockets {
+        let fds = listeners.iter().map(|l| dup(l.as_fd())).collect::<Result<Vec<_>, _>>()?;
+        entries.insert(key, Entry { bind, fds });
+    }
+    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
+        .map_err(|e| format!("cannot make the readiness pipe: {e}"))?;
+    let ready_fd = dup(writer.as_fd())?;
+    drop(writer);
+    let handover = serde_json::to_string(&Handover { sockets: entries, ready_fd }).map_err(|e| e.to_string())?;
+    let child = Command::new(exe)
+        .args(args)
+        .env(ENV, handover)
+        .stdin(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+    drop(keep);
+    let pid = child.id();
+    // Reaps the new process if it exits while this one still runs (a failed start).
+    let _ = std::thread::Builder::new().name("upgrade-reaper".into()).spawn(move || {
+        let mut child = child;
+        if let Ok(status) = child.wait() {
+            tracing::info!(pid, %status, "the process started by the upgrade exited");
+        }
+    });
+    Ok(Starting { pid, ready: std::fs::File::from(reader) })
+}
+
+impl Starting {
+    /// Waits until the new process is ready; an error if it exits or takes too long first.
+    pub async fn ready(self) -> Result<u32, String> {
+        let pid = self.pid;
+        let mut reader = self.ready;
+        let read = tokio::task::spawn_blocking(move || {
+            let mut line = [0u8; READY_LINE.len()];
+            reader.read_exact(&mut line).map(|()| line == READY_LINE)
+        });
+        match tokio::time::timeout(READY_TIMEOUT, read).await {
+            Ok(Ok(Ok(true))) => Ok(pid),
+            Ok(Ok(Ok(false))) => Err(format!("process {pid} sent something else than ready")),
+            Ok(Ok(Err(_))) => Err(format!("process {pid} exited before it was ready (its log says why)")),
+            Ok(Err(e)) => Err(format!("waiting for process {pid}: {e}")),
+            Err(_) => {
+                // Not ready in time: it must not take connections from the listeners it shares.
+                let _ = rustix::process::kill_process(
+                    rustix::process::Pid::from_raw(pid as i32).ok_or("no such process")?,
+                    rustix::process::Signal::KILL,
+                );
+                Err(format!("process {pid} was not ready within {READY_TIMEOUT:?}; killed"))
+            }
+        }
+    }
+}
