@@ -19,6 +19,8 @@ mod dashboard;
 mod drain;
 #[path = "e2e/errors.rs"]
 mod errors;
+#[path = "e2e/faults.rs"]
+mod faults;
 #[path = "e2e/forwarding.rs"]
 mod forwarding;
 #[path = "e2e/gateway.rs"]

@@ -13,6 +13,7 @@ mod client;
 mod gateway;
 mod load;
 mod raw;
+mod raw_backend;
 mod redis;
 mod wait;
 
@@ -21,6 +22,7 @@ pub use client::{curl, http_get, http_request, HttpConn, Response};
 pub use gateway::{metric_value, Gateway, TempDir};
 pub use load::{Load, LoadReport};
 pub use raw::{connect_refused, raw, RawConn, RawResponse};
+pub use raw_backend::{Fault, RawBackend};
 pub use redis::RedisServer;
 pub use wait::wait_until;
 

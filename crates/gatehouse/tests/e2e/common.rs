@@ -79,6 +79,16 @@ impl Cluster {
         Cluster { redis: RedisServer::start(), dir, backend: Backend::start("b") }
     }
 
+    /// A node's settings up to its services: two workers, admin and `http` listeners on port 0,
+    /// the cluster's Redis, and upstream `u` holding the backend.
+    pub fn node_head(&self) -> String {
+        format!(
+            "workers: 2\nadmin: {{ bind: \"127.0.0.1:0\" }}\n{}listeners:\n  http: {{ bind: \"127.0.0.1:0\" }}\nupstreams:\n  u: {{ targets: {} }}\n",
+            self.redis_section(),
+            targets(&[&self.backend])
+        )
+    }
+
     /// The `redis:` section of a node's configuration, as one line.
     pub fn redis_section(&self) -> String {
         format!(
@@ -100,9 +110,14 @@ impl Traffic {
     /// Starts 8 keep-alive clients and 4 reconnecting ones on `GET /` for [`HOST`], and waits
     /// until both have made progress.
     pub fn start(addr: std::net::SocketAddr) -> Traffic {
+        Traffic::start_at(addr, HOST, "/")
+    }
+
+    /// As [`Traffic::start`], on `GET path` for `host`.
+    pub fn start_at(addr: std::net::SocketAddr, host: &str, path: &str) -> Traffic {
         let t = Traffic {
-            steady: Load::start(addr, HOST, "/", 8, 1_000_000),
-            churn: Load::start_with_headers(addr, HOST, "/", &[("connection", "close")], 4, 1_000_000),
+            steady: Load::start(addr, host, path, 8, 1_000_000),
+            churn: Load::start_with_headers(addr, host, path, &[("connection", "close")], 4, 1_000_000),
         };
         t.progress("starting");
         t

@@ -1,7 +1,7 @@
 //! Cluster rate limits: two real nodes sharing one real Redis admit the configured limit between
 //! them under concurrent load, and a Redis that goes away fails open or closed as configured.
 
-use crate::common::{settled, start, targets, Cluster, SETTLE};
+use crate::common::{settled, start, Cluster, SETTLE};
 use gatehouse_testkit::{metric_value, Gateway, Load};
 use std::time::Instant;
 
@@ -13,13 +13,7 @@ const LIMIT: u64 = 400;
 /// A gateway node of the test cluster.
 fn node(c: &Cluster) -> Gateway {
     let yaml = format!(
-        r#"workers: 2
-admin: {{ bind: "127.0.0.1:0" }}
-{redis}listeners:
-  http: {{ bind: "127.0.0.1:0" }}
-upstreams:
-  u: {{ targets: {t} }}
-services:
+        r#"{head}services:
   svc: {{ path: /svc, upstream: u, auth: app_key }}
   open: {{ path: /open, upstream: u, rate_limits: [{{ limit: 100000, key: client_ip, scope: cluster }}] }}
   closed:
@@ -31,8 +25,7 @@ apps:
 plans:
   gold: {{ rate_limits: [{{ limit: {LIMIT}, interval: 1h, scope: cluster }}] }}
 "#,
-        redis = c.redis_section(),
-        t = targets(&[&c.backend]),
+        head = c.node_head(),
     );
     let gw = start(&yaml);
     settled(&gw);
