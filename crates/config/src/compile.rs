@@ -199,6 +199,9 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
         if l.header_read_timeout.0.is_zero() {
             err(format!("{p}.header_read_timeout"), "must be greater than zero".into());
         }
+        if l.body_read_timeout.0.is_zero() {
+            err(format!("{p}.body_read_timeout"), "must be greater than zero".into());
+        }
     }
 
     for (name, u) in &c.upstreams {

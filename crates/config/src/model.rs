@@ -220,12 +220,18 @@ pub struct Listener {
     /// Open connections allowed per worker; further connections wait in the backlog.
     #[serde(default = "defaults::max_connections")]
     pub max_connections: usize,
+    /// Open connections allowed per client address, across workers (0: no limit).
+    #[serde(default)]
+    pub max_connections_per_ip: u32,
     /// Which HTTP versions the listener speaks.
     #[serde(default)]
     pub protocol: ListenerProtocol,
     /// Time allowed for a client to send a whole request head.
     #[serde(default = "defaults::header_read_timeout")]
     pub header_read_timeout: Duration,
+    /// Longest wait for the next part of a request body; then `408` and the connection closes.
+    #[serde(default = "defaults::body_read_timeout")]
+    pub body_read_timeout: Duration,
     /// Idle time allowed between requests on a keep-alive connection.
     #[serde(default = "defaults::keepalive_timeout")]
     pub keepalive_timeout: Duration,
@@ -731,6 +737,9 @@ mod defaults {
     }
     pub fn header_read_timeout() -> Duration {
         Duration::secs(10)
+    }
+    pub fn body_read_timeout() -> Duration {
+        Duration::secs(60)
     }
     pub fn keepalive_timeout() -> Duration {
         Duration::secs(75)

@@ -8,7 +8,7 @@
 use crate::upgrade::Inherited;
 use gatehouse_config::Config;
 use gatehouse_listener::{
-    accept_loop, adopt_listener, bind_listener, AcceptorCell, BoundListener, ServeContext, Workers,
+    accept_loop, adopt_listener, bind_listener, AcceptorCell, BoundListener, PerIpLimit, ServeContext, Workers,
 };
 use gatehouse_tls::TlsAcceptor;
 use std::collections::BTreeMap;
@@ -131,14 +131,16 @@ fn abort(tasks: &mut Vec<AbortHandle>) {
 
 fn start(bound: &BoundListener, workers: &Workers, ctx: &ServeContext, tls: Option<&AcceptorCell>) -> Vec<AbortHandle> {
     let cfg = Arc::new(bound.config.clone());
-    match bound.assignments(workers.workers.len()) {
+    let n = workers.workers.len();
+    // One table for the listener's workers, sized for every connection they may hold.
+    let per_ip = (cfg.max_connections_per_ip > 0)
+        .then(|| Arc::new(PerIpLimit::new(cfg.max_connections_per_ip, (n * cfg.max_connections).min(1 << 20))));
+    match bound.assignments(n) {
         Ok(sockets) => sockets
             .into_iter()
             .map(|(w, socket)| {
-                workers.workers[w]
-                    .handle
-                    .spawn(accept_loop(socket, cfg.clone(), tls.cloned(), ctx.clone()))
-                    .abort_handle()
+                let task = accept_loop(socket, cfg.clone(), tls.cloned(), per_ip.clone(), ctx.clone());
+                workers.workers[w].handle.spawn(task).abort_handle()
             })
             .collect(),
         Err(e) => {

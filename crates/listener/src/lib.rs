@@ -12,10 +12,12 @@
 mod bind;
 mod h1;
 mod io;
+mod per_ip;
 mod serve;
 mod transport;
 mod workers;
 
 pub use bind::{adopt_listener, bind_listener, BoundListener};
+pub use per_ip::{OverLimit, PerIpGuard, PerIpLimit};
 pub use serve::{accept_loop, AcceptorCell, ServeContext};
 pub use workers::{Worker, Workers};

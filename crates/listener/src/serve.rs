@@ -2,6 +2,7 @@
 //! knowledge) from the first bytes, run hyper, and drain on shutdown.
 
 use crate::io::{BusyGuard, ConnIo, ConnState};
+use crate::per_ip::{PerIpGuard, PerIpLimit};
 use crate::transport::Transport;
 use bytes::Bytes;
 use gatehouse_config::{Listener, ListenerProtocol};
@@ -35,11 +36,20 @@ pub struct ServeContext {
 /// authentication, so the accept tasks keep running.
 pub type AcceptorCell = Arc<arc_swap::ArcSwap<TlsAcceptor>>;
 
+/// A connection's places under the listener's limits, given back when it closes.
+struct Admitted {
+    _permit: OwnedSemaphorePermit,
+    _per_ip: Option<PerIpGuard>,
+}
+
 /// Accepts connections on `socket` until the task is aborted; `tls` terminates TLS first.
+/// `per_ip`, shared by the listener's workers, closes a connection at once when its address
+/// already has the listener's `max_connections_per_ip` open.
 pub async fn accept_loop(
     socket: std::net::TcpListener,
     config: Arc<Listener>,
     tls: Option<AcceptorCell>,
+    per_ip: Option<Arc<PerIpLimit>>,
     ctx: ServeContext,
 ) {
     let listener = match tokio::net::TcpListener::from_std(socket) {
@@ -57,10 +67,19 @@ pub async fn accept_loop(
         };
         match listener.accept().await {
             Ok((stream, peer)) => {
+                let per_ip = match per_ip.as_ref().map(|t| t.admit(peer.ip())) {
+                    None => None,
+                    Some(Ok(guard)) => guard,
+                    Some(Err(_)) => {
+                        ctx.shared.stats.connections_over_ip_limit.inc();
+                        continue;
+                    }
+                };
+                let admitted = Admitted { _permit: permit, _per_ip: per_ip };
                 match &tls {
-                    None => tokio::spawn(serve_connection(stream, peer, config.clone(), ctx.clone(), permit)),
+                    None => tokio::spawn(serve_connection(stream, peer, config.clone(), ctx.clone(), admitted)),
                     Some(tls) => {
-                        tokio::spawn(serve_tls(stream, peer, config.clone(), tls.load_full(), ctx.clone(), permit))
+                        tokio::spawn(serve_tls(stream, peer, config.clone(), tls.load_full(), ctx.clone(), admitted))
                     }
                 };
             }
@@ -134,7 +153,7 @@ async fn serve_connection(
     peer: SocketAddr,
     config: Arc<Listener>,
     ctx: ServeContext,
-    _permit: OwnedSemaphorePermit,
+    _admitted: Admitted,
 ) {
     let Some((_active, local)) = opened(&stream, &ctx) else {
         return;
@@ -152,7 +171,9 @@ async fn serve_connection(
             _ => return,
         },
     };
-    let info = Arc::new(ConnInfo::new(peer, local, false));
+    let mut info = ConnInfo::new(peer, local, false);
+    info.body_timeout = config.body_read_timeout.0;
+    let info = Arc::new(info);
     // Each protocol's connection state is boxed, so a connection's task is only as large as the
     // protocol it speaks needs (an idle HTTP/1.1 connection must stay small).
     if h2 {
@@ -170,7 +191,7 @@ async fn serve_tls(
     config: Arc<Listener>,
     tls: Arc<TlsAcceptor>,
     ctx: ServeContext,
-    _permit: OwnedSemaphorePermit,
+    _admitted: Admitted,
 ) {
     let Some((_active, local)) = opened(&stream, &ctx) else {
         return;
@@ -185,6 +206,7 @@ async fn serve_tls(
         }
     };
     let mut info = ConnInfo::new(peer, local, true);
+    info.body_timeout = config.body_read_timeout.0;
     info.client_cert = established.client_cert.map(|(site, subject)| ClientCert { site, subject: subject.into() });
     let info = Arc::new(info);
     let h2 = established.h2 || config.protocol == ListenerProtocol::H2c;

@@ -22,6 +22,8 @@ pub enum ProxyError {
     Denied(Denial),
     /// No site or route matches the host and path.
     NoRoute,
+    /// The client stopped sending its request body for longer than `body_read_timeout`.
+    ClientTimeout,
     /// The declared body is larger than the route allows.
     BodyTooLarge {
         /// The route's limit.
@@ -64,6 +66,7 @@ impl ProxyError {
             ProxyError::Denied(d) => d.status(),
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            ProxyError::ClientTimeout => StatusCode::REQUEST_TIMEOUT,
             ProxyError::NoHealthyEndpoint { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::ConnectFailed { .. } | ProxyError::UpstreamFailed { .. } => StatusCode::BAD_GATEWAY,
             ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
@@ -85,6 +88,7 @@ impl ProxyError {
             ProxyError::BodyTooLarge { limit } => {
                 tracing::debug!(%status, limit, "request body too large")
             }
+            ProxyError::ClientTimeout => tracing::debug!(%status, "the client stopped sending its body"),
             ProxyError::NoHealthyEndpoint { upstream } => {
                 tracing::warn!(%status, upstream, "no healthy endpoint")
             }
@@ -101,7 +105,8 @@ impl ProxyError {
         if let ProxyError::Denied(d) = self {
             return denied(status, d);
         }
-        let close = matches!(self, ProxyError::BadRequest(_) | ProxyError::BodyTooLarge { .. });
+        let close =
+            matches!(self, ProxyError::BadRequest(_) | ProxyError::BodyTooLarge { .. } | ProxyError::ClientTimeout);
         let mut resp = simple(status, close);
         if let ProxyError::RedirectHttps(location) = self {
             if let Ok(v) = header::HeaderValue::try_from(location) {

@@ -272,7 +272,7 @@ where
     }
     parts.uri = target;
     parts.version = if settings.http2 { Version::HTTP_2 } else { Version::HTTP_11 };
-    let body = RequestBody::streaming(body, route.max_body);
+    let body = RequestBody::streaming(body, route.max_body, conn.body_timeout);
     let method = parts.method.clone();
     let replayable = idempotent(&method) && body.is_empty() && !upgrade;
     // Keep a copy for replay only when a replay may happen.
@@ -344,6 +344,7 @@ where
             Err(failure) => match failure.kind {
                 FailureKind::BodyTooLarge => return Err(ProxyError::BodyTooLarge { limit: route.max_body }),
                 FailureKind::Client => return Err(ProxyError::BadRequest("client body ended early")),
+                FailureKind::ClientTimeout => return Err(ProxyError::ClientTimeout),
                 FailureKind::Timeout => {
                     upstream.record_failure(idx);
                     last_error = Some(ProxyError::UpstreamTimeout { endpoint: ep.addr_text.to_string() });

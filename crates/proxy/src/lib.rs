@@ -56,6 +56,8 @@ pub struct ConnInfo {
     pub tls: bool,
     /// The client certificate verified during the handshake, if any.
     pub client_cert: Option<ClientCert>,
+    /// Longest wait for the next part of a request body (the listener's `body_read_timeout`).
+    pub body_timeout: std::time::Duration,
 }
 
 /// A client certificate verified during the TLS handshake.
@@ -72,6 +74,6 @@ impl ConnInfo {
     pub fn new(peer: SocketAddr, local: SocketAddr, tls: bool) -> Self {
         let peer_ip = http::HeaderValue::try_from(peer.ip().to_string())
             .unwrap_or_else(|_| http::HeaderValue::from_static("unknown"));
-        ConnInfo { peer, peer_ip, local, tls, client_cert: None }
+        ConnInfo { peer, peer_ip, local, tls, client_cert: None, body_timeout: std::time::Duration::from_secs(60) }
     }
 }

@@ -52,6 +52,20 @@ impl RawConn {
         RawConn { stream, buf: Vec::new() }
     }
 
+    /// Connects to `addr` from source address `from` (any of 127.0.0.0/8 on loopback, so a test
+    /// can be several clients); panics on failure.
+    pub fn connect_from(addr: SocketAddr, from: std::net::IpAddr) -> RawConn {
+        let connect = || -> std::io::Result<TcpStream> {
+            let s = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+            s.bind(&SocketAddr::new(from, 0).into())?;
+            s.connect_timeout(&addr.into(), crate::IO_TIMEOUT)?;
+            Ok(s.into())
+        };
+        let stream = connect().unwrap_or_else(|e| panic!("connect to {addr} from {from}: {e}"));
+        let _ = stream.set_nodelay(true);
+        RawConn { stream, buf: Vec::new() }
+    }
+
     /// Writes all of `bytes`; panics on failure.
     pub fn send(&mut self, bytes: &[u8]) {
         self.stream.write_all(bytes).expect("write to the raw connection");

@@ -1,11 +1,13 @@
 //! The request body sent upstream: the client's body streamed as it arrives, cut off with an error
-//! when it exceeds the route's limit (so a chunked body cannot sneak past `max_body`).
+//! when it exceeds the route's limit (so a chunked body cannot sneak past `max_body`), or when the
+//! client stops sending it for longer than the listener's `body_read_timeout` (a slow POST).
 
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::pin::Pin;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 /// Errors of a client body, whatever the client protocol.
 pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -16,6 +18,10 @@ type ClientBody = Pin<Box<dyn Body<Data = Bytes, Error = BoxError> + Send>>;
 pub struct RequestBody {
     inner: Option<ClientBody>,
     remaining: u64,
+    /// Longest wait for the next part of the body, and when the last part came.
+    idle_ms: u64,
+    last_ms: u64,
+    deadline: crate::LazyDeadline,
 }
 
 impl std::fmt::Debug for RequestBody {
@@ -36,15 +42,27 @@ impl std::fmt::Display for BodyTooLarge {
 
 impl std::error::Error for BodyTooLarge {}
 
+/// The client sent nothing of its body for longer than allowed.
+#[derive(Debug)]
+pub struct BodyTimeout;
+
+impl std::fmt::Display for BodyTimeout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client stopped sending its request body")
+    }
+}
+
+impl std::error::Error for BodyTimeout {}
+
 impl RequestBody {
     /// No body.
     pub fn empty() -> Self {
-        RequestBody { inner: None, remaining: 0 }
+        RequestBody { inner: None, remaining: 0, idle_ms: 0, last_ms: 0, deadline: crate::LazyDeadline::default() }
     }
 
-    /// The client's body (HTTP/1.1 or HTTP/2), limited to `limit` bytes. An empty body costs no
-    /// allocation.
-    pub fn streaming<B>(body: B, limit: u64) -> Self
+    /// The client's body (HTTP/1.1 or HTTP/2), limited to `limit` bytes, failing when no part of
+    /// it comes for `idle`. An empty body costs no allocation.
+    pub fn streaming<B>(body: B, limit: u64, idle: Duration) -> Self
     where
         B: Body<Data = Bytes> + Send + 'static,
         B::Error: Into<BoxError>,
@@ -52,7 +70,13 @@ impl RequestBody {
         if body.is_end_stream() {
             return Self::empty();
         }
-        RequestBody { inner: Some(Box::pin(body.map_err(Into::into))), remaining: limit }
+        RequestBody {
+            inner: Some(Box::pin(body.map_err(Into::into))),
+            remaining: limit,
+            idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
+            last_ms: crate::now_ms(),
+            deadline: crate::LazyDeadline::default(),
+        }
     }
 
     /// True when there is nothing to send (so the request can be replayed on a retry).
@@ -80,12 +104,17 @@ impl Body for RequestBody {
                     }
                     this.remaining -= n;
                 }
+                this.last_ms = crate::now_ms();
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
             Poll::Ready(None) => {
                 this.inner = None;
                 Poll::Ready(None)
+            }
+            Poll::Pending if this.deadline.expired(cx, this.last_ms.saturating_add(this.idle_ms)) => {
+                this.inner = None;
+                Poll::Ready(Some(Err(Box::new(BodyTimeout))))
             }
             Poll::Pending => Poll::Pending,
         }

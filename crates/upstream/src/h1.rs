@@ -41,6 +41,8 @@ pub(crate) enum ExchangeError {
     BodyTooLarge,
     /// The client's body failed (client went away).
     ClientBody(String),
+    /// The client stopped sending its body.
+    ClientTimeout,
     /// The endpoint broke the exchange after the request (or part of it) was written.
     Upstream(String),
     /// No response head within the read timeout.
@@ -136,6 +138,7 @@ impl H1Conn {
                     Err(_) => continue, // request trailers are not forwarded
                 },
                 Some(Err(e)) if e.is::<crate::BodyTooLarge>() => return Err(ExchangeError::BodyTooLarge),
+                Some(Err(e)) if e.is::<crate::BodyTimeout>() => return Err(ExchangeError::ClientTimeout),
                 Some(Err(e)) => return Err(ExchangeError::ClientBody(e.to_string())),
             };
             if data.is_empty() {

@@ -17,7 +17,7 @@ mod response;
 mod util;
 
 pub use balance::{Balancer, SelectKey};
-pub use body::{BodyTooLarge, BoxError, RequestBody};
+pub use body::{BodyTimeout, BodyTooLarge, BoxError, RequestBody};
 pub use breaker::{Breaker, BreakerSettings, BreakerState};
 pub use endpoint::{Endpoint, EndpointState, EndpointStats};
 pub use health::{run_health_checks, HealthCheckSpec};

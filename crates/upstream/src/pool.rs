@@ -89,6 +89,8 @@ pub enum FailureKind {
     BodyTooLarge,
     /// The client's body stopped (the client went away); not the endpoint's fault.
     Client,
+    /// The client stopped sending its body for longer than allowed; not the endpoint's fault.
+    ClientTimeout,
 }
 
 /// A request that failed on its connection.
@@ -184,6 +186,9 @@ impl Lease {
                             SendFailure::new(FailureKind::BodyTooLarge, "request body too large")
                         }
                         ExchangeError::ClientBody(r) => SendFailure::new(FailureKind::Client, r),
+                        ExchangeError::ClientTimeout => {
+                            SendFailure::new(FailureKind::ClientTimeout, "the client stopped sending its body")
+                        }
                         ExchangeError::Upstream(r) => SendFailure::new(FailureKind::Io, r),
                         ExchangeError::Timeout => SendFailure::new(FailureKind::Timeout, "request write timed out"),
                     });
@@ -209,8 +214,13 @@ impl Lease {
                     Ok(Err(mut e)) => {
                         let unsent = e.take_message();
                         let error = e.into_error();
-                        let kind =
-                            if caused_by_body_limit(&error) { FailureKind::BodyTooLarge } else { FailureKind::Io };
+                        let kind = if caused_by::<crate::BodyTooLarge>(&error) {
+                            FailureKind::BodyTooLarge
+                        } else if caused_by::<crate::BodyTimeout>(&error) {
+                            FailureKind::ClientTimeout
+                        } else {
+                            FailureKind::Io
+                        };
                         Err(SendFailure { unsent, reason: error.to_string(), kind })
                     }
                     Ok(Ok(resp)) => {
@@ -235,10 +245,11 @@ impl Lease {
     }
 }
 
-fn caused_by_body_limit(error: &hyper::Error) -> bool {
+/// Whether `E` is among the causes of `error`.
+fn caused_by<E: std::error::Error + 'static>(error: &hyper::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(e) = source {
-        if e.is::<crate::BodyTooLarge>() {
+        if e.is::<E>() {
             return true;
         }
         source = e.source();

@@ -87,7 +87,7 @@ pub fn render_metrics(shared: &Shared) -> String {
     let snap = shared.snapshot.load();
     let s = &shared.stats;
     let mut out = String::with_capacity(8192);
-    let process: [(&str, &str, &str, i64); 10] = [
+    let process: [(&str, &str, &str, i64); 11] = [
         (
             "gatehouse_connections_accepted_total",
             "counter",
@@ -95,6 +95,12 @@ pub fn render_metrics(shared: &Shared) -> String {
             s.connections_accepted.get() as i64,
         ),
         ("gatehouse_connections_active", "gauge", "Client connections open now.", s.connections_active.get()),
+        (
+            "gatehouse_connections_over_ip_limit_total",
+            "counter",
+            "Client connections closed at once: their address had max_connections_per_ip open.",
+            s.connections_over_ip_limit.get() as i64,
+        ),
         (
             "gatehouse_unrouted_requests_total",
             "counter",
