@@ -19,5 +19,5 @@ mod workers;
 
 pub use bind::{adopt_listener, bind_listener, BoundListener};
 pub use per_ip::{OverLimit, PerIpGuard, PerIpLimit};
-pub use serve::{accept_loop, AcceptorCell, ServeContext};
+pub use serve::{accept_loop, AcceptBackoff, AcceptorCell, ServeContext};
 pub use workers::{Worker, Workers};

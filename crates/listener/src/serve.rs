@@ -60,6 +60,8 @@ pub async fn accept_loop(
         }
     };
     let limit = Arc::new(Semaphore::new(config.max_connections));
+    let mut backoff = AcceptBackoff::default();
+    let name = config.bind.to_string();
     loop {
         // At the limit, new connections wait in the kernel's backlog.
         let Ok(permit) = limit.clone().acquire_owned().await else {
@@ -67,6 +69,7 @@ pub async fn accept_loop(
         };
         match listener.accept().await {
             Ok((stream, peer)) => {
+                backoff.succeeded(&name);
                 let per_ip = match per_ip.as_ref().map(|t| t.admit(peer.ip())) {
                     None => None,
                     Some(Ok(guard)) => guard,
@@ -84,10 +87,43 @@ pub async fn accept_loop(
                 };
             }
             Err(e) => {
-                // Out of descriptors or memory: back off instead of spinning, then go on.
-                tracing::warn!(error = %e, "accept failed; backing off");
-                tokio::time::sleep(Duration::from_millis(50)).await;
+                ctx.shared.stats.accept_errors.inc();
+                backoff.failed(&name, &e).await;
             }
+        }
+    }
+}
+
+/// Accept failures in a row (out of descriptors or memory, say): the first is logged, the loop
+/// backs off instead of spinning while connections wait in the backlog, and the recovery is logged
+/// with how many attempts failed over how long.
+#[derive(Debug, Default)]
+pub struct AcceptBackoff {
+    failures: u64,
+    since: Option<std::time::Instant>,
+}
+
+impl AcceptBackoff {
+    /// How long to wait after a failed accept before the next attempt.
+    const PAUSE: Duration = Duration::from_millis(50);
+
+    /// Notes a failure of the listener at `what` and waits before the next attempt.
+    pub async fn failed(&mut self, what: &str, error: &std::io::Error) {
+        if self.failures == 0 {
+            tracing::warn!(listener = what, %error, "accept failed; backing off until it succeeds again");
+            self.since = Some(std::time::Instant::now());
+        }
+        self.failures += 1;
+        tokio::time::sleep(Self::PAUSE).await;
+    }
+
+    /// Notes a success, logging the recovery after failures.
+    pub fn succeeded(&mut self, what: &str) {
+        if self.failures > 0 {
+            let over = self.since.map(|t| t.elapsed()).unwrap_or_default();
+            tracing::info!(listener = what, failures = self.failures, over = ?over, "accept works again");
+            self.failures = 0;
+            self.since = None;
         }
     }
 }

@@ -120,6 +120,8 @@ pub struct ProcessStats {
     pub connections_accepted: Counter,
     /// Connections open now.
     pub connections_active: Gauge,
+    /// Failed accepts on the traffic listeners (out of descriptors or memory).
+    pub accept_errors: Counter,
     /// Connections closed at once because their address had `max_connections_per_ip` open.
     pub connections_over_ip_limit: Counter,
     /// Requests answered without a matching route.

@@ -87,7 +87,7 @@ pub fn render_metrics(shared: &Shared) -> String {
     let snap = shared.snapshot.load();
     let s = &shared.stats;
     let mut out = String::with_capacity(8192);
-    let process: [(&str, &str, &str, i64); 11] = [
+    let process: [(&str, &str, &str, i64); 12] = [
         (
             "gatehouse_connections_accepted_total",
             "counter",
@@ -95,6 +95,12 @@ pub fn render_metrics(shared: &Shared) -> String {
             s.connections_accepted.get() as i64,
         ),
         ("gatehouse_connections_active", "gauge", "Client connections open now.", s.connections_active.get()),
+        (
+            "gatehouse_accept_errors_total",
+            "counter",
+            "Failed accepts on the traffic listeners (out of descriptors or memory); accept backs off and retries.",
+            s.accept_errors.get() as i64,
+        ),
         (
             "gatehouse_connections_over_ip_limit_total",
             "counter",

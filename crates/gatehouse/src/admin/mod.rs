@@ -44,13 +44,14 @@ pub struct AdminState {
 /// The next connection on `listener`. When accepting fails (out of descriptors or memory), backs
 /// off instead of spinning, then goes on.
 pub async fn accept(listener: &tokio::net::TcpListener, what: &str) -> (tokio::net::TcpStream, SocketAddr) {
+    let mut backoff = gatehouse_listener::AcceptBackoff::default();
     loop {
         match listener.accept().await {
-            Ok(accepted) => return accepted,
-            Err(e) => {
-                tracing::warn!(listener = what, error = %e, "accept failed; backing off");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            Ok(accepted) => {
+                backoff.succeeded(what);
+                return accepted;
             }
+            Err(e) => backoff.failed(what, &e).await,
         }
     }
 }

@@ -1,10 +1,11 @@
 //! Slow and greedy clients (short form; `bench/dos.sh` is the long one): slowloris connections
 //! trickling their heads are closed by `header_read_timeout` while normal clients are served, a
-//! client over `max_connections_per_ip` is cut off without touching others, and a request body
-//! that stops coming gets `408` at `body_read_timeout`.
+//! client over `max_connections_per_ip` is cut off without touching others, a request body that
+//! stops coming gets `408` at `body_read_timeout`, and running out of file descriptors makes
+//! accept back off and recover.
 
 use crate::common::{head, settled, start, targets, HOST, SETTLE};
-use gatehouse_testkit::{metric_value, wait_until, Backend, Load, RawConn};
+use gatehouse_testkit::{metric_value, wait_until, Backend, Gateway, Load, RawConn, TempDir};
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, Instant};
 
@@ -109,4 +110,34 @@ fn a_request_body_that_stops_coming_gets_408() {
     }
     let resp = c.read_response(SETTLE).expect("an answer to the slow body");
     assert_eq!(resp.status, 200, "{resp:?}");
+}
+
+#[test]
+fn running_out_of_descriptors_backs_off_and_recovers() {
+    let b = Backend::start("b");
+    // The gateway raises its soft limit to the hard one at start: both are set low here.
+    let dir = TempDir::new();
+    let wrapper = dir.join("gatehouse-few-fds");
+    let script = format!("#!/bin/sh\nulimit -n 128 || exit 1\nexec {} \"$@\"\n", env!("CARGO_BIN_EXE_gatehouse"));
+    std::fs::write(&wrapper, script).expect("write the wrapper");
+    std::process::Command::new("chmod").arg("755").arg(&wrapper).status().expect("chmod the wrapper");
+    let gw = Gateway::start_with(&wrapper, &config(&b, ""));
+    settled(&gw);
+    let addr = gw.addr("http");
+    // More connections than descriptors: the rest wait in the backlog.
+    let mut held: Vec<RawConn> = (0..200).map(|_| RawConn::connect(addr)).collect();
+    let logged = wait_until(SETTLE, || gw.stderr().contains("accept failed; backing off").then_some(()));
+    assert!(logged.is_some(), "no accept failure was logged with 200 connections and 128 descriptors");
+    // Connections waiting in the backlog are served once descriptors come free.
+    held.truncate(150);
+    let mut waiting = held.pop().expect("a held connection");
+    drop(held);
+    waiting.send(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    let resp = waiting.read_response(SETTLE).expect("the waiting connection is served after the release");
+    assert_eq!(resp.status, 200);
+    let report = Load::run(addr, HOST, "/", 4, 50);
+    assert_eq!((report.ok, report.failed), (200, 0), "{report:?}");
+    assert!(gw.stderr().contains("accept works again"), "the recovery is logged");
+    let m = gw.metrics();
+    assert!(metric_value(&m, "gatehouse_accept_errors_total").is_some_and(|n| n >= 1.0), "{m}");
 }
