@@ -100,8 +100,18 @@ pub(crate) async fn serve(
                 match stream.poll_fill_by(&mut st.rbuf, HEAD_STEP, cx) {
                     Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Poll::Ready(Wake::Closed),
                     Poll::Ready(Ok(_)) => Poll::Ready(Wake::Bytes),
-                    Poll::Pending if deadline.expired(cx, due) => Poll::Ready(Wake::Expired),
-                    Poll::Pending => Poll::Pending,
+                    Poll::Pending => {
+                        // Readiness can be stale (it clears only when a read would block): a
+                        // buffer taken for nothing goes back, so an idle connection holds none.
+                        if st.rbuf.is_empty() && st.rbuf.capacity() > 0 {
+                            pool::give_read(std::mem::take(&mut st.rbuf));
+                        }
+                        if deadline.expired(cx, due) {
+                            Poll::Ready(Wake::Expired)
+                        } else {
+                            Poll::Pending
+                        }
+                    }
                 }
             });
             let idle = head_started.is_none() && drain_close.is_none();
