@@ -1,0 +1,544 @@
+//! Raw HTTP/2 frames over cleartext TCP (prior knowledge), for attacks a real HTTP/2 client library
+//! refuses to send: resets right after each request, header blocks that never end, floods of
+//! control frames, header blocks that reference one table entry thousands of times. Frames are
+//! written exactly as built; every read is bounded by a deadline.
+//!
+//! [`Hpack`] is a minimal encoder written by hand: indexed fields, literals with and without
+//! incremental indexing, dynamic table size updates; no Huffman coding.
+
+use std::io::{ErrorKind, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+/// The client connection preface (RFC 9113 section 3.4).
+pub const PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// Size of a frame header.
+pub const FRAME_HEADER_LEN: usize = 9;
+/// Largest frame payload accepted by a peer that announced no `SETTINGS_MAX_FRAME_SIZE`.
+pub const DEFAULT_MAX_FRAME: usize = 16_384;
+
+/// Frame types (RFC 9113 section 6).
+pub mod kind {
+    /// DATA.
+    pub const DATA: u8 = 0x0;
+    /// HEADERS.
+    pub const HEADERS: u8 = 0x1;
+    /// PRIORITY.
+    pub const PRIORITY: u8 = 0x2;
+    /// RST_STREAM.
+    pub const RST_STREAM: u8 = 0x3;
+    /// SETTINGS.
+    pub const SETTINGS: u8 = 0x4;
+    /// PING.
+    pub const PING: u8 = 0x6;
+    /// GOAWAY.
+    pub const GOAWAY: u8 = 0x7;
+    /// WINDOW_UPDATE.
+    pub const WINDOW_UPDATE: u8 = 0x8;
+    /// CONTINUATION.
+    pub const CONTINUATION: u8 = 0x9;
+}
+
+/// Frame flags.
+pub mod flag {
+    /// END_STREAM (DATA, HEADERS).
+    pub const END_STREAM: u8 = 0x1;
+    /// ACK (SETTINGS, PING).
+    pub const ACK: u8 = 0x1;
+    /// END_HEADERS (HEADERS, CONTINUATION).
+    pub const END_HEADERS: u8 = 0x4;
+}
+
+/// Error codes (RFC 9113 section 7).
+pub mod code {
+    /// NO_ERROR.
+    pub const NO_ERROR: u32 = 0x0;
+    /// PROTOCOL_ERROR.
+    pub const PROTOCOL_ERROR: u32 = 0x1;
+    /// CANCEL.
+    pub const CANCEL: u32 = 0x8;
+    /// COMPRESSION_ERROR.
+    pub const COMPRESSION_ERROR: u32 = 0x9;
+    /// REFUSED_STREAM.
+    pub const REFUSED_STREAM: u32 = 0x7;
+    /// ENHANCE_YOUR_CALM.
+    pub const ENHANCE_YOUR_CALM: u32 = 0xb;
+}
+
+/// Setting identifiers.
+pub mod setting {
+    /// SETTINGS_HEADER_TABLE_SIZE.
+    pub const HEADER_TABLE_SIZE: u16 = 0x1;
+    /// SETTINGS_MAX_CONCURRENT_STREAMS.
+    pub const MAX_CONCURRENT_STREAMS: u16 = 0x3;
+    /// SETTINGS_INITIAL_WINDOW_SIZE.
+    pub const INITIAL_WINDOW_SIZE: u16 = 0x4;
+    /// SETTINGS_MAX_HEADER_LIST_SIZE.
+    pub const MAX_HEADER_LIST_SIZE: u16 = 0x6;
+}
+
+/// One frame as read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Frame {
+    /// Type, see [`kind`].
+    pub kind: u8,
+    /// Flags, see [`flag`].
+    pub flags: u8,
+    /// Stream identifier.
+    pub stream: u32,
+    /// The payload.
+    pub payload: Vec<u8>,
+}
+
+impl Frame {
+    /// The error code of a RST_STREAM or GOAWAY frame.
+    pub fn error_code(&self) -> Option<u32> {
+        let at = match self.kind {
+            kind::RST_STREAM => 0,
+            kind::GOAWAY => 4,
+            _ => return None,
+        };
+        Some(u32::from_be_bytes(self.payload.get(at..at + 4)?.try_into().ok()?))
+    }
+
+    /// The settings carried by a SETTINGS frame.
+    pub fn settings(&self) -> Vec<(u16, u32)> {
+        self.payload
+            .chunks_exact(6)
+            .map(|c| (u16::from_be_bytes([c[0], c[1]]), u32::from_be_bytes([c[2], c[3], c[4], c[5]])))
+            .collect()
+    }
+}
+
+/// A GOAWAY frame's content.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GoAway {
+    /// Highest stream the server says it processed.
+    pub last_stream_id: u32,
+    /// Error code, see [`code`].
+    pub code: u32,
+    /// Debug data (text in practice).
+    pub debug: String,
+}
+
+/// How reading frames ended when no frame came.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReadEnd {
+    /// The server closed the connection (EOF or reset).
+    Closed,
+    /// The deadline passed.
+    TimedOut,
+}
+
+/// Appends one frame to `out`. The length is not checked against any limit, on purpose.
+pub fn encode_frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
+    let len = payload.len() as u32;
+    out.extend_from_slice(&len.to_be_bytes()[1..]);
+    out.push(kind);
+    out.push(flags);
+    out.extend_from_slice(&(stream & 0x7fff_ffff).to_be_bytes());
+    out.extend_from_slice(payload);
+}
+
+/// Appends a RST_STREAM frame to `out`.
+pub fn encode_rst(out: &mut Vec<u8>, stream: u32, code: u32) {
+    encode_frame(out, kind::RST_STREAM, 0, stream, &code.to_be_bytes());
+}
+
+/// Appends a SETTINGS frame (not an ACK) carrying `settings` to `out`.
+pub fn encode_settings(out: &mut Vec<u8>, settings: &[(u16, u32)]) {
+    let mut payload = Vec::with_capacity(settings.len() * 6);
+    for (id, value) in settings {
+        payload.extend_from_slice(&id.to_be_bytes());
+        payload.extend_from_slice(&value.to_be_bytes());
+    }
+    encode_frame(out, kind::SETTINGS, 0, 0, &payload);
+}
+
+/// A header block under construction. Field representations follow RFC 7541 section 6; strings
+/// are sent as raw octets (never Huffman-coded).
+#[derive(Clone, Debug, Default)]
+pub struct Hpack {
+    block: Vec<u8>,
+}
+
+/// Static table indices a request needs (RFC 7541 appendix A).
+pub mod static_index {
+    /// `:authority` (name only).
+    pub const AUTHORITY: usize = 1;
+    /// `:method: GET`.
+    pub const METHOD_GET: usize = 2;
+    /// `:method: POST`.
+    pub const METHOD_POST: usize = 3;
+    /// `:path` (name; value `/`).
+    pub const PATH: usize = 4;
+    /// `:scheme: http`.
+    pub const SCHEME_HTTP: usize = 6;
+    /// Index of the first dynamic table entry (the newest).
+    pub const FIRST_DYNAMIC: usize = 62;
+}
+
+impl Hpack {
+    /// An empty block.
+    pub fn new() -> Hpack {
+        Hpack::default()
+    }
+
+    /// The request pseudo-headers of `GET path` for `authority` over `http`.
+    pub fn get(authority: &str, path: &str) -> Hpack {
+        let mut h = Hpack::new();
+        h.indexed(static_index::METHOD_GET)
+            .indexed(static_index::SCHEME_HTTP)
+            .literal_name_ref(static_index::PATH, path.as_bytes())
+            .literal_name_ref(static_index::AUTHORITY, authority.as_bytes());
+        h
+    }
+
+    /// Integer with an `prefix_bits`-bit prefix, the first byte's high bits set to `pattern`.
+    fn int(&mut self, pattern: u8, prefix_bits: u32, mut value: usize) {
+        let max = (1usize << prefix_bits) - 1;
+        if value < max {
+            self.block.push(pattern | value as u8);
+            return;
+        }
+        self.block.push(pattern | max as u8);
+        value -= max;
+        while value >= 128 {
+            self.block.push((value % 128) as u8 | 0x80);
+            value /= 128;
+        }
+        self.block.push(value as u8);
+    }
+
+    fn string(&mut self, s: &[u8]) {
+        self.int(0, 7, s.len());
+        self.block.extend_from_slice(s);
+    }
+
+    /// Indexed header field (static or dynamic table).
+    pub fn indexed(&mut self, index: usize) -> &mut Hpack {
+        self.int(0x80, 7, index);
+        self
+    }
+
+    /// Literal with incremental indexing, new name: the field enters the dynamic table.
+    pub fn literal_indexed(&mut self, name: &[u8], value: &[u8]) -> &mut Hpack {
+        self.block.push(0x40);
+        self.string(name);
+        self.string(value);
+        self
+    }
+
+    /// Literal without indexing, new name.
+    pub fn literal(&mut self, name: &[u8], value: &[u8]) -> &mut Hpack {
+        self.block.push(0x00);
+        self.string(name);
+        self.string(value);
+        self
+    }
+
+    /// Literal without indexing whose name is table entry `index`.
+    pub fn literal_name_ref(&mut self, index: usize, value: &[u8]) -> &mut Hpack {
+        self.int(0x00, 4, index);
+        self.string(value);
+        self
+    }
+
+    /// Dynamic table size update.
+    pub fn table_size_update(&mut self, size: usize) -> &mut Hpack {
+        self.int(0x20, 5, size);
+        self
+    }
+
+    /// The encoded block so far.
+    pub fn bytes(&self) -> &[u8] {
+        &self.block
+    }
+
+    /// The encoded block.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.block
+    }
+}
+
+/// A cleartext HTTP/2 connection driven frame by frame.
+#[derive(Debug)]
+pub struct H2Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl H2Conn {
+    /// Connects to `addr` and sends the preface and an empty SETTINGS frame; panics on failure.
+    pub fn connect(addr: SocketAddr) -> H2Conn {
+        H2Conn::connect_with(addr, &[])
+    }
+
+    /// Connects and sends the preface and a SETTINGS frame carrying `settings`.
+    pub fn connect_with(addr: SocketAddr, settings: &[(u16, u32)]) -> H2Conn {
+        let stream =
+            TcpStream::connect_timeout(&addr, crate::IO_TIMEOUT).unwrap_or_else(|e| panic!("connect to {addr}: {e}"));
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_write_timeout(Some(crate::IO_TIMEOUT));
+        let mut conn = H2Conn { stream, buf: Vec::new() };
+        let mut hello = PREFACE.to_vec();
+        encode_settings(&mut hello, settings);
+        conn.send(&hello).expect("send the preface");
+        conn
+    }
+
+    /// Reads until the server's SETTINGS frame (not an ACK) and acknowledges it, so the limits it
+    /// announced are in force; returns them.
+    pub fn handshake(&mut self, timeout: Duration) -> Result<Vec<(u16, u32)>, ReadEnd> {
+        let frame = self.read_until(timeout, |f| f.kind == kind::SETTINGS && f.flags & flag::ACK == 0, |_| {})?;
+        self.frame(kind::SETTINGS, flag::ACK, 0, &[]).map_err(|_| ReadEnd::Closed)?;
+        Ok(frame.settings())
+    }
+
+    /// Another handle on the same socket for writing from a second thread while this one reads.
+    pub fn writer(&self) -> H2Writer {
+        H2Writer { stream: self.stream.try_clone().expect("clone the socket") }
+    }
+
+    /// Writes `bytes` (any number of encoded frames) as they are.
+    pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+
+    /// Writes one frame.
+    pub fn frame(&mut self, kind: u8, flags: u8, stream: u32, payload: &[u8]) -> std::io::Result<()> {
+        let mut out = Vec::with_capacity(FRAME_HEADER_LEN + payload.len());
+        encode_frame(&mut out, kind, flags, stream, payload);
+        self.send(&out)
+    }
+
+    /// Writes a HEADERS frame for `stream` carrying `block`.
+    pub fn headers(&mut self, stream: u32, block: &[u8], end_stream: bool, end_headers: bool) -> std::io::Result<()> {
+        let flags = if end_stream { flag::END_STREAM } else { 0 } | if end_headers { flag::END_HEADERS } else { 0 };
+        self.frame(kind::HEADERS, flags, stream, block)
+    }
+
+    /// Writes a CONTINUATION frame.
+    pub fn continuation(&mut self, stream: u32, block: &[u8], end_headers: bool) -> std::io::Result<()> {
+        self.frame(kind::CONTINUATION, if end_headers { flag::END_HEADERS } else { 0 }, stream, block)
+    }
+
+    /// Writes a DATA frame.
+    pub fn data(&mut self, stream: u32, data: &[u8], end_stream: bool) -> std::io::Result<()> {
+        self.frame(kind::DATA, if end_stream { flag::END_STREAM } else { 0 }, stream, data)
+    }
+
+    /// Writes a WINDOW_UPDATE frame.
+    pub fn window_update(&mut self, stream: u32, increment: u32) -> std::io::Result<()> {
+        self.frame(kind::WINDOW_UPDATE, 0, stream, &increment.to_be_bytes())
+    }
+
+    /// Writes a RST_STREAM frame.
+    pub fn rst_stream(&mut self, stream: u32, code: u32) -> std::io::Result<()> {
+        self.frame(kind::RST_STREAM, 0, stream, &code.to_be_bytes())
+    }
+
+    /// Writes a SETTINGS frame (not an ACK).
+    pub fn settings(&mut self, settings: &[(u16, u32)]) -> std::io::Result<()> {
+        let mut out = Vec::new();
+        encode_settings(&mut out, settings);
+        self.send(&out)
+    }
+
+    /// Writes a PING frame.
+    pub fn ping(&mut self, data: [u8; 8], ack: bool) -> std::io::Result<()> {
+        self.frame(kind::PING, if ack { flag::ACK } else { 0 }, 0, &data)
+    }
+
+    /// Reads the next frame, waiting at most until `deadline`.
+    pub fn read_frame_by(&mut self, deadline: Instant) -> Result<Frame, ReadEnd> {
+        loop {
+            if self.buf.len() >= FRAME_HEADER_LEN {
+                let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
+                if self.buf.len() >= FRAME_HEADER_LEN + len {
+                    let head: Vec<u8> = self.buf.drain(..FRAME_HEADER_LEN).collect();
+                    let payload = self.buf.drain(..len).collect();
+                    let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+                    return Ok(Frame { kind: head[3], flags: head[4], stream, payload });
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(ReadEnd::TimedOut);
+            }
+            let _ = self.stream.set_read_timeout(Some((deadline - now).max(Duration::from_millis(1))));
+            let mut chunk = [0u8; 16 * 1024];
+            match self.stream.read(&mut chunk) {
+                Ok(0) => return Err(ReadEnd::Closed),
+                Ok(n) => self.buf.extend_from_slice(&chunk[..n]),
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => {
+                    return Err(ReadEnd::TimedOut)
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(_) => return Err(ReadEnd::Closed),
+            }
+        }
+    }
+
+    /// Reads the next frame, waiting at most `timeout`.
+    pub fn read_frame(&mut self, timeout: Duration) -> Result<Frame, ReadEnd> {
+        self.read_frame_by(Instant::now() + timeout)
+    }
+
+    /// Reads frames until one satisfies `pred`, the connection closes or `timeout` passes; frames
+    /// before it are passed to `seen`.
+    pub fn read_until(
+        &mut self,
+        timeout: Duration,
+        mut pred: impl FnMut(&Frame) -> bool,
+        mut seen: impl FnMut(&Frame),
+    ) -> Result<Frame, ReadEnd> {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let frame = self.read_frame_by(deadline)?;
+            if pred(&frame) {
+                return Ok(frame);
+            }
+            seen(&frame);
+        }
+    }
+
+    /// Reads until a GOAWAY frame comes (other frames are discarded); `Err` if the connection closed
+    /// or `timeout` passed first.
+    pub fn read_goaway(&mut self, timeout: Duration) -> Result<GoAway, ReadEnd> {
+        let frame = self.read_until(timeout, |f| f.kind == kind::GOAWAY, |_| {})?;
+        let p = &frame.payload;
+        let word = |at: usize| p.get(at..at + 4).map_or(0, |b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));
+        Ok(GoAway {
+            last_stream_id: word(0) & 0x7fff_ffff,
+            code: word(4),
+            debug: String::from_utf8_lossy(p.get(8..).unwrap_or_default()).into_owned(),
+        })
+    }
+
+    /// Reads the response to `stream`: its status (from a `:status` the server sent as a static
+    /// table index or a literal) and the number of body bytes, acknowledging nothing. Frames of
+    /// other streams are discarded. `Err` with the reset code if the stream was reset.
+    pub fn read_response(&mut self, stream: u32, timeout: Duration) -> Result<(u16, usize), String> {
+        let deadline = Instant::now() + timeout;
+        let mut status = None;
+        let mut body = 0;
+        loop {
+            let f = self.read_frame_by(deadline).map_err(|e| format!("{e:?} before the response on {stream}"))?;
+            match f.kind {
+                kind::GOAWAY => return Err(format!("GOAWAY code {:?}", f.error_code())),
+                _ if f.stream != stream => continue,
+                kind::RST_STREAM => return Err(format!("stream reset with code {:?}", f.error_code())),
+                kind::HEADERS if status.is_none() => status = decode_status(&f.payload),
+                kind::DATA => body += f.payload.len(),
+                _ => {}
+            }
+            if f.flags & flag::END_STREAM != 0 && matches!(f.kind, kind::HEADERS | kind::DATA) {
+                return status.map(|s| (s, body)).ok_or_else(|| format!("no :status on stream {stream}"));
+            }
+        }
+    }
+}
+
+/// The `:status` of a response header block, when it is the block's first field (servers put it
+/// there) sent as a static index (8-14) or a literal on the `:status` name, raw or Huffman-coded.
+fn decode_status(block: &[u8]) -> Option<u16> {
+    const STATIC: [(u8, u16); 7] = [(8, 200), (9, 204), (10, 206), (11, 304), (12, 400), (13, 404), (14, 500)];
+    let mut i = 0;
+    // Skip dynamic table size updates.
+    while block.get(i).is_some_and(|b| b & 0xe0 == 0x20) {
+        i += 1;
+    }
+    let first = *block.get(i)?;
+    if first & 0x80 != 0 {
+        return STATIC.iter().find(|(idx, _)| *idx == first & 0x7f).map(|(_, s)| *s);
+    }
+    // A literal whose name is a static `:status` index (8-14).
+    let name = first & if first & 0x40 != 0 { 0x3f } else { 0x0f };
+    if !(8..=14).contains(&name) {
+        return None;
+    }
+    let len_byte = *block.get(i + 1)?;
+    let len = usize::from(len_byte & 0x7f);
+    let value = block.get(i + 2..i + 2 + len)?;
+    let text = if len_byte & 0x80 != 0 { huffman_digits(value)? } else { String::from_utf8(value.to_vec()).ok()? };
+    text.parse().ok()
+}
+
+/// Decodes a Huffman-coded string of decimal digits (RFC 7541 appendix B: `0`-`2` are the 5-bit
+/// codes 0-2, `3`-`9` the 6-bit codes 25-31); `None` for anything else.
+fn huffman_digits(bytes: &[u8]) -> Option<String> {
+    let bits = bytes.len() * 8;
+    let bit = |at: usize| (bytes[at / 8] >> (7 - at % 8)) & 1;
+    let take = |at: usize, n: usize| (at..at + n).fold(0u8, |v, b| v << 1 | bit(b));
+    let mut out = String::new();
+    let mut at = 0;
+    while at + 5 <= bits {
+        if take(at, 5) <= 2 {
+            out.push(char::from(b'0' + take(at, 5)));
+            at += 5;
+        } else if at + 6 <= bits && (25..=31).contains(&take(at, 6)) {
+            out.push(char::from(b'0' + take(at, 6) - 22));
+            at += 6;
+        } else {
+            break;
+        }
+    }
+    // What is left must be padding: fewer than 8 bits, all ones.
+    ((bits - at) < 8 && (at..bits).all(|b| bit(b) == 1)).then_some(out)
+}
+
+/// The write half of an [`H2Conn`], for a second thread.
+#[derive(Debug)]
+pub struct H2Writer {
+    stream: TcpStream,
+}
+
+impl H2Writer {
+    /// Writes `bytes` as they are.
+    pub fn send(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.stream.write_all(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn integers_use_the_prefix_then_continuation_bytes() {
+        // RFC 7541 C.1.2: 1337 with a 5-bit prefix.
+        let mut h = Hpack::new();
+        h.int(0, 5, 1337);
+        assert_eq!(h.bytes(), &[31, 154, 10]);
+        let mut h = Hpack::new();
+        h.indexed(2);
+        assert_eq!(h.bytes(), &[0x82]);
+    }
+
+    #[test]
+    fn literal_with_indexing_matches_the_rfc_example() {
+        // RFC 7541 C.2.1.
+        let mut h = Hpack::new();
+        h.literal_indexed(b"custom-key", b"custom-header");
+        let mut want = vec![0x40, 0x0a];
+        want.extend_from_slice(b"custom-key");
+        want.push(0x0d);
+        want.extend_from_slice(b"custom-header");
+        assert_eq!(h.bytes(), want.as_slice());
+    }
+
+    #[test]
+    fn frames_round_trip_their_header() {
+        let mut out = Vec::new();
+        encode_rst(&mut out, 3, code::CANCEL);
+        assert_eq!(out, [0, 0, 4, kind::RST_STREAM, 0, 0, 0, 0, 3, 0, 0, 0, 8]);
+        assert_eq!(decode_status(&[0x88]), Some(200));
+        assert_eq!(decode_status(&[0x08, 3, b'4', b'3', b'1']), Some(431));
+        // "431" Huffman-coded: 011010 011001 00001, padded with ones.
+        assert_eq!(decode_status(&[0x08, 0x83, 0x69, 0x90, 0xff]), Some(431));
+        assert_eq!(huffman_digits(&[0x69, 0x90, 0xff]).as_deref(), Some("431"));
+        // Padding that is not all ones is refused.
+        assert_eq!(huffman_digits(&[0x69, 0x90, 0x00]), None);
+    }
+}
