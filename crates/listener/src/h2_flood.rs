@@ -6,7 +6,9 @@
 //! are accepted, and streams it resets itself; it answers each PING and SETTINGS frame one at a
 //! time, so a flood of them costs CPU but never buffers. What it lacks, checked here:
 //! - control frames (PING and SETTINGS that are not ACKs, empty DATA frames that do not end a
-//!   stream): a budget of [`CONTROL_BURST`] refilled at [`CONTROL_PER_SEC`] a second;
+//!   stream): a budget of [`CONTROL_BURST`] refilled at [`CONTROL_PER_SEC`] a second, and by one
+//!   for each DATA frame the server sends (a gRPC client pings once per round trip while it
+//!   receives data, to size its window: that must never run out);
 //! - streams the client resets after they were accepted (the slow form of rapid reset, which the
 //!   library's pending-accept limit does not see): once [`RESETS_MIN`] resets were sent, at most
 //!   half of the streams opened may have been reset.
@@ -25,7 +27,7 @@ pub(crate) const CONTROL_PER_SEC: u32 = 100;
 /// Resets a client may send before the share of reset streams is checked.
 pub(crate) const RESETS_MIN: u32 = 200;
 
-const DATA: u8 = 0x0;
+pub(crate) const DATA: u8 = 0x0;
 const HEADERS: u8 = 0x1;
 const RST_STREAM: u8 = 0x3;
 const SETTINGS: u8 = 0x4;
@@ -39,9 +41,13 @@ pub(crate) const ENHANCE_YOUR_CALM: u32 = 0xb;
 /// A frame header.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct FrameHead {
+    /// Payload length.
     pub len: usize,
+    /// Frame type.
     pub kind: u8,
+    /// Flags.
     pub flags: u8,
+    /// Stream identifier (0: the connection).
     pub stream: u32,
 }
 
@@ -129,6 +135,11 @@ impl FloodGuard {
             tokens: CONTROL_BURST,
             refilled_ms: now_ms,
         }
+    }
+
+    /// Gives back one control frame for a DATA frame the server sent.
+    pub(crate) fn earn(&mut self) {
+        self.tokens = (self.tokens + 1).min(CONTROL_BURST);
     }
 
     /// The highest stream the client opened: the last stream a GOAWAY can say was processed.
@@ -271,6 +282,9 @@ mod tests {
         // A second later, CONTROL_PER_SEC more are allowed.
         let more: Vec<u8> = (0..CONTROL_PER_SEC).flat_map(|_| frame(SETTINGS, 0, 0, 6)).collect();
         assert_eq!(g.observe(&more, || 1000), None);
+        // Each DATA frame sent pays for one more, as for a client pinging while it downloads.
+        g.earn();
+        assert_eq!(g.observe(&frame(PING, 0, 0, 8), || 1000), None);
         assert_eq!(g.observe(&frame(SETTINGS, 0, 0, 6), || 1000), Some(H2Offence::Settings));
     }
 

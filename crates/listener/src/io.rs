@@ -12,7 +12,7 @@
 //!                    (each step gives up after CLOSE_WITHIN; then hyper drops the connection)
 //! ```
 
-use crate::h2_flood::{calm_goaway, goaway_offence, FloodGuard, FrameCursor, FRAME_HEADER_LEN};
+use crate::h2_flood::{calm_goaway, goaway_offence, FloodGuard, FrameCursor, DATA, FRAME_HEADER_LEN};
 use crate::transport::Transport;
 use bytes::{Buf, Bytes};
 use gatehouse_telemetry::H2Offence;
@@ -135,18 +135,20 @@ impl ConnIo {
         self.closing = Some((Closing::GoAway { frame, sent: 0 }, now_ms()));
     }
 
-    /// Follows `n` bytes of hyper's output in `bufs`, noting a GOAWAY the library sent to calm the
-    /// client down.
+    /// Follows `n` bytes of hyper's output in `bufs`: DATA frames pay for control frames, and a
+    /// GOAWAY the library sent to calm the client down is noted.
     fn wrote(&mut self, bufs: &[io::IoSlice<'_>], mut n: usize) {
-        let state = &self.state;
+        let ConnIo { state, written, guard, .. } = self;
         for buf in bufs {
             if n == 0 {
                 break;
             }
             let part = &buf[..n.min(buf.len())];
             n -= part.len();
-            self.written.feed(part, |head, payload| {
-                if let Some(offence) = goaway_offence(head, payload) {
+            written.feed(part, |head, payload| {
+                if head.kind == DATA && head.len > 0 {
+                    guard.earn();
+                } else if let Some(offence) = goaway_offence(head, payload) {
                     state.offended(offence);
                 }
             });
