@@ -116,14 +116,17 @@ EOF
 }
 
 : >"$WORK/rows.tsv"
+# Other work on the machine skews every figure: the load average is reported with them.
+LOAD_START=$(cut -d' ' -f1-3 /proc/loadavg)
 for attack in $ATTACKS; do
 	log "phase: $attack, $DURATION s"
 	phase "$attack"
 done
 
-"$PYTHON" - "$WORK/rows.tsv" "$WORK/section.md" "$DURATION" "$GATEHOUSE_VERSION" "$(git_source)" "$(cpu_model)" <<'EOF'
+"$PYTHON" - "$WORK/rows.tsv" "$WORK/section.md" "$DURATION" "$GATEHOUSE_VERSION" "$(git_source)" "$(cpu_model)" \
+	"$LOAD_START" "$(cut -d' ' -f1-3 /proc/loadavg)" <<'EOF'
 import json, sys, time
-rows_file, out, duration, version, source, cpu = sys.argv[1:7]
+rows_file, out, duration, version, source, cpu, load_start, load_end = sys.argv[1:9]
 rows = [line.rstrip("\n").split("\t") for line in open(rows_file) if line.strip()]
 base = [float(r[1]) for r in rows if r[0] == "none" and float(r[1]) > 0]
 base_rps = sum(base) / len(base) if base else 0
@@ -136,6 +139,7 @@ lines = [
     "  (8 connections x 8 streams, GET /5k.html via nginx, both on CPU 1); the attacker (bench/lib/h2attack.py) runs",
     "  on CPU 0 at nice 19, taking what the gateway leaves of its core, and reconnects whenever the gateway closes it.",
     "  CPU is the gateway's, % of one core; peak RSS sampled every 0.2 s; frames are those the attacker wrote.",
+    f"- Load average (1, 5, 15 min) at the start: {load_start}; at the end: {load_end}.",
     "",
     "| attack | normal req/s | vs no attack | failed | gateway CPU | gateway peak RSS | attacker connections | attacker frames | GOAWAYs received | gatehouse_http2_offenders_total |",
     "|---|---:|---:|---:|---:|---:|---:|---:|---|---|",
@@ -149,6 +153,12 @@ for attack, rps, failed, cpu_pct, peak, stats, offenders in rows:
     lines.append(
         f"| {attack} | {float(rps):,.0f} | {ratio} | {failed} | {cpu_pct} % | {int(peak) / 1024:.1f} MiB | {conns} | {frames} | {goaways} | {offenders or '-'} |"
     )
+lines += [
+    "",
+    "The normal client's rate is set by CPU 1 (h2load and nginx), not by the gateway, whose core stays partly idle:",
+    "what an attack costs the gateway shows in its CPU column, and as a lower normal rate once that core is full. The two",
+    "`none` rows, first and last, show how much the run drifted; \"vs no attack\" divides by their mean.",
+]
 open(out, "w").write("\n".join(lines) + "\n")
 EOF
 cat "$WORK/section.md"
