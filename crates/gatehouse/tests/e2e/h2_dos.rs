@@ -1,6 +1,6 @@
 //! HTTP/2 denial of service, short form: each attack runs against a real gateway (one worker, an
-//! h2c listener) from a raw frame client, while a well-behaved client (curl) on another connection
-//! must keep being served. The gateway's CPU time and memory must stay within bounds that hold
+//! h2c listener; one attack also over TLS) from a raw frame client, while a well-behaved client
+//! (curl) on another connection must keep being served. The gateway's CPU time and memory must stay within bounds that hold
 //! with room to spare when the attack is handled and fail when it is not. `bench/h2-dos.sh` runs
 //! the same attacks for longer against a release build.
 
@@ -437,4 +437,56 @@ fn resetting_streams_once_they_reach_the_backend_gets_goaway() {
     gw.wait_metric(Duration::from_secs(5), |m| {
         metric_value(m, r#"gatehouse_http2_offenders_total{reason="rapid_reset"}"#).is_some_and(|v| v >= 1.0)
     });
+}
+
+#[test]
+fn a_ping_flood_over_tls_gets_goaway() {
+    use crate::tls::{certificates, Pki};
+    use std::io::{Read, Write};
+    use std::process::{Command, Stdio};
+    let pki = Pki::new();
+    let bundle = pki.issue(&[HOST], gatehouse_tls::issue::Algorithm::EcdsaP256, "app.pem", None);
+    let b = Backend::start("b");
+    let gw = crate::common::start(&format!(
+        "workers: 1\ntls:\n{}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  main: {{hosts: [\"{HOST}\"], routes: [{{path: /, upstream: u}}]}}\n",
+        certificates(&[&bundle]),
+        targets(&[&b])
+    ));
+    // openssl s_client carries the frames as they are, in TLS with ALPN h2 (so the preface is read
+    // through TLS, not sniffed).
+    let mut client = Command::new("openssl")
+        .args(["s_client", "-connect", &gw.addr("https").to_string(), "-servername", HOST])
+        .args(["-alpn", "h2", "-quiet", "-ign_eof"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("run openssl s_client");
+    let mut flood = gatehouse_testkit::h2raw::PREFACE.to_vec();
+    gatehouse_testkit::h2raw::encode_settings(&mut flood, &[]);
+    for _ in 0..5000 {
+        encode_frame(&mut flood, kind::PING, 0, 0, b"flooding");
+    }
+    let mut stdin = client.stdin.take().expect("piped stdin");
+    let mut stdout = client.stdout.take().expect("piped stdout");
+    let output = thread::scope(|s| {
+        // The gateway closes the connection, then s_client exits: both pipes end.
+        s.spawn(move || stdin.write_all(&flood));
+        let reader = s.spawn(move || {
+            let mut out = Vec::new();
+            let _ = stdout.read_to_end(&mut out);
+            out
+        });
+        let exited = gatehouse_testkit::wait_until(ANSWER, || client.try_wait().ok().flatten());
+        if exited.is_none() {
+            let _ = client.kill();
+            let _ = client.wait();
+        }
+        reader.join().unwrap_or_default()
+    });
+    let frames = gatehouse_testkit::h2raw::decode_frames(&output);
+    let goaway = frames.iter().find(|f| f.kind == kind::GOAWAY);
+    let pongs = frames.iter().filter(|f| f.kind == kind::PING).count();
+    assert_eq!(goaway.and_then(|f| f.error_code()), Some(code::ENHANCE_YOUR_CALM), "{pongs} PONGs, then {goaway:?}");
+    assert!(pongs < 5000, "every PING was answered");
 }

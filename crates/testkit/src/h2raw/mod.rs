@@ -134,6 +134,24 @@ pub enum ReadEnd {
     TimedOut,
 }
 
+/// Removes the first frame from `buf`, if it holds a whole one.
+fn take_frame(buf: &mut Vec<u8>) -> Option<Frame> {
+    let len = u32::from_be_bytes([0, *buf.first()?, *buf.get(1)?, *buf.get(2)?]) as usize;
+    if buf.len() < FRAME_HEADER_LEN + len {
+        return None;
+    }
+    let head: Vec<u8> = buf.drain(..FRAME_HEADER_LEN).collect();
+    let payload = buf.drain(..len).collect();
+    let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
+    Some(Frame { kind: head[3], flags: head[4], stream, payload })
+}
+
+/// The whole frames in `bytes` (a server's output as some other client received it), in order.
+pub fn decode_frames(bytes: &[u8]) -> Vec<Frame> {
+    let mut buf = bytes.to_vec();
+    std::iter::from_fn(|| take_frame(&mut buf)).collect()
+}
+
 /// Appends one frame to `out`. The length is not checked against any limit, on purpose.
 pub fn encode_frame(out: &mut Vec<u8>, kind: u8, flags: u8, stream: u32, payload: &[u8]) {
     let len = payload.len() as u32;
@@ -251,14 +269,8 @@ impl H2Conn {
     /// Reads the next frame, waiting at most until `deadline`.
     pub fn read_frame_by(&mut self, deadline: Instant) -> Result<Frame, ReadEnd> {
         loop {
-            if self.buf.len() >= FRAME_HEADER_LEN {
-                let len = u32::from_be_bytes([0, self.buf[0], self.buf[1], self.buf[2]]) as usize;
-                if self.buf.len() >= FRAME_HEADER_LEN + len {
-                    let head: Vec<u8> = self.buf.drain(..FRAME_HEADER_LEN).collect();
-                    let payload = self.buf.drain(..len).collect();
-                    let stream = u32::from_be_bytes([head[5], head[6], head[7], head[8]]) & 0x7fff_ffff;
-                    return Ok(Frame { kind: head[3], flags: head[4], stream, payload });
-                }
+            if let Some(frame) = take_frame(&mut self.buf) {
+                return Ok(frame);
             }
             let now = Instant::now();
             if now >= deadline {
@@ -360,5 +372,10 @@ mod tests {
         let mut out = Vec::new();
         encode_rst(&mut out, 3, code::CANCEL);
         assert_eq!(out, [0, 0, 4, kind::RST_STREAM, 0, 0, 0, 0, 3, 0, 0, 0, 8]);
+        encode_frame(&mut out, kind::PING, flag::ACK, 0, b"12345678");
+        let frames = decode_frames(&out[..out.len() - 1]);
+        assert_eq!(frames.len(), 1, "a frame cut short is not returned");
+        assert_eq!(frames[0].error_code(), Some(code::CANCEL));
+        assert_eq!(decode_frames(&out)[1].payload, b"12345678");
     }
 }
