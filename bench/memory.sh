@@ -96,17 +96,5 @@ exec 4>&-
 } > "$work/section.md"
 cat "$work/section.md"
 if [ "${BENCHMARKS_MD:-}" != none ]; then
-  python3 - "$root/BENCHMARKS.md" "$work/section.md" <<'PY'
-import pathlib, sys
-doc, section = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]).read_text()
-title = section.splitlines()[0]
-text = doc.read_text() if doc.exists() else "# Benchmarks\n"
-if title in text:
-    start = text.index(title)
-    nxt = text.find("\n## ", start + len(title))
-    text = text[:start] + section.rstrip() + "\n" + (text[nxt:] if nxt != -1 else "")
-else:
-    text = text.rstrip() + "\n\n" + section
-doc.write_text(text)
-PY
+  python3 "$root/bench/lib/write_section.py" "$root/BENCHMARKS.md" "$work/section.md"
 fi

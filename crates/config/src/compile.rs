@@ -202,6 +202,9 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
         if l.body_read_timeout.0.is_zero() {
             err(format!("{p}.body_read_timeout"), "must be greater than zero".into());
         }
+        if !(1..=10_000).contains(&l.http2_max_concurrent_streams) {
+            err(format!("{p}.http2_max_concurrent_streams"), "must be between 1 and 10000".into());
+        }
     }
 
     for (name, u) in &c.upstreams {
@@ -402,6 +405,16 @@ sites:
         let text = GOOD.replace("weight: 3", "weight: 0");
         let errs = compile(&text).expect_err("invalid").0;
         assert_eq!(errs[0].path, "upstreams.api.targets[1].weight");
+    }
+
+    #[test]
+    fn http2_stream_limit_defaults_to_256_and_is_bounded() {
+        assert_eq!(compile(GOOD).expect("valid").listeners["main"].http2_max_concurrent_streams, 256);
+        let text =
+            GOOD.replace(r#"bind: "127.0.0.1:0" }"#, r#"bind: "127.0.0.1:0", http2_max_concurrent_streams: 0 }"#);
+        let errs = compile(&text).expect_err("invalid").0;
+        assert_eq!(errs[0].path, "listeners.main.http2_max_concurrent_streams");
+        assert_eq!(errs[0].message, "must be between 1 and 10000");
     }
 
     #[test]

@@ -241,6 +241,9 @@ pub struct Listener {
     /// Requests served on one connection before it is closed (0: no limit).
     #[serde(default = "defaults::max_requests_per_connection")]
     pub max_requests_per_connection: u64,
+    /// Streams an HTTP/2 client may have open at once on one connection; more are refused.
+    #[serde(default = "defaults::http2_max_concurrent_streams")]
+    pub http2_max_concurrent_streams: u32,
     /// Serve HTTPS: TLS is terminated here and ALPN chooses the HTTP version.
     #[serde(default)]
     pub tls: Option<ListenerTls>,
@@ -749,6 +752,9 @@ mod defaults {
     }
     pub fn max_requests_per_connection() -> u64 {
         10_000
+    }
+    pub fn http2_max_concurrent_streams() -> u32 {
+        256
     }
     pub fn weight() -> u32 {
         1

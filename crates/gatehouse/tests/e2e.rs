@@ -31,6 +31,8 @@ mod gateway;
 mod gateway_cluster;
 #[path = "e2e/gateway_jwt.rs"]
 mod gateway_jwt;
+#[path = "e2e/h2_dos.rs"]
+mod h2_dos;
 #[path = "e2e/h2c.rs"]
 mod h2c;
 #[path = "e2e/health.rs"]

@@ -1,16 +1,33 @@
 //! An HTTP/2 client connection as hyper sees it: the preface bytes read while sniffing are replayed
 //! first, and while no stream is in progress the connection is closed after `keepalive_timeout`
 //! (a missed deadline reads as end of stream, so hyper closes the connection).
+//!
+//! The frame headers going both ways are followed (never the payloads): the client's, to stop the
+//! floods [`FloodGuard`] detects; the server's, to know where a frame ends, so that a GOAWAY of our
+//! own can be put between two of hyper's frames, and to see which GOAWAYs the HTTP/2 library sent
+//! to calm a client down.
+//!
+//! ```text
+//! serving ──flood──► finish hyper's frame ─► GOAWAY ENHANCE_YOUR_CALM ─► flush ─► shutdown ─► error
+//!                    (each step gives up after CLOSE_WITHIN; then hyper drops the connection)
+//! ```
 
+use crate::h2_flood::{calm_goaway, goaway_offence, FloodGuard, FrameCursor, DATA, FRAME_HEADER_LEN};
 use crate::transport::Transport;
 use bytes::{Buf, Bytes};
+use gatehouse_telemetry::H2Offence;
 use gatehouse_upstream::{now_ms, LazyDeadline};
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
-use std::task::{Context, Poll};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// How long an offender's connection may take to get its GOAWAY out before it is dropped.
+const CLOSE_WITHIN_MS: u64 = 1000;
+/// [`ConnState::offence`] when there is none.
+const NO_OFFENCE: u8 = u8::MAX;
 
 /// Stream progress on one connection, shared by its IO and its service.
 #[derive(Debug)]
@@ -19,12 +36,42 @@ pub(crate) struct ConnState {
     pub busy: AtomicU32,
     /// When the last response finished (or the connection started), ms.
     pub idle_since_ms: AtomicU64,
+    /// Why the client was sent GOAWAY ENHANCE_YOUR_CALM (an [`H2Offence`] index), if it was.
+    offence: AtomicU8,
 }
 
 impl ConnState {
     pub(crate) fn new() -> Self {
-        ConnState { busy: AtomicU32::new(0), idle_since_ms: AtomicU64::new(now_ms()) }
+        ConnState {
+            busy: AtomicU32::new(0),
+            idle_since_ms: AtomicU64::new(now_ms()),
+            offence: AtomicU8::new(NO_OFFENCE),
+        }
     }
+
+    /// Why the client was told to calm down, if it was.
+    pub(crate) fn offence(&self) -> Option<H2Offence> {
+        H2Offence::ALL.get(usize::from(self.offence.load(Relaxed))).copied()
+    }
+
+    /// Records the first offence only.
+    fn offended(&self, offence: H2Offence) {
+        let _ = self.offence.compare_exchange(NO_OFFENCE, offence as u8, Relaxed, Relaxed);
+    }
+}
+
+/// Where closing an offender's connection is.
+#[derive(Debug)]
+enum Closing {
+    /// Writing our GOAWAY once hyper's frame in progress is finished; `sent` bytes of it are out.
+    GoAway {
+        frame: [u8; FRAME_HEADER_LEN + 8],
+        sent: usize,
+    },
+    Flush,
+    Shutdown,
+    /// Nothing more is read or written.
+    Done,
 }
 
 /// Marks a request in progress until dropped (with its response body).
@@ -45,7 +92,7 @@ impl Drop for BusyGuard {
     }
 }
 
-/// A client TCP stream with the replayed preface and the idle deadline.
+/// A client TCP stream with the replayed preface, the idle deadline and the flood guard.
 #[derive(Debug)]
 pub(crate) struct ConnIo {
     inner: Transport,
@@ -53,6 +100,11 @@ pub(crate) struct ConnIo {
     state: std::sync::Arc<ConnState>,
     idle_timeout_ms: u64,
     timer: LazyDeadline,
+    guard: FloodGuard,
+    /// Where hyper's output is.
+    written: FrameCursor,
+    /// Set once the client is an offender, with the time it was found to be.
+    closing: Option<(Closing, u64)>,
 }
 
 impl ConnIo {
@@ -62,12 +114,82 @@ impl ConnIo {
         state: std::sync::Arc<ConnState>,
         idle_timeout: Duration,
     ) -> Self {
+        let guard = FloodGuard::new(now_ms(), prefix.len());
         ConnIo {
             inner,
             prefix,
             state,
             idle_timeout_ms: idle_timeout.as_millis() as u64,
             timer: LazyDeadline::default(),
+            guard,
+            written: FrameCursor::default(),
+            closing: None,
+        }
+    }
+
+    /// Starts closing the connection of a client found to commit `offence`.
+    fn offender(&mut self, offence: H2Offence) {
+        tracing::debug!(offence = offence.label(), "HTTP/2 client flooding; sending GOAWAY");
+        self.state.offended(offence);
+        let frame = calm_goaway(self.guard.last_stream());
+        self.closing = Some((Closing::GoAway { frame, sent: 0 }, now_ms()));
+    }
+
+    /// Follows `n` bytes of hyper's output in `bufs`: DATA frames pay for control frames, and a
+    /// GOAWAY the library sent to calm the client down is noted.
+    fn wrote(&mut self, bufs: &[io::IoSlice<'_>], mut n: usize) {
+        let ConnIo { state, written, guard, .. } = self;
+        for buf in bufs {
+            if n == 0 {
+                break;
+            }
+            let part = &buf[..n.min(buf.len())];
+            n -= part.len();
+            written.feed(part, |head, payload| {
+                if head.kind == DATA && head.len > 0 {
+                    guard.earn();
+                } else if let Some(offence) = goaway_offence(head, payload) {
+                    state.offended(offence);
+                }
+            });
+        }
+    }
+
+    /// Drives the closing of an offender's connection: `Ready` once nothing more is to be written
+    /// (or the time for it ran out).
+    fn poll_close(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let Some((step, since)) = &mut self.closing else {
+            return Poll::Ready(());
+        };
+        loop {
+            if !matches!(step, Closing::Done) && self.timer.expired(cx, *since + CLOSE_WITHIN_MS) {
+                *step = Closing::Done;
+            }
+            let inner = Pin::new(&mut self.inner);
+            match step {
+                // hyper's frame in progress is finished by its own writes first.
+                Closing::GoAway { .. } if !self.written.at_boundary() => return Poll::Pending,
+                Closing::GoAway { frame, sent } => match inner.poll_write(cx, &frame[*sent..]) {
+                    Poll::Ready(Ok(n)) if n > 0 => {
+                        *sent += n;
+                        if *sent == frame.len() {
+                            *step = Closing::Flush;
+                        }
+                    }
+                    Poll::Ready(_) => *step = Closing::Done,
+                    Poll::Pending => return Poll::Pending,
+                },
+                Closing::Flush => match inner.poll_flush(cx) {
+                    Poll::Ready(Ok(())) => *step = Closing::Shutdown,
+                    Poll::Ready(Err(_)) => *step = Closing::Done,
+                    Poll::Pending => return Poll::Pending,
+                },
+                Closing::Shutdown => match inner.poll_shutdown(cx) {
+                    Poll::Ready(_) => *step = Closing::Done,
+                    Poll::Pending => return Poll::Pending,
+                },
+                Closing::Done => return Poll::Ready(()),
+            }
         }
     }
 
@@ -93,24 +215,61 @@ impl AsyncRead for ConnIo {
             }
             return Poll::Ready(Ok(()));
         }
+        if this.closing.is_some() {
+            ready!(this.poll_close(cx));
+            return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+        }
+        let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
             // Reads as end of stream: hyper closes the connection.
             Poll::Pending if this.expired(cx) => Poll::Ready(Ok(())),
+            Poll::Ready(Ok(())) => {
+                if let Some(offence) = this.guard.observe(&buf.filled()[before..], now_ms) {
+                    // Nothing more from an offender reaches hyper.
+                    buf.set_filled(before);
+                    this.offender(offence);
+                    ready!(this.poll_close(cx));
+                    return Poll::Ready(Err(io::ErrorKind::ConnectionAborted.into()));
+                }
+                Poll::Ready(Ok(()))
+            }
             other => other,
         }
     }
 }
 
 impl AsyncWrite for ConnIo {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.poll_write_vectored(cx, &[io::IoSlice::new(buf)])
     }
     fn poll_write_vectored(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        let this = &mut *self;
+        if this.closing.is_some() {
+            // Only the rest of hyper's frame in progress goes out, then our GOAWAY.
+            let left = this.written.left_in_part();
+            if left == 0 {
+                ready!(this.poll_close(cx));
+                return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
+            }
+            let Some(buf) = bufs.iter().find(|b| !b.is_empty()) else {
+                return Poll::Ready(Ok(0));
+            };
+            let part = &buf[..left.min(buf.len())];
+            let n = ready!(Pin::new(&mut this.inner).poll_write(cx, part))?;
+            this.wrote(&[io::IoSlice::new(part)], n);
+            if this.written.at_boundary() {
+                // The read side is waiting for this: let it send the GOAWAY.
+                cx.waker().wake_by_ref();
+            }
+            return Poll::Ready(Ok(n));
+        }
+        let n = ready!(Pin::new(&mut this.inner).poll_write_vectored(cx, bufs))?;
+        this.wrote(bufs, n);
+        Poll::Ready(Ok(n))
     }
     fn is_write_vectored(&self) -> bool {
         self.inner.is_write_vectored()

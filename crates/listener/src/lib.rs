@@ -4,13 +4,15 @@
 //! worker thread (current-thread runtime, optionally pinned)
 //!   accept loop per listener ── SO_REUSEPORT socket of its own, or one shared socket
 //!     └─ connection task: sniff h2c preface ─► hyper HTTP/1.1 (upgrades) or HTTP/2
-//!          └─ ConnIo enforces header-read and keep-alive idle timeouts
+//!          └─ ConnIo enforces header-read and keep-alive idle timeouts; on HTTP/2 it also follows
+//!             frame headers and closes floods with GOAWAY ENHANCE_YOUR_CALM (h2_flood)
 //! ```
 
 #![forbid(unsafe_code)]
 
 mod bind;
 mod h1;
+mod h2_flood;
 mod io;
 mod per_ip;
 mod serve;

@@ -22,6 +22,10 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// Response bytes an HTTP/2 stream may hold before its client takes them: with every stream open,
+/// a client that stops reading pins at most `http2_max_concurrent_streams` times this (16 MiB at
+/// the default 256; hyper's own default, 400 KiB, would be 100 MiB).
+const H2_SEND_BUFFER: usize = 64 << 10;
 
 /// What every connection of a process needs.
 #[derive(Debug, Clone)]
@@ -258,6 +262,7 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
     let shared = ctx.shared.clone();
     let state = Arc::new(ConnState::new());
     let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), config.keepalive_timeout.0));
+    let conn_state = state.clone();
     let service = service_fn(move |req| {
         let guard = BusyGuard::new(state.clone());
         let shared = shared.clone();
@@ -270,8 +275,9 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
     let mut drain = ctx.drain.clone();
     let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
-        .max_concurrent_streams(256)
+        .max_concurrent_streams(config.http2_max_concurrent_streams)
         .max_header_list_size(u32::try_from(config.max_header_bytes.0).unwrap_or(u32::MAX))
+        .max_send_buf_size(H2_SEND_BUFFER)
         .serve_connection(io, service);
     tokio::pin!(conn);
     tokio::select! {
@@ -280,6 +286,9 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
             conn.as_mut().graceful_shutdown();
             let _ = conn.await;
         }
+    }
+    if let Some(offence) = conn_state.offence() {
+        ctx.shared.stats.h2_offender(offence);
     }
 }
 

@@ -134,6 +134,64 @@ pub struct ProcessStats {
     pub reloads: Counter,
     /// Rejected configuration reloads.
     pub reload_failures: Counter,
+    /// HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM, indexed by [`H2Offence`].
+    pub h2_offenders: [Counter; H2Offence::ALL.len()],
+}
+
+impl ProcessStats {
+    /// Counts an HTTP/2 connection closed for `offence`.
+    pub fn h2_offender(&self, offence: H2Offence) {
+        self.h2_offenders[offence as usize].inc();
+    }
+}
+
+/// What an HTTP/2 client did to be sent GOAWAY ENHANCE_YOUR_CALM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum H2Offence {
+    /// Too many PING frames.
+    Ping,
+    /// Too many SETTINGS frames.
+    Settings,
+    /// Too many empty DATA frames.
+    EmptyFrames,
+    /// Too many streams reset by the client (rapid reset).
+    Resets,
+    /// Too many CONTINUATION frames in one header block.
+    Continuation,
+    /// A header list far over the limit (an HPACK bomb).
+    HeaderList,
+    /// Too many streams the server had to reset for errors.
+    StreamErrors,
+    /// Another reason given by the HTTP/2 library.
+    Other,
+}
+
+impl H2Offence {
+    /// Every offence, in index order.
+    pub const ALL: [H2Offence; 8] = [
+        H2Offence::Ping,
+        H2Offence::Settings,
+        H2Offence::EmptyFrames,
+        H2Offence::Resets,
+        H2Offence::Continuation,
+        H2Offence::HeaderList,
+        H2Offence::StreamErrors,
+        H2Offence::Other,
+    ];
+
+    /// The `reason` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            H2Offence::Ping => "ping_flood",
+            H2Offence::Settings => "settings_flood",
+            H2Offence::EmptyFrames => "empty_frames",
+            H2Offence::Resets => "rapid_reset",
+            H2Offence::Continuation => "continuation_flood",
+            H2Offence::HeaderList => "header_list_too_large",
+            H2Offence::StreamErrors => "stream_errors",
+            H2Offence::Other => "other",
+        }
+    }
 }
 
 #[cfg(test)]
@@ -152,6 +210,16 @@ mod tests {
         assert!(out.contains("x_bucket{route=\"a\",le=\"0.005\"} 2\n"), "{out}");
         assert!(out.contains("x_bucket{route=\"a\",le=\"+Inf\"} 3\n"), "{out}");
         assert!(out.contains("x_count{route=\"a\"} 3\n"), "{out}");
+    }
+
+    #[test]
+    fn offences_index_their_own_counter() {
+        let s = ProcessStats::default();
+        for (i, o) in H2Offence::ALL.iter().enumerate() {
+            assert_eq!(*o as usize, i);
+        }
+        s.h2_offender(H2Offence::Other);
+        assert_eq!(s.h2_offenders[H2Offence::ALL.len() - 1].get(), 1);
     }
 
     #[test]

@@ -68,6 +68,7 @@ struct State {
     health_status: AtomicU16,
     delay_ms: AtomicU64,
     extra_headers: Mutex<Vec<(String, String)>>,
+    body: Mutex<Option<Bytes>>,
 }
 
 /// A running backend; stopped when dropped.
@@ -95,6 +96,7 @@ impl Backend {
             health_status: AtomicU16::new(200),
             delay_ms: AtomicU64::new(0),
             extra_headers: Mutex::new(Vec::new()),
+            body: Mutex::new(None),
         });
         let (tx, rx) = oneshot::channel();
         let st = state.clone();
@@ -168,6 +170,13 @@ impl Backend {
     pub fn add_response_header(&self, name: &str, value: &str) {
         if let Ok(mut h) = self.state.extra_headers.lock() {
             h.push((name.to_string(), value.to_string()));
+        }
+    }
+
+    /// Body of the answers to ordinary requests from now on, instead of the backend's name.
+    pub fn set_body(&self, body: impl Into<Bytes>) {
+        if let Ok(mut b) = self.state.body.lock() {
+            *b = Some(body.into());
         }
     }
 
@@ -260,7 +269,8 @@ async fn answer(state: Arc<State>, mut req: Request<Incoming>) -> Result<Respons
         tokio::time::sleep(Duration::from_millis(delay)).await;
     }
     let status = state.status.load(SeqCst);
-    let mut resp = response(status, &state.name, Bytes::from(state.name.clone()));
+    let body = state.body.lock().ok().and_then(|b| b.clone()).unwrap_or_else(|| Bytes::from(state.name.clone()));
+    let mut resp = response(status, &state.name, body);
     if let Ok(extra) = state.extra_headers.lock() {
         for (k, v) in extra.iter() {
             if let (Ok(k), Ok(v)) = (http::HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) {

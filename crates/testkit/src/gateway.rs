@@ -209,6 +209,11 @@ impl Gateway {
         self.pid
     }
 
+    /// CPU time and memory of the process now; panics if `/proc` cannot tell (the process is gone).
+    pub fn proc_stats(&self) -> crate::ProcStats {
+        crate::ProcStats::of(self.pid).unwrap_or_else(|| panic!("no /proc stats for gatehouse {}", self.pid))
+    }
+
     /// The generation of the configuration in force, as of the last event.
     pub fn generation(&self) -> u64 {
         self.generation

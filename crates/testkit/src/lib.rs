@@ -1,7 +1,8 @@
 //! Test kit for end-to-end tests: the real `gatehouse` binary on port 0 ([`Gateway`]), real HTTP
 //! backends that record what reaches them ([`Backend`]), and the clients a user or an attacker would
-//! use: a hyper client ([`HttpConn`], [`http_get`]), `curl` ([`curl`]), raw TCP ([`RawConn`], [`raw`])
-//! and a keep-alive load generator ([`Load`]); a real `redis-server` ([`RedisServer`]).
+//! use: a hyper client ([`HttpConn`], [`http_get`]), `curl` ([`curl`]), raw TCP ([`RawConn`], [`raw`]),
+//! raw HTTP/2 frames ([`h2raw`]) and a keep-alive load generator ([`Load`]); a real `redis-server`
+//! ([`RedisServer`]); what the gateway process costs ([`ProcStats`]).
 //!
 //! Nothing here sleeps to synchronise: the gateway is awaited through its `--status-json` events,
 //! conditions are polled with a deadline ([`wait_until`]), and every loop is bounded in time.
@@ -11,7 +12,9 @@
 mod backend;
 mod client;
 mod gateway;
+pub mod h2raw;
 mod load;
+mod proc;
 mod raw;
 mod raw_backend;
 mod redis;
@@ -21,6 +24,7 @@ pub use backend::{Backend, Recorded};
 pub use client::{curl, http_get, http_request, HttpConn, Response};
 pub use gateway::{metric_value, Gateway, TempDir};
 pub use load::{Load, LoadReport};
+pub use proc::ProcStats;
 pub use raw::{connect_refused, raw, RawConn, RawResponse};
 pub use raw_backend::{Fault, RawBackend};
 pub use redis::RedisServer;

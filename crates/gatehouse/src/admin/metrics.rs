@@ -140,6 +140,15 @@ pub fn render_metrics(shared: &Shared) -> String {
         help(&mut out, name, kind, text);
         let _ = writeln!(out, "{name} {value}");
     }
+    help(
+        &mut out,
+        "gatehouse_http2_offenders_total",
+        "counter",
+        "HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM, by what the client did.",
+    );
+    for (offence, c) in gatehouse_telemetry::H2Offence::ALL.iter().zip(&s.h2_offenders) {
+        let _ = writeln!(out, "gatehouse_http2_offenders_total{{reason=\"{}\"}} {}", offence.label(), c.get());
+    }
 
     help(&mut out, "gatehouse_requests_total", "counter", "Responses by route and status class.");
     for r in &snap.routes {
