@@ -202,6 +202,9 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
         if l.body_read_timeout.0.is_zero() {
             err(format!("{p}.body_read_timeout"), "must be greater than zero".into());
         }
+        if l.send_timeout.0.is_zero() {
+            err(format!("{p}.send_timeout"), "must be greater than zero".into());
+        }
         if !(1..=10_000).contains(&l.http2_max_concurrent_streams) {
             err(format!("{p}.http2_max_concurrent_streams"), "must be between 1 and 10000".into());
         }

@@ -232,6 +232,9 @@ pub struct Listener {
     /// Longest wait for the next part of a request body; then `408` and the connection closes.
     #[serde(default = "defaults::body_read_timeout")]
     pub body_read_timeout: Duration,
+    /// Longest wait for the client to take a write of a response; then the connection closes.
+    #[serde(default = "defaults::send_timeout")]
+    pub send_timeout: Duration,
     /// Idle time allowed between requests on a keep-alive connection.
     #[serde(default = "defaults::keepalive_timeout")]
     pub keepalive_timeout: Duration,
@@ -742,6 +745,9 @@ mod defaults {
         Duration::secs(10)
     }
     pub fn body_read_timeout() -> Duration {
+        Duration::secs(60)
+    }
+    pub fn send_timeout() -> Duration {
         Duration::secs(60)
     }
     pub fn keepalive_timeout() -> Duration {

@@ -1,8 +1,8 @@
 //! Slow and greedy clients (short form; `bench/dos.sh` is the long one): slowloris connections
 //! trickling their heads are closed by `header_read_timeout` while normal clients are served, a
 //! client over `max_connections_per_ip` is cut off without touching others, a request body that
-//! stops coming gets `408` at `body_read_timeout`, and running out of file descriptors makes
-//! accept back off and recover.
+//! stops coming gets `408` at `body_read_timeout`, a client that stops reading is disconnected at
+//! `send_timeout`, and running out of file descriptors makes accept back off and recover.
 
 use crate::common::{head, settled, start, targets, HOST, SETTLE};
 use gatehouse_testkit::{metric_value, wait_until, Backend, Gateway, Load, RawConn, TempDir};
@@ -140,4 +140,27 @@ fn running_out_of_descriptors_backs_off_and_recovers() {
     assert!(gw.stderr().contains("accept works again"), "the recovery is logged");
     let m = gw.metrics();
     assert!(metric_value(&m, "gatehouse_accept_errors_total").is_some_and(|n| n >= 1.0), "{m}");
+}
+
+#[test]
+fn a_client_that_stops_reading_is_disconnected_at_send_timeout() {
+    let b = Backend::start("big");
+    // Larger than what the sockets' buffers on both sides can absorb.
+    b.set_body(vec![b'x'; 64 << 20]);
+    let gw = start(&config(&b, "send_timeout: 500ms"));
+    settled(&gw);
+    let mut reader = RawConn::connect(gw.addr("http"));
+    reader.send(b"GET /big HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    let started = Instant::now();
+    // The connection is counted while the response is stuck, then closed by the gateway.
+    gw.wait_metric(SETTLE, |m| metric_value(m, "gatehouse_connections_active") == Some(1.0));
+    gw.wait_metric(Duration::from_secs(10), |m| metric_value(m, "gatehouse_connections_active") == Some(0.0));
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(400), "closed before the send timeout: {took:?}");
+    // What the client reads now ends early: the response was cut, not completed.
+    let (text, closed) = reader.read_to_close(SETTLE);
+    assert!(closed, "the connection is closed");
+    assert!(text.len() < 64 << 20, "the whole body arrived: the client was not cut off");
+    drop(reader);
+    assert_eq!(gatehouse_testkit::http_get(gw.addr("http"), HOST, "/", &[]).status, 200);
 }

@@ -59,6 +59,7 @@ pub(crate) async fn serve(
     let header_ms = config.header_read_timeout.0.as_millis() as u64;
     let idle_ms = config.keepalive_timeout.0.as_millis() as u64;
     let max_head = usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX);
+    let send_timeout = config.send_timeout.0;
     let mut deadline = LazyDeadline::default();
     let mut drain = ctx.drain.clone();
     let mut spans = Vec::new();
@@ -86,7 +87,7 @@ pub(crate) async fn serve(
             match parsed {
                 Ok(Some(head)) => break head,
                 Ok(None) => {}
-                Err(status) => return refuse(&stream, status, &ctx).await,
+                Err(status) => return refuse(&stream, status, &ctx, send_timeout).await,
             }
             let due = match head_started {
                 Some(t) => t + header_ms,
@@ -133,7 +134,9 @@ pub(crate) async fn serve(
         }
         let head_request = request.method() == Method::HEAD;
         let http10 = request.version() == Version::HTTP_10;
-        if expect_continue && !framing.finished() && write_all(&stream, b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err()
+        if expect_continue
+            && !framing.finished()
+            && write_all(&stream, b"HTTP/1.1 100 Continue\r\n\r\n", send_timeout).await.is_err()
         {
             return;
         }
@@ -158,7 +161,7 @@ pub(crate) async fn serve(
             }
         }
         let mut wbuf = pool::take_write();
-        match Box::pin(write_response(&stream, resp, head_request, http10, keep_alive, &mut wbuf)).await {
+        match Box::pin(write_response(&stream, resp, head_request, http10, keep_alive, &mut wbuf, send_timeout)).await {
             Ok(Written::KeepAlive) if discard => {
                 if !discard_body(&stream, &state).await {
                     return close(&stream).await;
@@ -210,7 +213,7 @@ async fn discard_body(stream: &Transport, state: &Mutex<ReadState>) -> bool {
 }
 
 /// Answers a request that cannot be served with a short error and closes the connection.
-async fn refuse(stream: &Transport, status: StatusCode, ctx: &ServeContext) {
+async fn refuse(stream: &Transport, status: StatusCode, ctx: &ServeContext, send_timeout: Duration) {
     ctx.shared.stats.bad_requests.inc();
     let text = format!("{} {}\n", status.as_u16(), status.canonical_reason().unwrap_or(""));
     let head = format!(
@@ -219,7 +222,7 @@ async fn refuse(stream: &Transport, status: StatusCode, ctx: &ServeContext) {
         status.canonical_reason().unwrap_or(""),
         text.len()
     );
-    if write_all(stream, head.as_bytes()).await.is_ok() {
+    if write_all(stream, head.as_bytes(), send_timeout).await.is_ok() {
         close(stream).await;
     }
 }

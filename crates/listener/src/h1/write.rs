@@ -11,7 +11,7 @@ use http_body::Body;
 use std::cell::RefCell;
 use std::io::{self, Write as _};
 use std::pin::Pin;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 /// Body bytes copied into the head's buffer to share its write.
 const COALESCE: usize = 16 * 1024;
@@ -35,9 +35,13 @@ fn push_date(w: &mut Vec<u8>) {
     });
 }
 
-/// Writes all of `buf`.
-pub(crate) async fn write_all(stream: &Transport, buf: &[u8]) -> io::Result<()> {
-    stream.write_all(buf).await
+/// Writes all of `buf`, failing when the client takes longer than `timeout` to take it (a client
+/// that stops reading, as nginx's `send_timeout`: a slow reader that keeps reading is never cut).
+pub(crate) async fn write_all(stream: &Transport, buf: &[u8], timeout: Duration) -> io::Result<()> {
+    match tokio::time::timeout(timeout, stream.write_all(buf)).await {
+        Ok(written) => written,
+        Err(_) => Err(io::ErrorKind::TimedOut.into()),
+    }
 }
 
 /// How the written response ended.
@@ -50,7 +54,8 @@ pub(crate) enum Written {
     Switched(Box<ResponseBody>),
 }
 
-/// Encodes and writes `resp`. `head_request` suppresses the body; `http10` rules out chunked.
+/// Encodes and writes `resp`. `head_request` suppresses the body; `http10` rules out chunked; each
+/// write must be taken by the client within `send_timeout`.
 pub(crate) async fn write_response(
     stream: &Transport,
     resp: Response<ResponseBody>,
@@ -58,6 +63,7 @@ pub(crate) async fn write_response(
     http10: bool,
     mut keep_alive: bool,
     w: &mut Vec<u8>,
+    send_timeout: Duration,
 ) -> io::Result<Written> {
     let (parts, mut body) = resp.into_parts();
     let status = parts.status;
@@ -111,11 +117,11 @@ pub(crate) async fn write_response(
     }
     w.extend_from_slice(b"\r\n");
     if switching {
-        write_all(stream, w).await?;
+        write_all(stream, w, send_timeout).await?;
         return Ok(Written::Switched(Box::new(body)));
     }
     if no_body {
-        write_all(stream, w).await?;
+        write_all(stream, w, send_timeout).await?;
         return Ok(if keep_alive { Written::KeepAlive } else { Written::Close });
     }
     let mut pending = !w.is_empty();
@@ -140,14 +146,14 @@ pub(crate) async fn write_response(
             pending = true;
             // More frames may be ready at once; the buffer is written before waiting for them.
             if !body.is_end_stream() {
-                write_all(stream, w).await?;
+                write_all(stream, w, send_timeout).await?;
                 w.clear();
                 pending = false;
             }
         } else {
-            write_all(stream, w).await?;
+            write_all(stream, w, send_timeout).await?;
             w.clear();
-            write_all(stream, &data).await?;
+            write_all(stream, &data, send_timeout).await?;
             if chunked {
                 w.extend_from_slice(b"\r\n");
                 pending = true;
@@ -161,7 +167,7 @@ pub(crate) async fn write_response(
         pending = true;
     }
     if pending && !w.is_empty() {
-        write_all(stream, w).await?;
+        write_all(stream, w, send_timeout).await?;
     }
     Ok(if keep_alive { Written::KeepAlive } else { Written::Close })
 }
