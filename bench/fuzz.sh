@@ -9,7 +9,8 @@
 # Run:   bench/fuzz.sh [MINUTES]                  # 10 per target (about an hour for all of them)
 #        TARGETS="config router" bench/fuzz.sh 2
 #        FUZZ_SECONDS=20 bench/fuzz.sh            # seconds instead of minutes (.ci/fuzz-smoke)
-# Needs: cargo-fuzz (`cargo install --locked cargo-fuzz`). The sanitizer flags are unstable: a
+#        FUZZ_SANITIZER=none bench/fuzz.sh 1      # without AddressSanitizer: quicker to build and run
+# Needs: cargo-fuzz (`cargo install --locked cargo-fuzz`). The sanitizer flag is unstable: a
 #        nightly toolchain when rustup has one, else the default toolchain with RUSTC_BOOTSTRAP=1;
 #        FUZZ_TOOLCHAIN=stable (or any rustup name) chooses.
 #
@@ -40,9 +41,12 @@ toolchain=()
 target_dir=$PWD/fuzz/target
 read -r -a targets <<<"${TARGETS:-$(cargo "${toolchain[@]}" fuzz list --fuzz-dir fuzz | tr '\n' ' ')}"
 
-log "building ${targets[*]} (cargo ${toolchain[*]:-} fuzz build, release, debug assertions)"
+# Release with debug assertions (overflow checks too); AddressSanitizer by default, for the
+# unsafe code of dependencies (unsafe-libyaml under serde_yaml, tokio, std).
+sanitizer=${FUZZ_SANITIZER:-address}
+log "building ${targets[*]} (cargo ${toolchain[*]:-} fuzz build, release, debug assertions, sanitizer $sanitizer)"
 build_start=$SECONDS
-cargo "${toolchain[@]}" fuzz build -O -a --fuzz-dir fuzz --target-dir "$target_dir" >&2
+cargo "${toolchain[@]}" fuzz build -O -a -s "$sanitizer" --fuzz-dir fuzz --target-dir "$target_dir" >&2
 log "built in $((SECONDS - build_start)) s"
 bin_dir=$target_dir/$(rustc "${toolchain[@]}" -vV | sed -n 's/^host: //p')/release
 

@@ -3,9 +3,8 @@
 //! header and the query goes, and neither the forwarded target nor the access log's shows the
 //! segment taken as the key.
 //!
-//! The input: one byte choosing the service (its prefix and key sources), one saying whether the header
-//! comes twice, then text: the request target, and on the next line
-//! (if any) the `X-APP-KEY` value.
+//! The input: one byte choosing the service (its prefix and key sources), one saying whether the
+//! header comes twice, then text: the request target and, on the next line if any, the header.
 
 use gatehouse_config::AppKeySources;
 use gatehouse_plugins::app_key::{PathCut, Sources};
@@ -48,7 +47,9 @@ pub fn check(data: &[u8]) {
             headers.append(name, HeaderValue::from_static("second"));
         }
     }
-    let base_len = service_path.trim_end_matches('/').len();
+    // The key segment sits right after the prefix without its trailing `/`.
+    let prefix = service_path.trim_end_matches('/');
+    let base_len = prefix.len();
     let before = uri.clone();
     let Ok((key, cut)) = sources.take(&mut uri, &mut headers, base_len) else {
         return;
@@ -74,7 +75,6 @@ pub fn check(data: &[u8]) {
     assert_eq!(key.as_ref().map(|k| k.as_bytes().to_vec()), expected, "the key found");
 
     // The service owns the path (the router matched its prefix, then a `/` or the end).
-    let prefix = service_path.trim_end_matches('/');
     if path.starts_with(prefix) && matches!(path.as_bytes().get(base_len), None | Some(b'/')) {
         forwarded(&uri, &cut, prefix);
     }
