@@ -231,7 +231,7 @@ where
         }
         outcome.admitted = Some(admitted.map_err(ProxyError::Denied)?);
     }
-    let target = upstream_target(route, &parts.uri, &cut).map_err(ProxyError::BadRequest)?;
+    let target = upstream_target(&route.rewrite, route.prefix_len, &parts.uri, &cut).map_err(ProxyError::BadRequest)?;
     let key_uri = if upstream.balancer_needs_uri() {
         target.path_and_query().map_or("/", |p| p.as_str()).to_string()
     } else {

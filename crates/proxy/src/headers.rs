@@ -1,7 +1,7 @@
 //! Header rewriting between client and upstream: hop-by-hop headers removed in both directions
 //! (including every header named in `Connection`), forwarding headers added, path rewritten.
 
-use crate::snapshot::{RouteEntry, Snapshot};
+use crate::snapshot::{Rewrite, Snapshot};
 use crate::ConnInfo;
 use gatehouse_plugins::app_key::PathCut;
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
@@ -106,26 +106,35 @@ pub(crate) fn add_forwarding(headers: &mut HeaderMap, snap: &Snapshot, conn: &Co
     }
 }
 
-/// The origin-form target sent upstream: the path without the service's key segment (`cut`),
-/// rewritten by the route, the query kept. Built in one pass whatever applies.
-pub(crate) fn upstream_target(route: &RouteEntry, uri: &Uri, cut: &PathCut) -> Result<Uri, &'static str> {
+/// The origin-form target sent upstream for `uri`, routed by a prefix `prefix_len` bytes long: the
+/// path without the service's key segment (`cut`), rewritten by the route, the query kept. Built
+/// in one pass whatever applies.
+pub fn upstream_target(rewrite: &Rewrite, prefix_len: usize, uri: &Uri, cut: &PathCut) -> Result<Uri, &'static str> {
     let pq = uri.path_and_query().cloned().unwrap_or_else(|| PathAndQuery::from_static("/"));
-    let new_pq = match (&route.rewrite, cut) {
-        (crate::snapshot::Rewrite::Keep, None) => pq,
+    let new_pq = match (rewrite, cut) {
+        (Rewrite::Keep, None) => pq,
         (rewrite, cut) => {
             // The path as the route sees it: without the key segment.
             let (head, tail) = split_cut(pq.path(), cut);
-            let (to, rest_head) = match rewrite {
-                crate::snapshot::Rewrite::Keep => ("", head),
-                crate::snapshot::Rewrite::Prefix(to) => (to.as_str(), head.get(route.prefix_len..).unwrap_or("")),
+            let (to, pieces) = match rewrite {
+                Rewrite::Keep => ("", [head, tail]),
+                // The prefix comes off that path: past the head into the tail when the head is
+                // shorter (the service `/`, whose key segment starts the path).
+                Rewrite::Prefix(to) => (
+                    to.as_str(),
+                    [
+                        head.get(prefix_len..).unwrap_or(""),
+                        tail.get(prefix_len.saturating_sub(head.len())..).unwrap_or(""),
+                    ],
+                ),
             };
             let query = pq.query();
             // Measured first, so the buffer is exactly as long as the target and becomes the
             // target's bytes without another allocation.
             let mut len = 0;
-            join_target(to, [rest_head, tail], query, |piece| len += piece.len());
+            join_target(to, pieces, query, |piece| len += piece.len());
             let mut out = String::with_capacity(len);
-            join_target(to, [rest_head, tail], query, |piece| out.push_str(piece));
+            join_target(to, pieces, query, |piece| out.push_str(piece));
             PathAndQuery::try_from(out).map_err(|_| "invalid rewritten path")?
         }
     };
@@ -137,8 +146,8 @@ pub(crate) fn upstream_target(route: &RouteEntry, uri: &Uri, cut: &PathCut) -> R
     .map_err(|_| "invalid request target")
 }
 
-/// The target as the client sent it, less the app-key segment: what the access log shows.
-pub(crate) fn keyless_target(uri: &Uri, cut: &PathCut) -> String {
+/// The target as the client sent it, less the app-key segment (`cut`): what the access log shows.
+pub fn keyless_target(uri: &Uri, cut: &PathCut) -> String {
     let (head, tail) = split_cut(uri.path(), cut);
     let mut out = String::new();
     join_target("", [head, tail], uri.query(), |piece| out.push_str(piece));
@@ -234,6 +243,21 @@ mod tests {
         assert_eq!(join("", "/mws", "/test.html", None), "/mws/test.html", "key segment cut out");
         assert_eq!(join("", "", "/test.html", Some("x=1")), "/test.html?x=1", "prefix stripped, key cut out");
         assert_eq!(join("/new", "", "", None), "/new");
+    }
+
+    #[test]
+    fn the_key_segment_goes_before_the_prefix_is_stripped() {
+        let target = |rewrite: &Rewrite, prefix_len: usize, uri: &str, cut: PathCut| {
+            let uri: Uri = uri.parse().expect("uri");
+            upstream_target(rewrite, prefix_len, &uri, &cut).expect("target").to_string()
+        };
+        let strip = Rewrite::Prefix(String::new());
+        assert_eq!(target(&strip, 4, "/mws/~K/a?x=1", Some(4..7)), "/a?x=1");
+        assert_eq!(target(&strip, 4, "/mws/a?x=1", None), "/a?x=1");
+        // The service `/` (prefix `/`, key segment at 0) forwards the same with the key anywhere.
+        assert_eq!(target(&strip, 1, "/~K//a", Some(0..3)), target(&strip, 1, "//a", None));
+        assert_eq!(target(&strip, 1, "/~K/a", Some(0..3)), "/a");
+        assert_eq!(target(&Rewrite::Keep, 1, "/~K//a", Some(0..3)), "//a");
     }
 
     #[test]

@@ -19,7 +19,8 @@ mod snapshot;
 
 pub use body::ResponseBody;
 pub use forward::handle;
-pub use snapshot::{RouteEntry, RouteStatsRegistry, Snapshot};
+pub use headers::{keyless_target, upstream_target};
+pub use snapshot::{Rewrite, RouteEntry, RouteStatsRegistry, Snapshot};
 
 use arc_swap::ArcSwap;
 use gatehouse_telemetry::ProcessStats;

@@ -1,14 +1,10 @@
-//! Any bytes a client sends: framing and parsing must not panic, and must agree with each other.
-//!
-//! Run from the crate root: `cargo +nightly fuzz run client_hello fuzz/corpus/client_hello`.
-//! The seed corpus holds the captures of `tests/data/`.
-
-#![no_main]
+//! Target `client_hello`: any bytes a client sends first. Framing and parsing must not panic, and
+//! must agree with each other. The seed corpus holds the captures of `crates/hello/tests/data/`.
 
 use gatehouse_hello::{parse, reassemble, record_need, ClientHello, Need, ParseError, DEFAULT_MAX_HELLO_BYTES};
-use libfuzzer_sys::fuzz_target;
 
-fuzz_target!(|data: &[u8]| {
+/// Checks `data` as a bare handshake message and as the first bytes of a connection.
+pub fn check(data: &[u8]) {
     // The input as a bare handshake message.
     if let Ok(hello) = parse(data) {
         read_every_view(&hello);
@@ -31,7 +27,7 @@ fuzz_target!(|data: &[u8]| {
         Err(ParseError::RecordLimit { .. }) => {}
         Err(e) => assert_eq!(reassemble(data), Err(e)),
     }
-});
+}
 
 fn read_every_view(hello: &ClientHello<'_>) {
     assert!(hello.session_id.len() <= 32);

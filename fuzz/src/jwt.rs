@@ -1,30 +1,28 @@
-//! Any bearer token a client sends: decoding must not panic, and verification must refuse every algorithm the key
-//! does not have.
-//!
-//! Run from the crate root: `cargo +nightly fuzz run decode fuzz/corpus/decode`.
-//! The seed corpus holds tokens of each algorithm signed with the keys below (they verify), OpenSSL-made tokens,
-//! and broken ones (alg none, padding, standard alphabet, crit, duplicate members, wrong segment counts).
-
-#![no_main]
+//! Target `jwt`: any bearer token a client sends. Decoding must not panic, and verification must
+//! refuse every algorithm the key does not have. The seed corpus holds tokens of each algorithm
+//! signed with the keys below (they verify), OpenSSL-made tokens, and broken ones (alg none,
+//! padding, standard alphabet, crit, duplicate members, wrong segment counts).
 
 use std::sync::OnceLock;
 
 use gatehouse_jwt::{decode, Algorithm, JwtError, Validation, VerifyKey, MAX_TOKEN_LEN};
-use libfuzzer_sys::fuzz_target;
 
-/// The keys the seed tokens are signed with: the corpus secret and the test certificates of `testdata/`.
+/// The keys the seed tokens are signed with: the corpus secret and the test certificates of `crates/jwt/testdata/`.
 fn keys() -> &'static [VerifyKey] {
     static KEYS: OnceLock<Vec<VerifyKey>> = OnceLock::new();
     KEYS.get_or_init(|| {
         vec![
             VerifyKey::hmac(b"gatehouse fuzz secret, 32 bytes!").expect("HMAC key"),
-            VerifyKey::from_pem(Algorithm::Rs256, include_bytes!("../../testdata/rsa2048.cert.pem")).expect("RSA key"),
-            VerifyKey::from_pem(Algorithm::Es256, include_bytes!("../../testdata/p256.cert.pem")).expect("P-256 key"),
+            VerifyKey::from_pem(Algorithm::Rs256, include_bytes!("../../crates/jwt/testdata/rsa2048.cert.pem"))
+                .expect("RSA key"),
+            VerifyKey::from_pem(Algorithm::Es256, include_bytes!("../../crates/jwt/testdata/p256.cert.pem"))
+                .expect("P-256 key"),
         ]
     })
 }
 
-fuzz_target!(|data: &[u8]| {
+/// Decodes `data` as a token, verifies it with every key and validates its claims.
+pub fn check(data: &[u8]) {
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -45,4 +43,4 @@ fuzz_target!(|data: &[u8]| {
         let _ = token.claims().validate(i64::from(u32::MAX), &v);
         let _ = token.claims().validate(i64::MIN, &v);
     }
-});
+}

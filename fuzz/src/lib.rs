@@ -1,0 +1,22 @@
+//! The fuzz targets' checks: one module per target, each with `check(data)`, which must never panic.
+//!
+//! | target | what the bytes are | where the code lives |
+//! |---|---|---|
+//! | `client_hello` | the first bytes of a TLS connection | `crates/hello` |
+//! | `jwt` | a bearer token | `crates/jwt` |
+//! | `config` | a configuration file | `crates/config`, `crates/plugins`, `crates/proxy` |
+//! | `router` | route tables, then requests' host and path | `crates/router` |
+//! | `app_key` | a service's key sources, a request target and an `X-APP-KEY` header | `crates/plugins`, `crates/proxy` |
+//!
+//! Each module uses only the products' public API, so the products' tests include the same file
+//! (`#[path]`) and replay `corpus/<target>/` and `regressions/<target>/` with [`replay`] on
+//! stable: an input that once crashed a target stays a test.
+
+#![forbid(unsafe_code)]
+
+pub mod app_key;
+pub mod client_hello;
+pub mod config;
+pub mod jwt;
+pub mod replay;
+pub mod router;
