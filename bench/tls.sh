@@ -193,19 +193,9 @@ LAST_NAME="n$((STORE_COUNT - 1)).bench.test"
 
 write_www "$WORK/www"
 
-# ---------------------------------------------------------- process helpers# ---------------------------------------------------------- process helpers
+# ---------------------------------------------------------- process helpers
 elapsed_since() { # elapsed_since EPOCHREALTIME -> seconds, 3 decimals
 	awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }'
-}
-
-rss_kb() { # rss_kb INSTANCE -> summed VmRSS of the process tree, kB
-	local p sum=0 v
-	descendants "${PID[$1]}"
-	for p in "${REPLY_PIDS[@]}"; do
-		v=$(awk '/^VmRSS:/ { print $2 }' "/proc/$p/status" 2>/dev/null) || v=0
-		sum=$((sum + ${v:-0}))
-	done
-	echo "$sum"
 }
 
 # ------------------------------------------------------------------ backend
