@@ -92,13 +92,7 @@ raise_nofile
 mkdir -p "$WORK/www"
 write_www "$WORK/www"
 if [[ " ${MODE_LIST[*]} " == *" tls "* ]]; then
-	mkdir -p "$CERT_CACHE"
-	if [[ $CERT_CACHE == "$BENCH/.cache/"* && ! -f $BENCH/.cache/.gitignore ]]; then
-		printf '*\n' >"$BENCH/.cache/.gitignore"
-	fi
-	# The same --store-count as tls.sh, so the two share one cache.
-	"$PYTHON" "$BENCH/lib/tls_certs.py" "$CERT_CACHE" --store-count 10000 >/dev/null ||
-		die "could not make the certificates (bench/lib/tls_certs.py)"
+	make_certs >/dev/null
 	BUNDLE=$CERT_CACHE/ecdsa.pem
 fi
 start_backend none
@@ -122,10 +116,7 @@ server_start() { # server_start TARGET MODE -> PORT, the server started and answ
 			echo "  main: { bind: \"127.0.0.1:$PORT\", max_connections: $((N + 1000)), keepalive_timeout: 10m, header_read_timeout: 10m$([[ $mode == tls ]] && echo ", tls: {}") }"
 			gatehouse_upstream 256
 		} >"$dir/gatehouse.yaml"
-		"$GATEHOUSE_BIN" check "$dir/gatehouse.yaml" >"$dir/check.txt" 2>&1 || {
-			cat "$dir/check.txt" >&2
-			die "gatehouse check rejected $dir/gatehouse.yaml"
-		}
+		gatehouse_check "$dir/gatehouse.yaml"
 		start_proc "$target" none "$GATEHOUSE_BIN" run --config "$dir/gatehouse.yaml"
 		;;
 	nginx)

@@ -55,6 +55,25 @@ gatehouse_binary() { # -> GATEHOUSE_BIN (absolute; built when unset), GATEHOUSE_
 	GATEHOUSE_VERSION=${out%%$'\n'*}
 }
 
+gatehouse_check() { # gatehouse_check CONFIG: `gatehouse check` must accept it (its errors shown if not)
+	"$GATEHOUSE_BIN" check "$1" >"$1.check" 2>&1 || {
+		cat "$1.check" >&2
+		die "gatehouse check rejected $1"
+	}
+}
+
+# ------------------------------------------------------------- certificates
+# shellcheck disable=SC2120 # no STORE_COUNT: 10,000
+make_certs() { # make_certs [STORE_COUNT] -> (stdout) the store dir; bundles in CERT_CACHE
+	# tls_certs.py keeps one store size: the benches share the cache with tls.sh's 10,000.
+	mkdir -p "$CERT_CACHE"
+	if [[ $CERT_CACHE == "$BENCH/.cache/"* && ! -f $BENCH/.cache/.gitignore ]]; then
+		printf '*\n' >"$BENCH/.cache/.gitignore"
+	fi
+	"$PYTHON" "$BENCH/lib/tls_certs.py" "$CERT_CACHE" --store-count "${1:-10000}" ||
+		die "could not make the certificates (bench/lib/tls_certs.py)"
+}
+
 # --------------------------------------------------- work dir, process cleanup
 descendants() { # descendants PID... -> REPLY_PIDS (the PIDs and all their descendants)
 	local -a stack=("$@")
