@@ -37,7 +37,10 @@
 # Environment knobs (defaults in brackets; QUICK=1 defaults after the slash):
 #   GATEHOUSE_BIN      binary to test; unset = `cargo build --release -p gatehouse`
 #   DURATION [600/40]  seconds of load; SAMPLE [10/5] seconds between samples
-#   KA_CONNS [20]      keep-alive connections per keep-alive generator; KA_RPS [25] requests/s each
+#   KA_CONNS [40]      keep-alive connections per keep-alive generator; KA_RPS [12] requests/s each
+#                      (KA_RPS x DURATION must stay under 10,000: Gatehouse's default
+#                      max_requests_per_connection closes a connection after 10,000 requests, and
+#                      h2load does not open it again)
 #   CHURN_RATE [10]    new connections per second per churn generator; CHURN_REQS [20] per connection
 #   GROWTH_LIMIT [10]  % of RSS growth over the second half that fails the run
 #   CERT_CACHE [<repo>/bench/.cache/tls-certs]
@@ -51,8 +54,8 @@ set -Eeuo pipefail
 
 DURATION=${DURATION:-$(pick 600 40)}
 SAMPLE=${SAMPLE:-$(pick 10 5)}
-KA_CONNS=${KA_CONNS:-20}
-KA_RPS=${KA_RPS:-25}
+KA_CONNS=${KA_CONNS:-40}
+KA_RPS=${KA_RPS:-12}
 CHURN_RATE=${CHURN_RATE:-10}
 CHURN_REQS=${CHURN_REQS:-20}
 GROWTH_LIMIT=${GROWTH_LIMIT:-10}
@@ -68,6 +71,8 @@ check_integers DURATION SAMPLE KA_CONNS KA_RPS CHURN_RATE CHURN_REQS GROWTH_LIMI
 ((SAMPLE >= 1 && DURATION >= 5 * SAMPLE)) || die "DURATION must be at least 5 x SAMPLE (and SAMPLE at least 1)"
 ((KA_CONNS >= 1 && KA_RPS >= 1 && CHURN_RATE >= 1 && CHURN_REQS >= 1)) ||
 	die "KA_CONNS, KA_RPS, CHURN_RATE and CHURN_REQS must be at least 1"
+((KA_RPS * DURATION < 10000)) ||
+	die "KA_RPS x DURATION must be under 10,000: Gatehouse closes a keep-alive connection after 10,000 requests (max_requests_per_connection) and h2load does not reopen it"
 need_commands nginx h2load curl python3 timeout
 PYTHON=$(python3 -c 'import sys; print(sys.executable)')
 
