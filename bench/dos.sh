@@ -28,12 +28,12 @@
 #
 # Rows:
 #   slowloris  per rep and proxy: wrk -t1 -cCONNS -dDURATION --latency on /test.html alone; then
-#              bench/lib/slowloris.py (SLOW_N connections, a header line every SLOW_INTERVAL s,
+#              bench/lib/slowloris.py at nice 19 (SLOW_N connections, a header line every SLOW_INTERVAL s,
 #              at most SLOW_RATE new connections/s) until it holds 95 % of SLOW_N (at most
 #              RAMP_TIMEOUT s), SLOW_SETTLE s more (so a 10 s header timeout has closed and the
 #              attacker reopened its first wave), and the same wrk run under the attack.
 #   handshake  per rep and proxy: h2load --h1 -cCONNS -DDURATION --warm-up-time WARMUP over TLS
-#              on /test.html alone; then FLOOD_PROCS processes of `openssl s_time -new` (a full
+#              on /test.html alone; then FLOOD_PROCS processes of `openssl s_time -new` at nice 19 (a full
 #              handshake per connection, closed at once; restarted if one fails, bounded) and
 #              the same h2load run during the flood.  Certificate: FLOOD_CERT, RSA-2048 by
 #              default (the server's private-key operation costs ~20x the client's verify: the
@@ -41,7 +41,8 @@
 #
 # Measured per run (raw numbers in bench/results/dos-latest.csv, see bench/lib/dos_report.py):
 #   req/s, latency, errors of the normal clients; proxy CPU % (utime+stime of its process tree
-#   over the measured window, % of one core); attacker CPU %; others' CPU % (/proc/stat busy
+#   over the measured window, % of one core) and req/s per proxy CPU-second (what the attack
+#   costs the proxy itself, whatever CPU the machine's other work left it); attacker CPU %; others' CPU % (/proc/stat busy
 #   minus proxy, backend, normal clients and attacker: other work on the machine); the
 #   attacker's view (connections held: median and minimum over the window, reopenings/s,
 #   answers received) or the flood's (handshakes/s completed, from s_time); the proxy's own
@@ -292,7 +293,10 @@ slowloris_case() { # slowloris_case TARGET
 	local t=$1 url="http://127.0.0.1:${PORT[$1]}/test.html" i want held=0
 	run_case slowloris alone "$t" wrk 0 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$url"
 	record_case
-	start_proc attacker 0 "$PYTHON" "$BENCH/lib/slowloris.py" --port "${PORT[$t]}" -n "$SLOW_N" \
+	# At nice 19, like the flood: the attacker stands for other machines, so it takes only the CPU
+	# that the backend and the normal clients leave (it shares CPU 0 with them; reopening ~400
+	# connections/s costs it a third of a core).  Its held count and reopenings show its strength.
+	start_proc attacker 0 nice -n 19 "$PYTHON" "$BENCH/lib/slowloris.py" --port "${PORT[$t]}" -n "$SLOW_N" \
 		--interval "$SLOW_INTERVAL" --rate "$SLOW_RATE" --duration $((RAMP_TIMEOUT + SLOW_SETTLE + DURATION + 60))
 	want=$((SLOW_N * 95 / 100))
 	for ((i = 0; i < RAMP_TIMEOUT * 5; i++)); do
@@ -319,8 +323,8 @@ handshake_case() { # handshake_case TARGET
 	rm -f "$WORK"/flood*.out
 	t0=$EPOCHREALTIME
 	for ((i = 1; i <= FLOOD_PROCS; i++)); do
-		# At nice 19: the flood takes the CPU that the backend and the established clients leave
-		# (they share CPU 0), so what the established clients lose is lost at the proxy.
+		# At nice 19: the flood takes only the CPU that the backend and the established clients
+		# leave (they share CPU 0), so what the established clients lose is lost at the proxy.
 		# s_time exits when a connect fails: restarted until the span ends, at most 200 times.
 		# shellcheck disable=SC2016 # expanded by the inner bash
 		start_proc "flood$i" 0 nice -n 19 timeout -k 5 $((span + 30)) bash -c '
@@ -370,7 +374,8 @@ cert_label=$([[ $FLOOD_CERT == rsa ]] && echo RSA-2048 || echo "ECDSA P-256")
 	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS DURATION=${DURATION}s CONNS=$CONNS SLOW_N=$SLOW_N SLOW_INTERVAL=${SLOW_INTERVAL}s SLOW_RATE=$SLOW_RATE/s SLOW_SETTLE=${SLOW_SETTLE}s FLOOD_PROCS=$FLOOD_PROCS FLOOD_CERT=$cert_label WARMUP=${WARMUP}s"
 	echo "- Layout: proxy under test alone on CPU 1 with one worker (Gatehouse \`workers: 1\`, nginx \`worker_processes 1\`, HAProxy \`nbthread 1\`), proxying over HTTP/1.1 keep-alive to a backend nginx (1 worker); backend, normal clients and attacker on CPU 0. Target order rotated by one each rep."
 	echo "- Limits, set so that the comparison is about the attack: \`ulimit -n $NOFILE\`; nginx \`worker_connections $WORKER_CONNS\`, \`worker_rlimit_nofile $NOFILE\` (its default worker_connections, 512, cannot hold $SLOW_N connections: with it, this attack fills nginx and normal clients wait in the backlog); HAProxy \`maxconn $HAPROXY_MAXCONN\` global and frontend (left unset, 2.6 derives 9,986 from this ulimit); Gatehouse defaults (\`max_connections\` 20,000 per worker, no \`max_connections_per_ip\`). Timeouts: Gatehouse \`header_read_timeout\` 10 s (default; the whole head, from accept), nginx \`client_header_timeout\` 60 s (default), HAProxy \`timeout http-request 10s\`, \`timeout client 60s\`. No per-address limit anywhere (the attacker has one address, so one would stop it at once)."
-	echo "- Columns: kept = req/s under attack / req/s alone, per rep (adjacent runs), median over reps. Proxy CPU % = utime+stime of its process tree over the measured window (100 % = one core). Held = connections the attacker had open (from its side: one waiting in the accept queue counts), median (minimum) over its 1 s reports during the run. Open at the proxy = the proxy's own count mid-run (normal clients included). Others' CPU % = /proc/stat busy time not used by proxy, backend, clients or attacker. Raw per-run numbers: bench/results/${RESULTS_CSV##*/}."
+	echo "- Attackers: slowloris.py and the s_time processes run at nice 19, so they take only the CPU of CPU 0 that the backend and the normal clients leave (a real attacker's CPU is not the clients' machine's)."
+	echo "- Columns: kept = req/s under attack / req/s alone, per rep (adjacent runs), median over reps. Proxy CPU % = utime+stime of its process tree over the measured window (100 % = one core). Req/s per proxy CPU-s = req/s / proxy CPU share: what the attack costs the proxy itself, whatever CPU other work on the machine left it. Held = connections the attacker had open (from its side: one waiting in the accept queue counts), median (minimum) over its 1 s reports during the run. Open at the proxy = the proxy's own count mid-run (normal clients included). Others' CPU % = /proc/stat busy time not used by proxy, backend, clients or attacker. Raw per-run numbers: bench/results/${RESULTS_CSV##*/}."
 } >"$WORK/meta.md"
 
 update_args

@@ -36,7 +36,7 @@ from tls_record import parse_h2load  # noqa: E402
 FIELDS = [
     "row", "phase", "target", "rep", "seq", "tool", "exit_code", "complete",
     "requests", "rps", "lat_mean_ms", "p99_ms", "errors", "error_detail",
-    "wall_s", "proxy_cpu_pct", "backend_cpu_pct", "loadgen_cpu_pct", "attacker_cpu_pct",
+    "wall_s", "per_cpu_s", "proxy_cpu_pct", "backend_cpu_pct", "loadgen_cpu_pct", "attacker_cpu_pct",
     "others_cpu_pct", "steal_pct",
     "held_median", "held_min", "held_max", "reopened_per_s", "answered", "connect_errors",
     "flood_handshakes", "flood_per_s", "flood_runs", "flood_span", "slow_n",
@@ -114,6 +114,8 @@ def record(a):
     row.update(proxy_cpu_pct=pct(i("proxy_j")), backend_cpu_pct=pct(i("backend_j")),
                loadgen_cpu_pct=pct(i("loadgen_j")), attacker_cpu_pct=pct(i("attacker_j")),
                others_cpu_pct=pct(busy - ours), steal_pct=pct(i("steal_j")))
+    if parsed.get("rps") and i("proxy_j"):
+        row["per_cpu_s"] = round(parsed["rps"] / (i("proxy_j") / tck / wall), 1)
     if raw.get("accepted_before") and raw.get("accepted_after"):
         row["new_conns_per_s"] = round((i("accepted_after") - i("accepted_before")) / wall, 1)
     if a.attacker:
@@ -139,14 +141,20 @@ def spread(rows, key):
     return f"{fmt_int(statistics.median(vals))} ({fmt_int(min(vals))}–{fmt_int(max(vals))}, {len(vals)})"
 
 
-def kept(rows, target, row):
-    """Per rep: attack req/s / alone req/s of the same rep; returns the list, rep order."""
+def kept(rows, target, row, key="rps"):
+    """Per rep: KEY under attack / KEY alone in the same rep; returns the list, rep order."""
     by_rep = {}
     for r in rows:
         if r["row"] == row and r["target"] == target:
-            by_rep.setdefault(r["rep"], {})[r["phase"]] = fnum(r["rps"])
+            by_rep.setdefault(r["rep"], {})[r["phase"]] = fnum(r.get(key))
     return [v["attack"] / v["alone"] for _, v in sorted(by_rep.items())
             if v.get("alone") and v.get("attack") is not None]
+
+
+def per_cpu_cell(rows, target, row, alone, attack):
+    k = kept(rows, target, row, "per_cpu_s")
+    return (f"{fmt_int(med(alone, 'per_cpu_s'))} / {fmt_int(med(attack, 'per_cpu_s'))}"
+            f" ({share(statistics.median(k)) if k else '–'})")
 
 
 def pair(a, b, f):
@@ -178,8 +186,9 @@ def ratio_lines(meds, what):
 def table_slowloris(rows):
     out = ["| proxy | req/s alone: median (min–max, runs) | req/s under attack | kept | p99 alone / under attack "
            "| normal clients' errors under attack | attacker held: median (min) | open at the proxy mid-attack "
-           "| attacker reopenings/s | proxy CPU % alone / under attack | attacker CPU % | others' CPU % |",
-           "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+           "| attacker reopenings/s | proxy CPU % alone / under attack | req/s per proxy CPU-s alone / under attack (kept) "
+           "| attacker CPU % | others' CPU % |",
+           "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     kept_med, attack_med = {}, {}
     for t in ORDER:
         alone = [r for r in rows if r["target"] == t and r["phase"] == "alone"]
@@ -195,6 +204,7 @@ def table_slowloris(rows):
             f"{fmt_int(med(attack, 'held_median'))} ({fmt_int(min((fnum(r['held_min']) for r in attack if fnum(r['held_min']) is not None), default=None))})",
             fmt_int(med(attack, "open_mid")), fmt_int(med(attack, "reopened_per_s")),
             pair(med(alone, "proxy_cpu_pct"), med(attack, "proxy_cpu_pct"), fmt_pct),
+            per_cpu_cell(rows, t, "slowloris", alone, attack),
             fmt_pct(med(attack, "attacker_cpu_pct")), fmt_pct(med([*alone, *attack], "others_cpu_pct")),
         ]) + " |")
     return out, kept_med, attack_med
@@ -203,8 +213,9 @@ def table_slowloris(rows):
 def table_handshake(rows):
     out = ["| proxy | req/s alone: median (min–max, runs) | req/s during the flood | kept | mean latency alone / flood "
            "| normal clients' errors during the flood | flood: handshakes/s completed (s_time) "
-           "| new connections/s accepted by the proxy | proxy CPU % alone / flood | flood CPU % | others' CPU % |",
-           "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|"]
+           "| new connections/s accepted by the proxy | proxy CPU % alone / flood "
+           "| req/s per proxy CPU-s alone / flood (kept) | flood CPU % | others' CPU % |",
+           "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     kept_med, attack_med, flood_med = {}, {}, {}
     for t in ORDER:
         alone = [r for r in rows if r["target"] == t and r["phase"] == "alone"]
@@ -220,6 +231,7 @@ def table_handshake(rows):
             pair(med(alone, "lat_mean_ms"), med(attack, "lat_mean_ms"), fmt_ms), errors_cell(attack),
             fmt_int(med(attack, "flood_per_s")), fmt_int(flood_med[t]),
             pair(med(alone, "proxy_cpu_pct"), med(attack, "proxy_cpu_pct"), fmt_pct),
+            per_cpu_cell(rows, t, "handshake", alone, attack),
             fmt_pct(med(attack, "attacker_cpu_pct")), fmt_pct(med([*alone, *attack], "others_cpu_pct")),
         ]) + " |")
     return out, kept_med, attack_med, flood_med
