@@ -31,11 +31,13 @@
 #              bench/lib/slowloris.py at nice 19 (SLOW_N connections, a header line every SLOW_INTERVAL s,
 #              at most SLOW_RATE new connections/s) until it holds 95 % of SLOW_N (at most
 #              RAMP_TIMEOUT s), SLOW_SETTLE s more (so a 10 s header timeout has closed and the
-#              attacker reopened its first wave), and the same wrk run under the attack.
+#              attacker reopened its first wave; the proxy's CPU over these seconds is what the
+#              attack alone costs it), and the same wrk run under the attack.
 #   handshake  per rep and proxy: h2load --h1 -cCONNS -DDURATION --warm-up-time WARMUP over TLS
 #              on /test.html alone; then FLOOD_PROCS processes of `openssl s_time -new` at nice 19 (a full
-#              handshake per connection, closed at once; restarted if one fails, bounded) and
-#              the same h2load run during the flood.  Certificate: FLOOD_CERT, RSA-2048 by
+#              handshake per connection, closed at once; restarted if one fails, bounded),
+#              FLOOD_ALONE s of flood alone (the proxy's CPU per accepted connection then is its
+#              cost of a handshake), and the same h2load run during the flood.  Certificate: FLOOD_CERT, RSA-2048 by
 #              default (the server's private-key operation costs ~20x the client's verify: the
 #              asymmetry a handshake flood uses), from bench/lib/tls_certs.py.
 #
@@ -68,6 +70,7 @@
 #   RAMP_TIMEOUT [60]   seconds the attacker gets to hold 95 % of SLOW_N
 #   SLOW_SETTLE [12/3]  seconds between the ramp and the run under attack
 #   FLOOD_PROCS [4]     openssl s_time processes; FLOOD_CERT [rsa] rsa or ecdsa
+#   FLOOD_ALONE [5/2]   seconds of flood alone (no established clients) before the run during it
 #   SETTLE [2]          seconds of pause after each attack
 #   HAPROXY_MAXCONN [9000]
 #   CERT_CACHE [<repo>/bench/.cache/tls-certs]
@@ -93,6 +96,7 @@ RAMP_TIMEOUT=${RAMP_TIMEOUT:-60}
 SLOW_SETTLE=${SLOW_SETTLE:-$(pick 12 3)}
 FLOOD_PROCS=${FLOOD_PROCS:-4}
 FLOOD_CERT=${FLOOD_CERT:-rsa}
+FLOOD_ALONE=${FLOOD_ALONE:-$(pick 5 2)}
 SETTLE=${SETTLE:-2}
 HAPROXY_MAXCONN=${HAPROXY_MAXCONN:-9000}
 CERT_CACHE=${CERT_CACHE:-$BENCH/.cache/tls-certs}
@@ -105,9 +109,9 @@ log() { printf '[dos.sh %4ss] %s\n' "$SECONDS" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- validation
-check_integers REPS DURATION WARMUP CONNS SLOW_N SLOW_INTERVAL SLOW_RATE RAMP_TIMEOUT SLOW_SETTLE FLOOD_PROCS SETTLE HAPROXY_MAXCONN
-((REPS >= 1 && DURATION >= 2 && CONNS >= 1 && SLOW_N >= 1 && SLOW_INTERVAL >= 1 && SLOW_RATE >= 1 && FLOOD_PROCS >= 1)) ||
-	die "REPS, CONNS, SLOW_N, SLOW_INTERVAL, SLOW_RATE and FLOOD_PROCS must be at least 1, DURATION at least 2"
+check_integers REPS DURATION WARMUP CONNS SLOW_N SLOW_INTERVAL SLOW_RATE RAMP_TIMEOUT SLOW_SETTLE FLOOD_PROCS FLOOD_ALONE SETTLE HAPROXY_MAXCONN
+((REPS >= 1 && DURATION >= 2 && CONNS >= 1 && SLOW_N >= 1 && SLOW_INTERVAL >= 1 && SLOW_RATE >= 1 && FLOOD_PROCS >= 1 && SLOW_SETTLE >= 1 && FLOOD_ALONE >= 1)) ||
+	die "REPS, CONNS, SLOW_N, SLOW_INTERVAL, SLOW_RATE, FLOOD_PROCS, SLOW_SETTLE and FLOOD_ALONE must be at least 1, DURATION at least 2"
 [[ $FLOOD_CERT == rsa || $FLOOD_CERT == ecdsa ]] || die "FLOOD_CERT must be rsa or ecdsa"
 read -r -a ROW_LIST <<<"$ROWS"
 read -r -a TARGET_LIST <<<"$TARGETS"
@@ -283,6 +287,22 @@ record_case() { # record_case [--option VALUE | key=value]...: the last run_case
 	"$PYTHON" "$BENCH/lib/dos_report.py" record "${opts[@]}" "${RECORD_ARGS[@]}" "${kvs[@]}"
 }
 
+# attack_alone SECONDS -> REPLY_KV: the proxy's CPU % and new connections/s while only the attacker
+# runs (no normal clients): what fending the attack off costs the proxy by itself.
+attack_alone() {
+	local t=$1 j0 j1 c0 c1 t0 wall
+	c0=$(proxy_counters "$t")
+	tree_jiffies "${PID[$t]}"
+	j0=$REPLY t0=$EPOCHREALTIME
+	sleep "$2"
+	tree_jiffies "${PID[$t]}"
+	j1=$REPLY
+	c1=$(proxy_counters "$t")
+	wall=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { print b - a }')
+	REPLY_KV=("alone_cpu_pct=$(awk -v j=$((j1 - j0)) -v w="$wall" -v k="$CLK_TCK" 'BEGIN { printf "%.2f", 100 * j / k / w }')"
+		"alone_conns_per_s=$(awk -v n=$((${c1##* } - ${c0##* })) -v w="$wall" 'BEGIN { printf "%.1f", n / w }')")
+}
+
 held_now() { # -> the attacker's last reported count of held connections (0 before its first line)
 	local last
 	last=$(tail -n 1 "$WORK/attacker.out" 2>/dev/null) || true
@@ -306,11 +326,12 @@ slowloris_case() { # slowloris_case TARGET
 		sleep 0.2
 	done
 	log "slowloris on $t: holds $held of $SLOW_N after $((i / 5)) s$( ((held < want)) && echo " (below 95 %: measuring anyway)")"
-	sleep "$SLOW_SETTLE"
+	attack_alone "$t" "$SLOW_SETTLE"
+	local -a alone=("${REPLY_KV[@]}")
 	run_case slowloris attack "$t" wrk 0 wrk -t1 -c"$CONNS" -d"${DURATION}s" --latency "$url"
 	terminate "${PID[attacker]}"
 	unset "PID[attacker]"
-	record_case --attacker "$WORK/attacker.out" "slow_n=$SLOW_N"
+	record_case --attacker "$WORK/attacker.out" "slow_n=$SLOW_N" "${alone[@]}"
 	sleep "$SETTLE"
 }
 
@@ -319,7 +340,7 @@ handshake_case() { # handshake_case TARGET
 	local -a h2=(h2load --h1 -c "$CONNS" -D "$DURATION" --warm-up-time "${WARMUP}s" "$url") floods=()
 	run_case handshake alone "$t" h2load "$WARMUP" "${h2[@]}"
 	record_case
-	span=$((1 + WARMUP + DURATION + 2))
+	span=$((1 + FLOOD_ALONE + WARMUP + DURATION + 2))
 	rm -f "$WORK"/flood*.out
 	t0=$EPOCHREALTIME
 	for ((i = 1; i <= FLOOD_PROCS; i++)); do
@@ -335,13 +356,15 @@ handshake_case() { # handshake_case TARGET
 			done' flood "$span" "${TPORT[$t]}"
 	done
 	sleep 1
+	attack_alone "$t" "$FLOOD_ALONE"
+	local -a alone=("${REPLY_KV[@]}")
 	run_case handshake attack "$t" h2load "$WARMUP" "${h2[@]}"
 	for ((i = 1; i <= FLOOD_PROCS; i++)); do
 		wait "${PID[flood$i]}" 2>/dev/null || true
 		unset "PID[flood$i]"
 		floods+=(--flood "$WORK/flood$i.out")
 	done
-	record_case "${floods[@]}" "flood_span=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')"
+	record_case "${floods[@]}" "${alone[@]}" "flood_span=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')"
 	sleep "$SETTLE"
 }
 
@@ -371,7 +394,7 @@ cert_label=$([[ $FLOOD_CERT == rsa ]] && echo RSA-2048 || echo "ECDSA P-256")
 	echo "- Other work on the machine: at start $LOAD_START; at end $LOAD_END"
 	echo "- Versions: ${vline%; }"
 	echo "- Source: git $(git_source crates/ Cargo.toml Cargo.lock)"
-	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS DURATION=${DURATION}s CONNS=$CONNS SLOW_N=$SLOW_N SLOW_INTERVAL=${SLOW_INTERVAL}s SLOW_RATE=$SLOW_RATE/s SLOW_SETTLE=${SLOW_SETTLE}s FLOOD_PROCS=$FLOOD_PROCS FLOOD_CERT=$cert_label WARMUP=${WARMUP}s"
+	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS DURATION=${DURATION}s CONNS=$CONNS SLOW_N=$SLOW_N SLOW_INTERVAL=${SLOW_INTERVAL}s SLOW_RATE=$SLOW_RATE/s SLOW_SETTLE=${SLOW_SETTLE}s FLOOD_PROCS=$FLOOD_PROCS FLOOD_ALONE=${FLOOD_ALONE}s FLOOD_CERT=$cert_label WARMUP=${WARMUP}s"
 	echo "- Layout: proxy under test alone on CPU 1 with one worker (Gatehouse \`workers: 1\`, nginx \`worker_processes 1\`, HAProxy \`nbthread 1\`), proxying over HTTP/1.1 keep-alive to a backend nginx (1 worker); backend, normal clients and attacker on CPU 0. Target order rotated by one each rep."
 	echo "- Limits, set so that the comparison is about the attack: \`ulimit -n $NOFILE\`; nginx \`worker_connections $WORKER_CONNS\`, \`worker_rlimit_nofile $NOFILE\` (its default worker_connections, 512, cannot hold $SLOW_N connections: with it, this attack fills nginx and normal clients wait in the backlog); HAProxy \`maxconn $HAPROXY_MAXCONN\` global and frontend (left unset, 2.6 derives 9,986 from this ulimit); Gatehouse defaults (\`max_connections\` 20,000 per worker, no \`max_connections_per_ip\`). Timeouts: Gatehouse \`header_read_timeout\` 10 s (default; the whole head, from accept), nginx \`client_header_timeout\` 60 s (default), HAProxy \`timeout http-request 10s\`, \`timeout client 60s\`. No per-address limit anywhere (the attacker has one address, so one would stop it at once)."
 	echo "- Attackers: slowloris.py and the s_time processes run at nice 19, so they take only the CPU of CPU 0 that the backend and the normal clients leave (a real attacker's CPU is not the clients' machine's)."

@@ -17,7 +17,8 @@ Usage:
 Keys passed by dos.sh: row, phase (alone|attack), target, rep, seq, exit_code, clk_tck,
 t0, t1 (epoch seconds of the window), wall_s, proxy_j, backend_j, loadgen_j, attacker_j,
 open_mid, accepted_before, accepted_after, user_j ... steal_j (/proc/stat deltas); slow_n (the
-attacker's connections), flood_span (seconds the flood ran).
+attacker's connections), flood_span (seconds the flood ran), alone_cpu_pct and alone_conns_per_s
+(the proxy's CPU % and new connections/s with the attacker alone, before the run under attack).
 """
 
 import argparse
@@ -40,7 +41,7 @@ FIELDS = [
     "others_cpu_pct", "steal_pct",
     "held_median", "held_min", "held_max", "reopened_per_s", "answered", "connect_errors",
     "flood_handshakes", "flood_per_s", "flood_runs", "flood_span", "slow_n",
-    "open_mid", "new_conns_per_s",
+    "open_mid", "new_conns_per_s", "alone_cpu_pct", "alone_conns_per_s",
     "t0", "t1", "clk_tck", "proxy_j", "backend_j", "loadgen_j", "attacker_j",
     "accepted_before", "accepted_after",
     "user_j", "nice_j", "system_j", "idle_j", "iowait_j", "irq_j", "softirq_j", "steal_j",
@@ -157,6 +158,16 @@ def per_cpu_cell(rows, target, row, alone, attack):
             f" ({share(statistics.median(k)) if k else '–'})")
 
 
+def alone_cell(attack):
+    """The proxy with the attacker alone: CPU %, new connections/s, CPU µs per new connection."""
+    per = [fnum(r.get("alone_cpu_pct")) * 1e4 / fnum(r.get("alone_conns_per_s")) for r in attack
+           if fnum(r.get("alone_cpu_pct")) is not None and fnum(r.get("alone_conns_per_s"))]
+    cpu, conns = med(attack, "alone_cpu_pct"), med(attack, "alone_conns_per_s")
+    if cpu is None:
+        return "–"
+    return f"{fmt_pct(cpu)}, {fmt_int(conns)}/s" + (f", {fmt_int(statistics.median(per))} µs each" if per else "")
+
+
 def pair(a, b, f):
     return f"{f(a)} / {f(b)}"
 
@@ -186,9 +197,10 @@ def ratio_lines(meds, what):
 def table_slowloris(rows):
     out = ["| proxy | req/s alone: median (min–max, runs) | req/s under attack | kept | p99 alone / under attack "
            "| normal clients' errors under attack | attacker held: median (min) | open at the proxy mid-attack "
-           "| attacker reopenings/s | proxy CPU % alone / under attack | req/s per proxy CPU-s alone / under attack (kept) "
+           "| attacker reopenings/s | proxy with the attack alone: CPU %, new connections/s, CPU per connection "
+           "| proxy CPU % alone / under attack | req/s per proxy CPU-s alone / under attack (kept) "
            "| attacker CPU % | others' CPU % |",
-           "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
+           "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     kept_med, attack_med = {}, {}
     for t in ORDER:
         alone = [r for r in rows if r["target"] == t and r["phase"] == "alone"]
@@ -202,7 +214,7 @@ def table_slowloris(rows):
             f"| {NAMES[t]}", spread(alone, "rps"), spread(attack, "rps"), share(kept_med[t]),
             pair(med(alone, "p99_ms"), med(attack, "p99_ms"), fmt_ms), errors_cell(attack),
             f"{fmt_int(med(attack, 'held_median'))} ({fmt_int(min((fnum(r['held_min']) for r in attack if fnum(r['held_min']) is not None), default=None))})",
-            fmt_int(med(attack, "open_mid")), fmt_int(med(attack, "reopened_per_s")),
+            fmt_int(med(attack, "open_mid")), fmt_int(med(attack, "reopened_per_s")), alone_cell(attack),
             pair(med(alone, "proxy_cpu_pct"), med(attack, "proxy_cpu_pct"), fmt_pct),
             per_cpu_cell(rows, t, "slowloris", alone, attack),
             fmt_pct(med(attack, "attacker_cpu_pct")), fmt_pct(med([*alone, *attack], "others_cpu_pct")),
@@ -213,9 +225,10 @@ def table_slowloris(rows):
 def table_handshake(rows):
     out = ["| proxy | req/s alone: median (min–max, runs) | req/s during the flood | kept | mean latency alone / flood "
            "| normal clients' errors during the flood | flood: handshakes/s completed (s_time) "
-           "| new connections/s accepted by the proxy | proxy CPU % alone / flood "
-           "| req/s per proxy CPU-s alone / flood (kept) | flood CPU % | others' CPU % |",
-           "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
+           "| new connections/s accepted by the proxy | proxy with the flood alone: CPU %, new connections/s, "
+           "CPU per connection | proxy CPU % alone / flood | req/s per proxy CPU-s alone / flood (kept) "
+           "| flood CPU % | others' CPU % |",
+           "|---|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|"]
     kept_med, attack_med, flood_med = {}, {}, {}
     for t in ORDER:
         alone = [r for r in rows if r["target"] == t and r["phase"] == "alone"]
@@ -229,7 +242,7 @@ def table_handshake(rows):
         out.append(" | ".join([
             f"| {NAMES[t]}", spread(alone, "rps"), spread(attack, "rps"), share(kept_med[t]),
             pair(med(alone, "lat_mean_ms"), med(attack, "lat_mean_ms"), fmt_ms), errors_cell(attack),
-            fmt_int(med(attack, "flood_per_s")), fmt_int(flood_med[t]),
+            fmt_int(med(attack, "flood_per_s")), fmt_int(flood_med[t]), alone_cell(attack),
             pair(med(alone, "proxy_cpu_pct"), med(attack, "proxy_cpu_pct"), fmt_pct),
             per_cpu_cell(rows, t, "handshake", alone, attack),
             fmt_pct(med(attack, "attacker_cpu_pct")), fmt_pct(med([*alone, *attack], "others_cpu_pct")),
