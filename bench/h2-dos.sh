@@ -163,6 +163,6 @@ open(out, "w").write("\n".join(lines) + "\n")
 EOF
 cat "$WORK/section.md"
 if [[ $BENCHMARKS_MD != none ]]; then
-	"$PYTHON" "$BENCH/lib/write_section.py" "$BENCHMARKS_MD" "$WORK/section.md"
+	"$PYTHON" "$BENCH/lib/update_section.py" "$BENCHMARKS_MD" <"$WORK/section.md"
 	log "section written to $BENCHMARKS_MD"
 fi

@@ -169,17 +169,5 @@ EOF
 } >"$WORK/section.md"
 cat "$WORK/section.md"
 if [[ ${BENCHMARKS_MD:-} != none ]]; then
-	"$PYTHON" - "$ROOT/BENCHMARKS.md" "$WORK/section.md" <<'EOF'
-import pathlib, sys
-doc, section = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]).read_text()
-title = section.splitlines()[0]
-text = doc.read_text() if doc.exists() else "# Benchmarks\n"
-if title in text:
-    start = text.index(title)
-    nxt = text.find("\n## ", start + len(title))
-    text = text[:start] + section.rstrip() + "\n" + (text[nxt:] if nxt != -1 else "")
-else:
-    text = text.rstrip() + "\n\n" + section
-doc.write_text(text)
-EOF
+	"$PYTHON" "$BENCH/lib/update_section.py" "$ROOT/BENCHMARKS.md" <"$WORK/section.md"
 fi

@@ -182,30 +182,16 @@ declare -A ADMIN=() # gatehouse instance -> its admin port
 raise_nofile
 
 # ------------------------------------------------------ certificates, content
-mkdir -p "$WORK"/{www,backend,runs} "$CERT_CACHE"
-if [[ $CERT_CACHE == "$BENCH/.cache/"* && ! -f $BENCH/.cache/.gitignore ]]; then
-	printf '*\n' >"$BENCH/.cache/.gitignore"
-fi
+mkdir -p "$WORK"/{www,backend,runs}
 CERTS=$CERT_CACHE
-STORE_DIR=$("$PYTHON" "$BENCH/lib/tls_certs.py" "$CERTS" --store-count "$STORE_COUNT") ||
-	die "could not make the certificates (bench/lib/tls_certs.py)"
+STORE_DIR=$(make_certs "$STORE_COUNT") || exit 1
 LAST_NAME="n$((STORE_COUNT - 1)).bench.test"
 
 write_www "$WORK/www"
 
-# ---------------------------------------------------------- process helpers# ---------------------------------------------------------- process helpers
+# ---------------------------------------------------------- process helpers
 elapsed_since() { # elapsed_since EPOCHREALTIME -> seconds, 3 decimals
 	awk -v a="$1" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.3f", b - a }'
-}
-
-rss_kb() { # rss_kb INSTANCE -> summed VmRSS of the process tree, kB
-	local p sum=0 v
-	descendants "${PID[$1]}"
-	for p in "${REPLY_PIDS[@]}"; do
-		v=$(awk '/^VmRSS:/ { print $2 }' "/proc/$p/status" 2>/dev/null) || v=0
-		sum=$((sum + ${v:-0}))
-	done
-	echo "$sum"
 }
 
 # ------------------------------------------------------------------ backend
@@ -263,10 +249,7 @@ listeners:
   https: { bind: "127.0.0.1:$port", max_connections: 20000, tls: { versions: [tls1.2, tls1.3] } }
 $(gatehouse_upstream 2048)
 EOF
-		"$GATEHOUSE_BIN" check "$dir/gatehouse.yaml" >"$dir/check.txt" 2>&1 || {
-			cat "$dir/check.txt" >&2
-			die "gatehouse check rejected $dir/gatehouse.yaml"
-		}
+		gatehouse_check "$dir/gatehouse.yaml"
 		t0=$EPOCHREALTIME
 		start_proc "$inst" "$cpu" "$GATEHOUSE_BIN" run --config "$dir/gatehouse.yaml"
 		;;

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# bench/lib/common.sh - shell helpers shared by bench/proxy.sh, bench/tls.sh and bench/gateway.sh: the
-# Gatehouse binary, the work dir and the cleanup of every process a bench started, free
-# ports, the backend nginx, process start-up, CPU counters, and the report's metadata.
+# bench/lib/common.sh - shell helpers shared by the scripts in bench/: the Gatehouse binary, the
+# work dir and the cleanup of every process a bench started, free ports, the backend nginx,
+# process start-up, CPU and memory counters, and the report's metadata.
 #
 # Sourced, not run: it sets ORIG_PWD (where the bench was started) and moves to the repository
 # (ROOT, BENCH = ROOT/bench).  The sourcing script defines log and die, sets KEEP_WORKDIR, and
@@ -53,6 +53,25 @@ gatehouse_binary() { # -> GATEHOUSE_BIN (absolute; built when unset), GATEHOUSE_
 	local out
 	out=$("$GATEHOUSE_BIN" version 2>&1) || die "'$GATEHOUSE_BIN version' failed: $out"
 	GATEHOUSE_VERSION=${out%%$'\n'*}
+}
+
+gatehouse_check() { # gatehouse_check CONFIG: `gatehouse check` must accept it (its errors shown if not)
+	"$GATEHOUSE_BIN" check "$1" >"$1.check" 2>&1 || {
+		cat "$1.check" >&2
+		die "gatehouse check rejected $1"
+	}
+}
+
+# ------------------------------------------------------------- certificates
+# shellcheck disable=SC2120 # no STORE_COUNT: 10,000
+make_certs() { # make_certs [STORE_COUNT] -> (stdout) the store dir; bundles in CERT_CACHE
+	# tls_certs.py keeps one store size: the benches share the cache with tls.sh's 10,000.
+	mkdir -p "$CERT_CACHE"
+	if [[ $CERT_CACHE == "$BENCH/.cache/"* && ! -f $BENCH/.cache/.gitignore ]]; then
+		printf '*\n' >"$BENCH/.cache/.gitignore"
+	fi
+	"$PYTHON" "$BENCH/lib/tls_certs.py" "$CERT_CACHE" --store-count "${1:-10000}" ||
+		die "could not make the certificates (bench/lib/tls_certs.py)"
 }
 
 # --------------------------------------------------- work dir, process cleanup
@@ -180,8 +199,11 @@ nginx_temp_paths() { # nginx_temp_paths DIR
 EOF
 }
 
-nginx_proxy_conf() { # nginx_proxy_conf DIR LISTEN_PORT BACKEND_PORT -> nginx.conf of a 1-worker reverse proxy
-	nginx_head "$1" 1
+# nginx_proxy_conf DIR LISTEN_PORT BACKEND_PORT [WORKERS] [SERVER_LINES] -> nginx.conf of a reverse
+# proxy (1 worker by default); SERVER_LINES (more listen sockets, certificates, timeouts that
+# override the http-level ones, locations) go into its server block.
+nginx_proxy_conf() {
+	nginx_head "$1" "${4:-1}"
 	cat <<EOF
 http {
 $(nginx_temp_paths "$1")
@@ -201,6 +223,7 @@ $(nginx_temp_paths "$1")
             proxy_http_version 1.1;
             proxy_set_header Connection "";
         }
+${5:-}
     }
 }
 EOF
@@ -323,6 +346,28 @@ rotated() { # rotated N ITEM... -> REPLY_TARGETS = the items rotated left by N
 	for ((i = 0; i < ${#l[@]}; i++)); do REPLY_TARGETS+=("${l[(i + n) % ${#l[@]}]}"); done
 }
 
+# ---------------------------------------------------------- memory counters
+tree_mem_kb() { # tree_mem_kb PID -> REPLY = summed VmRSS, REPLY_PSS = summed Pss of PID's tree, kB
+	local p k v
+	REPLY=0 REPLY_PSS=0
+	descendants "$1"
+	for p in "${REPLY_PIDS[@]}"; do
+		while read -r k v _; do
+			[[ $k == VmRSS: ]] && REPLY=$((REPLY + v))
+		done 2>/dev/null <"/proc/$p/status"
+		# Pss shares each page among the processes mapping it (nginx's workers and master).
+		while read -r k v _; do
+			[[ $k == Pss: ]] && REPLY_PSS=$((REPLY_PSS + v))
+		done 2>/dev/null <"/proc/$p/smaps_rollup"
+	done
+	return 0
+}
+
+rss_kb() { # rss_kb INSTANCE -> summed VmRSS of the process tree, kB
+	tree_mem_kb "${PID[$1]}"
+	echo "$REPLY"
+}
+
 # ------------------------------------------------------------- CPU counters
 tree_jiffies() { # tree_jiffies PID -> REPLY = utime+stime of PID and its descendants
 	local line p
@@ -384,6 +429,43 @@ results_csv() { # results_csv CSV NAME: the per-run CSV copied to bench/results/
 	mkdir -p "$BENCH/results"
 	[[ -f $BENCH/results/.gitignore ]] || printf '*\n!.gitignore\n' >"$BENCH/results/.gitignore"
 	cp "$1" "$BENCH/results/$2"
+}
+
+# other_load [SECONDS] -> one line: the load average, and the processes outside this bench's trees
+# that used the most CPU over SECONDS (default 1): other builds or fuzzers on a shared machine.
+# shellcheck disable=SC2120 # no SECONDS: 1 s
+other_load() {
+	local -a ours=()
+	local p
+	for p in "${PID[@]}" ${LOADGEN_PID:+"$LOADGEN_PID"} $$; do
+		descendants "$p"
+		ours+=("${REPLY_PIDS[@]}")
+	done
+	"$PYTHON" - "${1:-1}" "${ours[@]}" <<'EOF'
+import os, sys, time
+ours = set(sys.argv[2:]) | {str(os.getpid())}
+def jiffies():
+    d = {}
+    for p in os.listdir("/proc"):
+        if not p.isdigit() or p in ours:
+            continue
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                s = f.read()
+        except OSError:
+            continue
+        comm, rest = s[s.index("(") + 1:s.rindex(")")], s[s.rindex(")") + 2:].split()
+        d[p] = (comm, int(rest[11]) + int(rest[12]))
+    return d
+a = jiffies()
+time.sleep(float(sys.argv[1]))
+b = jiffies()
+per_pct = os.sysconf("SC_CLK_TCK") * float(sys.argv[1]) / 100
+busy = sorted(((j - a[p][1]) / per_pct, c) for p, (c, j) in b.items() if p in a and j > a[p][1])[::-1]
+load = open("/proc/loadavg").read().split()[:3]
+top = ", ".join(f"{c} {pct:.0f} %" for pct, c in busy[:4] if pct >= 5) or "none above 5 % of a core"
+print(f"load average {' '.join(load)}; other processes' CPU over {sys.argv[1]} s: {top}")
+EOF
 }
 
 cpu_model() {

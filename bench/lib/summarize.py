@@ -216,6 +216,19 @@ def replace_section(path, heading, section):
     os.replace(tmp, path)
 
 
+def emit_section(heading, meta_path, body, update_path):
+    """Prints heading, the Markdown in meta_path (if any) and body as one section, and puts it in
+    update_path (if any) in place of the section with that heading."""
+    meta = ""
+    if meta_path:
+        with open(meta_path, encoding="utf-8") as f:
+            meta = f.read().strip() + "\n\n"
+    section = heading + "\n\n" + meta + body
+    sys.stdout.write(section)
+    if update_path:
+        replace_section(update_path, heading, section)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
@@ -229,14 +242,7 @@ def main():
     if not rows:
         sys.exit("summarize.py: no runs in " + a.csv)
 
-    meta = ""
-    if a.meta:
-        with open(a.meta, encoding="utf-8") as f:
-            meta = f.read().strip() + "\n\n"
-    section = a.heading + "\n\n" + meta + summarize(rows)
-    sys.stdout.write(section)
-    if a.update:
-        replace_section(a.update, a.heading, section)
+    emit_section(a.heading, a.meta, summarize(rows), a.update)
 
 
 if __name__ == "__main__":
