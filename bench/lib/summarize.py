@@ -194,7 +194,9 @@ def summarize(rows):
     return "\n".join(out) + "\n"
 
 
-def replace_section(path, heading, section):
+def replace_section(path, heading, section, first=False):
+    """Put SECTION in place of the `## ` section titled HEADING; if absent, append it (FIRST: put it
+    before the file's first `## ` section instead)."""
     text = ""
     if os.path.exists(path):
         with open(path, encoding="utf-8") as f:
@@ -202,8 +204,11 @@ def replace_section(path, heading, section):
     lines = text.splitlines(keepends=True)
     start = next((i for i, ln in enumerate(lines) if ln.rstrip("\n") == heading), None)
     if start is None:
+        first_h2 = next((i for i, ln in enumerate(lines) if ln.startswith("## ")), None)
         if not text:
             new = "# Benchmarks\n\n" + section
+        elif first and first_h2 is not None:
+            new = "".join(lines[:first_h2]) + section + "\n" + "".join(lines[first_h2:])
         else:
             new = text + ("" if text.endswith("\n") else "\n") + "\n" + section
     else:
