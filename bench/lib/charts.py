@@ -24,6 +24,15 @@ NAMES = {"gatehouse": "Gatehouse", "nginx": "nginx", "haproxy": "HAProxy", "dire
          "gatehouse-gateway": "Gatehouse gateway", "gatehouse-bare": "Gatehouse bare route"}
 
 
+UNITS = {"mean_ms": "ms", "p99_ms": "ms", "p50_ms": "ms", "hs_ms": "ms", "cpu_us": "µs", "tier_us": "µs",
+         "rss_mb": "MB"}
+
+
+def ylabel_of(metric):
+    unit = UNITS.get(metric)
+    return METRICS[metric][0] + (f" ({unit})" if unit else "")
+
+
 def color(t):
     for k, c in COLORS.items():
         if t.startswith(k):
@@ -69,7 +78,7 @@ def bars(ax, doc, metric, title, ylabel=None, log=False):
     ax.set_xticklabels([p for p, _ in gs], rotation=20 if len(gs) > 3 else 0, ha="right" if len(gs) > 3 else "center",
                        fontsize=8)
     ax.set_title(title, fontsize=10)
-    ax.set_ylabel(ylabel or METRICS[metric][0], fontsize=9)
+    ax.set_ylabel(ylabel or ylabel_of(metric), fontsize=9)
     if log:
         ax.set_yscale("log")
     ax.grid(axis="y", alpha=0.3)
@@ -95,7 +104,7 @@ def lines(ax, doc, metric, title, xlabel, logy=False):
     if logy:
         ax.set_yscale("log")
     ax.set_xlabel(xlabel, fontsize=9)
-    ax.set_ylabel(METRICS[metric][0], fontsize=9)
+    ax.set_ylabel(ylabel_of(metric), fontsize=9)
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.set_ylim(bottom=0 if not logy else None)
@@ -142,7 +151,7 @@ def draw(docs, out):
                            linestyle=["-", "--", ":"][i % 3])
             a.set_xscale("log")
             a.set_xlabel("concurrent clients", fontsize=9)
-            a.set_ylabel(METRICS[m][0], fontsize=9)
+            a.set_ylabel(ylabel_of(m), fontsize=9)
             a.set_title(title, fontsize=10)
             a.grid(alpha=0.3)
             a.set_ylim(bottom=0)

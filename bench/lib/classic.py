@@ -8,7 +8,7 @@ Experiments (see EXPERIMENTS; sizes per profile in PROFILES):
                connection per request as the original report, a longer run, and keep-alive)
     reuseport  one listener per worker vs one shared listener, 2 workers, a new connection per
                request (wrk, Connection: close), concurrency swept; nginx reuseport and
-               accept_mutex on/off, HAProxy one bind per thread and one shared bind
+               accept_mutex on/off, HAProxy one bind per thread
     h2h1       HTTP/2 vs HTTP/1.1 over TLS, 5 KB and 10 KB objects, h2load -c and -m swept
     session    two nodes: a session made on node A resumed on node B, session store off/on
     gateway    direct vs the API gateway (app key in the path + ACL + rate-limit plan + header
@@ -48,18 +48,18 @@ KEY = "BENCHKEY123"
 PROFILES = {
     "full": {
         "reps": 3,
-        "access_points": [(2000, 50, False), (5000, 50, False), (50000, 50, True)],
+        "access_points": [(2000, 50, False), (4000, 50, False), (50000, 50, True)],
         "reuse_conc": [100, 300, 1000], "reuse_dur": 2,
         "h2_points": {"5k.html": [(True, 100, 1), (True, 1000, 1), (False, 100, 1), (False, 100, 10),
                                   (False, 100, 100), (False, 1000, 10)],
-                      "10k.html": [(True, 100, 1), (False, 100, 10), (False, 1000, 10)]},
+                      "10k.html": [(True, 100, 1), (False, 100, 10)]},
         "h2_dur": 1.0,
         "session_n": 600, "session_versions": ["1.2", "1.3"],
         "gateway_n": 1000000, "gateway_targets": ["direct", "gatehouse-gateway", "nginx", "haproxy"],
-        "routes": [1, 10, 100, 1000, 10000], "routes_dur": 2,
-        "certs": [1, 100, 1000, 10000, 100000], "certs_n": 600, "haproxy_max_certs": 10000,
+        "routes": [1, 100, 10000], "routes_dur": 2,
+        "certs": [1, 1000, 10000, 100000], "certs_n": 600, "haproxy_max_certs": 10000,
         "conns": [100, 1000, 10000], "conns_dur": 3,
-        "memory": [1000, 5000, 10000],
+        "memory": [2500, 5000, 10000], "haproxy_max_idle": 5000,
     },
     "quick": {
         "reps": 1,
@@ -71,7 +71,7 @@ PROFILES = {
         "routes": [1, 10000], "routes_dur": 2,
         "certs": [1000], "certs_n": 300, "haproxy_max_certs": 1000,
         "conns": [1000], "conns_dur": 2,
-        "memory": [2000],
+        "memory": [2000], "haproxy_max_idle": 2000,
     },
 }
 
@@ -140,7 +140,11 @@ def measured(procs, fn):
     c0 = {k: p.cpu_s() for k, p in procs.items() if p}
     s0, b0 = steal_busy()
     t0 = time.monotonic()
-    res = fn()
+    try:
+        res = fn()
+    except loadgen.LoadError as e:
+        # A load generator that fails or hangs makes a failed run, not a failed experiment.
+        res = {"ok": False, "error": str(e)[:500], "rps": 0, "requests": 0}
     wall = time.monotonic() - t0
     s1, b1 = steal_busy()
     res["cpu_s"] = {k: round(p.cpu_s() - c0[k], 3) for k, p in procs.items() if p}
@@ -196,7 +200,6 @@ def exp_reuseport(rig, prof, rec):
         "nginx shared, accept_mutex off": rig.nginx_proxy(backend.port, workers=2, accept_mutex=False,
                                                           name="ng-nomutex"),
         "haproxy bind per thread": rig.haproxy(backend.port, threads=2, per_thread_bind=True, name="hp-reuse"),
-        "haproxy shared bind": rig.haproxy(backend.port, threads=2, name="hp-shared"),
     }
     rec.doc["setup"] = {"workers": "2 per server (Gatehouse workers: 2, nginx worker_processes 2, HAProxy "
                                    "nbthread 2), nothing pinned",
@@ -227,11 +230,16 @@ def exp_h2h1(rig, prof, rec):
     for obj, points in prof["h2_points"].items():
         for h1, c, m in points:
             point = f"{obj} " + (f"HTTP/1.1 -c {c}" if h1 else f"HTTP/2 -c {c} -m {m}")
+            if c * m >= 5000:
+                point += f" -n {4 * c * m}"
             for rep in range(1, prof["reps"] + 1):
                 for t in rotated(names, rep - 1):
                     p = servers[t]
+                    # Thousands of streams in flight: a request takes longer than a short timed run,
+                    # so those points run a count of requests instead.
+                    count = 4 * c * m if c * m >= 5000 else None
                     res = measured({"server": p, "backend": backend}, lambda: loadgen.h2load(
-                        f"https://127.0.0.1:{p.port}/{obj}", c, prof["h2_dur"], streams=m, h1=h1, cpu=0))
+                        f"https://127.0.0.1:{p.port}/{obj}", c, prof["h2_dur"], streams=m, h1=h1, cpu=0, n=count))
                     rec.add(point, t, rep, res)
 
 
@@ -339,7 +347,7 @@ def exp_gateway(rig, prof, rec):
             procs = {"server": p} if t == "direct" else {"server": p, "backend": backend}
             res = measured(procs, lambda: loadgen.ab(url, n, 100, True, cpu=0))
             if t == "gatehouse-gateway":
-                gw_requests += res["requests"]
+                gw_requests += res.get("requests", 0)
             rec.add(point, t, rep, res)
     admitted = metrics(gh.admin).get("gatehouse_gateway_admitted_total", 0) - admitted0
     rec.note(f"gatehouse_gateway_admitted_total grew by {admitted:,.0f}; ab completed {gw_requests:,} requests "
@@ -471,7 +479,10 @@ def exp_memory(rig, prof, rec):
                    "TLS (ECDSA P-256), proxying to the backend",
         "clients": "bench/lib/hold_connections.py: each connection completes a TLS 1.3 handshake, sends one "
                    "request, reads the response head and stays open; added in steps",
-        "rss": "VmRSS of the server's process tree summed"}
+        "rss": "VmRSS of the server's process tree summed",
+        "HAProxy": f"held up to {prof['haproxy_max_idle']:,} connections: past about 5,000 it took new TLS "
+                   "connections at about 100/s here (Gatehouse and nginx about 1,000/s), which would take most of "
+                   "the run's time budget; its per-connection figure is from the connections it holds"}
     hold = os.path.join(HERE, "hold_connections.py")
     for rep in range(1, prof["reps"] + 1):
         for t in rotated(["gatehouse", "nginx", "haproxy"], rep - 1):
@@ -486,6 +497,8 @@ def exp_memory(rig, prof, rec):
             holders, held = [], 0
             try:
                 for total in steps:
+                    if t == "haproxy" and total > prof["haproxy_max_idle"]:
+                        break
                     add = total - held
                     h = subprocess.Popen(["taskset", "-c", "0", "python3", hold, "127.0.0.1", str(p.port), str(add),
                                           "--tls", "--sni", "bench.test", "--path", "/test.html",

@@ -97,10 +97,16 @@ def wrk(url, c, duration, threads=1, headers=(), script=None, cpu=None):
     return res
 
 
-def h2load(url, c, duration, warmup=0.5, streams=1, h1=False, cpu=None, threads=1):
-    cmd = ["h2load", "-c", str(c), "-m", str(streams), "-t", str(threads), "-D", f"{int(duration * 1000)}ms",
-           "--warm-up-time", f"{int(warmup * 1000)}ms"] + (["--h1"] if h1 else []) + [url]
-    r, wall = _run(cmd, cpu, duration + warmup + 120)
+def h2load(url, c, duration=None, warmup=0.5, streams=1, h1=False, cpu=None, threads=1, n=None):
+    """A timed run (DURATION s after WARMUP s), or N requests in all when N is given: with thousands
+    of streams in flight a request takes longer than a short timed run lasts."""
+    cmd = ["h2load", "-c", str(c), "-m", str(streams), "-t", str(threads)]
+    if n:
+        cmd += ["-n", str(n)]
+    else:
+        cmd += ["-D", f"{int(duration * 1000)}ms", "--warm-up-time", f"{int(warmup * 1000)}ms"]
+    cmd += (["--h1"] if h1 else []) + [url]
+    r, wall = _run(cmd, cpu, (duration or 0) + warmup + 60)
     out = r.stdout
     fin = re.search(r"finished in ([\d.]+)(m?s), ([\d.]+) req/s", out)
     reqs = re.search(r"requests: (\d+) total, (\d+) started, (\d+) done, (\d+) succeeded, (\d+) failed, "

@@ -96,11 +96,11 @@ TITLES = {
 QUESTIONS = {
     "access": "What does putting the access layer in front cost a client, in latency and CPU, against the "
               "backend terminating HTTPS itself? `ab -n 2000 -c 50` as the original report (a new TLS "
-              "connection per request), a run five times longer, and keep-alive (`-k`) to show the proxying "
+              "connection per request), a run twice as long, and keep-alive (`-k`) to show the proxying "
               "alone. Lower is better for every column but req/s.",
     "reuseport": "Does one listening socket per worker (SO_REUSEPORT) beat one shared socket when every "
                  "request is a new connection, from 100 to 1000 concurrent clients? nginx with `reuseport` "
-                 "and with `accept_mutex` on and off, HAProxy with one bind per thread and one shared bind.",
+                 "and with `accept_mutex` on and off, HAProxy with one bind per thread.",
     "h2h1": "What does HTTP/2 gain or cost over HTTP/1.1 on the same TLS listener, for 5 KB and 10 KB "
             "objects, from 100 to 1000 connections and 1 to 100 streams each?",
     "session": "How much does a shared session store save when a client's next connection lands on "

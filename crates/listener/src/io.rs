@@ -114,8 +114,10 @@ impl ConnIo {
         state: std::sync::Arc<ConnState>,
         idle_timeout: Duration,
     ) -> Self {
-        let guard = FloodGuard::new(now_ms(), prefix.len());
-        ConnIo {
+        // The guard sees the replayed bytes too: the preface, and any frames read with it.
+        let mut guard = FloodGuard::new(now_ms(), 0);
+        let early = guard.observe(&prefix, now_ms);
+        let mut io = ConnIo {
             inner,
             prefix,
             state,
@@ -124,7 +126,12 @@ impl ConnIo {
             guard,
             written: FrameCursor::default(),
             closing: None,
+        };
+        if let Some(offence) = early {
+            io.prefix = Bytes::new();
+            io.offender(offence);
         }
+        io
     }
 
     /// Starts closing the connection of a client found to commit `offence`.

@@ -4,7 +4,7 @@
 use crate::io::{BusyGuard, ConnIo, ConnState};
 use crate::per_ip::{PerIpGuard, PerIpLimit};
 use crate::transport::Transport;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_proxy::{ClientCert, ConnInfo, ResponseBody, Shared};
 use gatehouse_tls::TlsAcceptor;
@@ -63,6 +63,8 @@ pub async fn accept_loop(
             return;
         }
     };
+    // The connections' local address: the listener's (getsockname once, not per connection).
+    let local = listener.local_addr().unwrap_or(config.bind);
     let limit = Arc::new(Semaphore::new(config.max_connections));
     let mut backoff = AcceptBackoff::default();
     let name = config.bind.to_string();
@@ -84,10 +86,17 @@ pub async fn accept_loop(
                 };
                 let admitted = Admitted { _permit: permit, _per_ip: per_ip };
                 match &tls {
-                    None => tokio::spawn(serve_connection(stream, peer, config.clone(), ctx.clone(), admitted)),
-                    Some(tls) => {
-                        tokio::spawn(serve_tls(stream, peer, config.clone(), tls.load_full(), ctx.clone(), admitted))
+                    None => {
+                        tokio::spawn(serve_connection(stream, (peer, local), config.clone(), ctx.clone(), admitted))
                     }
+                    Some(tls) => tokio::spawn(serve_tls(
+                        stream,
+                        (peer, local),
+                        config.clone(),
+                        tls.load_full(),
+                        ctx.clone(),
+                        admitted,
+                    )),
                 };
             }
             Err(e) => {
@@ -141,22 +150,43 @@ impl Drop for ActiveGuard {
     }
 }
 
-async fn sniff(stream: &mut TcpStream) -> std::io::Result<(Bytes, bool)> {
-    // Reads no more than the preface: the rest stays in the socket for hyper, and nothing larger
-    // than 24 bytes is kept with the connection.
-    let mut buf = [0u8; H2_PREFACE.len()];
-    let mut n = 0;
-    while n < buf.len() {
-        let got = stream.read(&mut buf[n..]).await?;
-        if got == 0 {
-            break;
+/// Reads what the client sent first into a read buffer from the worker's pool, and whether it
+/// opens with the HTTP/2 preface (then the whole preface is in the buffer, maybe frames after it).
+/// The first read goes straight to the socket: a client sends its request right after connecting,
+/// so it is usually there already, and the reactor does not know that yet for a new socket (this
+/// saves one trip through it per connection, as nginx's deferred accept does).
+async fn sniff(stream: &TcpStream) -> std::io::Result<(BytesMut, bool)> {
+    let mut buf = crate::h1::take_read_buffer();
+    let mut got = read_now(stream, &mut buf);
+    loop {
+        match got {
+            Ok(0) => return Ok((buf, false)),
+            Ok(_) => {
+                let n = buf.len().min(H2_PREFACE.len());
+                if buf[..n] != H2_PREFACE[..n] {
+                    return Ok((buf, false));
+                }
+                if n == H2_PREFACE.len() {
+                    return Ok((buf, true));
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
         }
-        n += got;
-        if buf[..n] != H2_PREFACE[..n] {
-            return Ok((Bytes::copy_from_slice(&buf[..n]), false));
-        }
+        stream.readable().await?;
+        got = stream.try_read_buf(&mut buf);
     }
-    Ok((Bytes::copy_from_slice(&buf[..n]), n == H2_PREFACE.len()))
+}
+
+/// One read from the socket into the spare room of `buf`, whatever the reactor last saw.
+fn read_now(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<usize> {
+    use std::io::Read;
+    let start = buf.len();
+    buf.resize(buf.capacity().max(start + 1), 0);
+    let sock = socket2::SockRef::from(stream);
+    let got = (&*sock).read(&mut buf[start..]);
+    buf.truncate(start + got.as_ref().map_or(0, |n| *n));
+    got
 }
 
 /// Closes a connection that did not open with the HTTP/2 preface: FIN first, then read what the
@@ -177,35 +207,31 @@ async fn refuse_gracefully(mut stream: TcpStream) {
     let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
-/// Counts a new connection (as open until the guard drops) and sets it up; `None` if it is
-/// already gone.
-fn opened(stream: &TcpStream, ctx: &ServeContext) -> Option<(ActiveGuard, SocketAddr)> {
+/// Counts a new connection (as open until the guard drops) and sets it up.
+fn opened(stream: &TcpStream, ctx: &ServeContext) -> ActiveGuard {
     let shared = &ctx.shared;
     shared.stats.connections_accepted.inc();
     shared.stats.connections_active.inc();
-    let active = ActiveGuard(shared.clone());
     let _ = stream.set_nodelay(true);
-    Some((active, stream.local_addr().ok()?))
+    ActiveGuard(shared.clone())
 }
 
 async fn serve_connection(
-    mut stream: TcpStream,
-    peer: SocketAddr,
+    stream: TcpStream,
+    (peer, local): (SocketAddr, SocketAddr),
     config: Arc<Listener>,
     ctx: ServeContext,
     _admitted: Admitted,
 ) {
-    let Some((_active, local)) = opened(&stream, &ctx) else {
-        return;
-    };
+    let _active = opened(&stream, &ctx);
     let header_timeout = config.header_read_timeout.0;
     let (prefix, h2) = match config.protocol {
-        ListenerProtocol::Auto => match tokio::time::timeout(header_timeout, sniff(&mut stream)).await {
+        ListenerProtocol::Auto => match tokio::time::timeout(header_timeout, sniff(&stream)).await {
             Ok(Ok(sniffed)) => sniffed,
             _ => return,
         },
-        ListenerProtocol::Http1 => (Bytes::new(), false),
-        ListenerProtocol::H2c => match tokio::time::timeout(header_timeout, sniff(&mut stream)).await {
+        ListenerProtocol::Http1 => (BytesMut::new(), false),
+        ListenerProtocol::H2c => match tokio::time::timeout(header_timeout, sniff(&stream)).await {
             Ok(Ok((prefix, true))) => (prefix, true),
             Ok(Ok((_, false))) => return Box::pin(refuse_gracefully(stream)).await,
             _ => return,
@@ -217,7 +243,7 @@ async fn serve_connection(
     // Each protocol's connection state is boxed, so a connection's task is only as large as the
     // protocol it speaks needs (an idle HTTP/1.1 connection must stay small).
     if h2 {
-        Box::pin(serve_h2(Transport::Tcp(stream), prefix, info, config, ctx)).await;
+        Box::pin(serve_h2(Transport::Tcp(stream), prefix.freeze(), info, config, ctx)).await;
     } else {
         Box::pin(crate::h1::serve(Transport::Tcp(stream), prefix, info, config, ctx)).await;
     }
@@ -227,15 +253,13 @@ async fn serve_connection(
 /// then HTTP/2 when ALPN chose it (or the listener speaks nothing else), HTTP/1.1 otherwise.
 async fn serve_tls(
     stream: TcpStream,
-    peer: SocketAddr,
+    (peer, local): (SocketAddr, SocketAddr),
     config: Arc<Listener>,
     tls: Arc<TlsAcceptor>,
     ctx: ServeContext,
     _admitted: Admitted,
 ) {
-    let Some((_active, local)) = opened(&stream, &ctx) else {
-        return;
-    };
+    let _active = opened(&stream, &ctx);
     let timeout = config.tls.as_ref().map_or(config.header_read_timeout.0, |t| t.handshake_timeout.0);
     let established = match tokio::time::timeout(timeout, Box::pin(tls.accept(stream))).await {
         Ok(Ok(est)) => est,
@@ -254,7 +278,7 @@ async fn serve_tls(
     if h2 {
         Box::pin(serve_h2(transport, Bytes::new(), info, config, ctx)).await;
     } else {
-        Box::pin(crate::h1::serve(transport, Bytes::new(), info, config, ctx)).await;
+        Box::pin(crate::h1::serve(transport, BytesMut::new(), info, config, ctx)).await;
     }
 }
 

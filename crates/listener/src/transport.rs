@@ -65,6 +65,15 @@ impl Transport {
         }
     }
 
+    /// Whether the client sent bytes not read yet (for a connection about to close: a byte waiting
+    /// in the socket may be consumed).
+    pub(crate) fn unread_pending(&self) -> bool {
+        match self {
+            Transport::Tcp(s) => gatehouse_tls::conn::socket_unread(s),
+            Transport::Tls(t) => t.unread_pending(),
+        }
+    }
+
     /// Ends the sending side (close_notify first on TLS); the receiving side stays open.
     pub(crate) async fn shutdown_write(&self) {
         match self {

@@ -51,7 +51,8 @@ pub struct ConnInfo {
     /// The client IP as a header value, made once per connection for `X-Real-IP` and
     /// `X-Forwarded-For`.
     pub peer_ip: http::HeaderValue,
-    /// Local address the client connected to.
+    /// Local address the client connected to: the listener's (for a listener on an unspecified
+    /// address, that address: it is not looked up per connection).
     pub local: SocketAddr,
     /// Whether the client connection is TLS.
     pub tls: bool,

@@ -100,6 +100,17 @@ impl TlsConn {
         self.tcp.poll_read_ready(cx)
     }
 
+    /// Whether the client sent anything not read yet: plaintext rustls holds, or bytes waiting in
+    /// the socket (for a connection about to close: one such byte may be consumed).
+    pub fn unread_pending(&self) -> bool {
+        let buffered = {
+            let mut tls = self.lock();
+            let mut reader = tls.reader();
+            matches!(reader.fill_buf(), Ok(data) if !data.is_empty())
+        };
+        buffered || socket_unread(&self.tcp)
+    }
+
     /// Calls `take` with plaintext as soon as some is available; `Ok(0)` at the end of the
     /// stream (close_notify, or the peer closing after it).
     fn poll_plain(&self, cx: &mut Context<'_>, take: impl FnOnce(&[u8]) -> usize) -> Poll<io::Result<usize>> {
@@ -255,4 +266,13 @@ impl AsyncWrite for TlsConn {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         self.poll_close(cx)
     }
+}
+
+/// Whether bytes wait in `tcp`'s receive queue, read straight from the socket whatever the reactor
+/// last saw (one byte is consumed if so: for a connection about to close). The end of the stream
+/// or an error count as nothing waiting.
+pub fn socket_unread(tcp: &TcpStream) -> bool {
+    use std::io::Read;
+    let sock = socket2::SockRef::from(tcp);
+    matches!((&*sock).read(&mut [0u8; 1]), Ok(n) if n > 0)
 }

@@ -46,16 +46,22 @@ enum Wake {
 /// one is closed at its end.
 const DRAIN_IDLE_MS: u64 = 1_000;
 
-/// Serves HTTP/1.x on `stream`; `prefix` is what was read while sniffing for HTTP/2.
+/// A read buffer from the worker's pool, for the first bytes of a connection.
+pub(crate) fn take_read_buffer() -> BytesMut {
+    pool::take_read()
+}
+
+/// Serves HTTP/1.x on `stream`; `prefix` is what was read while sniffing for HTTP/2 (a buffer from
+/// the worker's pool, or none).
 pub(crate) async fn serve(
     stream: Transport,
-    prefix: Bytes,
+    prefix: BytesMut,
     info: Arc<ConnInfo>,
     config: Arc<Listener>,
     ctx: ServeContext,
 ) {
     let stream = Arc::new(stream);
-    let state = Arc::new(Mutex::new(ReadState { rbuf: BytesMut::from(&prefix[..]), ..Default::default() }));
+    let state = Arc::new(Mutex::new(ReadState { rbuf: prefix, ..Default::default() }));
     let header_ms = config.header_read_timeout.0.as_millis() as u64;
     let idle_ms = config.keepalive_timeout.0.as_millis() as u64;
     let max_head = usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX);
@@ -168,7 +174,8 @@ pub(crate) async fn serve(
                 }
             }
             Ok(Written::KeepAlive) => {}
-            Ok(Written::Close) | Err(_) => return close(&stream).await,
+            Ok(Written::Close) => return finish(&stream, &state).await,
+            Err(_) => return close(&stream).await,
             Ok(Written::Switched(mut body)) => {
                 let leftover = lock(&state).rbuf.split().freeze();
                 if let Some((upstream, early)) = body.take_upgrade() {
@@ -225,6 +232,24 @@ async fn refuse(stream: &Transport, status: StatusCode, ctx: &ServeContext, send
     if write_all(stream, head.as_bytes(), send_timeout).await.is_ok() {
         close(stream).await;
     }
+}
+
+/// Closes the connection after a response that ends it. As nginx's lingering close: when the
+/// request was read to its end and the client has sent nothing more, the socket is closed at once
+/// (a FIN: with nothing unread the kernel has no reason to send a reset); otherwise [`close`].
+async fn finish(stream: &Transport, state: &Mutex<ReadState>) {
+    let clean = {
+        let st = lock(state);
+        st.rbuf.is_empty() && st.framing.finished()
+    };
+    if clean && !stream.unread_pending() {
+        if let Transport::Tls(_) = stream {
+            // close_notify, so the client can tell the end from a truncation.
+            stream.shutdown_write().await;
+        }
+        return;
+    }
+    close(stream).await
 }
 
 /// Half-closes, then reads what the client already sent (bounded), so the client sees the end of
