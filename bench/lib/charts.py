@@ -200,6 +200,10 @@ def draw(docs, out):
         a.set_yticklabels(labels, fontsize=7)
         a.invert_yaxis()
         a.set_xscale("log")
+        ticks = [0.5, 0.67, 0.8, 1, 1.25, 1.5, 2, 3, 5, 8]
+        a.set_xticks(ticks)
+        a.set_xticklabels([f"{t:g}" for t in ticks])
+        a.minorticks_off()
         a.set_xlabel("ratio (> 1: Gatehouse better), log scale", fontsize=9)
         a.set_title("Gatehouse against nginx and HAProxy, same run", fontsize=10)
         a.grid(axis="x", alpha=0.3)

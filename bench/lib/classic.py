@@ -339,7 +339,8 @@ def exp_gateway(rig, prof, rec):
     names = [t for t in prof["gateway_targets"] if t in urls]
     n = prof["gateway_n"]
     point = f"ab -k -n {n} -c 100"
-    admitted0 = metrics(gh.admin).get("gatehouse_gateway_admitted_total", 0)
+    counter = 'gatehouse_gateway_admitted_total{service="svc"}'
+    admitted0 = metrics(gh.admin).get(counter, 0)
     gw_requests = 0
     for rep in range(1, prof["reps"] + 1):
         for t in rotated(names, rep - 1):
@@ -349,7 +350,7 @@ def exp_gateway(rig, prof, rec):
             if t == "gatehouse-gateway":
                 gw_requests += res.get("requests", 0)
             rec.add(point, t, rep, res)
-    admitted = metrics(gh.admin).get("gatehouse_gateway_admitted_total", 0) - admitted0
+    admitted = metrics(gh.admin).get(counter, 0) - admitted0
     rec.note(f"gatehouse_gateway_admitted_total grew by {admitted:,.0f}; ab completed {gw_requests:,} requests "
              "through the gateway")
 

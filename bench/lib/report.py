@@ -306,6 +306,8 @@ def section(docs, meta, charts_rel):
                 f"- Machine: {meta.get('machine')}",
                 f"- Versions: {meta.get('versions')}",
                 f"- Source: {meta.get('source')}",
+                f"- Machine busy before the run: {meta.get('busy_at_start', '?')} % of one core (other processes; "
+                "a quiet machine is near 0)",
                 f"- Command: `{meta.get('command')}`",
                 "- Pinning: unless an experiment says otherwise, the server under test runs alone on CPU 1 "
                 "with one worker (Gatehouse `workers: 1`, nginx `worker_processes 1`, HAProxy `nbthread 1`); "
@@ -372,9 +374,11 @@ def summary_rows(docs):
             top = max(by["gatehouse"])
 
             def per(t):
+                """Bytes per idle connection: RSS at the most connections it held minus idle, medians."""
                 xs = by.get(t, {})
-                if top in xs and 0 in xs:
-                    return statistics.median(xs[top]) - statistics.median(xs[0])
+                most = max(xs) if xs else 0
+                if most and 0 in xs:
+                    return (statistics.median(xs[most]) - statistics.median(xs[0])) / most
                 return None
             g = per("gatehouse")
             rs = {}
