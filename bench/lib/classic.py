@@ -37,7 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import loadgen  # noqa: E402
-from rig import CLK_TCK, BenchError, Rig, free_ports, http_get, metrics, steal_busy  # noqa: E402
+from rig import CLK_TCK, BenchError, Rig, http_get, metrics, steal_busy  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
@@ -74,8 +74,6 @@ PROFILES = {
         "memory": [2000], "haproxy_max_idle": 2000,
     },
 }
-
-TARGET_LABEL = {"gatehouse": "Gatehouse", "nginx": "nginx", "haproxy": "HAProxy", "direct": "direct"}
 
 
 def log(msg):

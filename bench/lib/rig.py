@@ -96,14 +96,12 @@ def steal_busy():
     return steal, user + nice + system + irq + softirq
 
 
-def http_get(url, timeout=2.0, headers=None, sni=None):
+def http_get(url, timeout=2.0, headers=None):
     """(status, body) of one GET; TLS certificates are not verified (the rig makes its own)."""
     ctx = ssl.create_default_context()
     ctx.check_hostname = False
     ctx.verify_mode = ssl.CERT_NONE
     req = urllib.request.Request(url, headers=headers or {})
-    if sni:
-        req.add_header("Host", sni)
     try:
         with urllib.request.urlopen(req, timeout=timeout, context=ctx) as r:
             return r.status, r.read()

@@ -155,8 +155,10 @@ impl Drop for ActiveGuard {
 /// The first read goes straight to the socket: a client sends its request right after connecting,
 /// so it is usually there already, and the reactor does not know that yet for a new socket (this
 /// saves one trip through it per connection, as nginx's deferred accept does).
+/// While it waits, a connection that has sent nothing holds no buffer (as an idle HTTP/1.1 one).
 async fn sniff(stream: &TcpStream) -> std::io::Result<(BytesMut, bool)> {
-    let mut buf = crate::h1::take_read_buffer();
+    use crate::h1::pool;
+    let mut buf = pool::take_read();
     let mut got = read_now(stream, &mut buf);
     loop {
         match got {
@@ -173,7 +175,13 @@ async fn sniff(stream: &TcpStream) -> std::io::Result<(BytesMut, bool)> {
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
             Err(e) => return Err(e),
         }
+        if buf.is_empty() {
+            pool::give_read(std::mem::take(&mut buf));
+        }
         stream.readable().await?;
+        if buf.capacity() == 0 {
+            buf = pool::take_read();
+        }
         got = stream.try_read_buf(&mut buf);
     }
 }

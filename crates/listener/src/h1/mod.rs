@@ -11,7 +11,7 @@
 
 mod body;
 mod head;
-mod pool;
+pub(crate) mod pool;
 mod write;
 
 use crate::serve::ServeContext;
@@ -45,11 +45,6 @@ enum Wake {
 /// the wire, which it cannot tell from a failure; a busy client sends within this time, an idle
 /// one is closed at its end.
 const DRAIN_IDLE_MS: u64 = 1_000;
-
-/// A read buffer from the worker's pool, for the first bytes of a connection.
-pub(crate) fn take_read_buffer() -> BytesMut {
-    pool::take_read()
-}
 
 /// Serves HTTP/1.x on `stream`; `prefix` is what was read while sniffing for HTTP/2 (a buffer from
 /// the worker's pool, or none).
