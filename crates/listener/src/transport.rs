@@ -65,6 +65,18 @@ impl Transport {
         }
     }
 
+    /// Writes what the socket takes now without waiting: 0 when it would block (and always over
+    /// TLS, whose writes go through its own buffer).
+    pub(crate) fn write_now(&self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Transport::Tcp(s) => match s.try_write(buf) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                written => written,
+            },
+            Transport::Tls(_) => Ok(0),
+        }
+    }
+
     /// Whether the client sent bytes not read yet (for a connection about to close: a byte waiting
     /// in the socket may be consumed).
     pub(crate) fn unread_pending(&self) -> bool {

@@ -275,12 +275,14 @@ where
     let body = RequestBody::streaming(body, route.max_body, conn.body_timeout);
     let method = parts.method.clone();
     let replayable = idempotent(&method) && body.is_empty() && !upgrade;
-    // Keep a copy for replay only when a replay may happen.
-    let template =
-        (replayable && settings.retries > 0).then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
+    // A copy for replay, only when a replay may happen and the request cannot be had back from the
+    // failed attempt: an HTTP/1.1 attempt that fails hands back the request it sent (see
+    // `SendFailure::sent`), while HTTP/2 consumes it, and a retried status answer needs it anew.
+    let template = (replayable && settings.retries > 0 && (settings.http2 || !settings.retry_on_status.is_empty()))
+        .then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
     let mut pending = Some(Request::from_parts(parts, body));
 
-    let select_headers = pending.as_ref().map(|r| r.headers().clone()).filter(|_| upstream.balancer_needs_headers());
+    let select_headers = pending.as_ref().filter(|_| upstream.balancer_needs_headers()).map(|r| r.headers().clone());
     let empty = http::HeaderMap::new();
     let key =
         SelectKey { client_ip: conn.peer.ip(), uri: &key_uri, headers: select_headers.as_ref().unwrap_or(&empty) };
@@ -341,28 +343,32 @@ where
                 let switching = upgrade && status == 101;
                 return Ok(respond(resp, switching));
             }
-            Err(failure) => match failure.kind {
-                FailureKind::BodyTooLarge => return Err(ProxyError::BodyTooLarge { limit: route.max_body }),
-                FailureKind::Client => return Err(ProxyError::BadRequest("client body ended early")),
-                FailureKind::ClientTimeout => return Err(ProxyError::ClientTimeout),
-                FailureKind::Timeout => {
-                    upstream.record_failure(idx);
-                    last_error = Some(ProxyError::UpstreamTimeout { endpoint: ep.addr_text.to_string() });
-                    if template.is_none() {
-                        break;
+            Err(failure) => {
+                // What the next attempt may send: the request itself when it never left, or, for
+                // an idempotent request without a body, the one that was sent.
+                let again = failure.unsent.or(failure.sent.filter(|_| replayable && settings.retries > 0));
+                match failure.kind {
+                    FailureKind::BodyTooLarge => return Err(ProxyError::BodyTooLarge { limit: route.max_body }),
+                    FailureKind::Client => return Err(ProxyError::BadRequest("client body ended early")),
+                    FailureKind::ClientTimeout => return Err(ProxyError::ClientTimeout),
+                    FailureKind::Timeout => {
+                        upstream.record_failure(idx);
+                        last_error = Some(ProxyError::UpstreamTimeout { endpoint: ep.addr_text.to_string() });
+                    }
+                    FailureKind::Io => {
+                        upstream.record_failure(idx);
+                        last_error = Some(ProxyError::UpstreamFailed {
+                            endpoint: ep.addr_text.to_string(),
+                            reason: failure.reason,
+                        });
                     }
                 }
-                FailureKind::Io => {
-                    upstream.record_failure(idx);
-                    last_error =
-                        Some(ProxyError::UpstreamFailed { endpoint: ep.addr_text.to_string(), reason: failure.reason });
-                    if let Some(unsent) = failure.unsent {
-                        pending = Some(unsent);
-                    } else if template.is_none() {
-                        break;
-                    }
+                match again {
+                    Some(request) => pending = Some(request),
+                    None if template.is_none() => break,
+                    None => {}
                 }
-            },
+            }
         }
     }
     if let Some(resp) = fallback {

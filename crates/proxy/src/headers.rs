@@ -4,7 +4,7 @@
 use crate::snapshot::{Rewrite, Snapshot};
 use crate::ConnInfo;
 use gatehouse_plugins::app_key::PathCut;
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 use http::Uri;
 
@@ -27,6 +27,23 @@ const HOP_BY_HOP: [&HeaderName; 8] = [
     &header::EXPECT,
 ];
 
+/// The bit of `name` (lowercase, as header names are stored) in [`HOP_BY_HOP`], 0 for any other
+/// header. Keyed on the length first: most names are ruled out by one compare, with no hashing.
+fn hop_by_hop_bit(name: &str) -> u16 {
+    let i = match (name.len(), name) {
+        (10, "connection") => 0,
+        (10, "keep-alive") => 1,
+        (16, "proxy-connection") => 2,
+        (2, "te") => 3,
+        (7, "trailer") => 4,
+        (17, "transfer-encoding") => 5,
+        (7, "upgrade") => 6,
+        (6, "expect") => 7,
+        _ => return 0,
+    };
+    1 << i
+}
+
 /// Removes hop-by-hop headers and those named in `Connection`. With `keep_upgrade`, `Upgrade` is
 /// kept and `Connection: upgrade` restored, for protocol switches.
 pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
@@ -34,9 +51,7 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     // removed. The usual `Connection: keep-alive` costs no allocation.
     let mut present = 0u16;
     for name in headers.keys() {
-        if let Some(i) = HOP_BY_HOP.iter().position(|h| *h == name) {
-            present |= 1 << i;
-        }
+        present |= hop_by_hop_bit(name.as_str());
     }
     if present & 1 != 0 {
         let mut named: Vec<HeaderName> = Vec::new();
@@ -79,20 +94,25 @@ pub(crate) fn wants_upgrade(headers: &HeaderMap) -> bool {
 pub(crate) fn add_forwarding(headers: &mut HeaderMap, snap: &Snapshot, conn: &ConnInfo, h2: bool) {
     let f = &snap.forwarding;
     if f.x_forwarded_for {
-        if headers.contains_key(&X_FORWARDED_FOR) {
-            let mut value = String::new();
-            for prior in headers.get_all(&X_FORWARDED_FOR) {
-                if let Ok(p) = prior.to_str() {
-                    value.push_str(p);
-                    value.push_str(", ");
+        // One hash probe whether the client sent the header or not.
+        match headers.entry(&X_FORWARDED_FOR) {
+            Entry::Vacant(e) => {
+                e.insert(conn.peer_ip.clone());
+            }
+            Entry::Occupied(mut e) => {
+                let mut value = String::new();
+                for prior in e.iter() {
+                    if let Ok(p) = prior.to_str() {
+                        value.push_str(p);
+                        value.push_str(", ");
+                    }
+                }
+                value.push_str(conn.peer_ip.to_str().unwrap_or_default());
+                if let Ok(v) = HeaderValue::try_from(value) {
+                    // Replaces every earlier value with the one joined list.
+                    e.insert(v);
                 }
             }
-            value.push_str(conn.peer_ip.to_str().unwrap_or_default());
-            if let Ok(v) = HeaderValue::try_from(value) {
-                headers.insert(&X_FORWARDED_FOR, v);
-            }
-        } else {
-            headers.insert(&X_FORWARDED_FOR, conn.peer_ip.clone());
         }
     }
     if f.x_real_ip {
@@ -214,6 +234,16 @@ mod tests {
         assert_eq!(h.len(), 2);
         let kept: Vec<_> = h.get_all("x-keep").iter().collect();
         assert_eq!(kept, ["a", "b"]);
+    }
+
+    #[test]
+    fn the_bit_of_each_hop_by_hop_name_is_its_place_in_the_list() {
+        for (i, name) in HOP_BY_HOP.iter().enumerate() {
+            assert_eq!(hop_by_hop_bit(name.as_str()), 1 << i, "{name}");
+        }
+        for other in ["host", "server", "accept", "user-agent", "content-length", "x-te", "connectio"] {
+            assert_eq!(hop_by_hop_bit(other), 0, "{other}");
+        }
     }
 
     #[test]

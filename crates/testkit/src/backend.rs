@@ -113,10 +113,17 @@ impl Backend {
         Backend { addr, state, shutdown: Some(tx), thread: Some(thread) }
     }
 
-    /// An address on 127.0.0.1 where nothing listens (bound, then released).
+    /// An address on 127.0.0.1 where nothing listens: a socket bound there and never listening,
+    /// kept for the life of the test process, so connecting is refused and no other listener
+    /// (another test's gateway) can take the port meanwhile.
     pub fn closed_port() -> SocketAddr {
-        let l = TcpListener::bind("127.0.0.1:0").expect("bind a probe socket");
-        l.local_addr().expect("probe address")
+        let socket =
+            socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).expect("create a probe socket");
+        let any: SocketAddr = ([127, 0, 0, 1], 0).into();
+        socket.bind(&any.into()).expect("bind a probe socket");
+        let addr = socket.local_addr().ok().and_then(|a| a.as_socket()).expect("probe address");
+        std::mem::forget(socket);
+        addr
     }
 
     /// The address it listens on.

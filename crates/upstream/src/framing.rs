@@ -174,23 +174,137 @@ fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, String> {
 /// Whether a message allows its connection to be reused: HTTP/1.1 unless `Connection: close`,
 /// HTTP/1.0 only with `Connection: keep-alive`.
 pub fn keep_alive(headers: &http::HeaderMap, http10: bool) -> bool {
-    let mut keep = !http10;
+    let mut tokens = ConnectionTokens::default();
     for v in headers.get_all(http::header::CONNECTION) {
-        for token in v.as_bytes().split(|&b| b == b',').map(|t| t.trim_ascii()) {
-            if token.eq_ignore_ascii_case(b"close") {
-                return false;
+        tokens.scan(v.as_bytes());
+    }
+    tokens.keep_alive(http10)
+}
+
+/// What the tokens of a message's `Connection` headers say, gathered while its head is parsed.
+/// A head whose `Connection` holds only `close` and `keep-alive` needs the header for nothing
+/// past this hop: the parsers then leave it out of the header map, so it costs no removal later.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct ConnectionTokens {
+    /// `close`: the connection ends after this message.
+    pub close: bool,
+    /// `keep-alive` (what an HTTP/1.0 peer must say to keep the connection).
+    pub keep_alive: bool,
+    /// Anything else: `upgrade`, or names of further hop-by-hop headers to remove.
+    pub other: bool,
+}
+
+/// A message's `Connection` headers while its head is parsed into a header map. One value that
+/// says only `close` or `keep-alive` is left out of the map, as it means nothing past this hop;
+/// otherwise every value goes in (in order), for the forward stage to act on.
+#[derive(Debug, Default)]
+pub struct ConnectionHeader {
+    tokens: ConnectionTokens,
+    held: Held,
+}
+
+#[derive(Debug, Default)]
+enum Held {
+    #[default]
+    None,
+    One(http::HeaderValue),
+    Inserted,
+}
+
+impl ConnectionHeader {
+    /// Takes one `Connection` value met while filling `headers`.
+    pub fn take(&mut self, value: http::HeaderValue, headers: &mut http::HeaderMap) {
+        self.tokens.scan(value.as_bytes());
+        self.held = match std::mem::take(&mut self.held) {
+            Held::None => Held::One(value),
+            earlier => {
+                if let Held::One(first) = earlier {
+                    headers.append(http::header::CONNECTION, first);
+                }
+                headers.append(http::header::CONNECTION, value);
+                Held::Inserted
             }
-            if token.eq_ignore_ascii_case(b"keep-alive") {
-                keep = true;
+        };
+    }
+
+    /// Puts a held value into `headers` when it says more than `close` or `keep-alive`; the tokens.
+    pub fn finish(self, headers: &mut http::HeaderMap) -> ConnectionTokens {
+        if let (Held::One(value), true) = (self.held, self.tokens.other) {
+            headers.append(http::header::CONNECTION, value);
+        }
+        self.tokens
+    }
+}
+
+impl ConnectionTokens {
+    /// Adds the tokens of one `Connection` value.
+    pub fn scan(&mut self, value: &[u8]) {
+        // The usual values, whole.
+        if value.eq_ignore_ascii_case(b"keep-alive") {
+            self.keep_alive = true;
+            return;
+        }
+        if value.eq_ignore_ascii_case(b"close") {
+            self.close = true;
+            return;
+        }
+        for token in value.split(|&b| b == b',').map(|t| t.trim_ascii()) {
+            if token.is_empty() {
+                continue;
+            }
+            if token.eq_ignore_ascii_case(b"close") {
+                self.close = true;
+            } else if token.eq_ignore_ascii_case(b"keep-alive") {
+                self.keep_alive = true;
+            } else {
+                self.other = true;
             }
         }
     }
-    keep
+
+    /// Whether the connection may carry another message after this one.
+    pub fn keep_alive(&self, http10: bool) -> bool {
+        !self.close && (self.keep_alive || !http10)
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn parse_connection(values: &[&'static str]) -> (http::HeaderMap, ConnectionTokens) {
+        let mut headers = http::HeaderMap::new();
+        let mut connection = ConnectionHeader::default();
+        for v in values {
+            connection.take(http::HeaderValue::from_static(v), &mut headers);
+        }
+        let tokens = connection.finish(&mut headers);
+        (headers, tokens)
+    }
+
+    #[test]
+    fn a_connection_header_saying_only_close_or_keep_alive_stays_out_of_the_map() {
+        let (h, t) = parse_connection(&["Keep-Alive"]);
+        assert!(h.is_empty());
+        assert!(t.keep_alive(true) && t.keep_alive(false));
+        let (h, t) = parse_connection(&["close"]);
+        assert!(h.is_empty());
+        assert!(!t.keep_alive(false));
+        let (_, t) = parse_connection(&[]);
+        assert!(t.keep_alive(false) && !t.keep_alive(true));
+    }
+
+    #[test]
+    fn a_connection_header_naming_more_goes_in_whole_and_in_order() {
+        let (h, t) = parse_connection(&["Upgrade"]);
+        assert_eq!(h.get_all(http::header::CONNECTION).iter().collect::<Vec<_>>(), ["Upgrade"]);
+        assert!(t.other);
+        let (h, _) = parse_connection(&["keep-alive", "x-secret"]);
+        assert_eq!(h.get_all(http::header::CONNECTION).iter().collect::<Vec<_>>(), ["keep-alive", "x-secret"]);
+        let (h, t) = parse_connection(&["keep-alive", "close", "x-a"]);
+        assert_eq!(h.get_all(http::header::CONNECTION).iter().count(), 3);
+        assert!(!t.keep_alive(false));
+    }
 
     fn decode_all(bytes: &[u8]) -> Result<Vec<u8>, String> {
         let mut buf = BytesMut::from(bytes);

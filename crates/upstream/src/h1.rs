@@ -6,7 +6,7 @@
 use crate::body::RequestBody;
 pub(crate) use crate::framing::{Chunk, Framing};
 use bytes::{Bytes, BytesMut};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode, Version};
 use http_body::Body;
 use std::io::{self, Write as _};
@@ -229,17 +229,23 @@ impl H1Conn {
         let head = self.rbuf.split_to(len).freeze();
         // Room for what the proxy adds (rate-limit headers, the echoed request id, rewrites)
         // without growing.
-        let mut headers = HeaderMap::with_capacity(count + 5);
+        let mut headers = crate::header_maps::take(count + 5);
+        let mut connection = crate::framing::ConnectionHeader::default();
         for &(ns, nl, vs, vl) in &self.spans {
             let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
-            let name = HeaderName::from_bytes(&head[ns..ns + nl])
+            let name = crate::header_maps::header_name(&head[ns..ns + nl])
                 .map_err(|_| ExchangeError::Upstream("invalid header name".into()))?;
             let value = HeaderValue::from_maybe_shared(head.slice(vs..vs + vl))
                 .map_err(|_| ExchangeError::Upstream("invalid header value".into()))?;
-            headers.append(name, value);
+            if name == header::CONNECTION {
+                connection.take(value, &mut headers);
+            } else {
+                headers.append(name, value);
+            }
         }
+        let tokens = connection.finish(&mut headers);
         let (framing, mut reusable) = framing(status, head_request, &mut headers)?;
-        reusable &= crate::framing::keep_alive(&headers, http10);
+        reusable &= tokens.keep_alive(http10);
         let mut resp = Response::new(());
         *resp.status_mut() = status;
         *resp.version_mut() = Version::HTTP_11;

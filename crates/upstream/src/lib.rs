@@ -10,6 +10,7 @@ mod breaker;
 mod endpoint;
 pub mod framing;
 mod h1;
+pub mod header_maps;
 mod health;
 mod pool;
 mod registry;

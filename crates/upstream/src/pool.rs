@@ -98,6 +98,9 @@ pub enum FailureKind {
 pub struct SendFailure {
     /// The request, when it was certainly not sent (so it may go elsewhere as it is).
     pub unsent: Option<http::Request<RequestBody>>,
+    /// The request as it was sent, when it had no body (HTTP/1.1): an idempotent one may be sent
+    /// again elsewhere from it, with no copy kept in case.
+    pub sent: Option<http::Request<RequestBody>>,
     /// What went wrong, for the log.
     pub reason: String,
     /// The kind of failure.
@@ -106,7 +109,15 @@ pub struct SendFailure {
 
 impl SendFailure {
     fn new(kind: FailureKind, reason: impl Into<String>) -> Self {
-        SendFailure { unsent: None, reason: reason.into(), kind }
+        SendFailure { unsent: None, sent: None, reason: reason.into(), kind }
+    }
+
+    /// The same failure, keeping the request it sent when that request had no body.
+    fn with_sent(mut self, req: http::Request<RequestBody>) -> Self {
+        if req.body().is_empty() {
+            self.sent = Some(req);
+        }
+        self
     }
 }
 
@@ -179,6 +190,7 @@ impl Lease {
                     return Err(match e {
                         ExchangeError::NotSent(e) => SendFailure {
                             unsent: Some(req),
+                            sent: None,
                             reason: format!("writing request: {e}"),
                             kind: FailureKind::Io,
                         },
@@ -189,18 +201,23 @@ impl Lease {
                         ExchangeError::ClientTimeout => {
                             SendFailure::new(FailureKind::ClientTimeout, "the client stopped sending its body")
                         }
-                        ExchangeError::Upstream(r) => SendFailure::new(FailureKind::Io, r),
-                        ExchangeError::Timeout => SendFailure::new(FailureKind::Timeout, "request write timed out"),
+                        ExchangeError::Upstream(r) => SendFailure::new(FailureKind::Io, r).with_sent(req),
+                        ExchangeError::Timeout => {
+                            SendFailure::new(FailureKind::Timeout, "request write timed out").with_sent(req)
+                        }
                     });
                 }
-                drop(req);
                 match conn.read_head(head_request, read_timeout).await {
                     Err(ExchangeError::Timeout) => {
-                        Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout"))
+                        Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout")
+                            .with_sent(req))
                     }
-                    Err(ExchangeError::Upstream(r)) => Err(SendFailure::new(FailureKind::Io, r)),
-                    Err(e) => Err(SendFailure::new(FailureKind::Io, format!("{e:?}"))),
+                    Err(ExchangeError::Upstream(r)) => Err(SendFailure::new(FailureKind::Io, r).with_sent(req)),
+                    Err(e) => Err(SendFailure::new(FailureKind::Io, format!("{e:?}")).with_sent(req)),
                     Ok((head, framing, reusable)) => {
+                        // The request head was written: its map serves the next head.
+                        crate::header_maps::give(std::mem::take(req.headers_mut()));
+                        drop(req);
                         self.conn = Some(Conn::H1(conn));
                         let switching = head.status() == http::StatusCode::SWITCHING_PROTOCOLS;
                         let body = UpstreamBody::h1(self, framing, reusable, read_timeout, switching);
@@ -221,7 +238,7 @@ impl Lease {
                         } else {
                             FailureKind::Io
                         };
-                        Err(SendFailure { unsent, reason: error.to_string(), kind })
+                        Err(SendFailure { unsent, sent: None, reason: error.to_string(), kind })
                     }
                     Ok(Ok(resp)) => {
                         self.conn = Some(Conn::H2(sender));
@@ -229,7 +246,12 @@ impl Lease {
                     }
                 }
             }
-            None => Err(SendFailure { unsent: Some(req), reason: "no connection".into(), kind: FailureKind::Io }),
+            None => Err(SendFailure {
+                unsent: Some(req),
+                sent: None,
+                reason: "no connection".into(),
+                kind: FailureKind::Io,
+            }),
         }
     }
 

@@ -4,8 +4,8 @@
 //! other than `chunked`, or conflicting lengths are refused, never guessed.
 
 use bytes::BytesMut;
-use gatehouse_upstream::framing::{Chunk, Framing};
-use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use gatehouse_upstream::framing::{Chunk, ConnectionHeader, Framing};
+use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, StatusCode, Uri, Version};
 use std::mem::MaybeUninit;
 
@@ -61,13 +61,20 @@ pub(crate) fn parse(
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1)).map_err(|_| StatusCode::BAD_REQUEST)?;
     // Room for what the proxy adds (forwarding headers, the request id, a service's headers)
     // without growing.
-    let mut headers = HeaderMap::with_capacity(spans.len() + 8);
+    let mut headers = gatehouse_upstream::header_maps::take(spans.len() + 8);
+    let mut connection = ConnectionHeader::default();
     for &(ns, nl, vs, vl) in spans.iter() {
         let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
-        let name = HeaderName::from_bytes(&head[ns..ns + nl]).map_err(|_| StatusCode::BAD_REQUEST)?;
+        let name =
+            gatehouse_upstream::header_maps::header_name(&head[ns..ns + nl]).map_err(|_| StatusCode::BAD_REQUEST)?;
         let value = HeaderValue::from_maybe_shared(head.slice(vs..vs + vl)).map_err(|_| StatusCode::BAD_REQUEST)?;
-        headers.append(name, value);
+        if name == header::CONNECTION {
+            connection.take(value, &mut headers);
+        } else {
+            headers.append(name, value);
+        }
     }
+    let tokens = connection.finish(&mut headers);
     if let Some(authority) = uri.authority() {
         // Absolute-form: the target's authority is the host (RFC 9112 section 3.2.2); routing
         // reads it, so `Host` is made to say the same and the request is forwarded for one host.
@@ -75,7 +82,7 @@ pub(crate) fn parse(
         headers.insert(header::HOST, host);
     }
     let framing = framing(&mut headers, http10)?;
-    let keep_alive = gatehouse_upstream::framing::keep_alive(&headers, http10);
+    let keep_alive = tokens.keep_alive(http10);
     let expect_continue =
         !http10 && headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     let mut request = Request::new(());

@@ -62,7 +62,10 @@ pub(crate) async fn serve(
     let max_head = usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX);
     let send_timeout = config.send_timeout.0;
     let mut deadline = LazyDeadline::default();
-    let mut drain = ctx.drain.clone();
+    let drain = ctx.drain.clone();
+    // Made when the connection first waits idle and kept: registered once with the drain signal
+    // for the connection's life rather than once per request.
+    let mut drain_wait = None;
     let mut spans = Vec::new();
     let mut served = 0u64;
     let mut idle_since = now_ms();
@@ -117,9 +120,16 @@ pub(crate) async fn serve(
                 }
             });
             let idle = head_started.is_none() && drain_close.is_none();
-            let wake = tokio::select! {
-                wake = read => wake,
-                _ = crate::serve::drained(&mut drain), if idle => Wake::Draining,
+            let wake = if idle {
+                // Once it has fired, `drain_close` is set: not idle again, so not polled again.
+                let drain_wait = drain_wait.get_or_insert_with(|| Box::pin(crate::serve::drained_owned(drain.clone())));
+                tokio::select! {
+                    biased;
+                    wake = read => wake,
+                    _ = drain_wait.as_mut() => Wake::Draining,
+                }
+            } else {
+                read.await
             };
             match wake {
                 Wake::Bytes => {}

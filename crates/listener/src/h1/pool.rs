@@ -22,11 +22,15 @@ pub(crate) fn take_read() -> BytesMut {
     READ.with(|p| p.borrow_mut().pop()).unwrap_or_else(|| BytesMut::with_capacity(READ_CAPACITY))
 }
 
-/// Gives a read buffer back; it must be empty. One still sharing its memory with a request's
-/// header values would not be reusable in place, so only whole, unshared-size buffers are kept.
+/// Gives a read buffer back; it must be empty. A request head was split off its front (header
+/// values are slices of it): once the request is over nothing else holds that memory, and the
+/// buffer takes its whole capacity back in place. One still shared, or grown large, is dropped.
 pub(crate) fn give_read(mut buf: BytesMut) {
     buf.clear();
-    if buf.capacity() < READ_CAPACITY || buf.capacity() > 4 * READ_CAPACITY {
+    if buf.capacity() < READ_CAPACITY && !buf.try_reclaim(READ_CAPACITY) {
+        return;
+    }
+    if buf.capacity() > 4 * READ_CAPACITY {
         return;
     }
     READ.with(|p| {
@@ -54,4 +58,35 @@ pub(crate) fn give_write(mut buf: Vec<u8>) {
             p.push(buf);
         }
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_read_buffer_comes_back_whole_once_the_head_split_off_it_is_dropped() {
+        let mut buf = take_read();
+        let start = buf.as_ptr();
+        buf.extend_from_slice(b"GET / HTTP/1.1\r\nhost: a\r\n\r\n");
+        let head = buf.split_to(buf.len()).freeze();
+        assert!(buf.capacity() < READ_CAPACITY);
+        drop(head);
+        give_read(buf);
+        let again = take_read();
+        assert_eq!(again.as_ptr(), start, "the same memory, not a new allocation");
+        assert!(again.capacity() >= READ_CAPACITY);
+    }
+
+    #[test]
+    fn a_read_buffer_still_shared_with_a_live_head_is_not_kept() {
+        let mut buf = take_read();
+        buf.extend_from_slice(b"GET / HTTP/1.1\r\n\r\n");
+        let head = buf.split_to(buf.len()).freeze();
+        let start = head.as_ptr();
+        give_read(buf);
+        let other = take_read();
+        assert_ne!(other.as_ptr(), start);
+        drop(head);
+    }
 }

@@ -38,7 +38,12 @@ fn push_date(w: &mut Vec<u8>) {
 /// Writes all of `buf`, failing when the client takes longer than `timeout` to take it (a client
 /// that stops reading, as nginx's `send_timeout`: a slow reader that keeps reading is never cut).
 pub(crate) async fn write_all(stream: &Transport, buf: &[u8], timeout: Duration) -> io::Result<()> {
-    match tokio::time::timeout(timeout, stream.write_all(buf)).await {
+    // Most writes fit in the socket's buffer at once, and need no timer.
+    let now = stream.write_now(buf)?;
+    if now == buf.len() {
+        return Ok(());
+    }
+    match tokio::time::timeout(timeout, stream.write_all(&buf[now..])).await {
         Ok(written) => written,
         Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }
@@ -108,6 +113,8 @@ pub(crate) async fn write_response(
             None => keep_alive = false,
         }
     }
+    // The head is encoded: its map serves the next head on this worker.
+    gatehouse_upstream::header_maps::give(parts.headers);
     if switching {
         w.extend_from_slice(b"connection: upgrade\r\n");
     } else if !keep_alive {
