@@ -324,11 +324,6 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
     }
 }
 
-/// [`drained`] on a receiver of its own, for a wait kept across requests.
-pub(crate) async fn drained_owned(mut rx: watch::Receiver<bool>) {
-    drained(&mut rx).await
-}
-
 pub(crate) async fn drained(rx: &mut watch::Receiver<bool>) {
     // The guard `wait_for` returns is not Send; drop it before the select arm runs.
     let _ = rx.wait_for(|d| *d).await.map(|_| ());

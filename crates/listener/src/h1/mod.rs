@@ -62,10 +62,7 @@ pub(crate) async fn serve(
     let max_head = usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX);
     let send_timeout = config.send_timeout.0;
     let mut deadline = LazyDeadline::default();
-    let drain = ctx.drain.clone();
-    // Made when the connection first waits idle and kept: registered once with the drain signal
-    // for the connection's life rather than once per request.
-    let mut drain_wait = None;
+    let mut drain = ctx.drain.clone();
     let mut spans = Vec::new();
     let mut served = 0u64;
     let mut idle_since = now_ms();
@@ -120,16 +117,12 @@ pub(crate) async fn serve(
                 }
             });
             let idle = head_started.is_none() && drain_close.is_none();
-            let wake = if idle {
-                // Once it has fired, `drain_close` is set: not idle again, so not polled again.
-                let drain_wait = drain_wait.get_or_insert_with(|| Box::pin(crate::serve::drained_owned(drain.clone())));
-                tokio::select! {
-                    biased;
-                    wake = read => wake,
-                    _ = drain_wait.as_mut() => Wake::Draining,
-                }
-            } else {
-                read.await
+            // The drain signal is waited on while idle only, inline in the connection's own state
+            // (kept across requests, it would cost every idle connection an allocation of its own).
+            let wake = tokio::select! {
+                biased;
+                wake = read => wake,
+                _ = crate::serve::drained(&mut drain), if idle => Wake::Draining,
             };
             match wake {
                 Wake::Bytes => {}

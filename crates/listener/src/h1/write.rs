@@ -43,7 +43,9 @@ pub(crate) async fn write_all(stream: &Transport, buf: &[u8], timeout: Duration)
     if now == buf.len() {
         return Ok(());
     }
-    match tokio::time::timeout(timeout, stream.write_all(&buf[now..])).await {
+    // Boxed: the timer and the wait are state only a blocked write needs, so the futures that
+    // write responses stay small (and cheap to allocate) for the rest.
+    match Box::pin(tokio::time::timeout(timeout, stream.write_all(&buf[now..]))).await {
         Ok(written) => written,
         Err(_) => Err(io::ErrorKind::TimedOut.into()),
     }
