@@ -346,7 +346,7 @@ where
             Err(failure) => {
                 // What the next attempt may send: the request itself when it never left, or, for
                 // an idempotent request without a body, the one that was sent.
-                let again = failure.unsent.or(failure.sent.filter(|_| replayable && settings.retries > 0));
+                let again = failure.unsent.or(failure.sent.filter(|_| replayable));
                 match failure.kind {
                     FailureKind::BodyTooLarge => return Err(ProxyError::BodyTooLarge { limit: route.max_body }),
                     FailureKind::Client => return Err(ProxyError::BadRequest("client body ended early")),

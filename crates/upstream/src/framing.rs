@@ -171,16 +171,6 @@ fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, String> {
     }
 }
 
-/// Whether a message allows its connection to be reused: HTTP/1.1 unless `Connection: close`,
-/// HTTP/1.0 only with `Connection: keep-alive`.
-pub fn keep_alive(headers: &http::HeaderMap, http10: bool) -> bool {
-    let mut tokens = ConnectionTokens::default();
-    for v in headers.get_all(http::header::CONNECTION) {
-        tokens.scan(v.as_bytes());
-    }
-    tokens.keep_alive(http10)
-}
-
 /// What the tokens of a message's `Connection` headers say, gathered while its head is parsed.
 /// A head whose `Connection` holds only `close` and `keep-alive` needs the header for nothing
 /// past this hop: the parsers then leave it out of the header map, so it costs no removal later.
@@ -262,7 +252,8 @@ impl ConnectionTokens {
         }
     }
 
-    /// Whether the connection may carry another message after this one.
+    /// Whether the connection may carry another message after this one: HTTP/1.1 unless
+    /// `close`, HTTP/1.0 only with `keep-alive`.
     pub fn keep_alive(&self, http10: bool) -> bool {
         !self.close && (self.keep_alive || !http10)
     }

@@ -50,240 +50,126 @@ static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-prot
 static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The name of a header as parsed from a head: names common in requests and responses are matched
-/// here, case-insensitively, without the general parser's lowercasing copy and table search (or,
-/// for the custom ones, its allocation); any other goes through [`HeaderName::from_bytes`].
-pub fn header_name(bytes: &[u8]) -> Result<HeaderName, InvalidHeaderName> {
-    let first = bytes.first().map_or(0, |b| b | 0x20);
-    Ok(match (bytes.len(), first) {
-        (2, b't') if same_name(bytes, &[(0x0000000000006574, 0x0000000000002020)]) => header::TE, // te
-        (3, b'a') if same_name(bytes, &[(0x0000000000656761, 0x0000000000202020)]) => header::AGE, // age
-        (3, b'v') if same_name(bytes, &[(0x0000000000616976, 0x0000000000202020)]) => header::VIA, // via
-        (4, b'd') if same_name(bytes, &[(0x0000000065746164, 0x0000000020202020)]) => header::DATE, // date
-        (4, b'e') if same_name(bytes, &[(0x0000000067617465, 0x0000000020202020)]) => header::ETAG, // etag
-        (4, b'h') if same_name(bytes, &[(0x0000000074736f68, 0x0000000020202020)]) => header::HOST, // host
-        (4, b'l') if same_name(bytes, &[(0x000000006b6e696c, 0x0000000020202020)]) => header::LINK, // link
-        (4, b'v') if same_name(bytes, &[(0x0000000079726176, 0x0000000020202020)]) => header::VARY, // vary
-        (5, b'a') if same_name(bytes, &[(0x000000776f6c6c61, 0x0000002020202020)]) => header::ALLOW, // allow
-        (5, b'r') if same_name(bytes, &[(0x00000065676e6172, 0x0000002020202020)]) => header::RANGE, // range
-        (6, b'a') if same_name(bytes, &[(0x0000747065636361, 0x0000202020202020)]) => header::ACCEPT, // accept
-        (6, b'c') if same_name(bytes, &[(0x000065696b6f6f63, 0x0000202020202020)]) => header::COOKIE, // cookie
-        (6, b'e') if same_name(bytes, &[(0x0000746365707865, 0x0000202020202020)]) => header::EXPECT, // expect
-        (6, b'o') if same_name(bytes, &[(0x00006e696769726f, 0x0000202020202020)]) => header::ORIGIN, // origin
-        (6, b'p') if same_name(bytes, &[(0x0000616d67617270, 0x0000202020202020)]) => header::PRAGMA, // pragma
-        (6, b's') if same_name(bytes, &[(0x0000726576726573, 0x0000202020202020)]) => header::SERVER, // server
-        (7, b'e') if same_name(bytes, &[(0x0073657269707865, 0x0020202020202020)]) => header::EXPIRES, // expires
-        (7, b'r') if same_name(bytes, &[(0x0072657265666572, 0x0020202020202020)]) => header::REFERER, // referer
-        (7, b't') if same_name(bytes, &[(0x0072656c69617274, 0x0020202020202020)]) => header::TRAILER, // trailer
-        (7, b'u') if same_name(bytes, &[(0x0065646172677075, 0x0020202020202020)]) => header::UPGRADE, // upgrade
-        (7, b'w') if same_name(bytes, &[(0x00676e696e726177, 0x0020202020202020)]) => header::WARNING, // warning
-        (8, b'i') if same_name(bytes, &[(0x65676e61722d6669, 0x2020202020002020)]) => header::IF_RANGE, // if-range
-        (8, b'l') if same_name(bytes, &[(0x6e6f697461636f6c, 0x2020202020202020)]) => header::LOCATION, // location
-        (9, b'x')
-            if same_name(
-                bytes,
-                &[(0x692d6c6165722d78, 0x2000202020200020), (0x70692d6c6165722d, 0x2020002020202000)],
-            ) =>
-        {
-            X_REAL_IP.clone()
-        } // x-real-ip
-        (10, b'c')
-            if same_name(
-                bytes,
-                &[(0x697463656e6e6f63, 0x2020202020202020), (0x6e6f697463656e6e, 0x2020202020202020)],
-            ) =>
-        {
-            header::CONNECTION
-        } // connection
-        (10, b'k')
-            if same_name(
-                bytes,
-                &[(0x696c612d7065656b, 0x2020200020202020), (0x6576696c612d7065, 0x2020202020002020)],
-            ) =>
-        {
-            KEEP_ALIVE.clone()
-        } // keep-alive
-        (10, b's')
-            if same_name(
-                bytes,
-                &[(0x6b6f6f632d746573, 0x2020202000202020), (0x65696b6f6f632d74, 0x2020202020200020)],
-            ) =>
-        {
-            header::SET_COOKIE
-        } // set-cookie
-        (10, b'u')
-            if same_name(
-                bytes,
-                &[(0x6567612d72657375, 0x2020200020202020), (0x746e6567612d7265, 0x2020202020002020)],
-            ) =>
-        {
-            header::USER_AGENT
-        } // user-agent
-        (12, b'c')
-            if same_name(
-                bytes,
-                &[(0x2d746e65746e6f63, 0x0020202020202020), (0x657079742d746e65, 0x2020202000202020)],
-            ) =>
-        {
-            header::CONTENT_TYPE
-        } // content-type
-        (12, b'x')
-            if same_name(
-                bytes,
-                &[(0x7365757165722d78, 0x2020202020200020), (0x64692d7473657571, 0x2020002020202020)],
-            ) =>
-        {
-            X_REQUEST_ID.clone()
-        } // x-request-id
-        (13, b'a')
-            if same_name(
-                bytes,
-                &[(0x722d747065636361, 0x2000202020202020), (0x7365676e61722d74, 0x2020202020200020)],
-            ) =>
-        {
-            header::ACCEPT_RANGES
-        } // accept-ranges
-        (13, b'a')
-            if same_name(
-                bytes,
-                &[(0x7a69726f68747561, 0x2020202020202020), (0x6e6f6974617a6972, 0x2020202020202020)],
-            ) =>
-        {
-            header::AUTHORIZATION
-        } // authorization
-        (13, b'c')
-            if same_name(
-                bytes,
-                &[(0x6f632d6568636163, 0x2020002020202020), (0x6c6f72746e6f632d, 0x2020202020202000)],
-            ) =>
-        {
-            header::CACHE_CONTROL
-        } // cache-control
-        (13, b'i')
-            if same_name(
-                bytes,
-                &[(0x2d656e6f6e2d6669, 0x0020202020002020), (0x686374616d2d656e, 0x2020202020002020)],
-            ) =>
-        {
-            header::IF_NONE_MATCH
-        } // if-none-match
-        (13, b'l')
-            if same_name(
-                bytes,
-                &[(0x646f6d2d7473616c, 0x2020200020202020), (0x6465696669646f6d, 0x2020202020202020)],
-            ) =>
-        {
-            header::LAST_MODIFIED
-        } // last-modified
-        (14, b'a')
-            if same_name(
-                bytes,
-                &[(0x632d747065636361, 0x2000202020202020), (0x746573726168632d, 0x2020202020202000)],
-            ) =>
-        {
-            header::ACCEPT_CHARSET
-        } // accept-charset
-        (14, b'c')
-            if same_name(
-                bytes,
-                &[(0x2d746e65746e6f63, 0x0020202020202020), (0x6874676e656c2d74, 0x2020202020200020)],
-            ) =>
-        {
-            header::CONTENT_LENGTH
-        } // content-length
-        (15, b'a')
-            if same_name(
-                bytes,
-                &[(0x652d747065636361, 0x2000202020202020), (0x676e69646f636e65, 0x2020202020202020)],
-            ) =>
-        {
-            header::ACCEPT_ENCODING
-        } // accept-encoding
-        (15, b'a')
-            if same_name(
-                bytes,
-                &[(0x6c2d747065636361, 0x2000202020202020), (0x65676175676e616c, 0x2020202020202020)],
-            ) =>
-        {
-            header::ACCEPT_LANGUAGE
-        } // accept-language
-        (15, b'x')
-            if same_name(
-                bytes,
-                &[(0x726177726f662d78, 0x2020202020200020), (0x726f662d64656472, 0x2020200020202020)],
-            ) =>
-        {
-            X_FORWARDED_FOR.clone()
-        } // x-forwarded-for
-        (16, b'c')
-            if same_name(
-                bytes,
-                &[(0x2d746e65746e6f63, 0x0020202020202020), (0x676e69646f636e65, 0x2020202020202020)],
-            ) =>
-        {
-            header::CONTENT_ENCODING
-        } // content-encoding
-        (16, b'c')
-            if same_name(
-                bytes,
-                &[(0x2d746e65746e6f63, 0x0020202020202020), (0x65676175676e616c, 0x2020202020202020)],
-            ) =>
-        {
-            header::CONTENT_LANGUAGE
-        } // content-language
-        (16, b'c')
-            if same_name(
-                bytes,
-                &[(0x2d746e65746e6f63, 0x0020202020202020), (0x6e6f697461636f6c, 0x2020202020202020)],
-            ) =>
-        {
-            header::CONTENT_LOCATION
-        } // content-location
-        (17, b'i')
-            if same_name(
-                bytes,
-                &[
-                    (0x6669646f6d2d6669, 0x2020202020002020),
-                    (0x636e69732d646569, 0x2020202000202020),
-                    (0x65636e69732d6465, 0x2020202020002020),
-                ],
-            ) =>
-        {
-            header::IF_MODIFIED_SINCE
-        } // if-modified-since
-        (17, b't')
-            if same_name(
-                bytes,
-                &[
-                    (0x726566736e617274, 0x2020202020202020),
-                    (0x6e69646f636e652d, 0x2020202020202000),
-                    (0x676e69646f636e65, 0x2020202020202020),
-                ],
-            ) =>
-        {
-            header::TRANSFER_ENCODING
-        } // transfer-encoding
-        (17, b'x')
-            if same_name(
-                bytes,
-                &[
-                    (0x726177726f662d78, 0x2020202020200020),
-                    (0x746f72702d646564, 0x2020202000202020),
-                    (0x6f746f72702d6465, 0x2020202020002020),
-                ],
-            ) =>
-        {
-            X_FORWARDED_PROTO.clone()
-        } // x-forwarded-proto
-        _ => return HeaderName::from_bytes(bytes),
-    })
+/// A name of the fast path as [`same_name`] compares it: the lowercase name read as little-endian
+/// words (one word padded with zeros for a name shorter than eight bytes; otherwise words at 0, 8,
+/// ..., the last one ending at the name's last byte), each with the case bit (0x20) set where the
+/// name has a letter.
+struct Words {
+    count: usize,
+    words: [(u64, u64); 3],
 }
 
-/// Whether `bytes` spells a name given as `words`, in any letter case. Each word is eight bytes of
-/// the lowercase name, little-endian (a name of more than eight bytes is read in words at 0, 8, ...
-/// with the last one ending at its last byte; a shorter one in one word padded with zeros), with
-/// the mask of its letters: the case bit is set only where the name has a letter, so a letter
-/// matches in either case and any other byte must match exactly.
+/// The [`Words`] of `name`, at compile time: lowercase letters and `-`, 24 bytes at most.
+const fn words(name: &str) -> Words {
+    let b = name.as_bytes();
+    let len = b.len();
+    assert!(len > 0 && len <= 24);
+    let count = if len <= 8 { 1 } else { len.div_ceil(8) };
+    let mut words = [(0u64, 0u64); 3];
+    let mut k = 0;
+    while k < count {
+        let at = if len <= 8 || 8 * k < len - 8 { 8 * k } else { len - 8 };
+        let (mut word, mut case) = (0u64, 0u64);
+        let mut i = 0;
+        while i < 8 && at + i < len {
+            let c = b[at + i];
+            assert!(c.is_ascii_lowercase() || c == b'-');
+            word |= (c as u64) << (8 * i);
+            if c.is_ascii_lowercase() {
+                case |= 0x20 << (8 * i);
+            }
+            i += 1;
+        }
+        words[k] = (word, case);
+        k += 1;
+    }
+    Words { count, words }
+}
+
+impl Words {
+    /// The words in use.
+    const fn as_slice(&self) -> &[(u64, u64)] {
+        self.words.split_at(self.count).0
+    }
+}
+
+/// The fast path's table: `(length, first letter) name => header name`. The first two are the
+/// match's keys (checked against the name at compile time); [`words`] makes the rest of the
+/// comparison at compile time too.
+macro_rules! known_names {
+    ($(($len:literal, $first:literal) $name:literal => $value:expr,)*) => {
+        /// The name of a header as parsed from a head: names common in requests and responses are
+        /// matched here, case-insensitively, without the general parser's lowercasing copy and
+        /// table search (or, for the custom ones, its allocation); any other goes through
+        /// [`HeaderName::from_bytes`].
+        pub fn header_name(bytes: &[u8]) -> Result<HeaderName, InvalidHeaderName> {
+            let first = bytes.first().map_or(0, |b| b | 0x20);
+            Ok(match (bytes.len(), first) {
+                $(($len, $first) if same_name(bytes, const { &words($name) }.as_slice()) => $value,)*
+                _ => return HeaderName::from_bytes(bytes),
+            })
+        }
+
+        $(const _: () = assert!($name.len() == $len && $name.as_bytes()[0] == $first);)*
+
+        /// Every name of the fast path.
+        #[cfg(test)]
+        const KNOWN: &[&str] = &[$($name),*];
+    };
+}
+
+known_names! {
+    (2, b't') "te" => header::TE,
+    (3, b'a') "age" => header::AGE,
+    (3, b'v') "via" => header::VIA,
+    (4, b'd') "date" => header::DATE,
+    (4, b'e') "etag" => header::ETAG,
+    (4, b'h') "host" => header::HOST,
+    (4, b'l') "link" => header::LINK,
+    (4, b'v') "vary" => header::VARY,
+    (5, b'a') "allow" => header::ALLOW,
+    (5, b'r') "range" => header::RANGE,
+    (6, b'a') "accept" => header::ACCEPT,
+    (6, b'c') "cookie" => header::COOKIE,
+    (6, b'e') "expect" => header::EXPECT,
+    (6, b'o') "origin" => header::ORIGIN,
+    (6, b'p') "pragma" => header::PRAGMA,
+    (6, b's') "server" => header::SERVER,
+    (7, b'e') "expires" => header::EXPIRES,
+    (7, b'r') "referer" => header::REFERER,
+    (7, b't') "trailer" => header::TRAILER,
+    (7, b'u') "upgrade" => header::UPGRADE,
+    (7, b'w') "warning" => header::WARNING,
+    (8, b'i') "if-range" => header::IF_RANGE,
+    (8, b'l') "location" => header::LOCATION,
+    (9, b'x') "x-real-ip" => X_REAL_IP.clone(),
+    (10, b'c') "connection" => header::CONNECTION,
+    (10, b'k') "keep-alive" => KEEP_ALIVE.clone(),
+    (10, b's') "set-cookie" => header::SET_COOKIE,
+    (10, b'u') "user-agent" => header::USER_AGENT,
+    (12, b'c') "content-type" => header::CONTENT_TYPE,
+    (12, b'x') "x-request-id" => X_REQUEST_ID.clone(),
+    (13, b'a') "accept-ranges" => header::ACCEPT_RANGES,
+    (13, b'a') "authorization" => header::AUTHORIZATION,
+    (13, b'c') "cache-control" => header::CACHE_CONTROL,
+    (13, b'i') "if-none-match" => header::IF_NONE_MATCH,
+    (13, b'l') "last-modified" => header::LAST_MODIFIED,
+    (14, b'a') "accept-charset" => header::ACCEPT_CHARSET,
+    (14, b'c') "content-length" => header::CONTENT_LENGTH,
+    (15, b'a') "accept-encoding" => header::ACCEPT_ENCODING,
+    (15, b'a') "accept-language" => header::ACCEPT_LANGUAGE,
+    (15, b'x') "x-forwarded-for" => X_FORWARDED_FOR.clone(),
+    (16, b'c') "content-encoding" => header::CONTENT_ENCODING,
+    (16, b'c') "content-language" => header::CONTENT_LANGUAGE,
+    (16, b'c') "content-location" => header::CONTENT_LOCATION,
+    (17, b'i') "if-modified-since" => header::IF_MODIFIED_SINCE,
+    (17, b't') "transfer-encoding" => header::TRANSFER_ENCODING,
+    (17, b'x') "x-forwarded-proto" => X_FORWARDED_PROTO.clone(),
+}
+
+/// Whether `bytes` spells the name given as `words` (its [`Words`]), in any letter case: the case
+/// bit is set only where the name has a letter, so a letter matches in either case and any other
+/// byte must match exactly.
 #[inline]
 fn same_name(bytes: &[u8], words: &[(u64, u64)]) -> bool {
     let len = bytes.len();
@@ -304,59 +190,9 @@ mod tests {
     use super::*;
     use http::header::{HeaderValue, HOST};
 
-    /// Every name of the fast path.
-    const KNOWN: [&str; 46] = [
-        "te",
-        "age",
-        "via",
-        "date",
-        "etag",
-        "host",
-        "link",
-        "vary",
-        "allow",
-        "range",
-        "accept",
-        "cookie",
-        "expect",
-        "origin",
-        "pragma",
-        "server",
-        "expires",
-        "referer",
-        "trailer",
-        "upgrade",
-        "warning",
-        "if-range",
-        "location",
-        "x-real-ip",
-        "connection",
-        "keep-alive",
-        "set-cookie",
-        "user-agent",
-        "content-type",
-        "x-request-id",
-        "accept-ranges",
-        "authorization",
-        "cache-control",
-        "if-none-match",
-        "last-modified",
-        "accept-charset",
-        "content-length",
-        "accept-encoding",
-        "accept-language",
-        "x-forwarded-for",
-        "content-encoding",
-        "content-language",
-        "content-location",
-        "if-modified-since",
-        "transfer-encoding",
-        "x-forwarded-proto",
-    ];
-
     #[test]
     fn every_known_name_in_any_case_and_every_one_byte_change_of_it_parse_as_the_general_parser_says() {
-        for name in KNOWN {
+        for &name in KNOWN {
             let upper = name.to_ascii_uppercase();
             for spelling in [name.to_string(), upper.clone()] {
                 let fast = header_name(spelling.as_bytes()).expect("valid");
