@@ -228,14 +228,14 @@ def exp_h2h1(rig, prof, rec):
     for obj, points in prof["h2_points"].items():
         for h1, c, m in points:
             point = f"{obj} " + (f"HTTP/1.1 -c {c}" if h1 else f"HTTP/2 -c {c} -m {m}")
-            if c * m >= 5000:
-                point += f" -n {4 * c * m}"
+            # Thousands of streams in flight: a request takes longer than a short timed run, so
+            # those points run a count of requests instead.
+            count = 4 * c * m if c * m >= 5000 else None
+            if count:
+                point += f" -n {count}"
             for rep in range(1, prof["reps"] + 1):
                 for t in rotated(names, rep - 1):
                     p = servers[t]
-                    # Thousands of streams in flight: a request takes longer than a short timed run,
-                    # so those points run a count of requests instead.
-                    count = 4 * c * m if c * m >= 5000 else None
                     res = measured({"server": p, "backend": backend}, lambda: loadgen.h2load(
                         f"https://127.0.0.1:{p.port}/{obj}", c, prof["h2_dur"], streams=m, h1=h1, cpu=0, n=count))
                     rec.add(point, t, rep, res)
