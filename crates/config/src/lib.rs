@@ -12,7 +12,7 @@ mod schema;
 mod units;
 mod validate_gateway;
 
-pub use compile::{compile, compile_value, ConfigError, ConfigErrors};
+pub use compile::{compile, compile_value, ConfigError, ConfigErrors, PREFERRED_CIPHER_SUITES};
 pub use control::*;
 pub use gateway::*;
 pub use model::*;

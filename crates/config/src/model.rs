@@ -258,9 +258,13 @@ pub struct Listener {
 pub struct ListenerTls {
     /// Protocol versions offered.
     pub versions: Vec<TlsVersion>,
-    /// Cipher suites offered, by their IANA names (`TLS13_AES_128_GCM_SHA256`,
-    /// `TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256`, ...); all of rustls' suites when absent.
+    /// Cipher suites offered in order of preference, by their IANA names
+    /// (`TLS13_AES_128_GCM_SHA256`, `TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256`, ...); all of
+    /// rustls' suites when absent, in the order of [`crate::PREFERRED_CIPHER_SUITES`].
     pub ciphers: Option<Vec<String>>,
+    /// The listener's order of `ciphers` picks the suite, not the client's; a client whose first
+    /// choice is a ChaCha20 suite (no AES hardware) still gets ChaCha20.
+    pub prefer_server_ciphers: bool,
     /// Certificate name served to clients that send no name (or an IP address), and to names no
     /// certificate matches; overrides `tls.default_certificate`.
     pub default_certificate: Option<String>,
@@ -273,6 +277,7 @@ impl Default for ListenerTls {
         ListenerTls {
             versions: vec![TlsVersion::Tls12, TlsVersion::Tls13],
             ciphers: None,
+            prefer_server_ciphers: true,
             default_certificate: None,
             handshake_timeout: Duration::secs(10),
         }

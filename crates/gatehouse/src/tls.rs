@@ -344,11 +344,21 @@ impl TlsRuntime {
     ) -> Result<Option<TlsAcceptor>, String> {
         let Some(lt) = &l.tls else { return Ok(None) };
         let mut provider = rustls::crypto::aws_lc_rs::default_provider();
-        if let Some(names) = &lt.ciphers {
-            provider.cipher_suites.retain(|s| s.suite().as_str().is_some_and(|n| names.iter().any(|w| w == n)));
-            if provider.cipher_suites.is_empty() {
-                return Err("no usable cipher suite".into());
-            }
+        // In the listener's order of preference, else AES-128-GCM first (its key schedule hashes
+        // with SHA-256, which CPUs accelerate: a full TLS 1.3 handshake costs ~10 % less CPU than
+        // with SHA-384), then AES-256-GCM, then ChaCha20, as BoringSSL and Go order them.
+        let rank = |s: &rustls::SupportedCipherSuite| {
+            let name = s.suite().as_str();
+            let at = match &lt.ciphers {
+                Some(names) => name.and_then(|n| names.iter().position(|w| w == n)),
+                None => name.and_then(|n| gatehouse_config::PREFERRED_CIPHER_SUITES.iter().position(|w| *w == n)),
+            };
+            at.unwrap_or(usize::MAX)
+        };
+        provider.cipher_suites.retain(|s| rank(s) != usize::MAX);
+        provider.cipher_suites.sort_by_key(rank);
+        if provider.cipher_suites.is_empty() {
+            return Err("no usable cipher suite".into());
         }
         let versions = lt
             .versions
@@ -368,8 +378,14 @@ impl TlsRuntime {
             .clone()
             .or_else(|| config.tls.default_certificate.clone())
             .or_else(|| config.tls.self_signed.as_ref().and_then(|s| s.names.first().cloned()));
-        let offer =
-            Offer { provider: Arc::new(provider), versions, alpn, default_name, client_auth: client_auth.clone() };
+        let offer = Offer {
+            provider: Arc::new(provider),
+            prefer_server_ciphers: lt.prefer_server_ciphers,
+            versions,
+            alpn,
+            default_name,
+            client_auth: client_auth.clone(),
+        };
         Ok(Some(TlsAcceptor::new(offer, certs.clone(), self.resumption.clone())))
     }
 }

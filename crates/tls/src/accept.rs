@@ -19,7 +19,7 @@ use crate::ticket::Ticketer;
 use rustls::crypto::CryptoProvider;
 use rustls::server::StoresServerSessions;
 use rustls::server::{Acceptor, ServerConfig};
-use rustls::{HandshakeKind, ProtocolVersion, SupportedProtocolVersion};
+use rustls::{CipherSuite, HandshakeKind, ProtocolVersion, SupportedProtocolVersion};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::io;
@@ -47,8 +47,13 @@ pub struct Resumption {
 /// What a TLS listener offers.
 #[derive(Debug, Clone)]
 pub struct Offer {
-    /// The crypto provider, carrying the allowed cipher suites.
+    /// The crypto provider, carrying the allowed cipher suites in the listener's order of
+    /// preference.
     pub provider: Arc<CryptoProvider>,
+    /// The server's order of preference decides the cipher suite (else the client's), except for a
+    /// client whose first choice is a ChaCha20 suite: a client without AES hardware says so this
+    /// way, and gets ChaCha20 (as BoringSSL and Go do).
+    pub prefer_server_ciphers: bool,
     /// Protocol versions.
     pub versions: Vec<&'static SupportedProtocolVersion>,
     /// ALPN protocols, preferred first.
@@ -64,6 +69,9 @@ pub struct Offer {
 pub struct TlsAcceptor {
     id: u64,
     offer: Offer,
+    /// The provider with its ChaCha20 suites first, for clients that prefer them; `None` when
+    /// the server's order does not decide or no ChaCha20 suite is offered.
+    chacha_first: Option<Arc<CryptoProvider>>,
     certs: Arc<Certs>,
     resumption: Resumption,
 }
@@ -94,7 +102,26 @@ impl TlsAcceptor {
     /// Settings for one listener.
     pub fn new(mut offer: Offer, certs: Arc<Certs>, resumption: Resumption) -> Self {
         offer.default_name = offer.default_name.and_then(|n| normalise(&n));
-        TlsAcceptor { id: NEXT_ID.fetch_add(1, Relaxed), offer, certs, resumption }
+        let chacha_first = (offer.prefer_server_ciphers
+            && offer.provider.cipher_suites.iter().any(|s| is_chacha(s.suite())))
+        .then(|| {
+            let mut provider = (*offer.provider).clone();
+            // A stable sort: the rest keep the listener's order.
+            provider.cipher_suites.sort_by_key(|s| !is_chacha(s.suite()));
+            Arc::new(provider)
+        });
+        // Two ids per listener: its configurations, and those with ChaCha20 first.
+        let id = NEXT_ID.fetch_add(2, Relaxed);
+        TlsAcceptor { id, offer, chacha_first, certs, resumption }
+    }
+
+    /// Whether the client's first choice among the suites this listener offers is ChaCha20.
+    fn client_prefers_chacha(&self, offered: &[CipherSuite]) -> bool {
+        self.chacha_first.is_some()
+            && offered
+                .iter()
+                .find(|c| self.offer.provider.cipher_suites.iter().any(|s| s.suite() == **c))
+                .is_some_and(|c| is_chacha(*c))
     }
 
     /// The certificates this listener serves from.
@@ -102,9 +129,17 @@ impl TlsAcceptor {
         &self.certs
     }
 
-    fn build(&self, pair: Arc<Pair>, policy: Option<&Arc<SitePolicy>>) -> Result<Arc<ServerConfig>, rustls::Error> {
-        let builder = ServerConfig::builder_with_provider(self.offer.provider.clone())
-            .with_protocol_versions(&self.offer.versions)?;
+    fn build(
+        &self,
+        pair: Arc<Pair>,
+        policy: Option<&Arc<SitePolicy>>,
+        chacha: bool,
+    ) -> Result<Arc<ServerConfig>, rustls::Error> {
+        let provider = match (&self.chacha_first, chacha) {
+            (Some(p), true) => p.clone(),
+            _ => self.offer.provider.clone(),
+        };
+        let builder = ServerConfig::builder_with_provider(provider).with_protocol_versions(&self.offer.versions)?;
         let builder = match policy {
             Some(p) => builder.with_client_cert_verifier(p.verifier.clone()),
             None => builder.with_no_client_auth(),
@@ -112,6 +147,7 @@ impl TlsAcceptor {
         let mut config = builder.with_cert_resolver(Arc::new(PairResolver(pair)));
         config.alpn_protocols = self.offer.alpn.clone();
         config.max_early_data_size = 0;
+        config.ignore_client_order = self.offer.prefer_server_ciphers;
         match &self.resumption.ticketer {
             Some(t) => {
                 config.ticketer = t.clone();
@@ -128,16 +164,17 @@ impl TlsAcceptor {
 
     /// The configuration for a ClientHello naming `sni`: its certificate, else the default
     /// certificate, else none (the handshake is refused with `unrecognized_name`).
-    async fn config_for(&self, sni: Option<&str>) -> Option<Arc<ServerConfig>> {
+    async fn config_for(&self, sni: Option<&str>, chacha: bool) -> Option<Arc<ServerConfig>> {
         let name = sni.or(self.offer.default_name.as_deref())?;
         let key = sni.unwrap_or("");
+        let id = self.id + u64::from(chacha);
         let generation = self.certs.generation();
         let hit = WORKER_CACHE.with_borrow_mut(|c| {
             if c.generation != generation {
                 c.configs.clear();
                 c.generation = generation;
             }
-            c.configs.get(&self.id).and_then(|m| m.get(key)).cloned()
+            c.configs.get(&id).and_then(|m| m.get(key)).cloned()
         });
         if let Some(config) = hit {
             self.certs.stats.cert_cache_hits.inc();
@@ -150,7 +187,7 @@ impl TlsAcceptor {
                 _ => return None,
             },
         };
-        let config = match self.build(pair, self.offer.client_auth.get(sni)) {
+        let config = match self.build(pair, self.offer.client_auth.get(sni), chacha) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "cannot build a TLS configuration");
@@ -159,7 +196,7 @@ impl TlsAcceptor {
         };
         WORKER_CACHE.with_borrow_mut(|c| {
             if c.generation == generation {
-                let mine = c.configs.entry(self.id).or_default();
+                let mine = c.configs.entry(id).or_default();
                 if mine.len() >= WORKER_CACHE_MAX {
                     mine.clear();
                 }
@@ -227,8 +264,10 @@ impl TlsAcceptor {
                 }
             }
         };
-        let sni = accepted.client_hello().server_name().and_then(normalise);
-        let Some(config) = self.config_for(sni.as_deref()).await else {
+        let hello = accepted.client_hello();
+        let sni = hello.server_name().and_then(normalise);
+        let chacha = self.client_prefers_chacha(hello.cipher_suites());
+        let Some(config) = self.config_for(sni.as_deref(), chacha).await else {
             let _ = tcp.try_write(&UNRECOGNIZED_NAME);
             return Err(Failure::UnknownName);
         };
@@ -335,4 +374,13 @@ impl Offered {
         let session_id = lookup.then(|| hello.session_id.to_vec());
         Offered { session_id, psk, ticket }
     }
+}
+
+fn is_chacha(suite: CipherSuite) -> bool {
+    matches!(
+        suite,
+        CipherSuite::TLS13_CHACHA20_POLY1305_SHA256
+            | CipherSuite::TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256
+            | CipherSuite::TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256
+    )
 }

@@ -200,6 +200,52 @@ fn versions_and_cipher_suites_are_per_listener() {
     assert_eq!(metric_value(&m, "gatehouse_tls_handshake_failures_total{reason=\"protocol\"}"), Some(1.0), "{m}");
 }
 
+#[test]
+fn the_listener_order_picks_the_cipher_suite_unless_the_client_puts_chacha20_first() {
+    let pki = Pki::new();
+    let cert = pki.issue(&["o.test"], Algorithm::EcdsaP256, "o.pem", None);
+    let b = Backend::start("b");
+    let gw = gateway(&b, &certificates(&[&cert]), "");
+    let port = gw.addr("https").port();
+    // OpenSSL's clients put AES-256-GCM first; the listener prefers AES-128-GCM.
+    let tls13 = s_client(port, &["-servername", "o.test"]);
+    assert!(tls13.has("TLSv1.3, Cipher is TLS_AES_128_GCM_SHA256"), "{}", tls13.out);
+    let tls12 = s_client(port, &["-servername", "o.test", "-tls1_2"]);
+    assert!(tls12.has("Cipher is ECDHE-ECDSA-AES128-GCM-SHA256"), "{}", tls12.out);
+    // A client without AES hardware puts ChaCha20 first, and gets it.
+    let chacha13 = s_client(
+        port,
+        &["-servername", "o.test", "-ciphersuites", "TLS_CHACHA20_POLY1305_SHA256:TLS_AES_128_GCM_SHA256"],
+    );
+    assert!(chacha13.has("TLSv1.3, Cipher is TLS_CHACHA20_POLY1305_SHA256"), "{}", chacha13.out);
+    let chacha12 = s_client(
+        port,
+        &["-servername", "o.test", "-tls1_2", "-cipher", "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-ECDSA-AES128-GCM-SHA256"],
+    );
+    assert!(chacha12.has("Cipher is ECDHE-ECDSA-CHACHA20-POLY1305"), "{}", chacha12.out);
+    // And ChaCha20 listed second by the client is not its first choice.
+    let second = s_client(
+        port,
+        &["-servername", "o.test", "-ciphersuites", "TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256"],
+    );
+    assert!(second.has("TLSv1.3, Cipher is TLS_AES_256_GCM_SHA384"), "{}", second.out);
+
+    // `ciphers` is the listener's order; `prefer_server_ciphers: false` hands the choice to the client.
+    let ordered = gateway(
+        &b,
+        &certificates(&[&cert]),
+        "ciphers: [TLS13_AES_256_GCM_SHA384, TLS13_AES_128_GCM_SHA256, TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256]",
+    );
+    let h = s_client(
+        ordered.addr("https").port(),
+        &["-servername", "o.test", "-ciphersuites", "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384"],
+    );
+    assert!(h.has("TLSv1.3, Cipher is TLS_AES_256_GCM_SHA384"), "{}", h.out);
+    let client = gateway(&b, &certificates(&[&cert]), "prefer_server_ciphers: false");
+    let h = s_client(client.addr("https").port(), &["-servername", "o.test"]);
+    assert!(h.has("TLSv1.3, Cipher is TLS_AES_256_GCM_SHA384"), "{}", h.out);
+}
+
 /// Polls `f` until it holds, for at most [`SETTLE`] (the store is rescanned every 100 ms here).
 pub(crate) fn eventually(what: &str, mut f: impl FnMut() -> bool) {
     let deadline = Instant::now() + SETTLE;
