@@ -300,7 +300,10 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
         let shared = shared.clone();
         let info = info.clone();
         async move {
-            let resp = gatehouse_proxy::handle(shared, req, info).await;
+            // Boxed: hyper spawns this future as the stream's task, and a task's future is moved
+            // (copied) several times as it is spawned and finished; the request path's state is
+            // kilobytes, a box is a pointer.
+            let resp = Box::pin(gatehouse_proxy::handle(shared, req, info)).await;
             Ok::<_, Infallible>(resp.map(|inner| TrackedBody { inner, _guard: guard }))
         }
     });

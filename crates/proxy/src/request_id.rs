@@ -48,8 +48,12 @@ impl RequestIds {
     }
 
     /// Puts `id` on the client's response, replacing any the upstream sent, when `echo` is on.
-    pub(crate) fn echo(&self, headers: &mut HeaderMap, id: HeaderValue) {
+    pub(crate) fn echo(&self, headers: &mut HeaderMap, mut id: HeaderValue) {
         if self.echo {
+            // Unique per response: HPACK must not index it. In the dynamic table it would never
+            // be used again, and each new one would push out entries that repeat (HTTP/2 clients
+            // then get those re-sent in full, and the encoder compares against every stale id).
+            id.set_sensitive(true);
             headers.insert(&self.header, id);
         }
     }
@@ -79,7 +83,10 @@ pub fn generate() -> HeaderValue {
         hex[2 * i] = HEX[usize::from(byte >> 4)];
         hex[2 * i + 1] = HEX[usize::from(byte & 0xf)];
     }
-    HeaderValue::from_bytes(&hex).expect("hex digits are a valid header value")
+    let mut id = HeaderValue::from_bytes(&hex).expect("hex digits are a valid header value");
+    // Unique: not for an HTTP/2 upstream's HPACK table either (see `echo`).
+    id.set_sensitive(true);
+    id
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -205,6 +212,9 @@ mod tests {
         h.insert("x-request-id", HeaderValue::from_static("theirs"));
         ids(true, true).echo(&mut h, id.clone());
         assert_eq!(h.get_all("x-request-id").iter().collect::<Vec<_>>(), ["ours"]);
+        // Marked so that HTTP/2's HPACK never indexes it: unique per response.
+        assert!(h.get("x-request-id").is_some_and(HeaderValue::is_sensitive));
+        assert!(generate().is_sensitive());
         let mut h = HeaderMap::new();
         ids(true, false).echo(&mut h, id);
         assert!(h.is_empty());
