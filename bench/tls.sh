@@ -35,7 +35,8 @@
 #              against a directory store of STORE_COUNT bundles (Gatehouse tls.store, HAProxy
 #              `crt DIR/`, nginx `ssl_certificate $ssl_server_name` which reads the file on
 #              every handshake), first use and the same names again, vs one certificate and
-#              one name.  Start-up time (spawn to /healthz for Gatehouse, to the first HTTPS
+#              one name; also STORE_LAT_N connections one at a time (c=1) on one certificate
+#              and on the same names again, for the store's own latency.  Start-up time (spawn to /healthz for Gatehouse, to the first HTTPS
 #              200 for the others), time until the last stored name is served, and RSS.
 #   h2         h2load -c H2_CONNS -m H2_STREAMS (HTTP/2) vs h2load --h1 -c H2_CONNS, on
 #              5k.html and 10k.html, timed (-D DURATION after --warm-up-time WARMUP).
@@ -78,6 +79,7 @@
 #   RES_N [600/150], RES_CONNS [50]         connections per resumption run, in flight
 #   CLUSTER_N [1500/150], CLUSTER_CONNS [10]  B connections per cluster run, pairs in flight
 #   STORE_N [1000/200], STORE_CONNS [50]   connections per store run, in flight
+#   STORE_LAT_N [300/50]                   connections of the one-at-a-time store runs (0: none; <= STORE_N)
 #   STORE_COUNT [10000]                    certificates in the store
 #   STORE_HAPROXY [1/0]   1 = HAProxy in the store group too (it loads every certificate at
 #                         start: 30-45 s for 10,000 here, once per run)
@@ -109,6 +111,7 @@ CLUSTER_N=${CLUSTER_N:-$(pick 1500 150)}
 CLUSTER_CONNS=${CLUSTER_CONNS:-10}
 STORE_N=${STORE_N:-$(pick 1000 200)}
 STORE_CONNS=${STORE_CONNS:-50}
+STORE_LAT_N=${STORE_LAT_N:-$(pick 300 50)}
 STORE_COUNT=${STORE_COUNT:-10000}
 STORE_HAPROXY=${STORE_HAPROXY:-$(pick 1 0)}
 DURATION=${DURATION:-$(pick 2 1)}
@@ -131,7 +134,7 @@ log() { printf '[tls.sh %3ss] %s\n' "$SECONDS" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- validation
-check_integers REPS HS_N HS_CONNS RES_N RES_CONNS CLUSTER_N CLUSTER_CONNS STORE_N STORE_CONNS STORE_COUNT STORE_HAPROXY DURATION \
+check_integers REPS HS_N HS_CONNS RES_N RES_CONNS CLUSTER_N CLUSTER_CONNS STORE_N STORE_CONNS STORE_LAT_N STORE_COUNT STORE_HAPROXY DURATION \
 	H2_CONNS H2_STREAMS RP_CONNS RUN_TIMEOUT HAPROXY_MAXCONN
 for v in SETTLE WARMUP; do
 	[[ ${!v} =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "$v must be a number of seconds (got '${!v}')"
@@ -140,6 +143,7 @@ WARMUP_MS=$(awk -v s="$WARMUP" 'BEGIN { printf "%dms", s * 1000 }') # h2load tak
 ((REPS >= 1 && HS_N >= 1 && RES_N >= 1 && CLUSTER_N >= 1 && STORE_N >= 1 && STORE_COUNT >= 1 && DURATION >= 1)) ||
 	die "REPS, HS_N, RES_N, CLUSTER_N, STORE_N, STORE_COUNT and DURATION must be at least 1"
 ((HS_N >= HS_CONNS)) || die "HS_N ($HS_N) must be at least HS_CONNS ($HS_CONNS)"
+((STORE_LAT_N <= STORE_N)) || die "STORE_LAT_N ($STORE_LAT_N) must be at most STORE_N ($STORE_N): its names must be loaded already"
 
 read -r -a ROW_LIST <<<"$ROWS"
 read -r -a TARGET_LIST <<<"$TARGETS"
@@ -564,6 +568,7 @@ group_store() {
 		log "store: one certificate rep $CUR_REP/$REPS: order ${REPLY_TARGETS[*]}"
 		for t in "${REPLY_TARGETS[@]}"; do
 			load_case store "" "$one" "$t" "$STORE_N" "$STORE_CONNS" --sni bench.test --check-name --seed "$seed"
+			((STORE_LAT_N)) && load_case store "" "$one, one at a time" "$t" "$STORE_LAT_N" 1 --sni bench.test --check-name --seed "$seed"
 		done
 		server_down "${TARGET_LIST[@]}"
 
@@ -595,6 +600,8 @@ group_store() {
 			# The same seed: the same names, now loaded.
 			[[ $t == nginx_store ]] && continue
 			load_case store "" "$many, same names again" "$t" "$STORE_N" "$STORE_CONNS" "${random_sni[@]}"
+			# The first STORE_LAT_N of the same names (STORE_LAT_N <= STORE_N), one at a time.
+			((STORE_LAT_N)) && load_case store "" "$many, same names again, one at a time" "$t" "$STORE_LAT_N" 1 "${random_sni[@]}"
 		done
 		for t in "${up_store[@]}"; do
 			[[ $t == haproxy_store ]] && continue
@@ -764,7 +771,7 @@ fi
 	printf -v vline '%s; ' "${versions[@]}"
 	echo "- Versions: ${vline%; }"
 	echo "- Source: git $git_rev"
-	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_N=$HS_N HS_CONNS=$HS_CONNS RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
+	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_N=$HS_N HS_CONNS=$HS_CONNS RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
 	echo "- Layout: server under test alone on CPU 0 with one worker/thread (Gatehouse workers: 1, nginx worker_processes 1, HAProxy nbthread 1), terminating TLS and proxying over HTTP/1.1 keep-alive to a backend nginx serving static files; backend and load generator on CPU 1. Group 5 only: 2 workers, servers and h2load unpinned. Group 6: two nodes of a server both on CPU 0, redis-server on CPU 1. Target order rotated by one each rep."
 	echo "- Servers as deployed: Gatehouse tickets + session cache local; nginx ssl_session_cache shared:SSL:10m + tickets; HAProxy defaults (tickets, tune.ssl.cachesize 20000); all offer h2 and http/1.1 by ALPN. Certificates: one CA each (P-256, RSA-2048), bundles leaf + CA + key."
 	echo "- Columns: server CPU % = utime+stime of the server's process tree / wall time (100 % = one core). Per server CPU-s = completed handshakes, connections or requests / server CPU-seconds (h2load rows: req/s over the measured phase / CPU share in it). Others' CPU % = /proc/stat busy time not used by server, backend or load generator; \"steal N % ⚠\" = the median hypervisor steal of the row's runs was above 5 % of a core (the VM lost CPU time: rates there are unreliable, per server CPU-s less affected). The load generator has one core (CPU 1, shared with the backend), so handshake and connection rates are mostly bounded by the client: compare per server CPU-s. Raw per-run numbers: bench/results/${RESULTS_CSV##*/}."

@@ -194,6 +194,7 @@ def store(rows):
                   "server CPU %", "connections per server CPU-s", "others' CPU %"], body)
     out += ["", "Ratios from the medians (> 1: Gatehouse completes more connections per CPU-second):", ""]
     out += peer_ratios(meds, lambda k: k[0])
+    out += store_cost(meds)
     st = [r for r in rows if r["tool"] == "startup"]
     if st:
         body = []
@@ -207,6 +208,39 @@ def store(rows):
                       "RSS after start", "RSS after the runs"], body)
         out += memory_per_name(st)
     return out
+
+
+def store_cost(meds):
+    """Per target: what serving names from the store costs against one certificate, once the names
+    are loaded: connections per CPU-second with many in flight, and p50 one connection at a time
+    (the hop's own latency, not a queue)."""
+    def kind(variant):
+        lat = variant.endswith(", one at a time")
+        if variant.startswith("1 certificate"):
+            return ("one", lat)
+        return ("again", lat) if "same names again" in variant else None
+
+    by = {}
+    for k, m in meds.items():
+        if kind(k[0]):
+            by[kind(k[0]) + (k[-1],)] = m
+    lines = []
+    for t in TARGET_ORDER:
+        parts = []
+        one, again = by.get(("one", False, t)), by.get(("again", False, t))
+        if one and again and one.get("per_cpu_s") and again.get("per_cpu_s") is not None:
+            parts.append(f"connections per CPU-s {fmt_int(again['per_cpu_s'])} against {fmt_int(one['per_cpu_s'])} "
+                         f"(**{(again['per_cpu_s'] / one['per_cpu_s'] - 1) * 100:+.1f} %**)")
+        one, again = by.get(("one", True, t)), by.get(("again", True, t))
+        if one and again and one.get("p50_ms") is not None and again.get("p50_ms") is not None:
+            parts.append(f"p50 one connection at a time {fmt_ms(again['p50_ms'])} against {fmt_ms(one['p50_ms'])} "
+                         f"(**{again['p50_ms'] - one['p50_ms']:+.2f} ms**)")
+        if parts:
+            lines.append(f"- {name(t)}: " + "; ".join(parts))
+    if not lines:
+        return []
+    return ["", "The store against one certificate, names already loaded ('same names again' vs '1 certificate'; "
+            "goal for Gatehouse: ≤ 2 % fewer connections per CPU-second and ≤ 0.1 ms more p50):", ""] + lines
 
 
 def memory_per_name(startups):
