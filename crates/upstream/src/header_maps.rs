@@ -49,6 +49,8 @@ static X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 static X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 static X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 static X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
+/// The API gateway's app-key header.
+static X_APP_KEY: HeaderName = HeaderName::from_static("x-app-key");
 
 /// A name of the fast path as [`same_name`] compares it: the lowercase name read as little-endian
 /// words (one word padded with zeros for a name shorter than eight bytes; otherwise words at 0, 8,
@@ -142,6 +144,7 @@ known_names! {
     (7, b'w') "warning" => header::WARNING,
     (8, b'i') "if-range" => header::IF_RANGE,
     (8, b'l') "location" => header::LOCATION,
+    (9, b'x') "x-app-key" => X_APP_KEY.clone(),
     (9, b'x') "x-real-ip" => X_REAL_IP.clone(),
     (10, b'c') "connection" => header::CONNECTION,
     (10, b'k') "keep-alive" => KEEP_ALIVE.clone(),
