@@ -48,24 +48,69 @@ pub(crate) struct Decoded<'a> {
     pub(crate) early_data: bool,
 }
 
+/// Extension types seen so far. A real hello carries a couple of dozen extensions: they are
+/// compared in a small array, so parsing a hello zeroes no 8 KiB bitmap. Past [`Seen::FEW`] (only
+/// a hostile hello has so many) a bitmap of every type takes over, so duplicate detection stays
+/// linear however many extensions a hello packs into its 64 KiB.
+struct Seen {
+    few: [u16; Seen::FEW],
+    count: usize,
+    all: Option<Box<[u64; 1024]>>,
+}
+
+impl Default for Seen {
+    fn default() -> Self {
+        Seen { few: [0; Seen::FEW], count: 0, all: None }
+    }
+}
+
+impl Seen {
+    const FEW: usize = 64;
+
+    /// Records `ext_type`; false when it was seen before.
+    fn insert(&mut self, ext_type: u16) -> bool {
+        // Every u16 has its bit: 1024 words of 64.
+        let mark = |bits: &mut [u64; 1024], t: u16| {
+            bits.get_mut(usize::from(t >> 6)).is_none_or(|word| {
+                let bit = 1u64 << (t & 63);
+                let new = *word & bit == 0;
+                *word |= bit;
+                new
+            })
+        };
+        if let Some(bits) = &mut self.all {
+            return mark(bits, ext_type);
+        }
+        if self.few.get(..self.count).is_some_and(|few| few.contains(&ext_type)) {
+            return false;
+        }
+        if let Some(slot) = self.few.get_mut(self.count) {
+            *slot = ext_type;
+            self.count += 1;
+            return true;
+        }
+        let mut bits = Box::new([0u64; 1024]);
+        for &t in &self.few {
+            mark(&mut bits, t);
+        }
+        let new = mark(&mut bits, ext_type);
+        self.all = Some(bits);
+        new
+    }
+}
+
 /// Walks the extensions block (without its length prefix): each type at most once, `pre_shared_key`
 /// last, every decoded extension well formed. Unknown extensions are only framed.
 pub(crate) fn decode(block: &[u8]) -> Result<(Extensions<'_>, Decoded<'_>), ParseError> {
-    // One bit per possible extension type: duplicate detection stays linear however many
-    // extensions a hostile hello packs into its 64 KiB.
-    let mut seen = [0u64; 1024];
+    let mut seen = Seen::default();
     let mut decoded = Decoded::default();
     let mut psk_seen = false;
     let mut reader = Reader::new(block);
     while !reader.is_empty() {
         let ext_type = reader.u16(Field::ExtensionHeader)?;
         let data = reader.vec_u16(Field::ExtensionHeader, 0, 0xffff)?;
-        if let Some(word) = seen.get_mut(usize::from(ext_type >> 6)) {
-            let bit = 1u64 << (ext_type & 63);
-            if *word & bit != 0 {
-                return Err(ParseError::DuplicateExtension { ext_type });
-            }
-            *word |= bit;
+        if !seen.insert(ext_type) {
+            return Err(ParseError::DuplicateExtension { ext_type });
         }
         if psk_seen {
             return Err(ParseError::PreSharedKeyNotLast);
@@ -182,5 +227,26 @@ fn even(field: Field, list: &[u8]) -> Result<U16List<'_>, ParseError> {
         Ok(U16List::new(list))
     } else {
         Err(ParseError::BadLength { field, len: list.len() })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Seen;
+
+    #[test]
+    fn seen_finds_every_repeat_before_and_after_the_bitmap_takes_over() {
+        for total in [1usize, Seen::FEW - 1, Seen::FEW, Seen::FEW + 1, 5_000] {
+            let mut seen = Seen::default();
+            // Spread over the whole range, GREASE-like values included.
+            let types: Vec<u16> = (0..total).map(|i| (i as u16).wrapping_mul(0x0a0b)).collect();
+            for &t in &types {
+                assert!(seen.insert(t), "{total}: {t} is new");
+            }
+            for &t in &types {
+                assert!(!seen.insert(t), "{total}: {t} was seen");
+            }
+            assert_eq!(seen.all.is_some(), total > Seen::FEW, "{total}");
+        }
     }
 }
