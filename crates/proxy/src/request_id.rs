@@ -2,13 +2,15 @@
 //! into the access log. A well-formed id from the client is kept when trusted; otherwise a new one
 //! is made, 32 lowercase hex digits as nginx's `$request_id`.
 //!
-//! Generation costs no lock, no system call and no allocation beyond the header value: each
-//! thread steps a counter of its own and mixes it with a key of its own. The process seed is read
+//! Generation costs no lock, no system call and one allocation per 128 ids (a thread's slab of
+//! shared bytes, so cloning an id allocates nothing either): each thread steps a counter of its
+//! own and mixes it with a key of its own. The process seed is read
 //! from the OS once, and each thread's key once, on the thread's first id.
 
+use bytes::BytesMut;
 use gatehouse_config::RequestId;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::OnceLock;
@@ -83,10 +85,26 @@ pub fn generate() -> HeaderValue {
         hex[2 * i] = HEX[usize::from(byte >> 4)];
         hex[2 * i + 1] = HEX[usize::from(byte & 0xf)];
     }
-    let mut id = HeaderValue::from_bytes(&hex).expect("hex digits are a valid header value");
+    // From the thread's slab: a slice of shared bytes, so neither making the value nor cloning
+    // it (for the upstream, the response and the log) allocates.
+    let bytes = SLAB.with_borrow_mut(|slab| {
+        if slab.capacity() < hex.len() {
+            *slab = BytesMut::with_capacity(SLAB_IDS * hex.len());
+        }
+        slab.extend_from_slice(&hex);
+        slab.split().freeze()
+    });
+    let mut id = HeaderValue::from_maybe_shared(bytes).expect("hex digits are a valid header value");
     // Unique: not for an HTTP/2 upstream's HPACK table either (see `echo`).
     id.set_sensitive(true);
     id
+}
+
+/// Ids carved from one allocation: a slab is freed once the last of its ids is dropped.
+const SLAB_IDS: usize = 128;
+
+thread_local! {
+    static SLAB: RefCell<BytesMut> = RefCell::new(BytesMut::new());
 }
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
@@ -154,6 +172,22 @@ mod tests {
             assert!(well_formed(&id));
             assert!(seen.insert(s.to_string()), "repeated id {s}");
         }
+    }
+
+    #[test]
+    fn ids_carved_from_one_slab_keep_their_bytes() {
+        // Past two slabs: no id is written over by a later one.
+        let ids: Vec<(HeaderValue, String)> = (0..3 * SLAB_IDS + 7)
+            .map(|_| {
+                let id = generate();
+                let text = id.to_str().expect("ascii").to_string();
+                (id, text)
+            })
+            .collect();
+        for (id, text) in &ids {
+            assert_eq!(id.to_str().ok(), Some(text.as_str()));
+        }
+        assert_eq!(ids.iter().map(|(_, t)| t).collect::<HashSet<_>>().len(), ids.len());
     }
 
     #[test]
