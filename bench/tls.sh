@@ -36,8 +36,9 @@
 #              `crt DIR/`, nginx `ssl_certificate $ssl_server_name` which reads the file on
 #              every handshake), first use and the same names again, vs one certificate and
 #              one name; also STORE_LAT_N connections one at a time (c=1) on one certificate
-#              and on the same names again, for the store's own latency.  Start-up time (spawn to /healthz for Gatehouse, to the first HTTPS
-#              200 for the others), time until the last stored name is served, and RSS.
+#              and on the same names again, for the store's own latency.  Start-up time (spawn
+#              to /healthz for Gatehouse, to the first HTTPS 200 for the others), time until the
+#              last stored name is served, and RSS.
 #   h2         h2load -c H2_CONNS -m H2_STREAMS (HTTP/2) vs h2load --h1 -c H2_CONNS, on
 #              5k.html and 10k.html, timed (-D DURATION after --warm-up-time WARMUP).
 #   reuseport  h2load --h1 -c RP_CONNS, 2 workers, reuse_port true vs false (nginx

@@ -222,8 +222,8 @@ def store_cost(meds):
 
     by = {}
     for k, m in meds.items():
-        if kind(k[0]):
-            by[kind(k[0]) + (k[-1],)] = m
+        if found := kind(k[0]):
+            by[found + (k[-1],)] = m
     lines = []
     for t in TARGET_ORDER:
         parts = []

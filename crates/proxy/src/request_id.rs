@@ -4,8 +4,8 @@
 //!
 //! Generation costs no lock, no system call and one allocation per 128 ids (a thread's slab of
 //! shared bytes, so cloning an id allocates nothing either): each thread steps a counter of its
-//! own and mixes it with a key of its own. The process seed is read
-//! from the OS once, and each thread's key once, on the thread's first id.
+//! own and mixes it with a key of its own. The process seed is read from the OS once, and each
+//! thread's key once, on the thread's first id.
 
 use bytes::BytesMut;
 use gatehouse_config::RequestId;
