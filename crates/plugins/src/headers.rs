@@ -4,6 +4,31 @@
 use gatehouse_config::HeaderOps;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
+/// Where header edits land: a header map, or a response whose endpoint head is passed on
+/// unparsed (its lines and the map of what the proxy adds, edited together).
+pub trait EditHeaders {
+    /// Removes every value of `name`.
+    fn remove(&mut self, name: &HeaderName);
+    /// Replaces every value of `name` with `value`.
+    fn insert(&mut self, name: &HeaderName, value: HeaderValue);
+    /// Adds `value` after any values of `name`.
+    fn append(&mut self, name: &HeaderName, value: HeaderValue);
+}
+
+impl EditHeaders for HeaderMap {
+    fn remove(&mut self, name: &HeaderName) {
+        HeaderMap::remove(self, name);
+    }
+
+    fn insert(&mut self, name: &HeaderName, value: HeaderValue) {
+        HeaderMap::insert(self, name, value);
+    }
+
+    fn append(&mut self, name: &HeaderName, value: HeaderValue) {
+        HeaderMap::append(self, name, value);
+    }
+}
+
 /// Compiled header operations.
 #[derive(Debug, Clone, Default)]
 pub struct Ops {
@@ -32,15 +57,15 @@ impl Ops {
     }
 
     /// Applies the operations.
-    pub fn apply(&self, headers: &mut HeaderMap) {
+    pub fn apply<H: EditHeaders + ?Sized>(&self, headers: &mut H) {
         for n in self.remove.iter() {
             headers.remove(n);
         }
         for (n, v) in self.set.iter() {
-            headers.insert(n.clone(), v.clone());
+            headers.insert(n, v.clone());
         }
         for (n, v) in self.append.iter() {
-            headers.append(n.clone(), v.clone());
+            headers.append(n, v.clone());
         }
     }
 }

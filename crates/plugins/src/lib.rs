@@ -22,6 +22,7 @@ mod stats;
 
 pub use denial::Denial;
 pub use gateway::{parse_sha256_hex, AppEntry, Gateway, PlanGate};
+pub use headers::EditHeaders;
 pub use rate_limit::Quota;
 pub use service::{quota_headers, Admitted, ServiceGate};
 pub use stats::ServiceStats;

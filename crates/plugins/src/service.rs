@@ -4,6 +4,7 @@
 use crate::app_key::{PathCut, Sources};
 use crate::denial::Denial;
 use crate::gateway::{AppEntry, Gateway, PlanGate, PluginSet};
+use crate::headers::EditHeaders;
 use crate::rate_limit::{Quota, Subject, Verdict};
 use crate::stats::ServiceStats;
 use gatehouse_config::{AuthMethod, Service};
@@ -250,7 +251,7 @@ impl ServiceGate {
     }
 
     /// Response headers for the client: the service's and plan's rewrites, then `RateLimit-*`.
-    pub fn rewrite_response(&self, a: &Admitted, headers: &mut HeaderMap) {
+    pub fn rewrite_response<H: EditHeaders + ?Sized>(&self, a: &Admitted, headers: &mut H) {
         self.plugins.response.apply(headers);
         if let Some(p) = &a.plan {
             p.plugins.response.apply(headers);
@@ -263,7 +264,7 @@ impl ServiceGate {
 
 /// Tells a client its quota: `RateLimit-Limit`, `RateLimit-Remaining` and `RateLimit-Reset`
 /// (seconds until the whole burst is available again).
-pub fn quota_headers(headers: &mut HeaderMap, limit: HeaderValue, remaining: u64, reset_secs: u64) {
+pub fn quota_headers<H: EditHeaders + ?Sized>(headers: &mut H, limit: HeaderValue, remaining: u64, reset_secs: u64) {
     headers.insert(&RATELIMIT_LIMIT, limit);
     headers.insert(&RATELIMIT_REMAINING, number(remaining));
     headers.insert(&RATELIMIT_RESET, number(reset_secs));

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use gatehouse_telemetry::access_log::{AccessLog, Entry};
-use gatehouse_upstream::UpstreamBody;
+use gatehouse_upstream::{RawHead, UpstreamBody};
 use http_body::{Body, Frame, SizeHint};
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -66,6 +66,22 @@ impl ResponseBody {
     pub fn take_upgrade(&mut self) -> Option<(tokio::net::TcpStream, Bytes)> {
         match &mut self.kind {
             Kind::Upstream(body) => body.take_upgrade(),
+            Kind::Full(_) => None,
+        }
+    }
+
+    /// The endpoint head's lines, when they are passed on unparsed (see [`RawHead`]).
+    pub fn raw_head_mut(&mut self) -> Option<&mut RawHead> {
+        match &mut self.kind {
+            Kind::Upstream(body) => body.raw_head_mut(),
+            Kind::Full(_) => None,
+        }
+    }
+
+    /// Takes the endpoint head's unparsed lines, to write them before the response's map.
+    pub fn take_raw_head(&mut self) -> Option<RawHead> {
+        match &mut self.kind {
+            Kind::Upstream(body) => body.take_raw_head(),
             Kind::Full(_) => None,
         }
     }

@@ -4,7 +4,9 @@
 
 use crate::body::{LogRecord, ResponseBody};
 use crate::error::ProxyError;
-use crate::headers::{add_forwarding, keyless_target, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade};
+use crate::headers::{
+    add_forwarding, keyless_target, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade, ResponseHeaders,
+};
 use crate::snapshot::{RouteEntry, Snapshot};
 use crate::{ConnInfo, Shared};
 use bytes::Bytes;
@@ -36,14 +38,13 @@ where
     let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
     let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start, request_id.clone()));
     let mut outcome = Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None };
-    let mut resp = match forward(&shared, &snap, req, &conn, &mut outcome).await {
-        Ok(mut resp) => {
-            if let (Some(route), Some(a)) = (&outcome.route, &outcome.admitted) {
-                if let Some(svc) = &route.service {
-                    svc.rewrite_response(a, resp.headers_mut());
-                }
-            }
-            resp
+    let (rewrite, resp) = match forward(&shared, &snap, req, &conn, &mut outcome).await {
+        Ok(resp) => {
+            let rewrite = match (&outcome.route, &outcome.admitted) {
+                (Some(route), Some(a)) => route.service.as_ref().map(|svc| (svc, a)),
+                _ => None,
+            };
+            (rewrite, resp)
         }
         Err(e) => {
             match e {
@@ -51,12 +52,21 @@ where
                 ProxyError::NoRoute => shared.stats.unrouted.inc(),
                 _ => {}
             }
-            e.into_response()
+            (None, e.into_response())
         }
     };
-    if let (Some(ids), Some(id)) = (&snap.request_ids, request_id) {
-        ids.echo(resp.headers_mut(), id);
+    let echo = snap.request_ids.as_ref().zip(request_id);
+    let (mut parts, mut body) = resp.into_parts();
+    if rewrite.is_some() || echo.is_some() {
+        let mut headers = ResponseHeaders { map: &mut parts.headers, raw: body.raw_head_mut() };
+        if let Some((svc, a)) = rewrite {
+            svc.rewrite_response(a, &mut headers);
+        }
+        if let Some((ids, id)) = echo {
+            ids.echo(&mut headers, id);
+        }
     }
+    let mut resp = Response::from_parts(parts, body);
     let status = resp.status().as_u16();
     if let Some(route) = &outcome.route {
         route.stats.record(status, start.elapsed());
@@ -262,8 +272,9 @@ where
                 parts.headers.insert(header::HOST, v);
             }
         }
-        HostHeader::Preserve if !parts.headers.contains_key(header::HOST) => {
-            // HTTP/2 and absolute-form requests carry the host in the target.
+        // Only HTTP/2 and absolute-form requests carry the host in the target; the others were
+        // routed by their `Host`, so it is there.
+        HostHeader::Preserve if parts.uri.authority().is_some() && !parts.headers.contains_key(header::HOST) => {
             if let Some(v) = parts.uri.authority().and_then(|a| HeaderValue::try_from(a.as_str()).ok()) {
                 parts.headers.insert(header::HOST, v);
             }
@@ -315,7 +326,13 @@ where
         if settings.http2 {
             to_absolute(&mut request, &ep.addr_text);
         }
-        let lease = match Lease::acquire(ep, settings).await {
+        // A new connection (or HTTP/2) only when the pool has none; boxed, so the state of
+        // connecting does not size every request's future.
+        let acquired = match Lease::pooled(ep, settings) {
+            Some(lease) => Ok(lease),
+            None => Box::pin(Lease::acquire(ep, settings)).await,
+        };
+        let lease = match acquired {
             Ok(lease) => lease,
             Err(e) => {
                 upstream.record_failure(idx);
@@ -334,14 +351,14 @@ where
                 if settings.retry_on_status.contains(&status) {
                     ep.record_failure(settings.eject_after, settings.eject_for);
                     if attempt + 1 < attempts && template.is_some() {
-                        fallback = Some(respond(resp, false));
+                        fallback = Some(respond(resp, false, h2_downstream));
                         continue;
                     }
                 } else {
                     ep.record_success(sent_at.map(|t| t.elapsed()));
                 }
                 let switching = upgrade && status == 101;
-                return Ok(respond(resp, switching));
+                return Ok(respond(resp, switching, h2_downstream));
             }
             Err(failure) => {
                 // What the next attempt may send: the request itself when it never left, or, for
@@ -397,9 +414,18 @@ fn to_absolute(req: &mut Request<RequestBody>, endpoint: &str) {
     req.headers_mut().remove(header::HOST);
 }
 
-fn respond(resp: Response<UpstreamBody>, switching: bool) -> Response<ResponseBody> {
-    let (mut parts, body) = resp.into_parts();
-    strip_hop_by_hop(&mut parts.headers, switching);
+/// The endpoint's answer for the client: hop-by-hop headers gone, and for a client on HTTP/2 every
+/// header in the map.
+fn respond(resp: Response<UpstreamBody>, switching: bool, h2_downstream: bool) -> Response<ResponseBody> {
+    let (mut parts, mut body) = resp.into_parts();
+    if body.raw_head_mut().is_none() {
+        strip_hop_by_hop(&mut parts.headers, switching);
+    } else if h2_downstream {
+        // The lines left out as the head was read were the hop-by-hop ones.
+        if let Some(raw) = body.take_raw_head() {
+            raw.into_map(&mut parts.headers);
+        }
+    }
     // For a switch the body is empty but keeps the endpoint's connection for the tunnel.
     Response::from_parts(parts, ResponseBody::upstream(body))
 }

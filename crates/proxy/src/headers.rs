@@ -4,6 +4,8 @@
 use crate::snapshot::{Rewrite, Snapshot};
 use crate::ConnInfo;
 use gatehouse_plugins::app_key::PathCut;
+use gatehouse_plugins::EditHeaders;
+use gatehouse_upstream::RawHead;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 use http::Uri;
@@ -78,6 +80,34 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
     }
     if keep_upgrade {
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+    }
+}
+
+/// A response's headers as the proxy edits them on its way to the client: the response's map, and
+/// the endpoint's lines when they are passed on unparsed. Removing or replacing a name applies to
+/// both; what is added goes in the map, which is written after the lines.
+pub(crate) struct ResponseHeaders<'a> {
+    pub map: &'a mut HeaderMap,
+    pub raw: Option<&'a mut RawHead>,
+}
+
+impl EditHeaders for ResponseHeaders<'_> {
+    fn remove(&mut self, name: &HeaderName) {
+        if let Some(raw) = self.raw.as_deref_mut() {
+            raw.remove(name);
+        }
+        self.map.remove(name);
+    }
+
+    fn insert(&mut self, name: &HeaderName, value: HeaderValue) {
+        if let Some(raw) = self.raw.as_deref_mut() {
+            raw.remove(name);
+        }
+        self.map.insert(name, value);
+    }
+
+    fn append(&mut self, name: &HeaderName, value: HeaderValue) {
+        self.map.append(name, value);
     }
 }
 

@@ -9,6 +9,7 @@
 
 use bytes::BytesMut;
 use gatehouse_config::RequestId;
+use gatehouse_plugins::EditHeaders;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use std::cell::{Cell, RefCell};
 use std::hash::BuildHasher;
@@ -50,7 +51,7 @@ impl RequestIds {
     }
 
     /// Puts `id` on the client's response, replacing any the upstream sent, when `echo` is on.
-    pub(crate) fn echo(&self, headers: &mut HeaderMap, mut id: HeaderValue) {
+    pub(crate) fn echo<H: EditHeaders + ?Sized>(&self, headers: &mut H, mut id: HeaderValue) {
         if self.echo {
             // Unique per response: HPACK must not index it. In the dynamic table it would never
             // be used again, and each new one would push out entries that repeat (HTTP/2 clients

@@ -4,7 +4,9 @@
 //! client's side consumes it. No connection task, no channel between the two sides.
 
 use crate::body::RequestBody;
+use crate::framing::ConnectionTokens;
 pub(crate) use crate::framing::{Chunk, Framing};
+use crate::raw_head::{role, RawHead, Role, MAX_LINES};
 use bytes::{Bytes, BytesMut};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Request, Response, StatusCode, Version};
@@ -30,6 +32,17 @@ pub(crate) struct H1Conn {
     /// Offsets of header names and values in the head being parsed; kept to reuse its allocation.
     spans: Vec<(u32, u32, u32, u32)>,
     head_deadline: crate::util::LazyDeadline,
+}
+
+/// A response head read from the endpoint.
+#[derive(Debug)]
+pub(crate) struct Head {
+    pub(crate) response: Response<()>,
+    /// The header lines to pass on as they are; `None` when they are in the response's map.
+    pub(crate) raw: Option<RawHead>,
+    pub(crate) framing: Framing,
+    /// Whether the connection may serve another request once the body is read.
+    pub(crate) reusable: bool,
 }
 
 /// How the exchange failed.
@@ -86,20 +99,22 @@ impl H1Conn {
         w.push(b' ');
         w.extend_from_slice(target.as_bytes());
         w.extend_from_slice(b" HTTP/1.1\r\n");
+        let mut host = false;
         for (name, value) in req.headers() {
+            host |= name == header::HOST;
             w.extend_from_slice(name.as_str().as_bytes());
             w.extend_from_slice(b": ");
             w.extend_from_slice(value.as_bytes());
             w.extend_from_slice(b"\r\n");
         }
-        if !req.headers().contains_key(header::HOST) {
+        if !host {
             let _ = write!(w, "host: {default_host}\r\n");
         }
         if chunked {
             w.extend_from_slice(b"transfer-encoding: chunked\r\n");
-        } else if req.body().is_empty()
+        } else if matches!(*req.method(), http::Method::POST | http::Method::PUT | http::Method::PATCH)
+            && req.body().is_empty()
             && !req.headers().contains_key(header::CONTENT_LENGTH)
-            && matches!(*req.method(), http::Method::POST | http::Method::PUT | http::Method::PATCH)
         {
             w.extend_from_slice(b"content-length: 0\r\n");
         }
@@ -174,14 +189,15 @@ impl H1Conn {
         &mut self,
         head_request: bool,
         read_timeout: std::time::Duration,
-    ) -> Result<(Response<()>, Framing, bool), ExchangeError> {
+    ) -> Result<Head, ExchangeError> {
         let deadline = crate::util::now_ms() + read_timeout.as_millis() as u64;
         loop {
-            if let Some(parsed) = self.parse_head(head_request)? {
-                if parsed.0.status().is_informational() && parsed.0.status() != StatusCode::SWITCHING_PROTOCOLS {
+            if let Some(head) = self.parse_head(head_request)? {
+                let status = head.response.status();
+                if status.is_informational() && status != StatusCode::SWITCHING_PROTOCOLS {
                     continue;
                 }
-                return Ok(parsed);
+                return Ok(head);
             }
             if self.rbuf.len() >= MAX_HEAD {
                 return Err(ExchangeError::Upstream("response head too large".into()));
@@ -202,8 +218,11 @@ impl H1Conn {
     }
 
     /// Parses one complete head from the buffer: the response, its body framing, and whether the
-    /// connection may be reused afterwards.
-    fn parse_head(&mut self, head_request: bool) -> Result<Option<(Response<()>, Framing, bool)>, ExchangeError> {
+    /// connection may be reused afterwards. The usual head keeps its lines unparsed, for the
+    /// client side to write as they are ([`RawHead`]); one with more than [`MAX_LINES`] lines,
+    /// a `Connection` header naming other headers, a protocol switch or bare-LF line ends is
+    /// parsed into the response's map instead.
+    fn parse_head(&mut self, head_request: bool) -> Result<Option<Head>, ExchangeError> {
         // Uninitialised slots: httparse writes only the ones it fills, so nothing is zeroed per head.
         let mut slots = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
         let mut parsed = httparse::Response::new(&mut []);
@@ -220,16 +239,81 @@ impl H1Conn {
         let base = self.rbuf.as_ptr() as usize;
         let spans = &mut self.spans;
         spans.clear();
-        for h in parsed.headers.iter() {
+        let mut said = Said::default();
+        for (i, h) in parsed.headers.iter().enumerate() {
             let name = (h.name.as_ptr() as usize - base) as u32;
             let value = (h.value.as_ptr() as usize - base) as u32;
             spans.push((name, h.name.len() as u32, value, h.value.len() as u32));
+            said.add(i, h.name.as_bytes(), h.value);
         }
-        let count = spans.len();
+        let early = head_request
+            || status.is_informational()
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED;
+        let (framing, mut reusable) = framing(early, &said)?;
+        reusable &= said.connection.keep_alive(http10);
+        // With chunked coding, a length beside it is dropped (a smuggling vector).
+        let drop_lengths = said.coded && !early;
+        let mut resp = Response::new(());
+        *resp.status_mut() = status;
+        *resp.version_mut() = Version::HTTP_11;
+        let raw = if spans.len() <= MAX_LINES && !said.connection.other && status != StatusCode::SWITCHING_PROTOCOLS {
+            let skip = said.hop | if drop_lengths { said.lengths } else { 0 };
+            self.squeeze(len, skip)
+        } else {
+            None
+        };
+        let raw = match raw {
+            Some(lines) => {
+                let head = self.rbuf.split_to(len).freeze();
+                let length = said.length.is_some() && !drop_lengths;
+                // Room for what the proxy adds (the echoed request id, rewrites, quota headers).
+                *resp.headers_mut() = crate::header_maps::take(6);
+                Some(RawHead::new(head.slice(lines), said.names, said.date, length))
+            }
+            None => {
+                *resp.headers_mut() = self.take_map(len, drop_lengths)?;
+                None
+            }
+        };
+        Ok(Some(Head { response: resp, raw, framing, reusable }))
+    }
+
+    /// Moves the header lines of the head (`len` bytes) to be forwarded together, leaving out the
+    /// lines in `skip`; their range in the buffer, or `None` when a line to forward does not end in
+    /// CRLF (the head is then parsed into a map, whose encoding ends every line in CRLF).
+    fn squeeze(&mut self, len: usize, skip: u64) -> Option<std::ops::Range<usize>> {
+        let spans = &self.spans;
+        let buf = &mut self.rbuf[..len];
+        let Some(first) = spans.first().map(|s| s.0 as usize) else {
+            return Some(0..0);
+        };
+        // The blank line that ends the head: CRLF, or a bare LF.
+        let blank = if buf.ends_with(b"\r\n") { 2 } else { 1 };
+        let mut to = first;
+        for (i, span) in spans.iter().enumerate() {
+            let start = span.0 as usize;
+            let end = spans.get(i + 1).map_or(len - blank, |next| next.0 as usize);
+            if skip & (1 << i) != 0 {
+                continue;
+            }
+            if !buf[start..end].ends_with(b"\r\n") {
+                return None;
+            }
+            if to != start {
+                buf.copy_within(start..end, to);
+            }
+            to += end - start;
+        }
+        Some(first..to)
+    }
+
+    /// Takes the head (`len` bytes) off the buffer as a header map; with `drop_lengths`, without
+    /// `Content-Length` and `Transfer-Encoding`.
+    fn take_map(&mut self, len: usize, drop_lengths: bool) -> Result<HeaderMap, ExchangeError> {
         let head = self.rbuf.split_to(len).freeze();
-        // Room for what the proxy adds (rate-limit headers, the echoed request id, rewrites)
-        // without growing.
-        let mut headers = crate::header_maps::take(count + 5);
+        // Room for what the proxy adds (the echoed request id, rewrites, quota headers).
+        let mut headers = crate::header_maps::take(self.spans.len() + 5);
         let mut connection = crate::framing::ConnectionHeader::default();
         for &(ns, nl, vs, vl) in &self.spans {
             let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
@@ -243,14 +327,12 @@ impl H1Conn {
                 headers.append(name, value);
             }
         }
-        let tokens = connection.finish(&mut headers);
-        let (framing, mut reusable) = framing(status, head_request, &mut headers)?;
-        reusable &= tokens.keep_alive(http10);
-        let mut resp = Response::new(());
-        *resp.status_mut() = status;
-        *resp.version_mut() = Version::HTTP_11;
-        *resp.headers_mut() = headers;
-        Ok(Some((resp, framing, reusable)))
+        connection.finish(&mut headers);
+        if drop_lengths {
+            headers.remove(header::CONTENT_LENGTH);
+            headers.remove(header::TRANSFER_ENCODING);
+        }
+        Ok(headers)
     }
 
     /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
@@ -277,42 +359,90 @@ fn not_sent_or_broken(written: usize, e: io::Error) -> ExchangeError {
     }
 }
 
-/// Body framing per RFC 9112 §6.3, normalising headers so the client side sees one framing.
-fn framing(status: StatusCode, head_request: bool, headers: &mut HeaderMap) -> Result<(Framing, bool), ExchangeError> {
-    if head_request
-        || status.is_informational()
-        || status == StatusCode::NO_CONTENT
-        || status == StatusCode::NOT_MODIFIED
-    {
+/// What a response's headers say to the proxy, gathered in the one pass over them.
+#[derive(Debug, Default)]
+struct Said {
+    connection: ConnectionTokens,
+    /// Hop-by-hop lines (never forwarded), by index.
+    hop: u64,
+    /// `Content-Length` lines, by index.
+    lengths: u64,
+    /// The first `Content-Length`: `Some(None)` when it is not a number.
+    length: Option<Option<u64>>,
+    /// A later `Content-Length` says something else.
+    conflicting: bool,
+    /// There is a `Transfer-Encoding`.
+    coded: bool,
+    /// The last coding named is `chunked`.
+    chunked_last: bool,
+    /// There is a `Date`.
+    date: bool,
+    /// The names present, as [`crate::raw_head::name_bit`] files them.
+    names: u64,
+}
+
+impl Said {
+    fn add(&mut self, i: usize, name: &[u8], value: &[u8]) {
+        let bit = if i < MAX_LINES { 1u64 << i } else { 0 };
+        self.names |= crate::raw_head::name_bit(name);
+        match role(name) {
+            Role::EndToEnd => {}
+            Role::Date => self.date = true,
+            Role::Connection => {
+                self.connection.scan(value);
+                self.hop |= bit;
+            }
+            Role::HopByHop => self.hop |= bit,
+            Role::TransferEncoding => {
+                self.coded = true;
+                self.hop |= bit;
+                if let Some(last) = value.split(|&b| b == b',').map(<[u8]>::trim_ascii).rfind(|t| !t.is_empty()) {
+                    self.chunked_last = last.eq_ignore_ascii_case(b"chunked");
+                }
+            }
+            Role::ContentLength => {
+                self.lengths |= bit;
+                let n = decimal(value);
+                match self.length {
+                    None => self.length = Some(n),
+                    Some(first) => self.conflicting |= n.is_none() || n != first,
+                }
+            }
+        }
+    }
+}
+
+/// A `Content-Length` value: digits only.
+fn decimal(value: &[u8]) -> Option<u64> {
+    if value.is_empty() {
+        return None;
+    }
+    value.iter().try_fold(0u64, |n, &b| {
+        if b.is_ascii_digit() {
+            n.checked_mul(10)?.checked_add(u64::from(b - b'0'))
+        } else {
+            None
+        }
+    })
+}
+
+/// Body framing per RFC 9112 §6.3, and whether the connection may be reused after it. `early`:
+/// a response that has no body whatever its headers say.
+fn framing(early: bool, said: &Said) -> Result<(Framing, bool), ExchangeError> {
+    if early {
         return Ok((Framing::Empty, true));
     }
-    if headers.contains_key(header::TRANSFER_ENCODING) {
-        let chunked_last = headers
-            .get_all(header::TRANSFER_ENCODING)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(','))
-            .map(str::trim)
-            .rfind(|t| !t.is_empty())
-            .is_some_and(|t| t.eq_ignore_ascii_case("chunked"));
-        // With both, Transfer-Encoding wins and the length is dropped (a smuggling vector); the
-        // connection is not reused after such a message.
-        let both = headers.remove(header::CONTENT_LENGTH).is_some();
-        headers.remove(header::TRANSFER_ENCODING);
-        return Ok(if chunked_last { (Framing::Chunked(Chunk::Size), !both) } else { (Framing::Close, false) });
+    if said.coded {
+        // With a length as well, the connection is not reused after such a message.
+        let both = said.length.is_some();
+        return Ok(if said.chunked_last { (Framing::Chunked(Chunk::Size), !both) } else { (Framing::Close, false) });
     }
-    let mut lengths = headers.get_all(header::CONTENT_LENGTH).iter();
-    let Some(first) = lengths.next() else {
-        return Ok((Framing::Close, false));
-    };
-    let parse = |v: &HeaderValue| {
-        v.to_str().ok().filter(|s| s.bytes().all(|b| b.is_ascii_digit())).and_then(|s| s.parse::<u64>().ok())
-    };
-    let n = parse(first).ok_or_else(|| ExchangeError::Upstream("invalid Content-Length".into()))?;
-    if lengths.any(|v| parse(v) != Some(n)) {
-        return Err(ExchangeError::Upstream("conflicting Content-Length".into()));
+    match said.length {
+        None => Ok((Framing::Close, false)),
+        Some(None) => Err(ExchangeError::Upstream("invalid Content-Length".into())),
+        Some(Some(_)) if said.conflicting => Err(ExchangeError::Upstream("conflicting Content-Length".into())),
+        Some(Some(n)) => Ok((Framing::Length(n), true)),
     }
-    Ok((Framing::Length(n), true))
 }
 
 #[cfg(test)]

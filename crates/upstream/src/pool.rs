@@ -122,6 +122,18 @@ impl SendFailure {
 }
 
 impl Lease {
+    /// An in-flight slot on `ep` and an idle HTTP/1.1 connection to it from this worker's pool,
+    /// if it has one: the usual case, with no future to build and await.
+    pub fn pooled(ep: &Arc<EndpointState>, s: &Settings) -> Option<Lease> {
+        if s.http2 {
+            return None;
+        }
+        ep.inflight.fetch_add(1, Relaxed);
+        let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: true };
+        lease.conn = Some(Conn::H1(lease.checkout(s.idle_timeout)?));
+        Some(lease)
+    }
+
     /// Takes an in-flight slot on `ep` and a ready connection to it.
     pub async fn acquire(ep: &Arc<EndpointState>, s: &Settings) -> Result<Lease, ConnectError> {
         ep.inflight.fetch_add(1, Relaxed);
@@ -214,44 +226,53 @@ impl Lease {
                     }
                     Err(ExchangeError::Upstream(r)) => Err(SendFailure::new(FailureKind::Io, r).with_sent(req)),
                     Err(e) => Err(SendFailure::new(FailureKind::Io, format!("{e:?}")).with_sent(req)),
-                    Ok((head, framing, reusable)) => {
+                    Ok(head) => {
                         // The request head was written: its map serves the next head.
                         crate::header_maps::give(std::mem::take(req.headers_mut()));
                         drop(req);
                         self.conn = Some(Conn::H1(conn));
-                        let switching = head.status() == http::StatusCode::SWITCHING_PROTOCOLS;
-                        let body = UpstreamBody::h1(self, framing, reusable, read_timeout, switching);
-                        Ok(head.map(|()| body))
+                        let switching = head.response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
+                        let body =
+                            UpstreamBody::h1(self, head.framing, head.reusable, read_timeout, switching, head.raw);
+                        Ok(head.response.map(|()| body))
                     }
                 }
             }
-            Some(Conn::H2(mut sender)) => {
-                match tokio::time::timeout(read_timeout, sender.try_send_request(req)).await {
-                    Err(_) => Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout")),
-                    Ok(Err(mut e)) => {
-                        let unsent = e.take_message();
-                        let error = e.into_error();
-                        let kind = if caused_by::<crate::BodyTooLarge>(&error) {
-                            FailureKind::BodyTooLarge
-                        } else if caused_by::<crate::BodyTimeout>(&error) {
-                            FailureKind::ClientTimeout
-                        } else {
-                            FailureKind::Io
-                        };
-                        Err(SendFailure { unsent, sent: None, reason: error.to_string(), kind })
-                    }
-                    Ok(Ok(resp)) => {
-                        self.conn = Some(Conn::H2(sender));
-                        Ok(resp.map(|incoming| UpstreamBody::h2(incoming, self, read_timeout)))
-                    }
-                }
-            }
+            // Boxed: its state would otherwise size every request's future, HTTP/1.1 ones too.
+            Some(Conn::H2(sender)) => Box::pin(self.send_h2(sender, req, read_timeout)).await,
             None => Err(SendFailure {
                 unsent: Some(req),
                 sent: None,
                 reason: "no connection".into(),
                 kind: FailureKind::Io,
             }),
+        }
+    }
+
+    async fn send_h2(
+        mut self,
+        mut sender: http2::SendRequest<RequestBody>,
+        req: http::Request<RequestBody>,
+        read_timeout: Duration,
+    ) -> Result<http::Response<UpstreamBody>, SendFailure> {
+        match tokio::time::timeout(read_timeout, sender.try_send_request(req)).await {
+            Err(_) => Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout")),
+            Ok(Err(mut e)) => {
+                let unsent = e.take_message();
+                let error = e.into_error();
+                let kind = if caused_by::<crate::BodyTooLarge>(&error) {
+                    FailureKind::BodyTooLarge
+                } else if caused_by::<crate::BodyTimeout>(&error) {
+                    FailureKind::ClientTimeout
+                } else {
+                    FailureKind::Io
+                };
+                Err(SendFailure { unsent, sent: None, reason: error.to_string(), kind })
+            }
+            Ok(Ok(resp)) => {
+                self.conn = Some(Conn::H2(sender));
+                Ok(resp.map(|incoming| UpstreamBody::h2(incoming, self, read_timeout)))
+            }
         }
     }
 

@@ -5,6 +5,7 @@
 
 use crate::h1::Framing;
 use crate::pool::{Conn, Lease};
+use crate::raw_head::RawHead;
 use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -19,6 +20,8 @@ use tokio::time::Sleep;
 #[derive(Debug)]
 pub struct UpstreamBody {
     lease: Option<Lease>,
+    /// The head's lines, when they are passed on unparsed (HTTP/1.1 only).
+    raw: Option<RawHead>,
     kind: Kind,
     read_timeout: Duration,
     timer: Option<Pin<Box<Sleep>>>,
@@ -44,9 +47,16 @@ impl std::fmt::Display for UpstreamBodyError {
 impl std::error::Error for UpstreamBodyError {}
 
 impl UpstreamBody {
-    pub(crate) fn h1(lease: Lease, framing: Framing, reusable: bool, read_timeout: Duration, switching: bool) -> Self {
+    pub(crate) fn h1(
+        lease: Lease,
+        framing: Framing,
+        reusable: bool,
+        read_timeout: Duration,
+        switching: bool,
+        raw: Option<RawHead>,
+    ) -> Self {
         let mut body =
-            UpstreamBody { lease: Some(lease), kind: Kind::H1 { framing, reusable }, read_timeout, timer: None };
+            UpstreamBody { lease: Some(lease), raw, kind: Kind::H1 { framing, reusable }, read_timeout, timer: None };
         // A 101's connection is about to become a tunnel (see `take_upgrade`): never pool it.
         if framing.finished() && !switching {
             body.finish(reusable);
@@ -55,7 +65,18 @@ impl UpstreamBody {
     }
 
     pub(crate) fn h2(incoming: Incoming, lease: Lease, read_timeout: Duration) -> Self {
-        UpstreamBody { lease: Some(lease), kind: Kind::H2(incoming), read_timeout, timer: None }
+        UpstreamBody { lease: Some(lease), raw: None, kind: Kind::H2(incoming), read_timeout, timer: None }
+    }
+
+    /// The head's lines when they are passed on unparsed (see [`RawHead`]): edits of the
+    /// response's headers apply to them as well as to its map.
+    pub fn raw_head_mut(&mut self) -> Option<&mut RawHead> {
+        self.raw.as_mut()
+    }
+
+    /// Takes the head's unparsed lines, to write them or to move them into the map.
+    pub fn take_raw_head(&mut self) -> Option<RawHead> {
+        self.raw.take()
     }
 
     /// For a `101 Switching Protocols` answer: the raw connection and the bytes already read past

@@ -63,11 +63,17 @@ pub(crate) fn parse(
     // without growing.
     let mut headers = gatehouse_upstream::header_maps::take(spans.len() + 8);
     let mut connection = ConnectionHeader::default();
+    // Which of the headers framing reads are present, noted on the way: most requests have none,
+    // and then need no lookup.
+    let mut present = Present::default();
     for &(ns, nl, vs, vl) in spans.iter() {
         let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
         let name =
             gatehouse_upstream::header_maps::header_name(&head[ns..ns + nl]).map_err(|_| StatusCode::BAD_REQUEST)?;
         let value = HeaderValue::from_maybe_shared(head.slice(vs..vs + vl)).map_err(|_| StatusCode::BAD_REQUEST)?;
+        present.coding |= name == header::TRANSFER_ENCODING;
+        present.length |= name == header::CONTENT_LENGTH;
+        present.expect |= name == header::EXPECT;
         if name == header::CONNECTION {
             connection.take(value, &mut headers);
         } else {
@@ -81,16 +87,25 @@ pub(crate) fn parse(
         let host = HeaderValue::from_str(authority.as_str()).map_err(|_| StatusCode::BAD_REQUEST)?;
         headers.insert(header::HOST, host);
     }
-    let framing = framing(&mut headers, http10)?;
+    let framing = if present.coding || present.length { framing(&mut headers, http10)? } else { Framing::Empty };
     let keep_alive = tokens.keep_alive(http10);
-    let expect_continue =
-        !http10 && headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
+    let expect_continue = present.expect
+        && !http10
+        && headers.get(header::EXPECT).is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     let mut request = Request::new(());
     *request.method_mut() = method;
     *request.uri_mut() = uri;
     *request.version_mut() = if http10 { Version::HTTP_10 } else { Version::HTTP_11 };
     *request.headers_mut() = headers;
     Ok(Some(Head { request, framing, keep_alive, expect_continue }))
+}
+
+/// Which headers that need a look after parsing a head has.
+#[derive(Debug, Default)]
+struct Present {
+    coding: bool,
+    length: bool,
+    expect: bool,
 }
 
 fn framing(headers: &mut HeaderMap, http10: bool) -> Result<Framing, StatusCode> {

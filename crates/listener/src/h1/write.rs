@@ -5,7 +5,7 @@
 use crate::transport::Transport;
 use bytes::Bytes;
 use gatehouse_proxy::ResponseBody;
-use http::header::{self, HeaderMap};
+use http::header;
 use http::{Response, StatusCode};
 use http_body::Body;
 use std::cell::RefCell;
@@ -78,21 +78,30 @@ pub(crate) async fn write_response(
         || status.is_informational()
         || status == StatusCode::NO_CONTENT
         || status == StatusCode::NOT_MODIFIED;
-    if connection_close(&parts.headers) {
-        keep_alive = false;
-    }
     w.clear();
     w.extend_from_slice(b"HTTP/1.1 ");
     w.extend_from_slice(status.as_str().as_bytes());
     w.push(b' ');
     w.extend_from_slice(status.canonical_reason().unwrap_or("").as_bytes());
     w.extend_from_slice(b"\r\n");
-    let mut has_date = false;
+    // The endpoint's own lines, as it wrote them, then what the proxy added.
+    let raw = body.take_raw_head();
+    let (mut has_date, mut has_length) = (false, false);
+    if let Some(raw) = &raw {
+        raw.write(w);
+        has_date = raw.has_date();
+        has_length = raw.has_content_length();
+    }
+    // Written: the lines no longer hold the endpoint connection's read buffer.
+    drop(raw);
     for (name, value) in &parts.headers {
+        // Not written: the server decides (below), and only heeds a `close` (error answers).
         if name == header::CONNECTION {
+            keep_alive &= !says_close(value);
             continue;
         }
         has_date |= name == header::DATE;
+        has_length |= name == header::CONTENT_LENGTH;
         w.extend_from_slice(name.as_str().as_bytes());
         w.extend_from_slice(b": ");
         w.extend_from_slice(value.as_bytes());
@@ -103,7 +112,7 @@ pub(crate) async fn write_response(
     }
     let mut chunked = false;
     let switching = status == StatusCode::SWITCHING_PROTOCOLS;
-    if !no_body && !parts.headers.contains_key(header::CONTENT_LENGTH) {
+    if !no_body && !has_length {
         match body.size_hint().exact() {
             Some(n) => {
                 let _ = write!(w, "content-length: {n}\r\n");
@@ -181,9 +190,6 @@ pub(crate) async fn write_response(
     Ok(if keep_alive { Written::KeepAlive } else { Written::Close })
 }
 
-fn connection_close(headers: &HeaderMap) -> bool {
-    headers
-        .get_all(header::CONNECTION)
-        .iter()
-        .any(|v| v.as_bytes().split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close")))
+fn says_close(value: &http::HeaderValue) -> bool {
+    value.as_bytes().split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
 }
