@@ -94,7 +94,14 @@ impl Glob {
 
     /// Whether `path` matches the whole pattern.
     pub fn matches(&self, path: &[u8]) -> bool {
-        match_from(&self.0, path)
+        // The usual shapes (`/exact`, `/prefix/**`, `**.json`, `**`) need no table of positions.
+        match &*self.0 {
+            [Piece::Any] => true,
+            [Piece::Literal(l)] => path == &**l,
+            [Piece::Literal(l), Piece::Any] => path.starts_with(l),
+            [Piece::Any, Piece::Literal(l)] => path.ends_with(l),
+            pieces => match_from(pieces, path),
+        }
     }
 }
 
@@ -161,6 +168,15 @@ mod tests {
         assert!(!g("/**.json", "/a/b/c.jsonx"));
         assert!(g("/exact", "/exact") && !g("/exact", "/exact/"));
         assert!(g("/***", "/anything/at/all"));
+        assert!(g("**", "") && g("/**", "/") && !g("/**", "x/"));
+        assert!(g("**.json", "a.json") && !g("**.json", "a.jso"));
+        // Every shorthand agrees with the general matcher.
+        for p in ["**", "/exact", "/public/**", "**.json", "/**", "/a*", "/a/*/b"] {
+            let glob = Glob::new(p);
+            for s in ["", "/", "/exact", "/exact/", "/public/x/y", "a.json", "/a", "/ab", "/a/x/b", "/a/x/y/b"] {
+                assert_eq!(glob.matches(s.as_bytes()), match_from(&glob.0, s.as_bytes()), "{p} on {s}");
+            }
+        }
         // Many wildcards against a long path stay quick.
         let long = "/a".repeat(2000);
         assert!(!g("/*a*a*a*a*a*a*a*a*b", &long));
