@@ -161,6 +161,28 @@ fn http2_requests_carry_the_id_too() {
 }
 
 #[test]
+fn the_echoed_id_replaces_every_one_the_backend_sent() {
+    // The backend's own ids, in two lines and another letter case, beside headers that pass.
+    let backend = Backend::start("b");
+    backend.add_response_header("X-Request-ID", "backend-1");
+    backend.add_response_header("x-request-id", "backend-2");
+    backend.add_response_header("X-Kept", "yes");
+    let gw = start(&config("", &backend));
+    let mut conn = HttpConn::open(gw.addr("http")).expect("connect");
+    let h1 = conn.get(HOST, "/", &[]).expect("GET");
+    let url = format!("http://{}/", gw.addr("http"));
+    let h2 = curl(&["--http2-prior-knowledge", &url, "-H", &format!("Host: {HOST}")]);
+    let seen = backend.requests();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    for (resp, sent) in [(&h1.headers, &seen[0]), (&h2.headers, &seen[1])] {
+        let ids: Vec<_> = resp.iter().filter(|(n, _)| n == "x-request-id").map(|(_, v)| v.as_str()).collect();
+        assert_eq!(ids, [sent.header("x-request-id").unwrap_or_default()], "{resp:?}");
+        assert!(is_generated(ids[0]), "{resp:?}");
+        assert!(resp.iter().any(|(n, v)| n == "x-kept" && v == "yes"), "{resp:?}");
+    }
+}
+
+#[test]
 fn a_custom_header_untrusted_and_unechoed() {
     let backend = Backend::start("b");
     backend.add_response_header("X-Trace-Id", "from-backend");
