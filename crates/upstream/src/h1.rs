@@ -290,20 +290,21 @@ impl H1Conn {
         };
         // The blank line that ends the head: CRLF, or a bare LF.
         let blank = if buf.ends_with(b"\r\n") { 2 } else { 1 };
+        let line = |i: usize| spans[i].0 as usize..spans.get(i + 1).map_or(len - blank, |next| next.0 as usize);
+        let kept = (0..spans.len()).filter(|&i| skip & (1 << i) == 0);
+        // Every line is checked before any moves: the map parse that follows a `None` reads the
+        // head where it was.
+        if !kept.clone().all(|i| buf[line(i)].ends_with(b"\r\n")) {
+            return None;
+        }
         let mut to = first;
-        for (i, span) in spans.iter().enumerate() {
-            let start = span.0 as usize;
-            let end = spans.get(i + 1).map_or(len - blank, |next| next.0 as usize);
-            if skip & (1 << i) != 0 {
-                continue;
+        for i in kept {
+            let range = line(i);
+            let n = range.len();
+            if to != range.start {
+                buf.copy_within(range, to);
             }
-            if !buf[start..end].ends_with(b"\r\n") {
-                return None;
-            }
-            if to != start {
-                buf.copy_within(start..end, to);
-            }
-            to += end - start;
+            to += n;
         }
         Some(first..to)
     }

@@ -100,7 +100,7 @@ pub(crate) fn parse(
     Ok(Some(Head { request, framing, keep_alive, expect_continue }))
 }
 
-/// Which headers that need a look after parsing a head has.
+/// Which of the headers looked up after parsing (framing, `Expect`) the head has.
 #[derive(Debug, Default)]
 struct Present {
     coding: bool,
