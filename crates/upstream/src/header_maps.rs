@@ -56,13 +56,13 @@ static X_APP_KEY: HeaderName = HeaderName::from_static("x-app-key");
 /// words (one word padded with zeros for a name shorter than eight bytes; otherwise words at 0, 8,
 /// ..., the last one ending at the name's last byte), each with the case bit (0x20) set where the
 /// name has a letter.
-struct Words {
+pub(crate) struct Words {
     count: usize,
     words: [(u64, u64); 3],
 }
 
 /// The [`Words`] of `name`, at compile time: lowercase letters and `-`, 24 bytes at most.
-const fn words(name: &str) -> Words {
+pub(crate) const fn words(name: &str) -> Words {
     let b = name.as_bytes();
     let len = b.len();
     assert!(len > 0 && len <= 24);
@@ -90,7 +90,7 @@ const fn words(name: &str) -> Words {
 
 impl Words {
     /// The words in use.
-    const fn as_slice(&self) -> &[(u64, u64)] {
+    pub(crate) const fn as_slice(&self) -> &[(u64, u64)] {
         self.words.split_at(self.count).0
     }
 }
@@ -174,7 +174,7 @@ known_names! {
 /// bit is set only where the name has a letter, so a letter matches in either case and any other
 /// byte must match exactly.
 #[inline]
-fn same_name(bytes: &[u8], words: &[(u64, u64)]) -> bool {
+pub(crate) fn same_name(bytes: &[u8], words: &[(u64, u64)]) -> bool {
     let len = bytes.len();
     if len < 8 {
         let w = bytes.iter().rev().fold(0u64, |w, &b| (w << 8) | u64::from(b));
