@@ -330,7 +330,7 @@ where
         // connecting does not size every request's future.
         let acquired = match Lease::pooled(ep, settings) {
             Some(lease) => Ok(lease),
-            None => Box::pin(Lease::acquire(ep, settings)).await,
+            None => Box::pin(Lease::open(ep, settings)).await,
         };
         let lease = match acquired {
             Ok(lease) => lease,

@@ -134,20 +134,16 @@ impl Lease {
         Some(lease)
     }
 
-    /// Takes an in-flight slot on `ep` and a ready connection to it.
-    pub async fn acquire(ep: &Arc<EndpointState>, s: &Settings) -> Result<Lease, ConnectError> {
+    /// An in-flight slot on `ep` and a connection made for it: the shared HTTP/2 one, or a new
+    /// HTTP/1.1 one when [`Lease::pooled`] found none idle.
+    pub async fn open(ep: &Arc<EndpointState>, s: &Settings) -> Result<Lease, ConnectError> {
         ep.inflight.fetch_add(1, Relaxed);
         let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: false };
-        if s.http2 {
-            lease.conn = Some(Conn::H2(lease.h2_sender(s).await?));
-            return Ok(lease);
-        }
-        if let Some(conn) = lease.checkout(s.idle_timeout) {
-            lease.reused = true;
-            lease.conn = Some(Conn::H1(conn));
-            return Ok(lease);
-        }
-        lease.conn = Some(Conn::H1(Box::new(H1Conn::new(connect(ep, s).await?))));
+        lease.conn = Some(if s.http2 {
+            Conn::H2(lease.h2_sender(s).await?)
+        } else {
+            Conn::H1(Box::new(H1Conn::new(connect(ep, s).await?)))
+        });
         Ok(lease)
     }
 
