@@ -85,18 +85,26 @@ pub async fn accept_loop(
                     }
                 };
                 let admitted = Admitted { _permit: permit, _per_ip: per_ip };
+                // Each connection's future is spawned boxed: tokio moves a task's future by value
+                // several times (into the task, and its stage again as it finishes), and these are
+                // hundreds of bytes (plain) to kilobytes (TLS); a box is moved as a pointer, and
+                // the task itself stays small enough for the allocator's per-thread cache.
                 match &tls {
-                    None => {
-                        tokio::spawn(serve_connection(stream, (peer, local), config.clone(), ctx.clone(), admitted))
-                    }
-                    Some(tls) => tokio::spawn(serve_tls(
+                    None => tokio::spawn(Box::pin(serve_connection(
+                        stream,
+                        (peer, local),
+                        config.clone(),
+                        ctx.clone(),
+                        admitted,
+                    ))),
+                    Some(tls) => tokio::spawn(Box::pin(serve_tls(
                         stream,
                         (peer, local),
                         config.clone(),
                         tls.load_full(),
                         ctx.clone(),
                         admitted,
-                    )),
+                    ))),
                 };
             }
             Err(e) => {
@@ -215,12 +223,15 @@ async fn refuse_gracefully(mut stream: TcpStream) {
     let _ = tokio::time::timeout(Duration::from_secs(1), drain).await;
 }
 
-/// Counts a new connection (as open until the guard drops) and sets it up.
-fn opened(stream: &TcpStream, ctx: &ServeContext) -> ActiveGuard {
+/// Counts a new connection (as open until the guard drops). A TLS connection turns Nagle's
+/// algorithm off at once; a plain one before its second write ([`crate::transport::Nagle`]).
+fn opened(stream: &TcpStream, tls: bool, ctx: &ServeContext) -> ActiveGuard {
     let shared = &ctx.shared;
     shared.stats.connections_accepted.inc();
     shared.stats.connections_active.inc();
-    let _ = stream.set_nodelay(true);
+    if tls {
+        let _ = stream.set_nodelay(true);
+    }
     ActiveGuard(shared.clone())
 }
 
@@ -231,7 +242,7 @@ async fn serve_connection(
     ctx: ServeContext,
     _admitted: Admitted,
 ) {
-    let _active = opened(&stream, &ctx);
+    let _active = opened(&stream, false, &ctx);
     let header_timeout = config.header_read_timeout.0;
     let (prefix, h2) = match config.protocol {
         ListenerProtocol::Auto => match tokio::time::timeout(header_timeout, sniff(&stream)).await {
@@ -251,9 +262,9 @@ async fn serve_connection(
     // Each protocol's connection state is boxed, so a connection's task is only as large as the
     // protocol it speaks needs (an idle HTTP/1.1 connection must stay small).
     if h2 {
-        Box::pin(serve_h2(Transport::Tcp(stream), prefix.freeze(), info, config, ctx)).await;
+        Box::pin(serve_h2(Transport::tcp(stream), prefix.freeze(), info, config, ctx)).await;
     } else {
-        Box::pin(crate::h1::serve(Transport::Tcp(stream), prefix, info, config, ctx)).await;
+        Box::pin(crate::h1::serve(Transport::tcp(stream), prefix, info, config, ctx)).await;
     }
 }
 
@@ -267,7 +278,7 @@ async fn serve_tls(
     ctx: ServeContext,
     _admitted: Admitted,
 ) {
-    let _active = opened(&stream, &ctx);
+    let _active = opened(&stream, true, &ctx);
     let timeout = config.tls.as_ref().map_or(config.header_read_timeout.0, |t| t.handshake_timeout.0);
     let established = match tokio::time::timeout(timeout, Box::pin(tls.accept(stream))).await {
         Ok(Ok(est)) => est,

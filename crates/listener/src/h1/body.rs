@@ -18,6 +18,17 @@ pub(crate) struct ReadState {
     pub framing: Framing,
 }
 
+impl Drop for ReadState {
+    /// The connection is over: its read buffer goes back to the worker's pool, as it does while
+    /// the connection is idle (a client that sends one request per connection would otherwise cost
+    /// a new buffer, and its shared header, every time).
+    fn drop(&mut self) {
+        if self.rbuf.capacity() > 0 {
+            super::pool::give_read(std::mem::take(&mut self.rbuf));
+        }
+    }
+}
+
 pub(crate) fn lock(state: &Mutex<ReadState>) -> MutexGuard<'_, ReadState> {
     state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }

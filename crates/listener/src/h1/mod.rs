@@ -165,7 +165,11 @@ pub(crate) async fn serve(
             }
         }
         let mut wbuf = pool::take_write();
-        match Box::pin(write_response(&stream, resp, head_request, http10, keep_alive, &mut wbuf, send_timeout)).await {
+        let written =
+            Box::pin(write_response(&stream, resp, head_request, http10, keep_alive, &mut wbuf, send_timeout)).await;
+        // Idle or closing, the connection keeps no write buffer.
+        pool::give_write(wbuf);
+        match written {
             Ok(Written::KeepAlive) if discard => {
                 if !discard_body(&stream, &state).await {
                     return close(&stream).await;
@@ -183,8 +187,6 @@ pub(crate) async fn serve(
                 return;
             }
         }
-        // Idle connections keep no buffers.
-        pool::give_write(wbuf);
         idle_since = now_ms();
     }
 }
