@@ -110,6 +110,15 @@ impl Transport {
         }
     }
 
+    /// [`Transport::write_all`] for the last bytes before the connection closes: over TLS,
+    /// close_notify is sent with them.
+    pub(crate) async fn write_all_closing(&self, buf: &[u8]) -> io::Result<()> {
+        match self {
+            Transport::Tcp(..) => self.write_all(buf).await,
+            Transport::Tls(t) => t.write_all_and_close_notify(buf).await,
+        }
+    }
+
     /// Writes what the socket takes now without waiting: 0 when it would block (and always over
     /// TLS, whose writes go through its own buffer).
     pub(crate) fn write_now(&self, buf: &[u8]) -> io::Result<usize> {

@@ -282,6 +282,14 @@ impl TlsAcceptor {
             }
         };
         loop {
+            // TLS 1.3: once the client's Finished is in, what rustls still holds is the session
+            // ticket. It stays queued and leaves with the first bytes the server sends (a client
+            // sends its first request with its Finished, so usually in one write with the
+            // response), or before the connection first waits for the client
+            // ([`TlsConn`] sends what is queued before it waits to read).
+            if !conn.is_handshaking() && conn.protocol_version() == Some(ProtocolVersion::TLSv1_3) {
+                break;
+            }
             while conn.wants_write() {
                 match conn.write_tls(&mut SockIo(&tcp)) {
                     Ok(_) => {}

@@ -334,6 +334,9 @@ fn sessions_resume_by_ticket_and_by_session_id() {
         let request = "GET / HTTP/1.1\r\nHost: resume.test\r\nConnection: close\r\n\r\n";
         let first = s_client_with(port, &first_args, Some(request));
         assert!(first.ok && first.has("New, TLS"), "{what}: {}", first.out);
+        // The response's last bytes and close_notify leave in one write: the response comes
+        // whole, and the clean end lets s_client exit with success (`ok`).
+        assert!(first.has("HTTP/1.1 200 OK"), "{what}: {}", first.out);
         let mut again = vec!["-servername", "resume.test", "-sess_in", sess];
         again.extend_from_slice(args);
         let second = s_client(port, &again);
@@ -350,6 +353,32 @@ fn sessions_resume_by_ticket_and_by_session_id() {
             .sum();
         assert_eq!(resumed, 1.0, "{what}: {m}");
     }
+}
+
+/// The server keeps a TLS 1.3 session ticket queued after the handshake so that it leaves with
+/// the first response; a client that sends nothing must still get it, before the server waits for
+/// a request. s_client here sends no request and waits for the server to close (the header timeout
+/// of 1 s), then saves what it got; the next connection resumes with it.
+#[test]
+fn a_tls13_ticket_reaches_a_client_that_sends_no_request() {
+    let pki = Pki::new();
+    let cert = pki.issue(&["quiet.test"], Algorithm::EcdsaP256, "q.pem", None);
+    let b = Backend::start("b");
+    let gw = start(&format!(
+        "workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, header_read_timeout: 1s}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        certificates(&[&cert]),
+        targets(&[&b])
+    ));
+    settled(&gw);
+    let port = gw.addr("https").port();
+    let sess = gw.dir().join("quiet.pem");
+    let sess = sess.to_str().unwrap_or_default();
+    let first = s_client_with(port, &["-servername", "quiet.test", "-sess_out", sess, "-tls1_3"], Some(""));
+    // The server closes at its header timeout without close_notify (as nginx does on a timeout), so
+    // s_client's exit status reports an unexpected end: the session is what counts.
+    assert!(first.has("New, TLSv1.3") && first.has("New Session Ticket arrived"), "{}", first.out);
+    let again = s_client_with(port, &["-servername", "quiet.test", "-sess_in", sess, "-tls1_3"], Some(""));
+    assert!(again.has("Reused, TLS"), "the ticket never reached the client: {}", again.out);
 }
 
 #[test]

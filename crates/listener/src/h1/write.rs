@@ -38,17 +38,26 @@ fn push_date(w: &mut Vec<u8>) {
 /// Writes all of `buf`, failing when the client takes longer than `timeout` to take it (a client
 /// that stops reading, as nginx's `send_timeout`: a slow reader that keeps reading is never cut).
 pub(crate) async fn write_all(stream: &Transport, buf: &[u8], timeout: Duration) -> io::Result<()> {
+    write_all_then(stream, buf, false, timeout).await
+}
+
+/// [`write_all`], and when `closing` (the response's last bytes on a connection that closes after
+/// it) close_notify goes with them over TLS.
+async fn write_all_then(stream: &Transport, buf: &[u8], closing: bool, timeout: Duration) -> io::Result<()> {
     // Most writes fit in the socket's buffer at once, and need no timer.
     let now = stream.write_now(buf)?;
     if now == buf.len() {
         return Ok(());
     }
+    let rest = &buf[now..];
     // Boxed: the timer and the wait are state only a blocked write needs, so the futures that
     // write responses stay small (and cheap to allocate) for the rest.
-    match Box::pin(tokio::time::timeout(timeout, stream.write_all(&buf[now..]))).await {
-        Ok(written) => written,
-        Err(_) => Err(io::ErrorKind::TimedOut.into()),
-    }
+    let written = if closing {
+        Box::pin(tokio::time::timeout(timeout, stream.write_all_closing(rest))).await
+    } else {
+        Box::pin(tokio::time::timeout(timeout, stream.write_all(rest))).await
+    };
+    written.unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
 }
 
 /// How the written response ended.
@@ -139,7 +148,7 @@ pub(crate) async fn write_response(
         return Ok(Written::Switched(Box::new(body)));
     }
     if no_body {
-        write_all(stream, w, send_timeout).await?;
+        write_all_then(stream, w, !keep_alive, send_timeout).await?;
         return Ok(if keep_alive { Written::KeepAlive } else { Written::Close });
     }
     let mut pending = !w.is_empty();
@@ -185,7 +194,7 @@ pub(crate) async fn write_response(
         pending = true;
     }
     if pending && !w.is_empty() {
-        write_all(stream, w, send_timeout).await?;
+        write_all_then(stream, w, !keep_alive, send_timeout).await?;
     }
     Ok(if keep_alive { Written::KeepAlive } else { Written::Close })
 }
