@@ -36,8 +36,9 @@
 #
 # Measured per run (raw numbers in a CSV, see bench/lib/gateway_record.py): req/s, mean
 # latency (ab's "Time per request" mean across all concurrent requests), p50/p99 (ab's table,
-# whole ms), failed and non-2xx requests, server CPU-seconds per 10k requests (utime+stime of
-# the server's process tree from /proc/PID/stat; for direct the backend's), new backend
+# whole ms), failed and non-2xx requests, server CPU-seconds per 10k requests (CPU time of the
+# server's process tree from /proc/*/task/*/schedstat, or utime+stime ticks from /proc/PID/stat
+# when one of its threads ended during the run; for direct the backend's), new backend
 # connections (backend stub_status accepts), others' CPU (busy time not ours).
 #
 # Output: a Markdown section on stdout, also written to bench/results/gateway-DATE-HHMM.md
@@ -374,7 +375,7 @@ hdr="-H 'X-APP-KEY: $APP_KEY'"
 	echo "- Settings: TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS AB_N=$AB_N CONNS=$CONNS LAT_N=$LAT_N WARMUP_N=$WARMUP_N PRIME=$PRIME BODY_SIZE=$BODY_SIZE"
 	echo "- Commands: \`taskset -c 0 ab -k -n $AB_N -c $CONNS URL\` (and \`-c 1 -n $LAT_N\`), URL per row: direct \`http://127.0.0.1:BACKEND/test.html\`; bare, haproxy, nginx-proxy \`http://127.0.0.1:PROXY/test.html\`; gateway \`http://127.0.0.1:GATEHOUSE/svc/~$APP_KEY/test.html\`; gateway-header-key \`$hdr\` on \`http://127.0.0.1:GATEHOUSE/svc/test.html\`."
 	echo "- Layout: backend nginx (1 worker, keep-alive, test.html of $BODY_SIZE bytes) and ab on CPU 0; the proxy under test alone on CPU 1 with one worker/thread (Gatehouse workers: 1; HAProxy nbthread 1, http-reuse always; nginx worker_processes 1, upstream keepalive 256). Gatehouse service: auth app_key, ACL GET/HEAD /**, request header set, response header removed, app granted a plan with one local rate limit (10^6/s, the most the limiter can count); bare = a site route to the same upstream. Row order rotated by one each round."
-	echo "- Columns: time per request across all concurrent = ab's \"Time per request (mean, across all concurrent requests)\" = wall time ÷ requests = 1 ÷ req/s. Mean latency = ab's first \"Time per request (mean)\", the mean time a client waited for an answer (= the former × concurrency). p50/p99 from ab's table (whole ms). Server CPU-s per 10k req = utime+stime of the server's process tree per 10,000 completed requests (direct: the backend nginx; other rows: the proxy alone, not the backend). Others' CPU % = machine busy time not used by server, backend or ab (one core = 100 %); steal = CPU time the hypervisor gave to other guests, shown when a row's median is above 5 % of a core (⚠: rates and CPU per request there are unreliable). Raw per-run numbers: bench/results/$(basename "$REPORT" .md).csv (also $RESULTS_CSV until the next run)."
+	echo "- Columns: time per request across all concurrent = ab's \"Time per request (mean, across all concurrent requests)\" = wall time ÷ requests = 1 ÷ req/s. Mean latency = ab's first \"Time per request (mean)\", the mean time a client waited for an answer (= the former × concurrency). p50/p99 from ab's table (whole ms). Server CPU-s per 10k req = CPU time of the server's process tree (schedstat; utime+stime ticks for a run in which one of its threads ended) per 10,000 completed requests (direct: the backend nginx; other rows: the proxy alone, not the backend). Others' CPU % = machine busy time not used by server, backend or ab (one core = 100 %); steal = CPU time the hypervisor gave to other guests, shown when a row's median is above 5 % of a core (⚠: rates and CPU per request there are unreliable). Raw per-run numbers: bench/results/$(basename "$REPORT" .md).csv (also $RESULTS_CSV until the next run)."
 } >"$WORK/meta.md"
 
 echo

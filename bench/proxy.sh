@@ -21,8 +21,10 @@
 #
 # Measured per run (raw numbers in a CSV, see bench/lib/record_run.py):
 #   req/s, mean latency, p99 (wrk --latency / ab percentile table; ab's is in
-#   whole ms), proxy CPU % (utime+stime of the proxy process tree from
-#   /proc/PID/stat over the run's wall time, % of one core; for "direct" the
+#   whole ms), proxy CPU % (CPU time of the proxy process tree from
+#   /proc/*/task/*/schedstat, or utime+stime ticks from /proc/PID/stat when one
+#   of its threads ended during the run, over the run's wall time, % of one
+#   core; for "direct" the
 #   backend's), req/s per proxy CPU-second (= completed requests / proxy CPU
 #   seconds, i.e. req/s / (CPU%/100)), new backend connections per 100k
 #   requests (backend stub_status "accepts" delta), others' CPU % (/proc/stat
@@ -289,7 +291,7 @@ done
 	echo "- Source: git $(git_source)"
 	echo "- Settings: TARGETS=\"${TARGET_LIST[*]}\" TOOLS=\"${TOOL_LIST[*]}\" FILES=\"${FILE_LIST[*]}\" REPS=$REPS DURATION=${DURATION}s (wrk -t1 -c$CONNS --latency) AB_N=$AB_N (ab -k -c$CONNS) WARMUP=${WARMUP}s PRIME=$PRIME"
 	echo "- Layout: backend nginx (1 worker) and load generator on CPU 0; proxy under test alone on CPU 1 with one worker/thread. Target order rotated by one each rep; runs interleaved."
-	echo "- Columns: proxy CPU % = utime+stime of the proxy's process tree / wall time (100 % = one core; for direct: the backend's). req/s per proxy CPU-s = completed requests / proxy CPU-seconds. New backend conns = backend stub_status accepts delta during the run (pools warmed$( ((PRIME)) && echo " and refilled before each run"); for direct: the client's own connections). Others' CPU % = /proc/stat busy time (incl. irq/softirq) not used by proxy, backend or load generator (one core = 100 %). ab's p99 has 1 ms resolution. Raw per-run numbers: bench/results/proxy-latest.csv."
+	echo "- Columns: proxy CPU % = CPU time of the proxy's process tree (the scheduler's per-thread clock, /proc/*/task/*/schedstat; utime+stime ticks for a run in which one of its threads ended) / wall time (100 % = one core; for direct: the backend's). req/s per proxy CPU-s = completed requests / proxy CPU-seconds. New backend conns = backend stub_status accepts delta during the run (pools warmed$( ((PRIME)) && echo " and refilled before each run"); for direct: the client's own connections). Others' CPU % = /proc/stat busy time (incl. irq/softirq) not used by proxy, backend or load generator (one core = 100 %). ab's p99 has 1 ms resolution. Raw per-run numbers: bench/results/proxy-latest.csv."
 } >"$WORK/meta.md"
 
 update_args

@@ -37,7 +37,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import loadgen  # noqa: E402
-from rig import CLK_TCK, BenchError, Rig, http_get, metrics, steal_busy  # noqa: E402
+from rig import CLK_TCK, BenchError, Rig, cpu_between, http_get, metrics, steal_busy  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 BENCH = os.path.dirname(HERE)
@@ -135,7 +135,7 @@ class Recorder:
 def measured(procs, fn):
     """Run FN (a load generator) and add the CPU seconds each of PROCS ({role: Proc}) used, the
     wall time and the hypervisor steal over it."""
-    c0 = {k: p.cpu_s() for k, p in procs.items() if p}
+    c0 = {k: p.cpu() for k, p in procs.items() if p}
     s0, b0 = steal_busy()
     t0 = time.monotonic()
     try:
@@ -145,7 +145,7 @@ def measured(procs, fn):
         res = {"ok": False, "error": str(e)[:500], "rps": 0, "requests": 0}
     wall = time.monotonic() - t0
     s1, b1 = steal_busy()
-    res["cpu_s"] = {k: round(p.cpu_s() - c0[k], 3) for k, p in procs.items() if p}
+    res["cpu_s"] = {k: round(cpu_between(c0[k], p.cpu()), 4) for k, p in procs.items() if p}
     res["wall_s"] = round(wall, 3)
     res["steal_pct"] = round((s1 - s0) / CLK_TCK / wall * 100, 1)
     res["busy_pct"] = round((b1 - b0) / CLK_TCK / wall * 100, 1)

@@ -381,6 +381,25 @@ tree_jiffies() { # tree_jiffies PID -> REPLY = utime+stime of PID and its descen
 	done
 }
 
+# tree_cpu_ns PID -> REPLY = CPU time of the live threads of PID and its descendants, ns, from
+# /proc/*/task/*/schedstat (the scheduler's clock: exact, where utime+stime come in 10 ms ticks,
+# too coarse for a run that uses a tenth of a second of CPU); REPLY_TIDS = " tid tid ... ".
+# REPLY=0 when the kernel has no schedstat.
+tree_cpu_ns() {
+	local p t line
+	local -a f
+	REPLY=0 REPLY_TIDS=" "
+	descendants "$1"
+	for p in "${REPLY_PIDS[@]}"; do
+		for t in /proc/"$p"/task/*; do
+			read -r line 2>/dev/null <"$t/schedstat" || continue
+			read -r -a f <<<"$line"
+			REPLY=$((REPLY + f[0]))
+			REPLY_TIDS+="${t##*/} "
+		done
+	done
+}
+
 # shellcheck disable=SC2034,SC2154 # s is a nameref to an associative array
 snap() { # snap ARRAY_NAME SERVER_PID: CPU counters, no forks (keeps cutime clean)
 	local -n s=$1
@@ -404,6 +423,8 @@ snap() { # snap ARRAY_NAME SERVER_PID: CPU counters, no forks (keeps cutime clea
 	done </proc/stat
 	tree_jiffies "$2"
 	s[server]=$REPLY
+	tree_cpu_ns "$2"
+	s[server_ns]=$REPLY s[server_tids]=$REPLY_TIDS
 	tree_jiffies "${PID[backend]}"
 	s[backend]=$REPLY
 	# Children reaped by this shell (the load generator) land in its cutime+cstime.
@@ -414,11 +435,18 @@ snap() { # snap ARRAY_NAME SERVER_PID: CPU counters, no forks (keeps cutime clea
 }
 
 # shellcheck disable=SC2154,SC2004 # a and b are namerefs to associative arrays
-snap_deltas() { # snap_deltas S0 S1 -> REPLY_KV: wall_s, backend_j and the /proc/stat deltas
+snap_deltas() { # snap_deltas S0 S1 -> REPLY_KV: wall_s, backend_j, server_ns and the /proc/stat deltas
 	local -n a=$1 b=$2
-	local k
+	local k tid ns
+	# The server's CPU from schedstat, unless a thread seen at the start ended before the end
+	# (its time left the sum): then 0, and the recorders use the jiffies.
+	ns=$((b[server_ns] - a[server_ns]))
+	for tid in ${a[server_tids]}; do
+		[[ ${b[server_tids]} == *" $tid "* ]] || ns=0
+	done
+	((a[server_ns] > 0 && ns > 0)) || ns=0
 	REPLY_KV=("wall_s=$(awk -v x="${a[t]}" -v y="${b[t]}" 'BEGIN { printf "%.6f", y - x }')"
-		"backend_j=$((b[backend] - a[backend]))")
+		"backend_j=$((b[backend] - a[backend]))" "server_ns=$ns")
 	for k in user nice system idle iowait irq softirq steal cpu0_busy cpu0_total cpu1_busy cpu1_total; do
 		REPLY_KV+=("${k}_j=$((b[$k] - a[$k]))")
 	done

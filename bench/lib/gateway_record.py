@@ -9,6 +9,7 @@ Usage:
 Raw keys passed by gateway.sh (integers unless noted):
     rep, seq, target, conc, exit_code, clk_tck,
     wall_s (float, seconds of the measured window),
+    server_ns                          the server's CPU from schedstat (0: use server_j)
     server_j, backend_j, loadgen_j     jiffies (utime+stime) of the process trees during the
                                         window; server = the process under test (for direct:
                                         the backend nginx itself)
@@ -35,7 +36,7 @@ FIELDS = [
     "failed", "non2xx", "keepalive_requests", "admitted", "errors", "error_detail", "ok",
     "wall_s", "server_cpu_pct", "cpu_s_per_10k", "backend_cpu_pct", "loadgen_cpu_pct",
     "others_cpu_pct", "steal_pct", "backend_new_conns", "conns_per_100k",
-    "clk_tck", "server_j", "backend_j", "loadgen_j",
+    "clk_tck", "server_j", "server_ns", "backend_j", "loadgen_j",
     "user_j", "nice_j", "system_j", "idle_j", "iowait_j", "irq_j", "softirq_j", "steal_j",
     "cpu0_busy_j", "cpu0_total_j", "cpu1_busy_j", "cpu1_total_j",
     "accepts_before", "accepts_after",
@@ -97,6 +98,9 @@ def main():
         return round(100.0 * j / tck / wall, 2)  # percent of ONE core
 
     server_j, backend_j, loadgen_j = i("server_j"), i("backend_j"), i("loadgen_j")
+    # The server's exact CPU time from schedstat when the snapshot could read it (ticks are
+    # 10 ms: too coarse for a run that takes a tenth of a second of CPU), in jiffies.
+    server_j = i("server_ns") * tck / 1e9 or server_j
     # For direct the backend is the server: count it once.
     tested_j = server_j + loadgen_j + (0 if raw.get("target") == "direct" else backend_j)
     busy_j = i("user_j") + i("nice_j") + i("system_j") + i("irq_j") + i("softirq_j")

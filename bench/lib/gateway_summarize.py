@@ -184,10 +184,13 @@ def derived(runs, conns):
 
 def notes(rows):
     out = []
-    short = [r for r in rows if (fnum(r.get("server_j")) or 0) < 100 and r.get("conc") != "1"]
+    # Runs measured by schedstat are exact; those that fell back to ticks are coarse when short.
+    short = [r for r in rows if not fnum(r.get("server_ns")) and (fnum(r.get("server_j")) or 0) < 100
+             and r.get("conc") != "1"]
     if short:
-        out.append(f"{len(short)} runs used fewer than 100 clock ticks of server CPU: their CPU per 10k requests "
-                   "carries a quantisation error of 1 % or more (raise AB_N).")
+        out.append(f"{len(short)} runs were measured in clock ticks of server CPU (a thread of the server ended "
+                   "during the run, or no schedstat) and used fewer than 100: their CPU per 10k requests carries "
+                   "a quantisation error of 1 % or more (raise AB_N).")
     oth = [(fnum(r.get("others_cpu_pct")), r) for r in rows if fnum(r.get("others_cpu_pct")) is not None]
     if oth:
         x, r = max(oth, key=lambda t: t[0])

@@ -10,6 +10,7 @@ Usage:
 Raw keys passed by proxy.sh (all integers unless noted):
     rep, seq, target, file, exit_code, clk_tck,
     wall_s (float, seconds of the measured window),
+    server_ns                          the proxy's CPU from schedstat (0: use proxy_j)
     proxy_j, backend_j, loadgen_j      jiffies (utime+stime) of the process
                                         trees under test during the window
     user_j, nice_j, system_j, idle_j, iowait_j, irq_j, softirq_j, steal_j
@@ -38,7 +39,7 @@ FIELDS = [
     "machine_busy_pct", "cpu0_busy_pct", "cpu1_busy_pct",
     "backend_new_conns", "conns_per_100k",
     # raw counters
-    "clk_tck", "proxy_j", "backend_j", "loadgen_j",
+    "clk_tck", "proxy_j", "server_ns", "backend_j", "loadgen_j",
     "user_j", "nice_j", "system_j", "idle_j", "iowait_j", "irq_j",
     "softirq_j", "steal_j", "cpu0_busy_j", "cpu0_total_j",
     "cpu1_busy_j", "cpu1_total_j", "accepts_before", "accepts_after",
@@ -189,6 +190,9 @@ def main():
         return 100.0 * j / tck / wall  # percent of ONE core
 
     proxy_j, backend_j, loadgen_j = i("proxy_j"), i("backend_j"), i("loadgen_j")
+    # The server's exact CPU time from schedstat when the snapshot could read it (ticks are
+    # 10 ms: too coarse for a run that takes a tenth of a second of CPU), in jiffies.
+    proxy_j = i("server_ns") * tck / 1e9 or proxy_j
     tested_j = proxy_j + loadgen_j + (0 if raw.get("target") == "direct" else backend_j)
     task_busy_j = i("user_j") + i("nice_j") + i("system_j")
     irq_j = i("irq_j") + i("softirq_j")

@@ -60,9 +60,10 @@ def tree_pids(pid):
     return out
 
 
-def tree_cpu_s(pid):
-    """utime + stime of PID's process tree, seconds (threads included, exited children not)."""
-    total = 0
+def tree_cpu(pid):
+    """CPU used so far by PID's process tree: (utime + stime in seconds, threads included, exited
+    children not; {thread id: seconds on CPU} from schedstat, the scheduler's exact clock)."""
+    ticks, threads = 0, {}
     for p in tree_pids(pid):
         try:
             with open(f"/proc/{p}/stat") as f:
@@ -70,8 +71,24 @@ def tree_cpu_s(pid):
         except OSError:
             continue
         fields = st[st.rindex(")") + 2:].split()
-        total += int(fields[11]) + int(fields[12])
-    return total / CLK_TCK
+        ticks += int(fields[11]) + int(fields[12])
+        try:
+            for tid in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{tid}/schedstat") as f:
+                    threads[tid] = int(f.read().split()[0]) / 1e9
+        except (OSError, ValueError, IndexError):
+            pass
+    return ticks / CLK_TCK, threads
+
+
+def cpu_between(a, b):
+    """CPU seconds between two `tree_cpu` snapshots: from schedstat when every thread of A is
+    still there in B (10 ms ticks are too coarse for a run that takes a tenth of a second of CPU),
+    else from the ticks (an ended thread took its time out of the sum)."""
+    (ticks_a, threads_a), (ticks_b, threads_b) = a, b
+    if threads_a and all(t in threads_b for t in threads_a):
+        return sum(threads_b.values()) - sum(threads_a.values())
+    return ticks_b - ticks_a
 
 
 def tree_rss_kb(pid):
@@ -122,8 +139,8 @@ class Proc:
     def alive(self):
         return self.popen.poll() is None
 
-    def cpu_s(self):
-        return tree_cpu_s(self.pid)
+    def cpu(self):
+        return tree_cpu(self.pid)
 
     def rss_kb(self):
         return tree_rss_kb(self.pid)

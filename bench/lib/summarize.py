@@ -159,13 +159,14 @@ def summarize(rows):
     if not any_ratio:
         out.append("- (no ratios: Gatehouse and a peer were not both measured)")
     notes = []
-    ticks = [(fnum(r.get("proxy_j")), r) for r in rows]
+    # Runs measured by schedstat are exact; those that fell back to ticks are coarse when short.
+    ticks = [(fnum(r.get("proxy_j")), r) for r in rows if not fnum(r.get("server_ns"))]
     short = [r for j, r in ticks if j is not None and j < 100]
     if short:
         notes.append(
-            f"{len(short)} of {len(rows)} runs used fewer than 100 clock ticks of proxy CPU "
-            "(CPU is sampled in 1/CLK_TCK s ticks): their CPU %, req/s per CPU-s and others' CPU % "
-            "carry a quantisation error of 1 % or more; raise AB_N / DURATION for tighter figures."
+            f"{len(short)} of {len(rows)} runs were measured in clock ticks of proxy CPU (a thread of the proxy "
+            "ended during the run, or no schedstat) and used fewer than 100: their CPU %, req/s per CPU-s and "
+            "others' CPU % carry a quantisation error of 1 % or more; raise AB_N / DURATION for tighter figures."
         )
     oth = [(fnum(r.get("others_cpu_pct")), r) for r in rows]
     oth = [(x, r) for x, r in oth if x is not None]

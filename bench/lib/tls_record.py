@@ -11,6 +11,7 @@ Raw keys passed by tls.sh:
     group, case, variant, target, rep, seq, exit_code, clk_tck,
     wall_s (float: the CPU window), rate_window (1 = h2load -D: the CPU window is the
     measured phase only, so per-CPU figures are rates; else totals over the whole run),
+    server_ns                                 the server's CPU from schedstat (0: use server_j)
     server_j, backend_j, loadgen_j            jiffies (utime+stime) of the process trees
     origin_j, redis_j                         cluster group: node A's and redis-server's
     user_j nice_j system_j idle_j iowait_j irq_j softirq_j steal_j   /proc/stat deltas
@@ -45,7 +46,7 @@ FIELDS = [
     "origin_requests", "origin_errors", "origin_resumed", "origin_p50_ms", "origin_hs_p50_ms",
     *(f"a_{k}" for k in GH_COUNTERS),
     "backend_new_conns", "rss_kb", "ready_s", "name_s", "rss_idle_kb",
-    "clk_tck", "server_j", "backend_j", "loadgen_j", "origin_j", "redis_j", "rate_window",
+    "clk_tck", "server_j", "server_ns", "backend_j", "loadgen_j", "origin_j", "redis_j", "rate_window",
     "accepts_before", "accepts_after",
     "user_j", "nice_j", "system_j", "idle_j", "iowait_j", "irq_j", "softirq_j", "steal_j",
 ]
@@ -178,6 +179,9 @@ def main():
         return 100.0 * j / tck / wall  # percent of ONE core
 
     server_j, backend_j, loadgen_j = i("server_j"), i("backend_j"), i("loadgen_j")
+    # The server's exact CPU time from schedstat when the snapshot could read it (ticks are
+    # 10 ms: too coarse for a run that takes a tenth of a second of CPU), in jiffies.
+    server_j = i("server_ns") * tck / 1e9 or server_j
     origin_j, redis_j = i("origin_j"), i("redis_j")
     busy = i("user_j") + i("nice_j") + i("system_j") + i("irq_j") + i("softirq_j")
     row["server_cpu_pct"] = round(pct(server_j), 2)

@@ -386,10 +386,13 @@ def summarize(rows, notes_text):
         out += [f"### {title}", ""] + RENDER[gname](g) + [""]
     failures = [r for r in rows if str(r.get("ok")) != "1"]
     notes = []
-    short = [r for r in rows if r["tool"] != "startup" and (fnum(r.get("server_j")) or 0) < 100]
+    # Runs measured by schedstat are exact; those that fell back to ticks are coarse when short.
+    short = [r for r in rows if r["tool"] != "startup" and not fnum(r.get("server_ns"))
+             and (fnum(r.get("server_j")) or 0) < 100]
     if short:
-        notes.append(f"{len(short)} of {len(rows)} runs used fewer than 100 clock ticks of server CPU: "
-                     "their CPU figures carry a quantisation error of 1 % or more (QUICK=1 runs always do).")
+        notes.append(f"{len(short)} of {len(rows)} runs were measured in clock ticks (a thread of the server ended "
+                     "during the run, or no schedstat) and used fewer than 100: their CPU figures carry a "
+                     "quantisation error of 1 % or more.")
     oth = [(fnum(r.get("others_cpu_pct")), r) for r in rows if r["tool"] != "startup"]
     oth = [(x, r) for x, r in oth if x is not None]
     if oth:
