@@ -33,7 +33,9 @@ pub(crate) fn give_read(mut buf: BytesMut) {
     if buf.capacity() > 4 * READ_CAPACITY {
         return;
     }
-    READ.with(|p| {
+    // `try_with`: a buffer can be given back from a drop (a connection's read state), which may
+    // run while the thread's locals are being torn down; then it is simply freed.
+    let _ = READ.try_with(|p| {
         let mut p = p.borrow_mut();
         if p.len() < KEEP {
             p.push(buf);
@@ -76,6 +78,24 @@ mod tests {
         let again = take_read();
         assert_eq!(again.as_ptr(), start, "the same memory, not a new allocation");
         assert!(again.capacity() >= READ_CAPACITY);
+    }
+
+    #[test]
+    fn a_read_state_dropped_after_the_pool_is_torn_down_frees_its_buffer() {
+        use super::super::body::ReadState;
+        use std::cell::RefCell;
+        thread_local! {
+            static HOLDER: RefCell<Option<ReadState>> = const { RefCell::new(None) };
+        }
+        let ended = std::thread::spawn(|| {
+            // Registered first, so torn down last: after the pool, which the state's drop uses.
+            HOLDER.with(|h| h.borrow_mut().take());
+            give_read(take_read());
+            let state = ReadState { rbuf: take_read(), ..Default::default() };
+            HOLDER.with(|h| *h.borrow_mut() = Some(state));
+        })
+        .join();
+        assert!(ended.is_ok(), "the thread ended cleanly");
     }
 
     #[test]
