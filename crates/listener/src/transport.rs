@@ -35,25 +35,40 @@ impl Nagle {
     const WROTE_ONCE: u8 = 1;
     const OFF: u8 = 2;
 
-    /// Called before every attempt to write to `socket`.
-    fn before_write(&self, socket: &TcpStream) {
+    /// One attempt to write to `socket`: Nagle's algorithm is turned off first if one write was
+    /// made already, and the attempt counts as a write when it took bytes.
+    fn write(&self, socket: &TcpStream, attempt: impl FnOnce(&TcpStream) -> io::Result<usize>) -> io::Result<usize> {
+        self.before(socket);
+        let result = attempt(socket);
+        self.after(&result);
+        result
+    }
+
+    /// [`Nagle::write`] for a poll.
+    fn poll_write(
+        &self,
+        socket: &mut TcpStream,
+        attempt: impl FnOnce(Pin<&mut TcpStream>) -> Poll<io::Result<usize>>,
+    ) -> Poll<io::Result<usize>> {
+        self.before(socket);
+        let poll = attempt(Pin::new(socket));
+        if let Poll::Ready(result) = &poll {
+            self.after(result);
+        }
+        poll
+    }
+
+    fn before(&self, socket: &TcpStream) {
         if self.0.load(Relaxed) == Self::WROTE_ONCE {
             let _ = socket.set_nodelay(true);
             self.0.store(Self::OFF, Relaxed);
         }
     }
 
-    /// Called with what an attempt returned: a write happened when bytes were taken.
-    fn after_write<T>(&self, result: io::Result<T>, taken: impl Fn(&T) -> bool) -> io::Result<T> {
-        if self.0.load(Relaxed) == Self::FRESH && result.as_ref().is_ok_and(taken) {
+    fn after(&self, result: &io::Result<usize>) {
+        if self.0.load(Relaxed) == Self::FRESH && matches!(result, Ok(n) if *n > 0) {
             self.0.store(Self::WROTE_ONCE, Relaxed);
         }
-        result
-    }
-
-    /// [`Nagle::after_write`] for a poll.
-    fn after_poll(&self, poll: Poll<io::Result<usize>>) -> Poll<io::Result<usize>> {
-        poll.map(|result| self.after_write(result, |n| *n > 0))
     }
 }
 
@@ -90,14 +105,14 @@ impl Transport {
         self.poll_fill_by(buf, gatehouse_upstream::framing::READ_CHUNK, cx)
     }
 
-    /// Writes all of `buf` to the client.
-    pub(crate) async fn write_all(&self, mut buf: &[u8]) -> io::Result<()> {
+    /// Writes all of `buf` to the client. With `close_notify` (the last bytes before the connection
+    /// closes), TLS sends its close_notify in the same write; a plain socket's end is its close.
+    pub(crate) async fn write_all(&self, mut buf: &[u8], close_notify: bool) -> io::Result<()> {
         match self {
             Transport::Tcp(s, nagle) => {
                 while !buf.is_empty() {
                     s.writable().await?;
-                    nagle.before_write(s);
-                    match nagle.after_write(s.try_write(buf), |n| *n > 0) {
+                    match nagle.write(s, |s| s.try_write(buf)) {
                         Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                         Ok(n) => buf = &buf[n..],
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
@@ -106,16 +121,8 @@ impl Transport {
                 }
                 Ok(())
             }
+            Transport::Tls(t) if close_notify => t.write_all_and_close_notify(buf).await,
             Transport::Tls(t) => t.write_all(buf).await,
-        }
-    }
-
-    /// [`Transport::write_all`] for the last bytes before the connection closes: over TLS,
-    /// close_notify is sent with them.
-    pub(crate) async fn write_all_closing(&self, buf: &[u8]) -> io::Result<()> {
-        match self {
-            Transport::Tcp(..) => self.write_all(buf).await,
-            Transport::Tls(t) => t.write_all_and_close_notify(buf).await,
         }
     }
 
@@ -123,13 +130,10 @@ impl Transport {
     /// TLS, whose writes go through its own buffer).
     pub(crate) fn write_now(&self, buf: &[u8]) -> io::Result<usize> {
         match self {
-            Transport::Tcp(s, nagle) => {
-                nagle.before_write(s);
-                match nagle.after_write(s.try_write(buf), |n| *n > 0) {
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
-                    written => written,
-                }
-            }
+            Transport::Tcp(s, nagle) => match nagle.write(s, |s| s.try_write(buf)) {
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                written => written,
+            },
             Transport::Tls(_) => Ok(0),
         }
     }
@@ -168,10 +172,7 @@ impl AsyncRead for Transport {
 impl AsyncWrite for Transport {
     fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Transport::Tcp(s, nagle) => {
-                nagle.before_write(s);
-                nagle.after_poll(Pin::new(s).poll_write(cx, buf))
-            }
+            Transport::Tcp(s, nagle) => nagle.poll_write(s, |s| s.poll_write(cx, buf)),
             Transport::Tls(t) => Pin::new(&mut **t).poll_write(cx, buf),
         }
     }
@@ -181,10 +182,7 @@ impl AsyncWrite for Transport {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            Transport::Tcp(s, nagle) => {
-                nagle.before_write(s);
-                nagle.after_poll(Pin::new(s).poll_write_vectored(cx, bufs))
-            }
+            Transport::Tcp(s, nagle) => nagle.poll_write(s, |s| s.poll_write_vectored(cx, bufs)),
             Transport::Tls(t) => Pin::new(&mut **t).poll_write_vectored(cx, bufs),
         }
     }
@@ -247,7 +245,7 @@ mod tests {
             assert!(!nodelay(&server), "nothing taken is no write");
             assert_eq!(server.write_now(b"one ").expect("write"), 4);
             assert!(!nodelay(&server), "one write alone never needs TCP_NODELAY");
-            server.write_all(b"two ").await.expect("write");
+            server.write_all(b"two ", false).await.expect("write");
             assert!(nodelay(&server), "set before the second write");
             let mut io = server;
             tokio::io::AsyncWriteExt::write_all(&mut io, b"three").await.expect("write");

@@ -275,7 +275,7 @@ async fn tunnel(client: Arc<Transport>, leftover: Bytes, mut upstream: TcpStream
         return;
     };
     use tokio::io::AsyncWriteExt;
-    if !early.is_empty() && client.write_all(&early).await.is_err() {
+    if !early.is_empty() && client.write_all(&early, false).await.is_err() {
         return;
     }
     if !leftover.is_empty() && upstream.write_all(&leftover).await.is_err() {

@@ -49,15 +49,12 @@ async fn write_all_then(stream: &Transport, buf: &[u8], closing: bool, timeout: 
     if now == buf.len() {
         return Ok(());
     }
-    let rest = &buf[now..];
     // Boxed: the timer and the wait are state only a blocked write needs, so the futures that
     // write responses stay small (and cheap to allocate) for the rest.
-    let written = if closing {
-        Box::pin(tokio::time::timeout(timeout, stream.write_all_closing(rest))).await
-    } else {
-        Box::pin(tokio::time::timeout(timeout, stream.write_all(rest))).await
-    };
-    written.unwrap_or_else(|_| Err(io::ErrorKind::TimedOut.into()))
+    match Box::pin(tokio::time::timeout(timeout, stream.write_all(&buf[now..], closing))).await {
+        Ok(written) => written,
+        Err(_) => Err(io::ErrorKind::TimedOut.into()),
+    }
 }
 
 /// How the written response ended.
