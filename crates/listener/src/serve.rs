@@ -8,6 +8,7 @@ use bytes::{Bytes, BytesMut};
 use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_proxy::{ClientCert, ConnInfo, ResponseBody, Shared};
 use gatehouse_tls::TlsAcceptor;
+use gatehouse_upstream::ClockScoped;
 use http_body::{Body, Frame, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -88,23 +89,24 @@ pub async fn accept_loop(
                 // Each connection's future is spawned boxed: tokio moves a task's future by value
                 // several times (into the task, and its stage again as it finishes), and these are
                 // hundreds of bytes (plain) to kilobytes (TLS); a box is moved as a pointer, and
-                // the task itself stays small enough for the allocator's per-thread cache.
+                // the task itself stays small enough for the allocator's per-thread cache. Each
+                // poll reads the clock at most once (`ClockScoped`).
                 match &tls {
-                    None => tokio::spawn(Box::pin(serve_connection(
+                    None => tokio::spawn(ClockScoped(Box::pin(serve_connection(
                         stream,
                         (peer, local),
                         config.clone(),
                         ctx.clone(),
                         admitted,
-                    ))),
-                    Some(tls) => tokio::spawn(Box::pin(serve_tls(
+                    )))),
+                    Some(tls) => tokio::spawn(ClockScoped(Box::pin(serve_tls(
                         stream,
                         (peer, local),
                         config.clone(),
                         tls.load_full(),
                         ctx.clone(),
                         admitted,
-                    ))),
+                    )))),
                 };
             }
             Err(e) => {
@@ -314,7 +316,7 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
             // Boxed: hyper spawns this future as the stream's task, and a task's future is moved
             // (copied) several times as it is spawned and finished; the request path's state is
             // kilobytes, a box is a pointer.
-            let resp = Box::pin(gatehouse_proxy::handle(shared, req, info)).await;
+            let resp = ClockScoped(Box::pin(gatehouse_proxy::handle(shared, req, info))).await;
             Ok::<_, Infallible>(resp.map(|inner| TrackedBody { inner, _guard: guard }))
         }
     });

@@ -105,7 +105,7 @@ impl Drop for ResponseBody {
                 bytes: self.sent,
                 referer: &r.referer,
                 user_agent: &r.user_agent,
-                duration: r.start.elapsed(),
+                duration: gatehouse_upstream::now().saturating_duration_since(r.start),
                 upstream: &r.upstream,
                 route: &r.route,
                 app: &r.app,

@@ -29,7 +29,7 @@ pub(crate) struct Idle {
 
 impl Idle {
     pub(crate) fn fresh(&mut self, idle_timeout: Duration) -> bool {
-        self.since.elapsed() < idle_timeout && self.conn.idle_usable()
+        crate::util::now().saturating_duration_since(self.since) < idle_timeout && self.conn.idle_usable()
     }
 }
 
@@ -277,7 +277,7 @@ impl Lease {
         if let Some(Conn::H1(conn)) = self.conn.take() {
             if let Ok(mut pool) = self.ep.my_pool().lock() {
                 if pool.len() < self.max_idle {
-                    pool.push(Idle { conn, since: Instant::now() });
+                    pool.push(Idle { conn, since: crate::util::now() });
                 }
             }
         }
