@@ -299,14 +299,16 @@ class Rig:
         return p
 
     def nginx_proxy(self, backend_port, cpu=None, workers=1, bundle=None, reuseport=False, accept_mutex=None,
-                    routes=0, store_dir=None, name="nginx", tickets=True, cache=True, ticket_key=None, h2=True):
-        """nginx as a keep-alive reverse proxy; TLS with BUNDLE; ROUTES prefix locations /rI/."""
+                    routes=0, store_dir=None, name="nginx", tickets=True, cache=True, ticket_key=None, h2=True,
+                    deferred=False):
+        """nginx as a keep-alive reverse proxy; TLS with BUNDLE; ROUTES prefix locations /rI/;
+        DEFERRED adds `deferred` to the listen line (TCP_DEFER_ACCEPT; nginx's default is off)."""
         d = self.dir(name)
         (port,) = free_ports(1)
         events = ""
         if accept_mutex is not None:
             events = f"accept_mutex {'on' if accept_mutex else 'off'};"
-        listen = f"listen 127.0.0.1:{port}"
+        listen = f"listen 127.0.0.1:{port}" + (" deferred" if deferred else "")
         tls = ""
         if bundle:
             listen += " ssl" + (" http2" if h2 else "")
@@ -381,7 +383,7 @@ class Rig:
     # -------------------------------------------------------------- Gatehouse
     def gatehouse(self, backend_port, cpu=None, workers=1, reuse_port=True, bundle=None, routes=0,
                   store_dir=None, name="gatehouse", tickets="local", session_cache="local", redis=None,
-                  secret_file=None, gateway=False, app_key="BENCHKEY123", wait_path="/test.html"):
+                  secret_file=None, gateway=False, app_key="BENCHKEY123", wait_path="/test.html", defer_accept=True):
         """Gatehouse proxying to BACKEND_PORT; TLS with BUNDLE (and a directory store); ROUTES prefix
         routes /rI/; GATEWAY adds the service /svc (app key, ACL, a local rate-limit plan, header
         rewrite) and the bare service /plain."""
@@ -392,7 +394,7 @@ class Rig:
             y.append(f'redis: {{ url: "redis://127.0.0.1:{redis}/0", secret_file: "{secret_file}" }}')
         y += [f"workers: {workers}", f"reuse_port: {'true' if reuse_port else 'false'}", "cpu_affinity: off",
               'access_log: { path: "off" }', f'admin: {{ bind: "127.0.0.1:{admin}" }}']
-        lst = f'  main: {{ bind: "127.0.0.1:{port}", max_connections: 30000'
+        lst = f'  main: {{ bind: "127.0.0.1:{port}", max_connections: 30000, defer_accept: {str(defer_accept).lower()}'
         if bundle:
             y += ["tls:", f'  certificates: [{{ cert: "{bundle}" }}]']
             if store_dir:

@@ -217,6 +217,10 @@ pub struct Listener {
     /// Listen backlog.
     #[serde(default = "defaults::backlog")]
     pub backlog: u32,
+    /// Hand a connection to a worker only once its first bytes have arrived (`TCP_DEFER_ACCEPT`):
+    /// HTTP and TLS clients speak first, so the accept and the first read share one wake-up.
+    #[serde(default = "defaults::yes")]
+    pub defer_accept: bool,
     /// Open connections allowed per worker; further connections wait in the backlog.
     #[serde(default = "defaults::max_connections")]
     pub max_connections: usize,

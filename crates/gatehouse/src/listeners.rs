@@ -87,6 +87,9 @@ impl ListenerSet {
                     abort(&mut r.tasks);
                     r.bound.config = cfg.clone();
                     r.bound.name = name.clone();
+                    if let Err(e) = r.bound.apply_socket_options() {
+                        tracing::warn!(listener = %name, error = %e, "could not apply defer_accept to the kept sockets");
+                    }
                     tracing::info!(listener = %name, addr = %r.bound.addr, "listener settings changed; sockets kept");
                     let cell = tls.get(name).map(|a| Arc::new(arc_swap::ArcSwap::new(a.clone())));
                     let tasks = start(&r.bound, workers, ctx, cell.as_ref());

@@ -8,6 +8,7 @@ use gatehouse_config::Listener;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, TcpListener};
+use std::os::fd::AsRawFd;
 
 /// A listener's sockets: one per worker with `reuse_port`, else one shared.
 #[derive(Debug)]
@@ -22,7 +23,7 @@ pub struct BoundListener {
     pub sockets: Vec<TcpListener>,
 }
 
-fn socket(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<TcpListener> {
+fn socket(addr: SocketAddr, config: &Listener, reuse_port: bool) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     s.set_reuse_address(true)?;
     if reuse_port {
@@ -33,8 +34,40 @@ fn socket(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<TcpLis
     }
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
-    s.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
-    Ok(s.into())
+    s.listen(i32::try_from(config.backlog).unwrap_or(i32::MAX))?;
+    let s = TcpListener::from(s);
+    set_defer_accept(&s, config.defer_accept)?;
+    Ok(s)
+}
+
+/// Seconds a connection that has sent nothing waits in the kernel under `defer_accept`; then the
+/// kernel hands it over anyway (after its next SYN-ACK is answered), and the listener's header
+/// read timeout applies from there. nginx's `deferred` and HAProxy's `defer-accept` use 1 too.
+const DEFER_ACCEPT_SECS: libc::c_int = 1;
+
+/// Turns `TCP_DEFER_ACCEPT` on or off for a listening socket: on, the kernel queues a new
+/// connection for accept only when its first bytes arrive, so the worker is woken once, for the
+/// accept and the first read together, instead of once for the accept and again for the bytes.
+fn set_defer_accept(socket: &TcpListener, on: bool) -> io::Result<()> {
+    let value: libc::c_int = if on { DEFER_ACCEPT_SECS } else { 0 };
+    // SAFETY: `socket` is a live descriptor borrowed for the call; the option value points to an
+    // initialised `c_int` that outlives the call, and the length passed is exactly its size. No
+    // safe binding offers this option (socket2 and rustix do not).
+    #[allow(unsafe_code)]
+    let rc = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            std::ptr::from_ref(&value).cast::<libc::c_void>(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
 }
 
 /// Binds `config` for `workers` workers, with a message naming the address on failure.
@@ -47,15 +80,17 @@ pub fn bind_listener(name: &str, config: &Listener, workers: usize, reuse_port: 
         io::ErrorKind::PermissionDenied => format!("listener `{name}`: permission denied binding {}", config.bind),
         _ => format!("listener `{name}`: cannot bind {}: {e}", config.bind),
     };
-    let first = socket(config.bind, config.backlog, reuse_port).map_err(explain)?;
+    let first = socket(config.bind, config, reuse_port).map_err(explain)?;
     let addr = first.local_addr().map_err(explain)?;
     let mut sockets = vec![first];
     if reuse_port {
         for _ in 1..workers {
-            sockets.push(socket(addr, config.backlog, true).map_err(explain)?);
+            sockets.push(socket(addr, config, true).map_err(explain)?);
         }
     }
-    Ok(BoundListener { name: name.to_string(), addr, config: config.clone(), sockets })
+    let bound = BoundListener { name: name.to_string(), addr, config: config.clone(), sockets };
+    bound.apply_socket_options().map_err(explain)?;
+    Ok(bound)
 }
 
 /// Takes over `sockets`, listening sockets of `config` handed down by the process this one
@@ -82,13 +117,21 @@ pub fn adopt_listener(
     let shareable = sockets.iter().all(|s| socket2::SockRef::from(s).reuse_port().unwrap_or(false));
     if reuse_port && shareable {
         while sockets.len() < workers {
-            sockets.push(socket(addr, config.backlog, true).map_err(explain)?);
+            sockets.push(socket(addr, config, true).map_err(explain)?);
         }
     }
-    Ok(BoundListener { name: name.to_string(), addr, config: config.clone(), sockets })
+    let bound = BoundListener { name: name.to_string(), addr, config: config.clone(), sockets };
+    bound.apply_socket_options().map_err(explain)?;
+    Ok(bound)
 }
 
 impl BoundListener {
+    /// Sets the options of `config` that a bound socket can change (`defer_accept`) on every
+    /// socket: for sockets handed down by a previous process and for sockets kept across a reload.
+    pub fn apply_socket_options(&self) -> io::Result<()> {
+        self.sockets.iter().try_for_each(|s| set_defer_accept(s, self.config.defer_accept))
+    }
+
     /// The sockets each worker accepts on: every socket is served by one worker when there are at
     /// least as many sockets as workers (a handed-down socket is never left without an acceptor),
     /// else worker `i` accepts on socket `i mod sockets`.
@@ -99,5 +142,53 @@ impl BoundListener {
         } else {
             (0..workers).map(|i| Ok((i, self.sockets[i % self.sockets.len()].try_clone()?))).collect()
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::TcpStream;
+
+    fn listener(defer_accept: bool) -> BoundListener {
+        let yaml = format!("listeners:\n  main: {{ bind: \"127.0.0.1:0\", defer_accept: {defer_accept} }}\n");
+        let config = gatehouse_config::compile(&yaml).unwrap_or_else(|e| panic!("{e}"));
+        let cfg = &config.listeners["main"];
+        bind_listener("main", cfg, 1, true).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn with_defer_accept_a_connection_is_handed_over_only_when_its_first_bytes_arrive() {
+        let bound = listener(true);
+        let socket = &bound.sockets[0];
+        let mut client = TcpStream::connect(bound.addr).expect("connect");
+        // On loopback the handshake's last ACK has reached the listener when connect returns:
+        // without the option the connection would be waiting in the accept queue now.
+        let err = socket.accept().expect_err("accepted a connection that has sent nothing");
+        assert_eq!(err.kind(), io::ErrorKind::WouldBlock);
+        client.write_all(b"GET / HTTP/1.1\r\n").expect("write");
+        socket.set_nonblocking(false).expect("blocking");
+        let (_conn, peer) = socket.accept().expect("accept after the first bytes");
+        assert_eq!(peer, client.local_addr().expect("local addr"));
+    }
+
+    #[test]
+    fn without_defer_accept_a_silent_connection_is_accepted_at_once() {
+        let bound = listener(false);
+        let socket = &bound.sockets[0];
+        let client = TcpStream::connect(bound.addr).expect("connect");
+        let (_conn, peer) = socket.accept().expect("a silent connection is accepted without the option");
+        assert_eq!(peer, client.local_addr().expect("local addr"));
+    }
+
+    #[test]
+    fn reapplying_options_to_a_kept_socket_switches_defer_accept() {
+        let mut bound = listener(true);
+        bound.config.defer_accept = false;
+        bound.apply_socket_options().expect("setsockopt");
+        let client = TcpStream::connect(bound.addr).expect("connect");
+        let (_conn, peer) = bound.sockets[0].accept().expect("accepted once the option is off");
+        assert_eq!(peer, client.local_addr().expect("local addr"));
     }
 }
