@@ -29,7 +29,11 @@
 #              ECDHE-{ECDSA,RSA}-AES128-GCM-SHA256, TLS 1.3 with the client's default suite.
 #   resume     bench/lib/tls_load.py, RES_N connections, RES_CONNS in flight, each slot
 #              offering its previous session; servers with tickets + session cache, session
-#              cache only, neither; plus full handshakes (no session offered).  Resumption is
+#              cache only, neither; plus full handshakes (no session offered); all with an
+#              ECDSA P-256 certificate, and TLS 1.2 full vs resumed (tickets + session cache)
+#              again with RSA-2048 (4 x RES_N connections), where a full handshake costs an RSA
+#              signature.  Each slot's first connection has no session to offer: a resumed
+#              run holds RES_CONNS full handshakes (the "resumed (client)" column).  Resumption is
 #              counted by the client (SSL_session_reused) and, on Gatehouse, by the metric.
 #   store      tls_load.py with SNI drawn at random among n0..n(STORE_COUNT-1).bench.test
 #              against a directory store of STORE_COUNT bundles (Gatehouse tls.store, HAProxy
@@ -546,6 +550,17 @@ group_resume() {
 			done
 			server_down "${TARGET_LIST[@]}"
 		done
+		# RSA-2048, TLS 1.2: a full handshake signs with RSA and a resumed one skips the key
+		# exchange too, the case the classic session-store reports measured. Four times the
+		# connections, so the RES_CONNS first ones (full: no session yet) weigh 4x less.
+		servers_up cert=rsa tickets=1 cache=1
+		rotated $((CUR_REP - 1)) "${TARGET_LIST[@]}"
+		log "resume RSA-2048 TLS 1.2 rep $CUR_REP/$REPS: order ${REPLY_TARGETS[*]}"
+		for t in "${REPLY_TARGETS[@]}"; do
+			load_case resume "TLS 1.2 · RSA-2048" "full: client offers no session" "$t" $((4 * RES_N)) "$RES_CONNS" --tls 1.2
+			load_case resume "TLS 1.2 · RSA-2048" "tickets + session cache" "$t" $((4 * RES_N)) "$RES_CONNS" --tls 1.2 --resume
+		done
+		server_down "${TARGET_LIST[@]}"
 	done
 }
 
