@@ -2,6 +2,13 @@
 //! first, and while no stream is in progress the connection is closed after `keepalive_timeout`
 //! (a missed deadline reads as end of stream, so hyper closes the connection).
 //!
+//! While streams are in progress, `send_timeout` applies to the client's reading, as nginx's does
+//! to HTTP/2: a response body that has data for the client but has not been asked for more (the
+//! client's flow-control window is shut, or it stopped reading the socket and the stream's send
+//! buffer is full) marks the connection stalled; when no stream has handed the client anything for
+//! `send_timeout` while one is stalled, the connection is closed, and with it the upstream
+//! connections its streams held. A stream that waits for its upstream is not stalled.
+//!
 //! The frame headers going both ways are followed (never the payloads): the client's, to stop the
 //! floods [`FloodGuard`] detects; the server's, to know where a frame ends, so that a GOAWAY of our
 //! own can be put between two of hyper's frames, and to see which GOAWAYs the HTTP/2 library sent
@@ -19,7 +26,7 @@ use gatehouse_telemetry::H2Offence;
 use gatehouse_upstream::{now_ms, LazyDeadline};
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
 use std::task::{ready, Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -36,6 +43,12 @@ pub(crate) struct ConnState {
     pub busy: AtomicU32,
     /// When the last response finished (or the connection started), ms.
     pub idle_since_ms: AtomicU64,
+    /// Response bodies that handed hyper data and have not been asked for more since.
+    stalled: AtomicU32,
+    /// When a response body last handed hyper data or was asked for more, or a stream started, ms.
+    progress_ms: AtomicU64,
+    /// Set when the connection was closed for `send_timeout`.
+    pub send_timed_out: AtomicBool,
     /// Why the client was sent GOAWAY ENHANCE_YOUR_CALM (an [`H2Offence`] index), if it was.
     offence: AtomicU8,
 }
@@ -45,6 +58,9 @@ impl ConnState {
         ConnState {
             busy: AtomicU32::new(0),
             idle_since_ms: AtomicU64::new(now_ms()),
+            stalled: AtomicU32::new(0),
+            progress_ms: AtomicU64::new(0),
+            send_timed_out: AtomicBool::new(false),
             offence: AtomicU8::new(NO_OFFENCE),
         }
     }
@@ -80,8 +96,43 @@ pub(crate) struct BusyGuard(pub std::sync::Arc<ConnState>);
 
 impl BusyGuard {
     pub(crate) fn new(state: std::sync::Arc<ConnState>) -> Self {
+        state.progress_ms.store(now_ms(), Relaxed);
         state.busy.fetch_add(1, Relaxed);
         BusyGuard(state)
+    }
+}
+
+/// A response body's part in [`ConnState`]'s stall tracking: [`Self::asked`] when hyper asks the
+/// body for data, [`Self::handed`] with what the body answered.
+#[derive(Debug, Default)]
+pub(crate) struct StallMark {
+    stalled: bool,
+}
+
+impl StallMark {
+    /// hyper asks for more: the client took what it was handed (or has room for it).
+    pub(crate) fn asked(&mut self, state: &ConnState) {
+        if std::mem::take(&mut self.stalled) {
+            state.stalled.fetch_sub(1, Relaxed);
+        }
+        state.progress_ms.store(now_ms(), Relaxed);
+    }
+
+    /// The body handed hyper its response head or data, and more is to come: until hyper asks
+    /// for it, the client holds this stream up (hyper asks as soon as the client has room).
+    pub(crate) fn handed(&mut self, state: &ConnState) {
+        state.progress_ms.store(now_ms(), Relaxed);
+        if !self.stalled {
+            self.stalled = true;
+            state.stalled.fetch_add(1, Relaxed);
+        }
+    }
+
+    /// The body is dropped.
+    pub(crate) fn release(&mut self, state: &ConnState) {
+        if std::mem::take(&mut self.stalled) {
+            state.stalled.fetch_sub(1, Relaxed);
+        }
     }
 }
 
@@ -99,6 +150,7 @@ pub(crate) struct ConnIo {
     prefix: Bytes,
     state: std::sync::Arc<ConnState>,
     idle_timeout_ms: u64,
+    send_timeout_ms: u64,
     timer: LazyDeadline,
     guard: FloodGuard,
     /// Where hyper's output is.
@@ -113,6 +165,7 @@ impl ConnIo {
         prefix: Bytes,
         state: std::sync::Arc<ConnState>,
         idle_timeout: Duration,
+        send_timeout: Duration,
     ) -> Self {
         // The guard sees the replayed bytes too: the preface, and any frames read with it.
         let mut guard = FloodGuard::new(now_ms(), 0);
@@ -122,6 +175,7 @@ impl ConnIo {
             prefix,
             state,
             idle_timeout_ms: idle_timeout.as_millis() as u64,
+            send_timeout_ms: send_timeout.as_millis() as u64,
             timer: LazyDeadline::default(),
             guard,
             written: FrameCursor::default(),
@@ -200,14 +254,36 @@ impl ConnIo {
         }
     }
 
-    /// Whether the idle deadline has passed (arming the timer otherwise); none while busy.
-    fn expired(&mut self, cx: &mut Context<'_>) -> bool {
-        if self.state.busy.load(Relaxed) > 0 {
-            return false;
+    /// Which deadline has passed, if one has (arming the timer otherwise): the idle deadline while
+    /// no stream is in progress, else `send_timeout` since the last progress while a stream is
+    /// stalled on the client.
+    fn expired(&mut self, cx: &mut Context<'_>) -> Option<Expired> {
+        if self.state.busy.load(Relaxed) == 0 {
+            let deadline = self.state.idle_since_ms.load(Relaxed) + self.idle_timeout_ms;
+            return self.timer.expired(cx, deadline).then_some(Expired::Idle);
         }
-        let deadline = self.state.idle_since_ms.load(Relaxed) + self.idle_timeout_ms;
-        self.timer.expired(cx, deadline)
+        loop {
+            let since = self.state.progress_ms.load(Relaxed);
+            if !self.timer.expired(cx, since + self.send_timeout_ms) {
+                return None;
+            }
+            if self.state.stalled.load(Relaxed) > 0 {
+                return Some(Expired::Send);
+            }
+            // The streams wait for their upstreams, not for the client: look again one period on
+            // (a stall that starts meanwhile moves the progress mark itself).
+            let _ = self.state.progress_ms.compare_exchange(since, now_ms(), Relaxed, Relaxed);
+        }
     }
+}
+
+/// A deadline [`ConnIo`] found passed.
+#[derive(Debug, PartialEq)]
+enum Expired {
+    /// No stream in progress for `keepalive_timeout`.
+    Idle,
+    /// A stream stalled on the client and nothing taken for `send_timeout`.
+    Send,
 }
 
 impl AsyncRead for ConnIo {
@@ -228,8 +304,16 @@ impl AsyncRead for ConnIo {
         }
         let before = buf.filled().len();
         match Pin::new(&mut this.inner).poll_read(cx, buf) {
-            // Reads as end of stream: hyper closes the connection.
-            Poll::Pending if this.expired(cx) => Poll::Ready(Ok(())),
+            Poll::Pending => match this.expired(cx) {
+                None => Poll::Pending,
+                // Reads as end of stream: hyper closes the connection.
+                Some(Expired::Idle) => Poll::Ready(Ok(())),
+                Some(Expired::Send) => {
+                    tracing::debug!("HTTP/2 client took nothing for send_timeout with a stream stalled; closing");
+                    this.state.send_timed_out.store(true, Relaxed);
+                    Poll::Ready(Err(io::ErrorKind::TimedOut.into()))
+                }
+            },
             Poll::Ready(Ok(())) => {
                 if let Some(offence) = this.guard.observe(&buf.filled()[before..], now_ms) {
                     // Nothing more from an offender reaches hyper.

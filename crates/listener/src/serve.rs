@@ -1,7 +1,7 @@
 //! Serve stage: accept with a per-worker connection limit, pick HTTP/1.1 or HTTP/2 (prior
 //! knowledge) from the first bytes, run hyper, and drain on shutdown.
 
-use crate::io::{BusyGuard, ConnIo, ConnState};
+use crate::io::{BusyGuard, ConnIo, ConnState, StallMark};
 use crate::per_ip::{PerIpGuard, PerIpLimit};
 use crate::transport::Transport;
 use bytes::{Bytes, BytesMut};
@@ -306,7 +306,8 @@ async fn serve_tls(
 async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config: Arc<Listener>, ctx: ServeContext) {
     let shared = ctx.shared.clone();
     let state = Arc::new(ConnState::new());
-    let io = TokioIo::new(ConnIo::new(stream, prefix, state.clone(), config.keepalive_timeout.0));
+    let io =
+        TokioIo::new(ConnIo::new(stream, prefix, state.clone(), config.keepalive_timeout.0, config.send_timeout.0));
     let conn_state = state.clone();
     let service = service_fn(move |req| {
         let guard = BusyGuard::new(state.clone());
@@ -317,7 +318,7 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
             // (copied) several times as it is spawned and finished; the request path's state is
             // kilobytes, a box is a pointer.
             let resp = ClockScoped(Box::pin(gatehouse_proxy::handle(shared, req, info))).await;
-            Ok::<_, Infallible>(resp.map(|inner| TrackedBody { inner, _guard: guard }))
+            Ok::<_, Infallible>(resp.map(|inner| TrackedBody::new(inner, guard)))
         }
     });
     let mut drain = ctx.drain.clone();
@@ -338,6 +339,9 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
     if let Some(offence) = conn_state.offence() {
         ctx.shared.stats.h2_offender(offence);
     }
+    if conn_state.send_timed_out.load(std::sync::atomic::Ordering::Relaxed) {
+        ctx.shared.stats.send_timeouts.inc();
+    }
 }
 
 pub(crate) async fn drained(rx: &mut watch::Receiver<bool>) {
@@ -345,10 +349,29 @@ pub(crate) async fn drained(rx: &mut watch::Receiver<bool>) {
     let _ = rx.wait_for(|d| *d).await.map(|_| ());
 }
 
-/// The response body with the connection's busy mark, released when the body is done.
+/// The response body with the connection's busy mark, released when the body is done, and its
+/// part in the connection's `send_timeout` (`StallMark`).
 struct TrackedBody {
     inner: ResponseBody,
-    _guard: BusyGuard,
+    guard: BusyGuard,
+    stall: StallMark,
+}
+
+impl TrackedBody {
+    fn new(inner: ResponseBody, guard: BusyGuard) -> Self {
+        let mut stall = StallMark::default();
+        if !inner.is_end_stream() {
+            // The head goes to the client now; the body waits until hyper asks for it.
+            stall.handed(&guard.0);
+        }
+        TrackedBody { inner, guard, stall }
+    }
+}
+
+impl Drop for TrackedBody {
+    fn drop(&mut self) {
+        self.stall.release(&self.guard.0);
+    }
 }
 
 impl Body for TrackedBody {
@@ -356,7 +379,13 @@ impl Body for TrackedBody {
     type Error = Box<dyn std::error::Error + Send + Sync>;
 
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let this = &mut *self;
+        this.stall.asked(&this.guard.0);
+        let frame = Pin::new(&mut this.inner).poll_frame(cx);
+        if matches!(&frame, Poll::Ready(Some(Ok(f))) if f.is_data()) && !this.inner.is_end_stream() {
+            this.stall.handed(&this.guard.0);
+        }
+        frame
     }
     fn is_end_stream(&self) -> bool {
         self.inner.is_end_stream()

@@ -124,6 +124,9 @@ pub struct ProcessStats {
     pub accept_errors: Counter,
     /// Connections closed at once because their address had `max_connections_per_ip` open.
     pub connections_over_ip_limit: Counter,
+    /// Client connections closed because the client took nothing of a response for
+    /// `send_timeout` (HTTP/1.x: a blocked write; HTTP/2: a stream stalled on the client).
+    pub send_timeouts: Counter,
     /// Requests answered without a matching route.
     pub unrouted: Counter,
     /// Requests rejected as malformed before routing.

@@ -87,7 +87,7 @@ pub fn render_metrics(shared: &Shared) -> String {
     let snap = shared.snapshot.load();
     let s = &shared.stats;
     let mut out = String::with_capacity(8192);
-    let process: [(&str, &str, &str, i64); 12] = [
+    let process: [(&str, &str, &str, i64); 13] = [
         (
             "gatehouse_connections_accepted_total",
             "counter",
@@ -106,6 +106,12 @@ pub fn render_metrics(shared: &Shared) -> String {
             "counter",
             "Client connections closed at once: their address had max_connections_per_ip open.",
             s.connections_over_ip_limit.get() as i64,
+        ),
+        (
+            "gatehouse_client_send_timeouts_total",
+            "counter",
+            "Client connections closed because the client took nothing of a response for send_timeout.",
+            s.send_timeouts.get() as i64,
         ),
         (
             "gatehouse_unrouted_requests_total",

@@ -161,6 +161,8 @@ fn a_client_that_stops_reading_is_disconnected_at_send_timeout() {
     let (text, closed) = reader.read_to_close(SETTLE);
     assert!(closed, "the connection is closed");
     assert!(text.len() < 64 << 20, "the whole body arrived: the client was not cut off");
+    let m = gw.metrics();
+    assert_eq!(metric_value(&m, "gatehouse_client_send_timeouts_total"), Some(1.0), "{m}");
     drop(reader);
     assert_eq!(gatehouse_testkit::http_get(gw.addr("http"), HOST, "/", &[]).status, 200);
 }

@@ -380,6 +380,42 @@ fn a_client_that_never_reads_does_not_pin_unbounded_response_buffers() {
     unread_responses(i32::MAX as u32, "client not reading, windows open");
 }
 
+/// `send_timeout` on HTTP/2: a client that asks for a large response and never opens its
+/// flow-control window holds its stream, and the upstream connection behind it, for about that
+/// long; then the gateway closes the connection. A stream that waits as long for a slow upstream is
+/// not the client's doing and is answered whole.
+#[test]
+fn a_client_that_takes_nothing_is_disconnected_at_send_timeout() {
+    let b = Backend::start("b");
+    b.set_body(vec![b'r'; 1 << 20]);
+    let slow = Backend::start("slow");
+    slow.set_delay(Duration::from_millis(2500));
+    let gw = crate::common::start(&format!(
+        "workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\nlisteners:\n  h2c: {{bind: \"127.0.0.1:0\", protocol: h2c, send_timeout: 1s}}\nupstreams:\n  u: {{targets: {}}}\n  slow: {{targets: {}}}\nsites:\n  main: {{hosts: [\"{HOST}\"], routes: [{{path: /, upstream: u}}, {{path: /slow/, upstream: slow}}]}}\n",
+        targets(&[&b]),
+        targets(&[&slow])
+    ));
+    let mut patient = H2Conn::connect(gw.addr("h2c"));
+    patient.handshake(ANSWER).expect("the gateway's SETTINGS");
+    patient.headers(1, Hpack::get(HOST, "/slow/x").bytes(), true, true).expect("send HEADERS");
+    assert_eq!(patient.read_response(1, ANSWER), Ok((200, 4)), "a stream waiting 2.5 s for its upstream was cut");
+
+    let mut stuck = H2Conn::connect_with(gw.addr("h2c"), &[(setting::INITIAL_WINDOW_SIZE, 0)]);
+    stuck.handshake(ANSWER).expect("the gateway's SETTINGS");
+    let started = Instant::now();
+    stuck.headers(1, Hpack::get(HOST, "/big").bytes(), true, true).expect("send HEADERS");
+    let mut data = 0;
+    let end = stuck.read_until(ANSWER, |_| false, |f| data += usize::from(f.kind == kind::DATA) * f.payload.len());
+    let took = started.elapsed();
+    assert_eq!(end, Err(ReadEnd::Closed), "the connection of a client that takes nothing stays open");
+    assert_eq!(data, 0, "DATA went to a client with no window");
+    assert!(took >= Duration::from_millis(900), "closed before send_timeout: {took:?}");
+    let m = gw.metrics();
+    assert_eq!(metric_value(&m, "gatehouse_client_send_timeouts_total"), Some(1.0), "{m}");
+    assert_eq!(b.requests().len(), 1, "the stuck request reached the backend once");
+    served(gw.addr("h2c"), "/after");
+}
+
 /// A gateway whose `/slow/` route goes to `slow` and everything else to `b`.
 fn gateway_with_slow(b: &Backend, slow: &Backend) -> Gateway {
     crate::common::start(&format!(

@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 use tokio::net::TcpStream;
-use write::{write_all, write_response, Written};
+use write::{write_all, write_response, SendTimedOut, Written};
 
 /// Read buffer growth while reading a request head: most heads fit in one step.
 const HEAD_STEP: usize = pool::READ_CAPACITY;
@@ -177,7 +177,12 @@ pub(crate) async fn serve(
             }
             Ok(Written::KeepAlive) => {}
             Ok(Written::Close) => return finish(&stream, &state).await,
-            Err(_) => return close(&stream).await,
+            Err(e) => {
+                if SendTimedOut::is(&e) {
+                    ctx.shared.stats.send_timeouts.inc();
+                }
+                return close(&stream).await;
+            }
             Ok(Written::Switched(mut body)) => {
                 let leftover = lock(&state).rbuf.split().freeze();
                 if let Some((upstream, early)) = body.take_upgrade() {

@@ -53,7 +53,26 @@ async fn write_all_then(stream: &Transport, buf: &[u8], closing: bool, timeout: 
     // write responses stay small (and cheap to allocate) for the rest.
     match Box::pin(tokio::time::timeout(timeout, stream.write_all(&buf[now..], closing))).await {
         Ok(written) => written,
-        Err(_) => Err(io::ErrorKind::TimedOut.into()),
+        Err(_) => Err(io::Error::new(io::ErrorKind::TimedOut, SendTimedOut)),
+    }
+}
+
+/// The error of a write the client did not take within `send_timeout`.
+#[derive(Debug)]
+pub(crate) struct SendTimedOut;
+
+impl std::fmt::Display for SendTimedOut {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the client took nothing for send_timeout")
+    }
+}
+
+impl std::error::Error for SendTimedOut {}
+
+impl SendTimedOut {
+    /// Whether `e` is this error (not, say, a response body's own failure).
+    pub(crate) fn is(e: &io::Error) -> bool {
+        e.get_ref().is_some_and(|inner| inner.is::<SendTimedOut>())
     }
 }
 
