@@ -7,6 +7,7 @@
 //! | `config` | a configuration file | `crates/config`, `crates/plugins`, `crates/proxy` |
 //! | `router` | route tables, then requests' host and path | `crates/router` |
 //! | `app_key` | a service's key sources, a request target and an `X-APP-KEY` header | `crates/plugins`, `crates/proxy` |
+//! | `body_framing` | an HTTP/1.1 body as it arrives, split into reads | `crates/upstream` (`framing`) |
 //!
 //! Each module uses only the products' public API, so the products' tests include the same file
 //! (`#[path]`) and replay `corpus/<target>/` and `regressions/<target>/` with [`replay`] on
@@ -15,6 +16,7 @@
 #![forbid(unsafe_code)]
 
 pub mod app_key;
+pub mod body_framing;
 pub mod client_hello;
 pub mod config;
 pub mod jwt;
