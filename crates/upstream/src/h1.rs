@@ -30,9 +30,13 @@ pub(crate) struct H1Conn {
     pub(crate) rbuf: BytesMut,
     wbuf: Vec<u8>,
     /// Offsets of header names and values in the head being parsed; kept to reuse its allocation.
-    spans: Vec<(u32, u32, u32, u32)>,
+    spans: Vec<Span>,
     head_deadline: crate::util::LazyDeadline,
 }
+
+/// Where a header's name and value are in the head: name start, name length, value start, value
+/// length.
+type Span = (u32, u32, u32, u32);
 
 /// A response head read from the endpoint.
 #[derive(Debug)]
@@ -217,123 +221,9 @@ impl H1Conn {
         }
     }
 
-    /// Parses one complete head from the buffer: the response, its body framing, and whether the
-    /// connection may be reused afterwards. The usual head keeps its lines unparsed, for the
-    /// client side to write as they are ([`RawHead`]); one with more than [`MAX_LINES`] lines,
-    /// a `Connection` header naming other headers, a protocol switch or bare-LF line ends is
-    /// parsed into the response's map instead.
+    /// Parses one complete head from the buffer ([`parse_head`]).
     fn parse_head(&mut self, head_request: bool) -> Result<Option<Head>, ExchangeError> {
-        // Uninitialised slots: httparse writes only the ones it fills, so nothing is zeroed per head.
-        let mut slots = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
-        let mut parsed = httparse::Response::new(&mut []);
-        let config = httparse::ParserConfig::default();
-        let len = match config.parse_response_with_uninit_headers(&mut parsed, &self.rbuf, &mut slots) {
-            Ok(httparse::Status::Complete(len)) => len,
-            Ok(httparse::Status::Partial) => return Ok(None),
-            Err(e) => return Err(ExchangeError::Upstream(format!("invalid response head: {e}"))),
-        };
-        let code = parsed.code.unwrap_or(0);
-        let status = StatusCode::from_u16(code).map_err(|_| ExchangeError::Upstream("invalid status".into()))?;
-        let http10 = parsed.version == Some(0);
-        // Offsets of names and values in the buffer, so the head can be frozen and sliced.
-        let base = self.rbuf.as_ptr() as usize;
-        let spans = &mut self.spans;
-        spans.clear();
-        let mut said = Said::default();
-        for (i, h) in parsed.headers.iter().enumerate() {
-            let name = (h.name.as_ptr() as usize - base) as u32;
-            let value = (h.value.as_ptr() as usize - base) as u32;
-            spans.push((name, h.name.len() as u32, value, h.value.len() as u32));
-            said.add(i, h.name.as_bytes(), h.value);
-        }
-        let early = head_request
-            || status.is_informational()
-            || status == StatusCode::NO_CONTENT
-            || status == StatusCode::NOT_MODIFIED;
-        let (framing, mut reusable) = framing(early, &said)?;
-        reusable &= said.connection.keep_alive(http10);
-        // With chunked coding, a length beside it is dropped (a smuggling vector).
-        let drop_lengths = said.coded && !early;
-        let mut resp = Response::new(());
-        *resp.status_mut() = status;
-        *resp.version_mut() = Version::HTTP_11;
-        let raw = if spans.len() <= MAX_LINES && !said.connection.other && status != StatusCode::SWITCHING_PROTOCOLS {
-            let skip = said.hop | if drop_lengths { said.lengths } else { 0 };
-            self.squeeze(len, skip)
-        } else {
-            None
-        };
-        let raw = match raw {
-            Some(lines) => {
-                let head = self.rbuf.split_to(len).freeze();
-                let length = said.length.is_some() && !drop_lengths;
-                // Room for what the proxy adds (the echoed request id, rewrites, quota headers).
-                *resp.headers_mut() = crate::header_maps::take(6);
-                Some(RawHead::new(head.slice(lines), said.names, said.date, length))
-            }
-            None => {
-                *resp.headers_mut() = self.take_map(len, drop_lengths)?;
-                None
-            }
-        };
-        Ok(Some(Head { response: resp, raw, framing, reusable }))
-    }
-
-    /// Moves the header lines of the head (`len` bytes) to be forwarded together, leaving out the
-    /// lines in `skip`; their range in the buffer, or `None` when a line to forward does not end in
-    /// CRLF (the head is then parsed into a map, whose encoding ends every line in CRLF).
-    fn squeeze(&mut self, len: usize, skip: u64) -> Option<std::ops::Range<usize>> {
-        let spans = &self.spans;
-        let buf = &mut self.rbuf[..len];
-        let Some(first) = spans.first().map(|s| s.0 as usize) else {
-            return Some(0..0);
-        };
-        // The blank line that ends the head: CRLF, or a bare LF.
-        let blank = if buf.ends_with(b"\r\n") { 2 } else { 1 };
-        let line = |i: usize| spans[i].0 as usize..spans.get(i + 1).map_or(len - blank, |next| next.0 as usize);
-        let kept = (0..spans.len()).filter(|&i| skip & (1 << i) == 0);
-        // Every line is checked before any moves: the map parse that follows a `None` reads the
-        // head where it was.
-        if !kept.clone().all(|i| buf[line(i)].ends_with(b"\r\n")) {
-            return None;
-        }
-        let mut to = first;
-        for i in kept {
-            let range = line(i);
-            let n = range.len();
-            if to != range.start {
-                buf.copy_within(range, to);
-            }
-            to += n;
-        }
-        Some(first..to)
-    }
-
-    /// Takes the head (`len` bytes) off the buffer as a header map; with `drop_lengths`, without
-    /// `Content-Length` and `Transfer-Encoding`.
-    fn take_map(&mut self, len: usize, drop_lengths: bool) -> Result<HeaderMap, ExchangeError> {
-        let head = self.rbuf.split_to(len).freeze();
-        // Room for what the proxy adds (the echoed request id, rewrites, quota headers).
-        let mut headers = crate::header_maps::take(self.spans.len() + 5);
-        let mut connection = crate::framing::ConnectionHeader::default();
-        for &(ns, nl, vs, vl) in &self.spans {
-            let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
-            let name = crate::header_maps::header_name(&head[ns..ns + nl])
-                .map_err(|_| ExchangeError::Upstream("invalid header name".into()))?;
-            let value = HeaderValue::from_maybe_shared(head.slice(vs..vs + vl))
-                .map_err(|_| ExchangeError::Upstream("invalid header value".into()))?;
-            if name == header::CONNECTION {
-                connection.take(value, &mut headers);
-            } else {
-                headers.append(name, value);
-            }
-        }
-        connection.finish(&mut headers);
-        if drop_lengths {
-            headers.remove(header::CONTENT_LENGTH);
-            headers.remove(header::TRANSFER_ENCODING);
-        }
-        Ok(headers)
+        parse_head(&mut self.rbuf, &mut self.spans, head_request)
     }
 
     /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
@@ -357,6 +247,150 @@ fn not_sent_or_broken(written: usize, e: io::Error) -> ExchangeError {
         ExchangeError::NotSent(e)
     } else {
         ExchangeError::Upstream(format!("writing request: {e}"))
+    }
+}
+
+/// Parses one complete head from the buffer: the response, its body framing, and whether the
+/// connection may be reused afterwards. The usual head keeps its lines unparsed, for the
+/// client side to write as they are ([`RawHead`]); one with more than [`MAX_LINES`] lines,
+/// a `Connection` header naming other headers, a protocol switch or bare-LF line ends is
+/// parsed into the response's map instead.
+fn parse_head(rbuf: &mut BytesMut, spans: &mut Vec<Span>, head_request: bool) -> Result<Option<Head>, ExchangeError> {
+    // Uninitialised slots: httparse writes only the ones it fills, so nothing is zeroed per head.
+    let mut slots = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADERS];
+    let mut parsed = httparse::Response::new(&mut []);
+    let config = httparse::ParserConfig::default();
+    let len = match config.parse_response_with_uninit_headers(&mut parsed, &rbuf[..], &mut slots) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => return Err(ExchangeError::Upstream(format!("invalid response head: {e}"))),
+    };
+    let code = parsed.code.unwrap_or(0);
+    let status = StatusCode::from_u16(code).map_err(|_| ExchangeError::Upstream("invalid status".into()))?;
+    let http10 = parsed.version == Some(0);
+    // Offsets of names and values in the buffer, so the head can be frozen and sliced.
+    let base = rbuf.as_ptr() as usize;
+    spans.clear();
+    let mut said = Said::default();
+    for (i, h) in parsed.headers.iter().enumerate() {
+        let name = (h.name.as_ptr() as usize - base) as u32;
+        let value = (h.value.as_ptr() as usize - base) as u32;
+        spans.push((name, h.name.len() as u32, value, h.value.len() as u32));
+        said.add(i, h.name.as_bytes(), h.value);
+    }
+    let early = head_request
+        || status.is_informational()
+        || status == StatusCode::NO_CONTENT
+        || status == StatusCode::NOT_MODIFIED;
+    let (framing, mut reusable) = framing(early, &said)?;
+    reusable &= said.connection.keep_alive(http10);
+    // With chunked coding, a length beside it is dropped (a smuggling vector).
+    let drop_lengths = said.coded && !early;
+    let mut resp = Response::new(());
+    *resp.status_mut() = status;
+    *resp.version_mut() = Version::HTTP_11;
+    let raw = if spans.len() <= MAX_LINES && !said.connection.other && status != StatusCode::SWITCHING_PROTOCOLS {
+        let skip = said.hop | if drop_lengths { said.lengths } else { 0 };
+        squeeze(rbuf, spans, len, skip)
+    } else {
+        None
+    };
+    let raw = match raw {
+        Some(lines) => {
+            let head = rbuf.split_to(len).freeze();
+            let length = said.length.is_some() && !drop_lengths;
+            // Room for what the proxy adds (the echoed request id, rewrites, quota headers).
+            *resp.headers_mut() = crate::header_maps::take(6);
+            Some(RawHead::new(head.slice(lines), said.names, said.date, length))
+        }
+        None => {
+            *resp.headers_mut() = take_map(rbuf, spans, len, drop_lengths)?;
+            None
+        }
+    };
+    Ok(Some(Head { response: resp, raw, framing, reusable }))
+}
+
+/// Moves the header lines of the head (`len` bytes) to be forwarded together, leaving out the
+/// lines in `skip`; their range in the buffer, or `None` when a line to forward does not end in
+/// CRLF (the head is then parsed into a map, whose encoding ends every line in CRLF).
+fn squeeze(rbuf: &mut BytesMut, spans: &[Span], len: usize, skip: u64) -> Option<std::ops::Range<usize>> {
+    let buf = &mut rbuf[..len];
+    let Some(first) = spans.first().map(|s| s.0 as usize) else {
+        return Some(0..0);
+    };
+    // The blank line that ends the head: CRLF, or a bare LF.
+    let blank = if buf.ends_with(b"\r\n") { 2 } else { 1 };
+    let line = |i: usize| spans[i].0 as usize..spans.get(i + 1).map_or(len - blank, |next| next.0 as usize);
+    let kept = (0..spans.len()).filter(|&i| skip & (1 << i) == 0);
+    // Every line is checked before any moves: the map parse that follows a `None` reads the
+    // head where it was.
+    if !kept.clone().all(|i| buf[line(i)].ends_with(b"\r\n")) {
+        return None;
+    }
+    let mut to = first;
+    for i in kept {
+        let range = line(i);
+        let n = range.len();
+        if to != range.start {
+            buf.copy_within(range, to);
+        }
+        to += n;
+    }
+    Some(first..to)
+}
+
+/// Takes the head (`len` bytes) off the buffer as a header map; with `drop_lengths`, without
+/// `Content-Length` and `Transfer-Encoding`.
+fn take_map(rbuf: &mut BytesMut, spans: &[Span], len: usize, drop_lengths: bool) -> Result<HeaderMap, ExchangeError> {
+    let head = rbuf.split_to(len).freeze();
+    // Room for what the proxy adds (the echoed request id, rewrites, quota headers).
+    let mut headers = crate::header_maps::take(spans.len() + 5);
+    let mut connection = crate::framing::ConnectionHeader::default();
+    for &(ns, nl, vs, vl) in spans {
+        let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
+        let name = crate::header_maps::header_name(&head[ns..ns + nl])
+            .map_err(|_| ExchangeError::Upstream("invalid header name".into()))?;
+        let value = HeaderValue::from_maybe_shared(head.slice(vs..vs + vl))
+            .map_err(|_| ExchangeError::Upstream("invalid header value".into()))?;
+        if name == header::CONNECTION {
+            connection.take(value, &mut headers);
+        } else {
+            headers.append(name, value);
+        }
+    }
+    connection.finish(&mut headers);
+    if drop_lengths {
+        headers.remove(header::CONTENT_LENGTH);
+        headers.remove(header::TRANSFER_ENCODING);
+    }
+    Ok(headers)
+}
+
+/// A response head as the proxy takes it from an endpoint ([`parse_response_head`]).
+#[derive(Debug)]
+pub struct ParsedHead {
+    /// Status and, when the head was parsed into a map, its headers (hop-by-hop ones left out).
+    pub response: Response<()>,
+    /// The header lines passed on as they came, when the head was not parsed into the map.
+    pub raw: Option<RawHead>,
+    /// How the body is delimited.
+    pub framing: Framing,
+    /// Whether the connection may serve another request once the body is read.
+    pub reusable: bool,
+}
+
+/// Parses one complete response head off the front of `buf` as the upstream client does, for the
+/// fuzz target and tests: `Ok(None)` while more bytes are needed, `Err` for a head the proxy
+/// refuses. Interim (1xx) heads are returned like any other (the client reads past them).
+pub fn parse_response_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<ParsedHead>, String> {
+    let mut spans = Vec::new();
+    match parse_head(buf, &mut spans, head_request) {
+        Ok(head) => {
+            Ok(head.map(|h| ParsedHead { response: h.response, raw: h.raw, framing: h.framing, reusable: h.reusable }))
+        }
+        Err(ExchangeError::Upstream(e)) => Err(e),
+        Err(e) => Err(format!("{e:?}")),
     }
 }
 
