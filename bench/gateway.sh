@@ -32,7 +32,9 @@
 # service's admitted counter must have grown by the requests ab completed.  Each row gets an
 # unrecorded warm-up, and each run a short clean ab burst first that refills upstream pools
 # (PRIME).  Then REPS rounds; in each, every row runs once at -c CONNS, then once at -c 1
-# (LAT_N requests: latency without a queue); the row order rotates by one per round.
+# (LAT_N requests: latency without a queue); the row order rotates by one per round.  The goal
+# figures pair the rows within a round (a ratio or a difference per round) and take the median
+# over the rounds: what drifts between rounds cancels, and a round a burst hit drops out.
 #
 # Measured per run (raw numbers in a CSV, see bench/lib/gateway_record.py): req/s, mean
 # latency (ab's "Time per request" mean across all concurrent requests), p50/p99 (ab's table,
@@ -48,14 +50,14 @@
 #
 # Run (from anywhere; needs nginx, ab, curl, python3, taskset, 2 CPUs; haproxy for that row):
 #   bench/gateway.sh                                        # builds gatehouse (release)
-#   GATEHOUSE_BIN=target/release/gatehouse bench/gateway.sh # about 2.5 minutes
+#   GATEHOUSE_BIN=target/release/gatehouse bench/gateway.sh # about 5 minutes
 #   QUICK=1 bench/gateway.sh                                # smoke run, ~10 s after the build
 #   TARGETS="bare gateway" REPS=5 bench/gateway.sh
 #
 # Environment knobs (defaults in brackets; QUICK=1 defaults after the slash):
 #   GATEHOUSE_BIN   binary to test; unset = `cargo build --release -p gatehouse`
 #   QUICK [0]       1 = smoke run: one round, small counts
-#   REPS [3/1]      rounds
+#   REPS [7/1]      rounds (with 7 rows, each row runs once in each position of the order)
 #   AB_N [200000/20000]   requests per measured ab -c CONNS run
 #   CONNS [100]     ab -c
 #   LAT_N [5000/1000]     requests per ab -c 1 run; 0 = no unqueued-latency runs
@@ -80,7 +82,7 @@ set -Eeuo pipefail
 # shellcheck source=SCRIPTDIR/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 
-REPS=${REPS:-$(pick 3 1)}
+REPS=${REPS:-$(pick 7 1)}
 AB_N=${AB_N:-$(pick 200000 20000)}
 CONNS=${CONNS:-100}
 LAT_N=${LAT_N:-$(pick 5000 1000)}
