@@ -9,6 +9,7 @@
 //! | `app_key` | a service's key sources, a request target and an `X-APP-KEY` header | `crates/plugins`, `crates/proxy` |
 //! | `body_framing` | an HTTP/1.1 body as it arrives, split into reads | `crates/upstream` (`framing`) |
 //! | `response_head` | what an endpoint answers, as it arrives | `crates/upstream` (`h1`) |
+//! | `request_head` | what a client sends, as it arrives | `crates/listener` (`h1`) |
 //!
 //! Each module uses only the products' public API, so the products' tests include the same file
 //! (`#[path]`) and replay `corpus/<target>/` and `regressions/<target>/` with [`replay`] on
@@ -22,5 +23,6 @@ pub mod client_hello;
 pub mod config;
 pub mod jwt;
 pub mod replay;
+pub mod request_head;
 pub mod response_head;
 pub mod router;

@@ -21,6 +21,7 @@ mod transport;
 mod workers;
 
 pub use bind::{adopt_listener, bind_listener, BoundListener};
+pub use h1::{parse_request_head, RequestHead};
 pub use per_ip::{OverLimit, PerIpGuard, PerIpLimit};
 pub use serve::{accept_loop, AcceptBackoff, AcceptorCell, ServeContext};
 pub use workers::{Worker, Workers};

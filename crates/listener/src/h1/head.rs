@@ -14,11 +14,24 @@ const MAX_HEADERS: usize = 100;
 
 /// A parsed request head.
 #[derive(Debug)]
-pub(crate) struct Head {
+pub struct Head {
+    /// Method, target, version and headers (`Connection` and what it names taken out; `Host` set
+    /// from an absolute-form target).
     pub request: Request<()>,
+    /// How the body that follows is delimited.
     pub framing: Framing,
+    /// Whether the connection may carry another request after this one.
     pub keep_alive: bool,
+    /// Whether the client waits for `100 Continue` before sending the body.
     pub expect_continue: bool,
+}
+
+/// Parses one client request head from `buf` as the HTTP/1.x listener does, consuming it:
+/// `Ok(None)` while more bytes are needed, the status to refuse the request with otherwise.
+/// `max_head` bounds the head's bytes (431 beyond). For tests and the `request_head` fuzz target;
+/// the listener calls [`parse`] with a span buffer it keeps per connection.
+pub fn parse_request_head(buf: &mut BytesMut, max_head: usize) -> Result<Option<Head>, StatusCode> {
+    parse(buf, &mut Vec::new(), max_head)
 }
 
 /// Parses one head from `buf`, consuming it; `Ok(None)` when more bytes are needed; the status

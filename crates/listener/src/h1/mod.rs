@@ -11,6 +11,7 @@
 
 mod body;
 mod head;
+pub use head::{parse_request_head, Head as RequestHead};
 pub(crate) mod pool;
 mod write;
 
