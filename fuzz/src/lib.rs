@@ -10,6 +10,7 @@
 //! | `body_framing` | an HTTP/1.1 body as it arrives, split into reads | `crates/upstream` (`framing`) |
 //! | `response_head` | what an endpoint answers, as it arrives | `crates/upstream` (`h1`) |
 //! | `request_head` | what a client sends, as it arrives | `crates/listener` (`h1`) |
+//! | `resp` | what a Redis server answers, as it arrives | `crates/redis` (`resp`) |
 //!
 //! Each module uses only the products' public API, so the products' tests include the same file
 //! (`#[path]`) and replay `corpus/<target>/` and `regressions/<target>/` with [`replay`] on
@@ -24,5 +25,6 @@ pub mod config;
 pub mod jwt;
 pub mod replay;
 pub mod request_head;
+pub mod resp;
 pub mod response_head;
 pub mod router;
