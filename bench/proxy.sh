@@ -41,18 +41,20 @@
 #   bench/proxy.sh                                   # builds gatehouse (release)
 #   GATEHOUSE_BIN=target/release/gatehouse bench/proxy.sh     # no build
 #   DURATION=2 AB_N=5000 REPS=1 TARGETS="direct nginx haproxy" bench/proxy.sh
+#   QUICK=1 bench/proxy.sh                           # smoke run, ~20 s after the build
 #
-# Environment knobs (defaults in brackets):
+# Environment knobs (defaults in brackets; QUICK=1 defaults after the slash):
 #   GATEHOUSE_BIN   binary to test; unset = `cargo build --release -p gatehouse`
 #                   and use target/release/gatehouse (or $CARGO_TARGET_DIR)
-#   DURATION [5]    seconds per wrk run
-#   AB_N [50000]    requests per ab run
-#   REPS [3]        repetitions of every (file, tool, target)
+#   QUICK [0]       1 = smoke run: one repetition, short runs, wrk only, BENCHMARKS.md untouched
+#   DURATION [5/1]  seconds per wrk run
+#   AB_N [50000/3000]   requests per ab run
+#   REPS [3/1]      repetitions of every (file, tool, target)
 #   CONNS [100]     concurrent connections (wrk -c / ab -c)
 #   FILES [test.html]   any of: test.html 5k.html 10k.html
 #   TARGETS [direct nginx gatehouse haproxy]   subset/order of targets
-#   TOOLS [wrk ab]  load generators to use
-#   WARMUP [2]      seconds of unrecorded wrk warm-up per (file, target); 0 = none
+#   TOOLS [wrk ab/wrk]  load generators to use
+#   WARMUP [2/1]    seconds of unrecorded wrk warm-up per (file, target); 0 = none
 #   PRIME [1]       1 = before each measured run, refill the proxy's upstream pool
 #                   with a short clean ab -k burst (CONNS x 10 requests), so
 #                   "new backend conns" counts connections opened under steady
@@ -61,7 +63,7 @@
 #   SETTLE [1]      seconds of sleep between runs
 #   HAPROXY_MAXCONN [4096]   HAProxy global maxconn (fd budget: ulimit -n)
 #   AB_TIMEOUT [300]         hard time limit for one ab run, seconds
-#   BENCHMARKS_MD [<repo>/BENCHMARKS.md]   file to update; "none" = don't
+#   BENCHMARKS_MD [<repo>/BENCHMARKS.md/none]   file to update; "none" = don't
 #   KEEP_WORKDIR [0]         1 = keep the temp dir (configs, logs, raw outputs)
 
 set -Eeuo pipefail
@@ -70,19 +72,20 @@ set -Eeuo pipefail
 # shellcheck source=SCRIPTDIR/lib/common.sh
 . "$(dirname "$0")/lib/common.sh"
 
-DURATION=${DURATION:-5}
-AB_N=${AB_N:-50000}
-REPS=${REPS:-3}
+DURATION=${DURATION:-$(pick 5 1)}
+AB_N=${AB_N:-$(pick 50000 3000)}
+REPS=${REPS:-$(pick 3 1)}
 CONNS=${CONNS:-100}
 FILES=${FILES:-test.html}
 TARGETS=${TARGETS:-direct nginx gatehouse haproxy}
-TOOLS=${TOOLS:-wrk ab}
-WARMUP=${WARMUP:-2}
+TOOLS=${TOOLS:-$(pick 'wrk ab' wrk)}
+WARMUP=${WARMUP:-$(pick 2 1)}
 PRIME=${PRIME:-1}
 SETTLE=${SETTLE:-1}
 HAPROXY_MAXCONN=${HAPROXY_MAXCONN:-4096}
 AB_TIMEOUT=${AB_TIMEOUT:-300}
-BENCHMARKS_MD=${BENCHMARKS_MD:-$ROOT/BENCHMARKS.md}
+# A smoke run's numbers are not for the record.
+BENCHMARKS_MD=${BENCHMARKS_MD:-$(pick "$ROOT/BENCHMARKS.md" none)}
 KEEP_WORKDIR=${KEEP_WORKDIR:-0}
 HEADING='## Proxy: keep-alive, 75-byte file (bench/proxy.sh)'
 
