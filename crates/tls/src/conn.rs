@@ -318,3 +318,73 @@ pub fn socket_unread(tcp: &TcpStream) -> bool {
     let sock = socket2::SockRef::from(tcp);
     matches!((&*sock).read(&mut [0u8; 1]), Ok(n) if n > 0)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bundle::{provider, split_pem};
+    use crate::issue::{self_signed, Algorithm};
+    use rustls::pki_types::ServerName;
+    use rustls::{ClientConfig, RootCertStore, ServerConfig};
+    use std::sync::Arc;
+
+    /// Whether the socket acknowledges at once (`TCP_QUICKACK` reads back as set) rather than
+    /// in the delayed, "interactive" mode the kernel enters once a server answers what it reads.
+    fn quickack(tcp: &TcpStream) -> bool {
+        socket2::SockRef::from(tcp).quickack().expect("TCP_QUICKACK")
+    }
+
+    /// A TLS 1.3 handshake without a session ticket ends with the client's Finished, and the
+    /// server has nothing to send until the request comes. Its first wait for the request must
+    /// leave the socket acknowledging at once, so a client holding its request back under Nagle's
+    /// algorithm until that Finished is acknowledged gets it now, not after the delayed-ACK timer.
+    #[tokio::test]
+    async fn the_first_wait_for_a_request_leaves_the_ack_immediate() {
+        let pem = self_signed(&["localhost"], Algorithm::EcdsaP256, 2).expect("certificate");
+        let (chain, key) = split_pem(pem.as_bytes()).expect("bundle");
+        let mut server = ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("TLS 1.3")
+            .with_no_client_auth()
+            .with_single_cert(chain.clone(), key)
+            .expect("server config");
+        server.send_tls13_tickets = 0;
+        let mut roots = RootCertStore::empty();
+        roots.add(chain[0].clone()).expect("root");
+        let client = ClientConfig::builder_with_provider(provider())
+            .with_protocol_versions(&[&rustls::version::TLS13])
+            .expect("TLS 1.3")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        // A blocking client on its own thread: it completes the handshake, sends nothing, and
+        // keeps the connection open until the server side has looked.
+        let client = std::thread::spawn(move || {
+            let mut sock = std::net::TcpStream::connect(addr).expect("connect");
+            let name = ServerName::try_from("localhost").expect("name");
+            let mut conn = rustls::ClientConnection::new(Arc::new(client), name).expect("client");
+            while conn.is_handshaking() {
+                conn.complete_io(&mut sock).expect("handshake");
+            }
+            let _ = done_rx.recv();
+        });
+        let (tcp, _) = listener.accept().await.expect("accept");
+        let conn = handshake(tcp, Arc::new(server)).await.expect("server handshake");
+
+        let mut buf = BytesMut::new();
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        // No request yet: the read waits, and that first wait sets the mode.
+        let mut polls = 0;
+        while conn.poll_fill(&mut buf, &mut cx).is_ready() {
+            polls += 1;
+            assert!(polls < 100 && buf.is_empty(), "the client sent nothing, yet a read was ready");
+        }
+        assert!(quickack(conn.tcp()), "the connection waits for its request with its ACK delayed");
+        assert!(!conn.ack_owed.load(Relaxed), "the once-per-connection flag is spent");
+        done_tx.send(()).expect("client waiting");
+        client.join().expect("client thread");
+    }
+}
