@@ -38,15 +38,17 @@ pub(crate) struct H1Conn {
 /// length.
 type Span = (u32, u32, u32, u32);
 
-/// A response head read from the endpoint.
+/// A response head read from the endpoint (exported as `ParsedHead`, for [`parse_response_head`]).
 #[derive(Debug)]
-pub(crate) struct Head {
-    pub(crate) response: Response<()>,
+pub struct Head {
+    /// Status and, when the head was parsed into a map, its headers (hop-by-hop ones left out).
+    pub response: Response<()>,
     /// The header lines to pass on as they are; `None` when they are in the response's map.
-    pub(crate) raw: Option<RawHead>,
-    pub(crate) framing: Framing,
+    pub raw: Option<RawHead>,
+    /// How the body is delimited.
+    pub framing: Framing,
     /// Whether the connection may serve another request once the body is read.
-    pub(crate) reusable: bool,
+    pub reusable: bool,
 }
 
 /// How the exchange failed.
@@ -367,28 +369,12 @@ fn take_map(rbuf: &mut BytesMut, spans: &[Span], len: usize, drop_lengths: bool)
     Ok(headers)
 }
 
-/// A response head as the proxy takes it from an endpoint ([`parse_response_head`]).
-#[derive(Debug)]
-pub struct ParsedHead {
-    /// Status and, when the head was parsed into a map, its headers (hop-by-hop ones left out).
-    pub response: Response<()>,
-    /// The header lines passed on as they came, when the head was not parsed into the map.
-    pub raw: Option<RawHead>,
-    /// How the body is delimited.
-    pub framing: Framing,
-    /// Whether the connection may serve another request once the body is read.
-    pub reusable: bool,
-}
-
 /// Parses one complete response head off the front of `buf` as the upstream client does, for the
 /// fuzz target and tests: `Ok(None)` while more bytes are needed, `Err` for a head the proxy
 /// refuses. Interim (1xx) heads are returned like any other (the client reads past them).
-pub fn parse_response_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<ParsedHead>, String> {
-    let mut spans = Vec::new();
-    match parse_head(buf, &mut spans, head_request) {
-        Ok(head) => {
-            Ok(head.map(|h| ParsedHead { response: h.response, raw: h.raw, framing: h.framing, reusable: h.reusable }))
-        }
+pub fn parse_response_head(buf: &mut BytesMut, head_request: bool) -> Result<Option<Head>, String> {
+    match parse_head(buf, &mut Vec::new(), head_request) {
+        Ok(head) => Ok(head),
         Err(ExchangeError::Upstream(e)) => Err(e),
         Err(e) => Err(format!("{e:?}")),
     }

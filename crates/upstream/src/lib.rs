@@ -22,7 +22,7 @@ pub use balance::{Balancer, SelectKey};
 pub use body::{BodyTimeout, BodyTooLarge, BoxError, RequestBody};
 pub use breaker::{Breaker, BreakerSettings, BreakerState};
 pub use endpoint::{Endpoint, EndpointState, EndpointStats};
-pub use h1::{parse_response_head, ParsedHead};
+pub use h1::{parse_response_head, Head as ParsedHead};
 pub use health::{run_health_checks, HealthCheckSpec};
 pub use pool::{ConnectError, FailureKind, Lease, SendFailure};
 pub use raw_head::RawHead;
