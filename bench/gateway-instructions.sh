@@ -65,7 +65,7 @@ plans:
   gold: { rate_limits: [{ limit: 1000000, interval: 1s }] }
 EOF
 "$GATEHOUSE_BIN" check "$WORK/gatehouse.yaml" >/dev/null
-start_proc gatehouse none valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.%p" \
+start_proc gatehouse none valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.gatehouse.%p" \
 	"$GATEHOUSE_BIN" run --config "$WORK/gatehouse.yaml"
 base=http://127.0.0.1:$P_GATEHOUSE
 for ((i = 0; i < 300; i++)); do
@@ -82,18 +82,19 @@ ROWS=(bare service app-key acl limit headers header-key)
 for warm in bare headers; do ab -k -n 1000 -c 10 "$base${URL[$warm]}" >/dev/null 2>&1; done
 echo "| row | instructions per request | vs bare |"
 echo "|---|---:|---:|"
+# ab_2xx ROW AB_ARGS...: one ab run, every answer 2xx
+ab_2xx() {
+	local row=$1 out
+	shift
+	out=$(ab "$@" 2>&1)
+	if grep -q "Non-2xx" <<<"$out"; then die "$row: non-2xx answers"; fi
+}
 first=
 for row in "${ROWS[@]}"; do
 	args=()
 	[[ $row == header-key ]] && args=(-H "X-APP-KEY: $KEY")
-	callgrind_control -z "${PID[gatehouse]}" >/dev/null 2>&1
-	out=$(ab -k -n "$N" -c 10 "${args[@]}" "$base${URL[$row]}" 2>&1)
-	callgrind_control -d "$row" "${PID[gatehouse]}" >/dev/null 2>&1
-	grep -q "Non-2xx" <<<"$out" && die "$row: non-2xx answers"
-	dump=$(find "$WORK" -name "callgrind.${PID[gatehouse]}.*" -newer "$WORK/gatehouse.yaml" | sort -t. -k3 -n | tail -1)
-	total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
-	per=$((total / N))
+	callgrind_count gatehouse "$row" "$N" ab_2xx "$row" -k -n "$N" -c 10 "${args[@]}" "$base${URL[$row]}"
+	per=$REPLY
 	first=${first:-$per}
 	printf '| %s | %d | %+.1f %% |\n' "$row" "$per" "$(echo "($per - $first) * 100 / $first" | bc -l)"
-	touch "$WORK/gatehouse.yaml" # later dumps are newer than this mark
 done

@@ -104,21 +104,6 @@ load() {
 		die "$name: not every connection got its 200: $out"
 }
 
-# count NAME ROW TLS ARGS... : instructions per connection of one load run -> REPLY
-MARK=$WORK/mark
-count() {
-	local name=$1 row=$2 tls=$3 dump total
-	shift 3
-	touch "$MARK"
-	callgrind_control -z "${PID[$name]}" >/dev/null 2>&1
-	load "$name" "$tls" "$@"
-	callgrind_control -d "$row" "${PID[$name]}" >/dev/null 2>&1
-	dump=$(find "$WORK" -name "callgrind.$name.${PID[$name]}.*" -newer "$MARK" | sort -t. -k4 -n | tail -1)
-	[[ -n $dump ]] || die "$name: no callgrind dump for $row"
-	total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
-	REPLY=$((total / N))
-}
-
 log "starting Gatehouse under valgrind: one certificate, then one certificate and $STORE_COUNT stored"
 start_gatehouse static 0
 start_gatehouse store 1
@@ -131,13 +116,13 @@ for v in $VERSIONS; do
 	random=(--sni-pattern 'n{}.bench.test' --sni-count "$STORE_COUNT" --seed "$seed")
 	load static "$v" --sni bench.test # warm-up: pools, allocator, caches
 	load store "$v" --sni bench.test
-	count static static "$v" --sni bench.test
+	callgrind_count static static "$N" load static "$v" --sni bench.test
 	base=$REPLY
 	printf '| %s | static | %d | – |\n' "$v" "$base"
-	count store static-store "$v" --sni bench.test
+	callgrind_count store static-store "$N" load store "$v" --sni bench.test
 	printf '| %s | static, store of %d beside it | %d | %+.1f %% |\n' "$v" "$STORE_COUNT" "$REPLY" "$(echo "($REPLY - $base) * 100 / $base" | bc -l)"
-	count store first "$v" "${random[@]}"
+	callgrind_count store first "$N" load store "$v" "${random[@]}"
 	printf '| %s | stored names, first use | %d | %+.1f %% |\n' "$v" "$REPLY" "$(echo "($REPLY - $base) * 100 / $base" | bc -l)"
-	count store again "$v" "${random[@]}"
+	callgrind_count store again "$N" load store "$v" "${random[@]}"
 	printf '| %s | stored names, loaded | %d | %+.1f %% |\n' "$v" "$REPLY" "$(echo "($REPLY - $base) * 100 / $base" | bc -l)"
 done

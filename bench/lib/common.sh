@@ -74,6 +74,27 @@ make_certs() { # make_certs [STORE_COUNT] -> (stdout) the store dir; bundles in 
 		die "could not make the certificates (bench/lib/tls_certs.py)"
 }
 
+# ------------------------------------------------------------- callgrind
+# callgrind_count INSTANCE LABEL N CMD... -> REPLY: the user-space instructions INSTANCE ran while
+# CMD ran, divided by N. INSTANCE is a process started by start_proc under `valgrind
+# --tool=callgrind --callgrind-out-file=$WORK/callgrind.INSTANCE.%p`; its counters are zeroed
+# before CMD and dumped (named LABEL) after it.
+callgrind_count() {
+	local inst=$1 label=$2 n=$3 mark=$WORK/callgrind.mark dump total
+	shift 3
+	touch "$mark"
+	callgrind_control -z "${PID[$inst]}" >/dev/null 2>&1
+	"$@"
+	callgrind_control -d "$label" "${PID[$inst]}" >/dev/null 2>&1
+	# The one dump written since the mark (the newest, should there be more).
+	dump=$(find "$WORK" -name "callgrind.$inst.${PID[$inst]}.*" -newer "$mark" -printf '%T@ %p\n' |
+		sort -n | tail -n 1 | cut -d' ' -f2-)
+	[[ -n $dump ]] || die "$inst: no callgrind dump for $label"
+	total=$(callgrind_annotate "$dump" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
+	[[ -n $total ]] || die "$inst: no instruction total in $dump"
+	REPLY=$((total / n))
+}
+
 # --------------------------------------------------- work dir, process cleanup
 descendants() { # descendants PID... -> REPLY_PIDS (the PIDs and all their descendants)
 	local -a stack=("$@")
