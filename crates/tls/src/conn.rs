@@ -165,9 +165,9 @@ impl TlsConn {
     /// no session ticket is sent, and in a resumed TLS 1.2 handshake), the server has nothing to
     /// send until the request arrives, so the ACK of that flight waits for the timer. A client
     /// that writes the request separately with Nagle's algorithm on (`ab` does) holds the request
-    /// until that ACK: every new connection lost 40 ms. A
-    /// client that sends its request with the Finished never gets here with an ACK owed; for it
-    /// the call finds none pending and sends nothing. One system call per connection at most.
+    /// until that ACK: every new connection lost 40 ms. A client that sends its request with the
+    /// Finished never gets here with an ACK owed; for it the call finds none pending and sends
+    /// nothing. One system call per connection at most.
     fn ack_now_once(&self) {
         if self.ack_owed.swap(false, Relaxed) {
             let _ = socket2::SockRef::from(&self.tcp).set_quickack(true);
