@@ -47,7 +47,7 @@ fn client_auth(config: &Config) -> Result<ClientAuthIndex, String> {
         }
         let builder = rustls::server::WebPkiClientVerifier::builder_with_provider(
             Arc::new(roots),
-            Arc::new(rustls::crypto::aws_lc_rs::default_provider()),
+            gatehouse_tls::bundle::provider(),
         );
         let builder = if ca.required { builder } else { builder.allow_unauthenticated() };
         match builder.build() {
@@ -343,7 +343,7 @@ impl TlsRuntime {
         client_auth: &Arc<ClientAuthIndex>,
     ) -> Result<Option<TlsAcceptor>, String> {
         let Some(lt) = &l.tls else { return Ok(None) };
-        let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+        let mut provider = gatehouse_tls::bundle::crypto_provider();
         // In the listener's order of preference, else AES-128-GCM first (its key schedule hashes
         // with SHA-256, which CPUs accelerate: a full TLS 1.3 handshake costs ~13 % less CPU than
         // with SHA-384), then AES-256-GCM, then ChaCha20, as BoringSSL and Go order them.
@@ -425,7 +425,7 @@ pub fn admin_server_config(t: &gatehouse_config::AdminTls) -> Result<Arc<rustls:
         .and_then(|it| it.collect::<Result<_, _>>())
         .map_err(|e| format!("admin.tls.cert: {}: {e}", t.cert.display()))?;
     let key = PrivateKeyDer::from_pem_file(&t.key).map_err(|e| format!("admin.tls.key: {}: {e}", t.key.display()))?;
-    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let provider = gatehouse_tls::bundle::provider();
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
         .map_err(|e| format!("admin.tls: {e}"))?;

@@ -105,33 +105,42 @@ impl Transport {
         self.poll_fill_by(buf, gatehouse_upstream::framing::READ_CHUNK, cx)
     }
 
-    /// Writes all of `buf` to the client. With `close_notify` (the last bytes before the connection
-    /// closes), TLS sends its close_notify in the same write; a plain socket's end is its close.
-    pub(crate) async fn write_all(&self, mut buf: &[u8], close_notify: bool) -> io::Result<()> {
+    /// Writes all of `buf` to the client. With `closing` (the last bytes before the connection
+    /// closes) the sending side is ended after them, and they leave in one segment with the FIN
+    /// (TLS: and with close_notify) rather than one segment each.
+    pub(crate) async fn write_all(&self, mut buf: &[u8], closing: bool) -> io::Result<()> {
         match self {
             Transport::Tcp(s, nagle) => {
                 while !buf.is_empty() {
                     s.writable().await?;
-                    match nagle.write(s, |s| s.try_write(buf)) {
+                    match nagle.write(s, |s| try_send(s, buf, closing)) {
                         Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
                         Ok(n) => buf = &buf[n..],
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
                         Err(e) => return Err(e),
                     }
                 }
+                if closing {
+                    shut_write(s);
+                }
                 Ok(())
             }
-            Transport::Tls(t) if close_notify => t.write_all_and_close_notify(buf).await,
+            Transport::Tls(t) if closing => t.write_all_and_close(buf).await,
             Transport::Tls(t) => t.write_all(buf).await,
         }
     }
 
     /// Writes what the socket takes now without waiting: 0 when it would block (and always over
-    /// TLS, whose writes go through its own buffer).
-    pub(crate) fn write_now(&self, buf: &[u8]) -> io::Result<usize> {
+    /// TLS, whose writes go through its own buffer). With `closing`, as [`Transport::write_all`]
+    /// once all of `buf` is taken.
+    pub(crate) fn write_now(&self, buf: &[u8], closing: bool) -> io::Result<usize> {
         match self {
-            Transport::Tcp(s, nagle) => match nagle.write(s, |s| s.try_write(buf)) {
+            Transport::Tcp(s, nagle) => match nagle.write(s, |s| try_send(s, buf, closing)) {
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(0),
+                Ok(n) if closing && n == buf.len() => {
+                    shut_write(s);
+                    Ok(n)
+                }
                 written => written,
             },
             Transport::Tls(_) => Ok(0),
@@ -150,14 +159,26 @@ impl Transport {
     /// Ends the sending side (close_notify first on TLS); the receiving side stays open.
     pub(crate) async fn shutdown_write(&self) {
         match self {
-            Transport::Tcp(s, _) => {
-                let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write);
-            }
+            Transport::Tcp(s, _) => shut_write(s),
             Transport::Tls(t) => {
                 let _ = std::future::poll_fn(|cx| t.poll_close(cx)).await;
             }
         }
     }
+}
+
+/// One non-blocking write; `last` (the FIN follows at once) passes `MSG_MORE`, so the kernel holds
+/// a last partial segment for the FIN to join instead of sending it alone.
+fn try_send(s: &TcpStream, buf: &[u8], last: bool) -> io::Result<usize> {
+    if !last {
+        return s.try_write(buf);
+    }
+    let sock = socket2::SockRef::from(s);
+    s.try_io(tokio::io::Interest::WRITABLE, || sock.send_with_flags(buf, libc::MSG_MORE))
+}
+
+fn shut_write(s: &TcpStream) {
+    let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write);
 }
 
 impl AsyncRead for Transport {
@@ -241,9 +262,9 @@ mod tests {
             let (mut client, server) = pair();
             writable(&server).await;
             assert!(!nodelay(&server), "a new socket starts with Nagle's algorithm on");
-            assert_eq!(server.write_now(b"").expect("write"), 0);
+            assert_eq!(server.write_now(b"", false).expect("write"), 0);
             assert!(!nodelay(&server), "nothing taken is no write");
-            assert_eq!(server.write_now(b"one ").expect("write"), 4);
+            assert_eq!(server.write_now(b"one ", false).expect("write"), 4);
             assert!(!nodelay(&server), "one write alone never needs TCP_NODELAY");
             server.write_all(b"two ", false).await.expect("write");
             assert!(nodelay(&server), "set before the second write");
@@ -271,6 +292,111 @@ mod tests {
             let mut got = [0u8; 3];
             client.read_exact(&mut got).expect("read");
             assert_eq!(&got, b"abc");
+        });
+    }
+
+    /// Segments the socket has sent so far (`tcpi_segs_out` of `TCP_INFO`).
+    fn segments_sent(s: &TcpStream) -> u32 {
+        use std::os::fd::AsRawFd;
+        // SAFETY: the descriptor is live for the call; `info` is a zeroed `tcp_info` (plain
+        // integers, valid when zero) and `len` its exact size, which the kernel writes at most.
+        // No safe binding reads TCP_INFO (socket2 and rustix do not).
+        #[allow(unsafe_code)]
+        let (rc, info) = unsafe {
+            let mut info: libc::tcp_info = std::mem::zeroed();
+            let mut len = std::mem::size_of::<libc::tcp_info>() as libc::socklen_t;
+            let rc = libc::getsockopt(
+                s.as_raw_fd(),
+                libc::IPPROTO_TCP,
+                libc::TCP_INFO,
+                std::ptr::from_mut(&mut info).cast::<libc::c_void>(),
+                &mut len,
+            );
+            (rc, info)
+        };
+        assert_eq!(rc, 0, "TCP_INFO: {}", io::Error::last_os_error());
+        info.tcpi_segs_out
+    }
+
+    fn socket(t: &Transport) -> &TcpStream {
+        match t {
+            Transport::Tcp(s, _) => s,
+            Transport::Tls(t) => t.tcp(),
+        }
+    }
+
+    /// The last bytes of a connection and its FIN leave in one segment, from the waiting write
+    /// and from the immediate one alike; the client reads them, then the end.
+    #[test]
+    fn the_last_write_and_the_fin_share_a_segment() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        rt.block_on(async {
+            for waiting in [false, true] {
+                let (mut client, server) = pair();
+                writable(&server).await;
+                let before = segments_sent(socket(&server));
+                if waiting {
+                    server.write_all(b"the last bytes", true).await.expect("write");
+                } else {
+                    assert_eq!(server.write_now(b"the last bytes", true).expect("write"), 14);
+                }
+                assert_eq!(segments_sent(socket(&server)) - before, 1, "data and FIN apart (waiting: {waiting})");
+                let mut got = Vec::new();
+                client.read_to_end(&mut got).expect("read to the end");
+                assert_eq!(got, b"the last bytes");
+            }
+        });
+    }
+
+    /// Over TLS the response, close_notify and the FIN share one segment too.
+    #[test]
+    fn tls_ends_with_one_segment() {
+        use gatehouse_tls::bundle::{provider, split_pem};
+        use gatehouse_tls::issue::{self_signed, Algorithm};
+        use rustls::pki_types::ServerName;
+        use std::sync::Arc;
+        let pem = self_signed(&["localhost"], Algorithm::EcdsaP256, 2).expect("certificate");
+        let (chain, key) = split_pem(pem.as_bytes()).expect("bundle");
+        let server_config = rustls::ServerConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(chain.clone(), key)
+            .expect("server config");
+        let mut roots = rustls::RootCertStore::empty();
+        roots.add(chain[0].clone()).expect("root");
+        let client_config = rustls::ClientConfig::builder_with_provider(provider())
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        rt.block_on(async {
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+            let addr = listener.local_addr().expect("address");
+            // The client keeps its socket until the count is taken: its own FIN would add the
+            // server's acknowledgement to the count.
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+            let client = std::thread::spawn(move || {
+                let mut sock = std::net::TcpStream::connect(addr).expect("connect");
+                let name = ServerName::try_from("localhost").expect("name");
+                let mut conn = rustls::ClientConnection::new(Arc::new(client_config), name).expect("client");
+                let mut stream = rustls::Stream::new(&mut conn, &mut sock);
+                let mut got = Vec::new();
+                stream.read_to_end(&mut got).expect("read to close_notify");
+                let _ = done_rx.recv();
+                got
+            });
+            let (tcp, _) = listener.accept().await.expect("accept");
+            // As the listener sets it for TLS: no segment waits for Nagle's algorithm.
+            tcp.set_nodelay(true).expect("TCP_NODELAY");
+            let conn = gatehouse_tls::conn::handshake(tcp, Arc::new(server_config)).await.expect("handshake");
+            let server = Transport::Tls(Box::new(conn));
+            let before = segments_sent(socket(&server));
+            server.write_all(b"the response", true).await.expect("write");
+            assert_eq!(segments_sent(socket(&server)) - before, 1, "records and FIN apart");
+            done_tx.send(()).expect("client waiting");
+            assert_eq!(client.join().expect("client"), b"the response");
         });
     }
 }

@@ -11,7 +11,7 @@
 use crate::certs::Certs;
 use crate::client_auth::{subject_of, ClientAuthIndex, SitePolicy};
 use crate::cluster::Fetched;
-use crate::conn::{SockIo, TlsConn};
+use crate::conn::{Incomplete, SockIo, TlsConn};
 use crate::index::{normalise, Pair, PairResolver};
 use crate::session::SessionCache;
 use crate::stats::{Failure, Mechanism};
@@ -274,52 +274,27 @@ impl TlsAcceptor {
         let tls13 = self.offer.versions.iter().any(|v| v.version == ProtocolVersion::TLSv1_3);
         let offered = Offered::read(&raw, tls13);
         self.prefetch(&offered).await;
-        let mut conn = match accepted.into_connection(config) {
+        let conn = match accepted.into_connection(config) {
             Ok(c) => c,
             Err((_, mut alert)) => {
                 let _ = alert.write_all(&mut SockIo(&tcp));
                 return Err(Failure::Protocol);
             }
         };
-        loop {
-            // TLS 1.3: once the client's Finished is in, what rustls still holds is the session
-            // ticket. It stays queued and leaves with the first bytes the server sends (a client
-            // sends its first request with its Finished, so usually in one write with the
-            // response), or before the connection first waits for the client
-            // ([`TlsConn`] sends what is queued before it waits to read).
-            if !conn.is_handshaking() && conn.protocol_version() == Some(ProtocolVersion::TLSv1_3) {
-                break;
-            }
-            while conn.wants_write() {
-                match conn.write_tls(&mut SockIo(&tcp)) {
-                    Ok(_) => {}
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        tcp.writable().await.map_err(|_| Failure::Aborted)?;
-                    }
-                    Err(_) => return Err(Failure::Aborted),
-                }
-            }
-            if !conn.is_handshaking() {
-                break;
-            }
-            tcp.readable().await.map_err(|_| Failure::Aborted)?;
-            match conn.read_tls(&mut SockIo(&tcp)) {
-                Ok(0) => return Err(Failure::Aborted),
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
-                Err(_) => return Err(Failure::Aborted),
-            }
-            if let Err(e) = conn.process_new_packets() {
-                let _ = conn.write_tls(&mut SockIo(&tcp));
+        let established = match crate::conn::complete(tcp, conn).await {
+            Ok(c) => c,
+            Err(Incomplete::Io(_)) => return Err(Failure::Aborted),
+            Err(Incomplete::Tls(e)) => {
                 return Err(match e {
                     rustls::Error::InvalidCertificate(_) | rustls::Error::NoCertificatesPresented => {
                         Failure::Certificate
                     }
                     rustls::Error::AlertReceived(a) if format!("{a:?}").contains("Certificate") => Failure::Certificate,
                     _ => Failure::Protocol,
-                });
+                })
             }
-        }
+        };
+        let conn = established.lock();
         let h2 = conn.alpn_protocol() == Some(b"h2");
         let client_cert = match (self.offer.client_auth.get(sni.as_deref()), conn.peer_certificates()) {
             (Some(policy), Some([leaf, ..])) => {
@@ -329,7 +304,8 @@ impl TlsAcceptor {
         };
         let kind = conn.handshake_kind();
         let version = conn.protocol_version();
-        Ok((Established { conn: TlsConn::new(tcp, conn), h2, client_cert }, kind, version, offered.ticket))
+        drop(conn);
+        Ok((Established { conn: established, h2, client_cert }, kind, version, offered.ticket))
     }
 
     /// Brings a session that another node made into the local cache before rustls looks for it:

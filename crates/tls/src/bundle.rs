@@ -91,7 +91,17 @@ fn err<T>(msg: impl Into<String>) -> Result<T, BundleError> {
 
 /// The provider every certificate and connection uses.
 pub fn provider() -> Arc<CryptoProvider> {
-    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+    Arc::new(crypto_provider())
+}
+
+/// rustls' aws-lc-rs provider, its TLS 1.3 suites with the HKDF of [`crate::hkdf`]; for a
+/// listener to trim to its own suites.
+pub fn crypto_provider() -> CryptoProvider {
+    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
+    for suite in &mut provider.cipher_suites {
+        *suite = crate::hkdf::with_keyed_hkdf(*suite);
+    }
+    provider
 }
 
 /// Splits PEM text into its certificates and its one private key.

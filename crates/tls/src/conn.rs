@@ -34,6 +34,24 @@ impl Write for SockIo<'_> {
     }
 }
 
+/// [`SockIo`] for the last records of a connection: writes pass `MSG_MORE`, so the kernel holds a
+/// last partial segment back for what follows, the FIN of the `shutdown` that comes next, and the
+/// two leave in one segment (one packet, one acknowledgement) instead of two.
+struct SockIoLast<'a>(&'a TcpStream);
+
+impl Write for SockIoLast<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.write_vectored(&[io::IoSlice::new(buf)])
+    }
+    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+        let sock = socket2::SockRef::from(self.0);
+        self.0.try_io(tokio::io::Interest::WRITABLE, || sock.send_vectored_with_flags(bufs, libc::MSG_MORE))
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
 /// A TLS connection after its handshake.
 #[derive(Debug)]
 pub struct TlsConn {
@@ -42,6 +60,8 @@ pub struct TlsConn {
     /// Set until the connection first waits for the client: the ACK of the client's last
     /// handshake flight may still be owed then (see [`TlsConn::poll_plain`]).
     ack_owed: AtomicBool,
+    /// Set once the sending side is shut (close_notify and FIN sent).
+    write_shut: AtomicBool,
 }
 
 fn tls_error(e: rustls::Error) -> io::Error {
@@ -51,41 +71,69 @@ fn tls_error(e: rustls::Error) -> io::Error {
 /// Runs the server side of a plain handshake with `config` (no certificate index, no session
 /// prefetch): for management listeners such as the admin API.
 pub async fn handshake(tcp: TcpStream, config: std::sync::Arc<rustls::ServerConfig>) -> io::Result<TlsConn> {
-    let mut conn = ServerConnection::new(config).map_err(tls_error)?;
+    let conn = ServerConnection::new(config).map_err(tls_error)?;
+    complete(tcp, conn).await.map_err(|e| match e {
+        Incomplete::Io(e) => e,
+        Incomplete::Tls(e) => tls_error(e),
+    })
+}
+
+/// Why a handshake did not complete.
+#[derive(Debug)]
+pub enum Incomplete {
+    /// The socket failed, or the client closed it.
+    Io(io::Error),
+    /// rustls refused what the client sent (the alert it queued was sent, best effort).
+    Tls(rustls::Error),
+}
+
+/// Drives the handshake of `conn` over `tcp` to its end.
+///
+/// TLS 1.3: once the client's Finished is in, what rustls still holds is the session ticket. It
+/// stays queued and leaves with the first bytes the server sends (a client that sends its first
+/// request with its Finished gets it in one segment with the response), or when the connection
+/// first waits for the client ([`TlsConn`] sends what is queued before it waits to read).
+pub async fn complete(tcp: TcpStream, mut conn: ServerConnection) -> Result<TlsConn, Incomplete> {
+    // Whether the client's last bytes wait for an acknowledgement: none sent since they came.
+    let mut ack_owed = true;
     loop {
+        if !conn.is_handshaking() && conn.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3) {
+            break;
+        }
         while conn.wants_write() {
-            tcp.writable().await?;
             match conn.write_tls(&mut SockIo(&tcp)) {
-                Ok(_) => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-                Err(e) => return Err(e),
+                Ok(n) => ack_owed &= n == 0,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => tcp.writable().await.map_err(Incomplete::Io)?,
+                Err(e) => return Err(Incomplete::Io(e)),
             }
         }
         if !conn.is_handshaking() {
-            return Ok(TlsConn::new(tcp, conn));
+            break;
         }
-        tcp.readable().await?;
+        tcp.readable().await.map_err(Incomplete::Io)?;
         match conn.read_tls(&mut SockIo(&tcp)) {
-            Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-            Ok(_) => {
-                if let Err(e) = conn.process_new_packets() {
-                    // Send the alert rustls queued, then give up.
-                    let _ = conn.write_tls(&mut SockIo(&tcp));
-                    return Err(tls_error(e));
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
+            Ok(0) => return Err(Incomplete::Io(io::ErrorKind::UnexpectedEof.into())),
+            Ok(_) => ack_owed = true,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) => return Err(Incomplete::Io(e)),
+        }
+        if let Err(e) = conn.process_new_packets() {
+            // Send the alert rustls queued, then give up.
+            let _ = conn.write_tls(&mut SockIo(&tcp));
+            return Err(Incomplete::Tls(e));
         }
     }
+    Ok(TlsConn::new(tcp, conn, ack_owed))
 }
 
 impl TlsConn {
-    pub(crate) fn new(tcp: TcpStream, tls: ServerConnection) -> Self {
-        TlsConn { tcp, tls: Mutex::new(tls), ack_owed: AtomicBool::new(true) }
+    /// `ack_owed`: the handshake ended with bytes from the client that nothing sent since has
+    /// acknowledged (see [`TlsConn::ack_now_once`]).
+    fn new(tcp: TcpStream, tls: ServerConnection, ack_owed: bool) -> Self {
+        TlsConn { tcp, tls: Mutex::new(tls), ack_owed: AtomicBool::new(ack_owed), write_shut: AtomicBool::new(false) }
     }
 
-    fn lock(&self) -> MutexGuard<'_, ServerConnection> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, ServerConnection> {
         self.tls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -137,12 +185,19 @@ impl TlsConn {
                     Err(e) => return Poll::Ready(Err(e)),
                 }
             }
-            // What is queued goes out before waiting for the client, best effort: alerts and key
-            // updates that earlier records asked for, and a TLS 1.3 session ticket the handshake
-            // left queued for the first write.
-            let _ = Self::push(&self.tcp, &mut tls);
             if self.tcp.poll_read_ready(cx)?.is_pending() {
-                self.ack_now_once();
+                // What is queued goes out before waiting for the client, best effort: alerts and
+                // key updates that earlier records asked for, and a TLS 1.3 session ticket the
+                // handshake left queued. Not sooner: a ticket waiting while the request is read
+                // and answered leaves with the response, one segment instead of two.
+                let mut sent = 0;
+                let _ = Self::push_via(&mut tls, &mut SockIo(&self.tcp), &mut sent);
+                if sent > 0 {
+                    // The segment that carried them acknowledged what was read: no ACK is owed.
+                    self.ack_owed.store(false, Relaxed);
+                } else {
+                    self.ack_now_once();
+                }
                 return Poll::Pending;
             }
             match tls.read_tls(&mut SockIo(&self.tcp)) {
@@ -167,7 +222,11 @@ impl TlsConn {
     /// that writes the request separately with Nagle's algorithm on (`ab` does) holds the request
     /// until that ACK: every new connection lost 40 ms. A client that sends its request with the
     /// Finished never gets here with an ACK owed; for it the call finds none pending and sends
-    /// nothing. One system call per connection at most.
+    /// nothing. One system call per connection at most, and none when the server sent last (a
+    /// full TLS 1.2 handshake ends with the server's Finished) or sends before it waits (a
+    /// TLS 1.3 session ticket): a segment with data carries the ACK. Setting the mode needlessly
+    /// is not free: it also makes the kernel acknowledge the request at once, a segment of its
+    /// own, instead of with the response.
     fn ack_now_once(&self) {
         if self.ack_owed.swap(false, Relaxed) {
             let _ = socket2::SockRef::from(&self.tcp).set_quickack(true);
@@ -184,16 +243,35 @@ impl TlsConn {
 
     /// Writes queued TLS records until the socket would block.
     fn push(tcp: &TcpStream, tls: &mut ServerConnection) -> io::Result<()> {
+        Self::push_via(tls, &mut SockIo(tcp), &mut 0)
+    }
+
+    /// [`TlsConn::push`] for the last records, before the FIN: see [`SockIoLast`].
+    fn push_last(tcp: &TcpStream, tls: &mut ServerConnection) -> io::Result<()> {
+        Self::push_via(tls, &mut SockIoLast(tcp), &mut 0)
+    }
+
+    /// Writes queued TLS records to `out` until it would block, adding the bytes taken to `sent`.
+    fn push_via(tls: &mut ServerConnection, out: &mut dyn Write, sent: &mut usize) -> io::Result<()> {
         while tls.wants_write() {
-            tls.write_tls(&mut SockIo(tcp))?;
+            *sent += tls.write_tls(out)?;
         }
         Ok(())
     }
 
     /// Sends every queued TLS record.
     fn poll_push(&self, cx: &mut Context<'_>, tls: &mut ServerConnection) -> Poll<io::Result<()>> {
+        self.poll_push_with(cx, tls, Self::push)
+    }
+
+    fn poll_push_with(
+        &self,
+        cx: &mut Context<'_>,
+        tls: &mut ServerConnection,
+        push: fn(&TcpStream, &mut ServerConnection) -> io::Result<()>,
+    ) -> Poll<io::Result<()>> {
         loop {
-            match Self::push(&self.tcp, tls) {
+            match push(&self.tcp, tls) {
                 Ok(()) => return Poll::Ready(Ok(())),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready!(self.tcp.poll_write_ready(cx))?,
                 Err(e) => return Poll::Ready(Err(e)),
@@ -247,13 +325,14 @@ impl TlsConn {
         self.write_all_then(data, false).await
     }
 
-    /// Writes all of `data`, then close_notify, and sends them together: the last bytes of a
-    /// connection that closes after them cost one system call and one segment, not two.
-    pub async fn write_all_and_close_notify(&self, data: &[u8]) -> io::Result<()> {
+    /// Writes all of `data`, then close_notify, and ends the sending side: the last bytes of a
+    /// connection that closes after them, the alert and the FIN cost one write and one segment,
+    /// not three.
+    pub async fn write_all_and_close(&self, data: &[u8]) -> io::Result<()> {
         self.write_all_then(data, true).await
     }
 
-    async fn write_all_then(&self, mut data: &[u8], close_notify: bool) -> io::Result<()> {
+    async fn write_all_then(&self, mut data: &[u8], close: bool) -> io::Result<()> {
         while !data.is_empty() {
             let n = std::future::poll_fn(|cx| self.poll_write_plain(cx, data)).await?;
             if n == 0 {
@@ -261,18 +340,25 @@ impl TlsConn {
             }
             data = &data[n..];
         }
-        if close_notify {
-            self.lock().send_close_notify();
+        if close {
+            std::future::poll_fn(|cx| self.poll_close(cx)).await
+        } else {
+            std::future::poll_fn(|cx| self.poll_flush_plain(cx)).await
         }
-        std::future::poll_fn(|cx| self.poll_flush_plain(cx)).await
     }
 
-    /// Sends close_notify, then closes the sending side of the socket.
+    /// Sends close_notify with whatever is queued, then closes the sending side of the socket;
+    /// the FIN rides in the last segment. Done once: later calls are ready at once.
     pub fn poll_close(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.write_shut.load(Relaxed) {
+            return Poll::Ready(Ok(()));
+        }
         let mut tls = self.lock();
         tls.send_close_notify();
-        ready!(self.poll_push(cx, &mut tls))?;
+        // On failure the socket is not shut here: dropping it closes it either way.
+        ready!(self.poll_push_with(cx, &mut tls, Self::push_last))?;
         let _ = socket2::SockRef::from(&self.tcp).shutdown(std::net::Shutdown::Write);
+        self.write_shut.store(true, Relaxed);
         Poll::Ready(Ok(()))
     }
 }
@@ -325,7 +411,7 @@ mod tests {
     use crate::bundle::{provider, split_pem};
     use crate::issue::{self_signed, Algorithm};
     use rustls::pki_types::ServerName;
-    use rustls::{ClientConfig, RootCertStore, ServerConfig};
+    use rustls::{ClientConfig, RootCertStore, ServerConfig, SupportedProtocolVersion};
     use std::sync::Arc;
 
     /// Whether the socket acknowledges at once (`TCP_QUICKACK` reads back as set) rather than
@@ -334,57 +420,169 @@ mod tests {
         socket2::SockRef::from(tcp).quickack().expect("TCP_QUICKACK")
     }
 
-    /// A TLS 1.3 handshake without a session ticket ends with the client's Finished, and the
-    /// server has nothing to send until the request comes. Its first wait for the request must
-    /// leave the socket acknowledging at once, so a client holding its request back under Nagle's
-    /// algorithm until that Finished is acknowledged gets it now, not after the delayed-ACK timer.
-    #[tokio::test]
-    async fn the_first_wait_for_a_request_leaves_the_ack_immediate() {
+    /// Server and client configurations for `localhost`, one protocol version, and the server
+    /// sending `tickets` TLS 1.3 session tickets.
+    fn configs(version: &'static SupportedProtocolVersion, tickets: usize) -> (ServerConfig, ClientConfig) {
         let pem = self_signed(&["localhost"], Algorithm::EcdsaP256, 2).expect("certificate");
         let (chain, key) = split_pem(pem.as_bytes()).expect("bundle");
         let mut server = ServerConfig::builder_with_provider(provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .expect("TLS 1.3")
+            .with_protocol_versions(&[version])
+            .expect("version")
             .with_no_client_auth()
             .with_single_cert(chain.clone(), key)
             .expect("server config");
-        server.send_tls13_tickets = 0;
+        server.send_tls13_tickets = tickets;
         let mut roots = RootCertStore::empty();
         roots.add(chain[0].clone()).expect("root");
         let client = ClientConfig::builder_with_provider(provider())
-            .with_protocol_versions(&[&rustls::version::TLS13])
-            .expect("TLS 1.3")
+            .with_protocol_versions(&[version])
+            .expect("version")
             .with_root_certificates(roots)
             .with_no_client_auth();
+        (server, client)
+    }
 
+    /// When a client sends its request.
+    enum Request {
+        /// In the same write as its last handshake flight.
+        WithFinished,
+        /// In a write of its own once the handshake is over.
+        After,
+        /// In a write of its own once the first channel says so; it says so on the second.
+        OnSignal(std::sync::mpsc::Receiver<()>, std::sync::mpsc::Sender<()>),
+    }
+
+    /// A blocking client on its own thread: it completes the handshake, writes `request` (see
+    /// [`Request`]), reads what comes until `done` is signalled, and returns it.
+    fn client(
+        addr: std::net::SocketAddr,
+        config: ClientConfig,
+        request: &'static [u8],
+        when: Request,
+        done: std::sync::mpsc::Receiver<()>,
+    ) -> std::thread::JoinHandle<Vec<u8>> {
+        std::thread::spawn(move || {
+            let mut sock = std::net::TcpStream::connect(addr).expect("connect");
+            sock.set_nodelay(true).expect("TCP_NODELAY");
+            let name = ServerName::try_from("localhost").expect("name");
+            let mut conn = rustls::ClientConnection::new(Arc::new(config), name).expect("client");
+            let flush = |conn: &mut rustls::ClientConnection, sock: &mut std::net::TcpStream| {
+                while conn.wants_write() {
+                    conn.write_tls(sock).expect("write");
+                }
+            };
+            while conn.is_handshaking() {
+                if conn.wants_write() {
+                    conn.write_tls(&mut sock).expect("write");
+                } else {
+                    conn.read_tls(&mut sock).expect("read");
+                    conn.process_new_packets().expect("handshake");
+                }
+                if !matches!(when, Request::WithFinished) {
+                    flush(&mut conn, &mut sock);
+                }
+            }
+            if let Request::OnSignal(go, sent) = &when {
+                let _ = go.recv();
+                conn.writer().write_all(request).expect("request");
+                flush(&mut conn, &mut sock);
+                let _ = sent.send(());
+            } else {
+                conn.writer().write_all(request).expect("request");
+                flush(&mut conn, &mut sock);
+            }
+            let _ = done.recv();
+            sock.set_nonblocking(true).expect("non-blocking");
+            let _ = conn.read_tls(&mut sock);
+            let _ = conn.process_new_packets();
+            let mut got = Vec::new();
+            let _ = conn.reader().read_to_end(&mut got);
+            got
+        })
+    }
+
+    async fn listen() -> (tokio::net::TcpListener, std::net::SocketAddr) {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");
-        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
-        // A blocking client on its own thread: it completes the handshake, sends nothing, and
-        // keeps the connection open until the server side has looked.
-        let client = std::thread::spawn(move || {
-            let mut sock = std::net::TcpStream::connect(addr).expect("connect");
-            let name = ServerName::try_from("localhost").expect("name");
-            let mut conn = rustls::ClientConnection::new(Arc::new(client), name).expect("client");
-            while conn.is_handshaking() {
-                conn.complete_io(&mut sock).expect("handshake");
-            }
-            let _ = done_rx.recv();
-        });
-        let (tcp, _) = listener.accept().await.expect("accept");
-        let conn = handshake(tcp, Arc::new(server)).await.expect("server handshake");
+        (listener, addr)
+    }
 
+    /// Polls a read once more than it takes to find it waiting, with nothing to read.
+    fn wait_once(conn: &TlsConn) {
         let mut buf = BytesMut::new();
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        // No request yet: the read waits, and that first wait sets the mode.
         let mut polls = 0;
         while conn.poll_fill(&mut buf, &mut cx).is_ready() {
             polls += 1;
             assert!(polls < 100 && buf.is_empty(), "the client sent nothing, yet a read was ready");
         }
-        assert!(quickack(conn.tcp()), "the connection waits for its request with its ACK delayed");
-        assert!(!conn.ack_owed.load(Relaxed), "the once-per-connection flag is spent");
-        done_tx.send(()).expect("client waiting");
-        client.join().expect("client thread");
+    }
+
+    /// The first wait for a request acknowledges at once exactly when an ACK is owed.
+    ///
+    /// A TLS 1.3 handshake without a session ticket ends with the client's Finished, and the
+    /// server has nothing to send until the request comes: its first wait must leave the socket
+    /// acknowledging at once, so a client holding its request back under Nagle's algorithm until
+    /// that Finished is acknowledged gets it now, not after the delayed-ACK timer.
+    ///
+    /// When the server sends before it waits (a TLS 1.3 session ticket), or sent last in the
+    /// handshake (a full TLS 1.2 handshake ends with its Finished), that segment acknowledged the
+    /// client's flight: the wait leaves the delayed ACK alone, so the request will be
+    /// acknowledged with the response rather than in a segment of its own.
+    #[tokio::test]
+    async fn the_first_wait_acknowledges_at_once_only_when_an_ack_is_owed() {
+        for (version, tickets, owed) in [
+            (&rustls::version::TLS13, 0, true),
+            (&rustls::version::TLS13, 1, false),
+            (&rustls::version::TLS12, 0, false),
+        ] {
+            let (server, client_config) = configs(version, tickets);
+            let (listener, addr) = listen().await;
+            // The client completes the handshake and sends nothing until the server has looked.
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+            let client = client(addr, client_config, b"", Request::After, done_rx);
+            let (tcp, _) = listener.accept().await.expect("accept");
+            let conn = handshake(tcp, Arc::new(server)).await.expect("server handshake");
+            wait_once(&conn);
+            let case = format!("{version:?} with {tickets} ticket(s)");
+            assert!(!conn.lock().wants_write(), "{case}: something is left queued as it waits");
+            assert_eq!(quickack(conn.tcp()), owed, "{case}: ACK owed {owed}, yet the mode differs");
+            assert!(!conn.ack_owed.load(Relaxed), "{case}: the once-per-connection flag is not spent");
+            done_tx.send(()).expect("client waiting");
+            client.join().expect("client thread");
+        }
+    }
+
+    /// A client's TLS 1.3 session ticket leaves with the response, not on its own before the
+    /// request is read: whether the request came with the client's Finished or in a segment of
+    /// its own that arrived before the server read on.
+    #[tokio::test]
+    async fn the_ticket_waits_for_the_response() {
+        for with_finished in [true, false] {
+            let (server, client_config) = configs(&rustls::version::TLS13, 1);
+            let (listener, addr) = listen().await;
+            let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+            let (go_tx, go_rx) = std::sync::mpsc::channel::<()>();
+            let (sent_tx, sent_rx) = std::sync::mpsc::channel::<()>();
+            let when = if with_finished { Request::WithFinished } else { Request::OnSignal(go_rx, sent_tx) };
+            let client = client(addr, client_config, b"request", when, done_rx);
+            let (tcp, _) = listener.accept().await.expect("accept");
+            let conn = handshake(tcp, Arc::new(server)).await.expect("server handshake");
+            if !with_finished {
+                // The handshake is over on the server; the request is now sent, and is in.
+                go_tx.send(()).expect("client waiting");
+                sent_rx.recv().expect("request sent");
+            }
+            let mut buf = BytesMut::new();
+            while buf.len() < 7 {
+                std::future::poll_fn(|cx| conn.poll_fill(&mut buf, cx)).await.expect("read");
+            }
+            assert_eq!(&buf[..], b"request");
+            assert!(conn.lock().wants_write(), "with its Finished: {with_finished}: the ticket went out alone");
+            conn.write_all(b"response").await.expect("write");
+            assert!(!conn.lock().wants_write());
+            done_tx.send(()).expect("client waiting");
+            assert_eq!(client.join().expect("client thread"), b"response");
+        }
     }
 }

@@ -10,6 +10,7 @@ pub mod client_auth;
 pub mod cluster;
 pub mod conn;
 pub mod dir;
+mod hkdf;
 pub mod index;
 pub mod issue;
 pub mod redis_store;

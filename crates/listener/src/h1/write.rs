@@ -45,7 +45,7 @@ pub(crate) async fn write_all(stream: &Transport, buf: &[u8], timeout: Duration)
 /// it) close_notify goes with them over TLS.
 async fn write_all_then(stream: &Transport, buf: &[u8], closing: bool, timeout: Duration) -> io::Result<()> {
     // Most writes fit in the socket's buffer at once, and need no timer.
-    let now = stream.write_now(buf)?;
+    let now = stream.write_now(buf, closing)?;
     if now == buf.len() {
         return Ok(());
     }
