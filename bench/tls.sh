@@ -78,7 +78,9 @@
 # Environment knobs (defaults in brackets; QUICK=1 defaults after the slash):
 #   GATEHOUSE_BIN    binary to test; unset = `cargo build --release -p gatehouse`
 #   QUICK [0]        1 = smoke run: REPS=1 and the small counts below
-#   REPS [3/1]       repetitions of every row
+#   REPS [3/1]       repetitions of every row (but the full handshakes: HS_REPS)
+#   HS_REPS [7/1]    repetitions of the full-handshake rows, whose goal figure is the median of
+#                    the per-rep paired ratios (a rep here swings by ±15 %)
 #   ROWS [handshake resume store h2 reuseport cluster]
 #   TARGETS [gatehouse nginx haproxy]
 #   HS_N [1200/200], HS_CONNS [50]         ab requests per handshake run, concurrency
@@ -107,6 +109,7 @@ set -Eeuo pipefail
 . "$(dirname "$0")/lib/common.sh"
 
 REPS=${REPS:-$(pick 3 1)}
+HS_REPS=${HS_REPS:-$(pick 7 1)}
 ROWS=${ROWS:-handshake resume store h2 reuseport cluster}
 TARGETS=${TARGETS:-gatehouse nginx haproxy}
 HS_N=${HS_N:-$(pick 1200 200)}
@@ -140,14 +143,14 @@ log() { printf '[tls.sh %3ss] %s\n' "$SECONDS" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- validation
-check_integers REPS HS_N HS_CONNS RES_N RES_CONNS CLUSTER_N CLUSTER_CONNS STORE_N STORE_CONNS STORE_LAT_N STORE_COUNT STORE_HAPROXY DURATION \
+check_integers REPS HS_REPS HS_N HS_CONNS RES_N RES_CONNS CLUSTER_N CLUSTER_CONNS STORE_N STORE_CONNS STORE_LAT_N STORE_COUNT STORE_HAPROXY DURATION \
 	H2_CONNS H2_STREAMS RP_CONNS RUN_TIMEOUT HAPROXY_MAXCONN
 for v in SETTLE WARMUP; do
 	[[ ${!v} =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "$v must be a number of seconds (got '${!v}')"
 done
 WARMUP_MS=$(awk -v s="$WARMUP" 'BEGIN { printf "%dms", s * 1000 }') # h2load takes no fractions of a unit
-((REPS >= 1 && HS_N >= 1 && RES_N >= 1 && CLUSTER_N >= 1 && STORE_N >= 1 && STORE_COUNT >= 1 && DURATION >= 1)) ||
-	die "REPS, HS_N, RES_N, CLUSTER_N, STORE_N, STORE_COUNT and DURATION must be at least 1"
+((REPS >= 1 && HS_REPS >= 1 && HS_N >= 1 && RES_N >= 1 && CLUSTER_N >= 1 && STORE_N >= 1 && STORE_COUNT >= 1 && DURATION >= 1)) ||
+	die "REPS, HS_REPS, HS_N, RES_N, CLUSTER_N, STORE_N, STORE_COUNT and DURATION must be at least 1"
 ((HS_N >= HS_CONNS)) || die "HS_N ($HS_N) must be at least HS_CONNS ($HS_CONNS)"
 ((STORE_LAT_N <= STORE_N)) || die "STORE_LAT_N ($STORE_LAT_N) must be at most STORE_N ($STORE_N): its names must be loaded already"
 
@@ -507,9 +510,9 @@ group_handshake() {
 		label=$([[ $cert == ecdsa ]] && echo "ECDSA P-256" || echo "RSA-2048")
 		kind=$([[ $cert == ecdsa ]] && echo ECDSA || echo RSA)
 		servers_up cert=$cert
-		for ((CUR_REP = 1; CUR_REP <= REPS; CUR_REP++)); do
+		for ((CUR_REP = 1; CUR_REP <= HS_REPS; CUR_REP++)); do
 			rotated $((CUR_REP - 1)) "${TARGET_LIST[@]}"
-			log "handshake $label rep $CUR_REP/$REPS: order ${REPLY_TARGETS[*]}"
+			log "handshake $label rep $CUR_REP/$HS_REPS: order ${REPLY_TARGETS[*]}"
 			for v in 1.2 1.3; do
 				cipher=()
 				[[ $v == 1.2 ]] && cipher=(-Z "ECDHE-$kind-AES128-GCM-SHA256")
@@ -788,7 +791,7 @@ fi
 	printf -v vline '%s; ' "${versions[@]}"
 	echo "- Versions: ${vline%; }"
 	echo "- Source: git $git_rev"
-	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_N=$HS_N HS_CONNS=$HS_CONNS RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
+	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_REPS=$HS_REPS HS_N=$HS_N HS_CONNS=$HS_CONNS RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
 	echo "- Layout: server under test alone on CPU 0 with one worker/thread (Gatehouse workers: 1, nginx worker_processes 1, HAProxy nbthread 1), terminating TLS and proxying over HTTP/1.1 keep-alive to a backend nginx serving static files; backend and load generator on CPU 1. Group 5 only: 2 workers, servers and h2load unpinned. Group 6: two nodes of a server both on CPU 0, redis-server on CPU 1. Target order rotated by one each rep."
 	echo "- Servers as deployed: Gatehouse tickets + session cache local; nginx ssl_session_cache shared:SSL:10m + tickets; HAProxy defaults (tickets, tune.ssl.cachesize 20000); all offer h2 and http/1.1 by ALPN. Certificates: one CA each (P-256, RSA-2048), bundles leaf + CA + key."
 	echo "- Columns: server CPU % = CPU time of the server's process tree (the scheduler's per-thread clock, /proc/*/task/*/schedstat; utime+stime ticks for a run in which one of its threads ended) / wall time (100 % = one core). Per server CPU-s = completed handshakes, connections or requests / server CPU-seconds (h2load rows: req/s over the measured phase / CPU share in it). Others' CPU % = /proc/stat busy time not used by server, backend or load generator; \"steal N % ⚠\" = the median hypervisor steal of the row's runs was above 5 % of a core (the VM lost CPU time: rates there are unreliable, per server CPU-s less affected). The load generator has one core (CPU 1, shared with the backend), so handshake and connection rates are mostly bounded by the client: compare per server CPU-s. Raw per-run numbers: bench/results/${RESULTS_CSV##*/}."

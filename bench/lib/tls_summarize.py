@@ -108,6 +108,28 @@ def peer_ratios(meds, label_of, key="per_cpu_s", what="per server CPU-s"):
     return lines
 
 
+def paired_ratios(rows, label_key="case", key="per_cpu_s"):
+    """Per case and peer: the median over reps of each rep's Gatehouse/peer ratio (the targets of
+    one rep run back to back, so the machine's slow drifts cancel), with its min-max."""
+    by = {}
+    for r in rows:
+        v = fnum(r.get(key))
+        if v is not None and str(r.get("ok")) == "1":
+            by[(r[label_key], r["rep"], r["target"])] = v
+    lines = []
+    for case in ordered(r[label_key] for r in rows):
+        parts = []
+        for t, name in PEERS:
+            rs = [by[(c, rep, "gatehouse")] / by[(c, rep, t)] for (c, rep, tt) in by
+                  if c == case and tt == t and (c, rep, "gatehouse") in by and by[(c, rep, t)]]
+            if rs:
+                parts.append(f"Gatehouse/{name} **{fmt_r(statistics.median(rs))}** "
+                             f"({fmt_r(min(rs))}–{fmt_r(max(rs))}, {len(rs)} reps)")
+        if parts:
+            lines.append(f"- {case}: " + "; ".join(parts))
+    return lines
+
+
 def medians(g):
     return {k: med(g, k) for k in g[0] if k not in TEXT_FIELDS}
 
@@ -137,6 +159,9 @@ def handshake(rows):
                   "handshakes per server CPU-s", "p99", "negotiated", "others' CPU %"], body)
     out += ["", "Ratios from the medians (> 1: Gatehouse completes more handshakes per CPU-second):", ""]
     out += peer_ratios(meds, lambda k: k[0])
+    out += ["", "Paired: the median over reps of each rep's ratio of handshakes per server CPU-second "
+                "(the goal figure; min–max beside it):", ""]
+    out += paired_ratios(rows)
     gh = [r for r in rows if r["target"] == "gatehouse"]
     if gh:
         full = sum(int(fnum(r["gh_full"]) or 0) for r in gh)
