@@ -91,20 +91,24 @@ def grouped(rows, keys):
         {kk[-1] for kk in out} - set(TARGET_ORDER)) if k + (t,) in out]
 
 
+def peer_line(label, part):
+    """One bullet: `label`, then part(target, name) for each peer that gives one."""
+    parts = [x for x in (part(t, name) for t, name in PEERS) if x]
+    return [f"- {label}" + "; ".join(parts)] if parts else []
+
+
 def peer_ratios(meds, label_of, key="per_cpu_s", what="per server CPU-s"):
     lines = []
     for k in ordered(kk[:-1] for kk in meds):
         gh = meds.get(k + ("gatehouse",))
         if not gh:
             continue
-        parts = []
-        for t, name in PEERS:
+
+        def part(t, name):
             p = meds.get(k + (t,))
-            if p:
-                parts.append(f"Gatehouse/{name} **{fmt_r(ratio(gh[key], p[key]))}** "
-                             f"(raw rate {fmt_r(ratio(gh['rps'], p['rps']))})")
-        if parts:
-            lines.append(f"- {label_of(k)}: {what}: " + "; ".join(parts))
+            return p and (f"Gatehouse/{name} **{fmt_r(ratio(gh[key], p[key]))}** "
+                          f"(raw rate {fmt_r(ratio(gh['rps'], p['rps']))})")
+        lines += peer_line(f"{label_of(k)}: {what}: ", part)
     return lines
 
 
@@ -118,15 +122,12 @@ def paired_ratios(rows, label_key="case", key="per_cpu_s"):
             by[(r[label_key], r["rep"], r["target"])] = v
     lines = []
     for case in ordered(r[label_key] for r in rows):
-        parts = []
-        for t, name in PEERS:
+        def part(t, name):
             rs = [by[(c, rep, "gatehouse")] / by[(c, rep, t)] for (c, rep, tt) in by
                   if c == case and tt == t and (c, rep, "gatehouse") in by and by[(c, rep, t)]]
-            if rs:
-                parts.append(f"Gatehouse/{name} **{fmt_r(statistics.median(rs))}** "
-                             f"({fmt_r(min(rs))}–{fmt_r(max(rs))}, {len(rs)} reps)")
-        if parts:
-            lines.append(f"- {case}: " + "; ".join(parts))
+            return rs and (f"Gatehouse/{name} **{fmt_r(statistics.median(rs))}** "
+                           f"({fmt_r(min(rs))}–{fmt_r(max(rs))}, {len(rs)} reps)")
+        lines += peer_line(f"{case}: ", part)
     return lines
 
 
