@@ -3,6 +3,7 @@
 //! the HTTP/2 server and upgrade tunnels use it as `AsyncRead + AsyncWrite`.
 
 use bytes::BytesMut;
+use gatehouse_tls::conn::{shut_write, try_send_last};
 use gatehouse_tls::TlsConn;
 use gatehouse_upstream::framing::poll_fill_by;
 use std::io;
@@ -167,18 +168,13 @@ impl Transport {
     }
 }
 
-/// One non-blocking write; `last` (the FIN follows at once) passes `MSG_MORE`, so the kernel holds
-/// a last partial segment for the FIN to join instead of sending it alone.
+/// One non-blocking write; `last` (the FIN follows at once): see [`try_send_last`].
 fn try_send(s: &TcpStream, buf: &[u8], last: bool) -> io::Result<usize> {
-    if !last {
-        return s.try_write(buf);
+    if last {
+        try_send_last(s, &[io::IoSlice::new(buf)])
+    } else {
+        s.try_write(buf)
     }
-    let sock = socket2::SockRef::from(s);
-    s.try_io(tokio::io::Interest::WRITABLE, || sock.send_with_flags(buf, libc::MSG_MORE))
-}
-
-fn shut_write(s: &TcpStream) {
-    let _ = socket2::SockRef::from(s).shutdown(std::net::Shutdown::Write);
 }
 
 impl AsyncRead for Transport {

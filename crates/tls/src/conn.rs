@@ -44,12 +44,25 @@ impl Write for SockIoLast<'_> {
         self.write_vectored(&[io::IoSlice::new(buf)])
     }
     fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        let sock = socket2::SockRef::from(self.0);
-        self.0.try_io(tokio::io::Interest::WRITABLE, || sock.send_vectored_with_flags(bufs, libc::MSG_MORE))
+        try_send_last(self.0, bufs)
     }
     fn flush(&mut self) -> io::Result<()> {
         Ok(())
     }
+}
+
+/// One non-blocking write of a connection's last bytes, with `MSG_MORE`: the kernel holds a last
+/// partial segment back for the FIN of the [`shut_write`] that must follow at once, and both
+/// leave in one segment. `WouldBlock` clears the socket's write readiness, as `try_write` does.
+pub fn try_send_last(tcp: &TcpStream, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
+    let sock = socket2::SockRef::from(tcp);
+    tcp.try_io(tokio::io::Interest::WRITABLE, || sock.send_vectored_with_flags(bufs, libc::MSG_MORE))
+}
+
+/// Ends the sending side of `tcp`: the FIN goes after what is queued (in its last segment, when
+/// [`try_send_last`] wrote it).
+pub fn shut_write(tcp: &TcpStream) {
+    let _ = socket2::SockRef::from(tcp).shutdown(std::net::Shutdown::Write);
 }
 
 /// A TLS connection after its handshake.
@@ -246,11 +259,6 @@ impl TlsConn {
         Self::push_via(tls, &mut SockIo(tcp), &mut 0)
     }
 
-    /// [`TlsConn::push`] for the last records, before the FIN: see [`SockIoLast`].
-    fn push_last(tcp: &TcpStream, tls: &mut ServerConnection) -> io::Result<()> {
-        Self::push_via(tls, &mut SockIoLast(tcp), &mut 0)
-    }
-
     /// Writes queued TLS records to `out` until it would block, adding the bytes taken to `sent`.
     fn push_via(tls: &mut ServerConnection, out: &mut dyn Write, sent: &mut usize) -> io::Result<()> {
         while tls.wants_write() {
@@ -259,19 +267,13 @@ impl TlsConn {
         Ok(())
     }
 
-    /// Sends every queued TLS record.
-    fn poll_push(&self, cx: &mut Context<'_>, tls: &mut ServerConnection) -> Poll<io::Result<()>> {
-        self.poll_push_with(cx, tls, Self::push)
-    }
-
-    fn poll_push_with(
-        &self,
-        cx: &mut Context<'_>,
-        tls: &mut ServerConnection,
-        push: fn(&TcpStream, &mut ServerConnection) -> io::Result<()>,
-    ) -> Poll<io::Result<()>> {
+    /// Sends every queued TLS record; `last`: they are the connection's last, the FIN follows
+    /// (see [`SockIoLast`]).
+    fn poll_push(&self, cx: &mut Context<'_>, tls: &mut ServerConnection, last: bool) -> Poll<io::Result<()>> {
         loop {
-            match push(&self.tcp, tls) {
+            let pushed =
+                if last { Self::push_via(tls, &mut SockIoLast(&self.tcp), &mut 0) } else { Self::push(&self.tcp, tls) };
+            match pushed {
                 Ok(()) => return Poll::Ready(Ok(())),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => ready!(self.tcp.poll_write_ready(cx))?,
                 Err(e) => return Poll::Ready(Err(e)),
@@ -317,7 +319,7 @@ impl TlsConn {
     /// Sends everything written so far.
     pub fn poll_flush_plain(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut tls = self.lock();
-        self.poll_push(cx, &mut tls)
+        self.poll_push(cx, &mut tls, false)
     }
 
     /// Writes all of `data` and sends it.
@@ -356,8 +358,8 @@ impl TlsConn {
         let mut tls = self.lock();
         tls.send_close_notify();
         // On failure the socket is not shut here: dropping it closes it either way.
-        ready!(self.poll_push_with(cx, &mut tls, Self::push_last))?;
-        let _ = socket2::SockRef::from(&self.tcp).shutdown(std::net::Shutdown::Write);
+        ready!(self.poll_push(cx, &mut tls, true))?;
+        shut_write(&self.tcp);
         self.write_shut.store(true, Relaxed);
         Poll::Ready(Ok(()))
     }
