@@ -51,13 +51,9 @@ static HMAC_SHA384: AwsLcHmac = AwsLcHmac(hmac::HMAC_SHA384);
 static HKDF_SHA256: HkdfUsingHmac<'static> = HkdfUsingHmac(&HMAC_SHA256);
 static HKDF_SHA384: HkdfUsingHmac<'static> = HkdfUsingHmac(&HMAC_SHA384);
 
-/// `suite` (a TLS 1.3 suite of the aws-lc-rs provider) with the HKDF above.
-fn keyed(suite: SupportedCipherSuite) -> Tls13CipherSuite {
+/// `suite` (a TLS 1.3 suite of the aws-lc-rs provider) with `hkdf`, the HKDF above of its hash.
+fn keyed(suite: SupportedCipherSuite, hkdf: &'static HkdfUsingHmac<'static>) -> Tls13CipherSuite {
     let SupportedCipherSuite::Tls13(s) = suite else { unreachable!("a TLS 1.3 cipher suite") };
-    let hkdf: &'static HkdfUsingHmac<'static> = match s.common.hash_provider.output_len() {
-        48 => &HKDF_SHA384,
-        _ => &HKDF_SHA256,
-    };
     Tls13CipherSuite {
         common: rustls::CipherSuiteCommon {
             suite: s.common.suite,
@@ -72,10 +68,12 @@ fn keyed(suite: SupportedCipherSuite) -> Tls13CipherSuite {
 
 use rustls::crypto::aws_lc_rs::cipher_suite as aws;
 
-static AES_128_GCM_SHA256: LazyLock<Tls13CipherSuite> = LazyLock::new(|| keyed(aws::TLS13_AES_128_GCM_SHA256));
-static AES_256_GCM_SHA384: LazyLock<Tls13CipherSuite> = LazyLock::new(|| keyed(aws::TLS13_AES_256_GCM_SHA384));
+static AES_128_GCM_SHA256: LazyLock<Tls13CipherSuite> =
+    LazyLock::new(|| keyed(aws::TLS13_AES_128_GCM_SHA256, &HKDF_SHA256));
+static AES_256_GCM_SHA384: LazyLock<Tls13CipherSuite> =
+    LazyLock::new(|| keyed(aws::TLS13_AES_256_GCM_SHA384, &HKDF_SHA384));
 static CHACHA20_POLY1305_SHA256: LazyLock<Tls13CipherSuite> =
-    LazyLock::new(|| keyed(aws::TLS13_CHACHA20_POLY1305_SHA256));
+    LazyLock::new(|| keyed(aws::TLS13_CHACHA20_POLY1305_SHA256, &HKDF_SHA256));
 
 /// `suite`, a TLS 1.3 suite of the aws-lc-rs provider, with the HKDF of this module; other
 /// suites as they are.
