@@ -22,11 +22,15 @@
 #   rep 2: nginx haproxy gatehouse, ...).
 #
 # Rows (ROWS knob; GROUPS is taken by bash), each group a table in the output:
-#   handshake  ab -n HS_N -c HS_CONNS -f TLS1.2|TLS1.3 on /test.html: no keep-alive and no
-#              session resumption in ab, so one full handshake per request (checked on
-#              Gatehouse with gatehouse_tls_handshakes_total).  ECDSA P-256 and RSA-2048
-#              certificates (each server restarted with one kind), TLS 1.2 with
+#   handshake  HS_N connections, HS_CONNS in flight, one GET /test.html each: no keep-alive
+#              and no session offered, so one full handshake per request (checked on Gatehouse
+#              with gatehouse_tls_handshakes_total).  ECDSA P-256 and RSA-2048 certificates
+#              (each server restarted with one kind), TLS 1.2 with
 #              ECDHE-{ECDSA,RSA}-AES128-GCM-SHA256, TLS 1.3 with the client's default suite.
+#              Client HS_CLIENT: gatehouse-loadgen (crates/loadgen, rustls: X25519, the
+#              server unverified, as ab), which keeps the server core busy; or
+#              ab -f TLS1.x, which spends ~4x a server's CPU per handshake (OpenSSL 3) and
+#              leaves the server under half busy from one client core.
 #   resume     bench/lib/tls_load.py, RES_N connections, RES_CONNS in flight, each slot
 #              offering its previous session; servers with tickets + session cache, session
 #              cache only, neither; plus full handshakes (no session offered); all with an
@@ -83,7 +87,9 @@
 #                    the per-rep paired ratios (a rep here swings by ±15 %)
 #   ROWS [handshake resume store h2 reuseport cluster]
 #   TARGETS [gatehouse nginx haproxy]
-#   HS_N [1200/200], HS_CONNS [50]         ab requests per handshake run, concurrency
+#   HS_N [4000/200], HS_CONNS [50]         connections per handshake run, in flight
+#   HS_CLIENT [loadgen]   client of the handshake rows: loadgen (gatehouse-loadgen) or ab
+#   LOADGEN_BIN      gatehouse-loadgen to use; unset = `cargo build --release -p gatehouse-loadgen`
 #   RES_N [600/150], RES_CONNS [50]         connections per resumption run, in flight
 #   CLUSTER_N [1500/150], CLUSTER_CONNS [10]  B connections per cluster run, pairs in flight
 #   STORE_N [1000/200], STORE_CONNS [50]   connections per store run, in flight
@@ -112,7 +118,8 @@ REPS=${REPS:-$(pick 3 1)}
 HS_REPS=${HS_REPS:-$(pick 7 1)}
 ROWS=${ROWS:-handshake resume store h2 reuseport cluster}
 TARGETS=${TARGETS:-gatehouse nginx haproxy}
-HS_N=${HS_N:-$(pick 1200 200)}
+HS_N=${HS_N:-$(pick 4000 200)}
+HS_CLIENT=${HS_CLIENT:-loadgen}
 HS_CONNS=${HS_CONNS:-50}
 RES_N=${RES_N:-$(pick 600 150)}
 RES_CONNS=${RES_CONNS:-50}
@@ -151,6 +158,7 @@ done
 WARMUP_MS=$(awk -v s="$WARMUP" 'BEGIN { printf "%dms", s * 1000 }') # h2load takes no fractions of a unit
 ((REPS >= 1 && HS_REPS >= 1 && HS_N >= 1 && RES_N >= 1 && CLUSTER_N >= 1 && STORE_N >= 1 && STORE_COUNT >= 1 && DURATION >= 1)) ||
 	die "REPS, HS_REPS, HS_N, RES_N, CLUSTER_N, STORE_N, STORE_COUNT and DURATION must be at least 1"
+[[ $HS_CLIENT == loadgen || $HS_CLIENT == ab ]] || die "HS_CLIENT must be loadgen or ab (got '$HS_CLIENT')"
 ((HS_N >= HS_CONNS)) || die "HS_N ($HS_N) must be at least HS_CONNS ($HS_CONNS)"
 ((STORE_LAT_N <= STORE_N)) || die "STORE_LAT_N ($STORE_LAT_N) must be at most STORE_N ($STORE_N): its names must be loaded already"
 
@@ -173,7 +181,7 @@ want_group() {
 
 need=(nginx curl openssl python3 taskset getconf timeout)
 want haproxy && need+=(haproxy)
-want_group handshake && need+=(ab)
+want_group handshake && [[ $HS_CLIENT == ab ]] && need+=(ab)
 { want_group h2 || want_group reuseport; } && need+=(h2load)
 want_group cluster && need+=(redis-server redis-cli)
 need_commands "${need[@]}"
@@ -187,6 +195,7 @@ PYTHON=$(python3 -c 'import sys; print(sys.executable)')
 # ------------------------------------------------------------ gatehouse binary
 GATEHOUSE_VERSION=
 want gatehouse && gatehouse_binary
+want_group handshake && [[ $HS_CLIENT == loadgen ]] && loadgen_binary
 
 # --------------------------------------------------- work dir, process cleanup
 make_workdir gatehouse-tls-bench
@@ -517,8 +526,14 @@ group_handshake() {
 				cipher=()
 				[[ $v == 1.2 ]] && cipher=(-Z "ECDHE-$kind-AES128-GCM-SHA256")
 				for t in "${REPLY_TARGETS[@]}"; do
-					run_case handshake "$label · TLS $v" "$cert" "$t" ab 1 0 \
-						ab -n "$HS_N" -c "$HS_CONNS" -f "TLS$v" "${cipher[@]}" "https://127.0.0.1:${PORT[$t]}/test.html"
+					if [[ $HS_CLIENT == loadgen ]]; then
+						# It offers the same suites as ab -Z here (ECDHE AES-128-GCM for TLS 1.2).
+						run_case handshake "$label · TLS $v" "$cert" "$t" loadgen 1 0 \
+							"$LOADGEN_BIN" --port "${PORT[$t]}" --path /test.html -n "$HS_N" -c "$HS_CONNS" --tls "$v"
+					else
+						run_case handshake "$label · TLS $v" "$cert" "$t" ab 1 0 \
+							ab -n "$HS_N" -c "$HS_CONNS" -f "TLS$v" "${cipher[@]}" "https://127.0.0.1:${PORT[$t]}/test.html"
+					fi
 				done
 			done
 		done
@@ -772,7 +787,13 @@ results_csv "$CSV" "${RESULTS_CSV##*/}"
 versions=("$(nginx -v 2>&1 | sed 's/^nginx version: //')")
 want haproxy && versions+=("$(haproxy -v 2>/dev/null | sed -n '1 { s/ - https.*//; s/ *$//; p }')")
 versions+=("$(openssl version | awk '{ print $1, $2 }') (nginx, HAProxy, clients)")
-want_group handshake && versions+=("$(ab -V 2>&1 | sed -n '1 { s/^This is //; s/, Version/ Version/; s/ <.*//; p }')")
+if want_group handshake; then
+	if [[ $HS_CLIENT == ab ]]; then
+		versions+=("$(ab -V 2>&1 | sed -n '1 { s/^This is //; s/, Version/ Version/; s/ <.*//; p }')")
+	else
+		versions+=("$("$LOADGEN_BIN" --version) (rustls, aws-lc-rs; the handshake rows' client)")
+	fi
+fi
 { want_group h2 || want_group reuseport; } && versions+=("$(h2load --version 2>&1 | sed -n 1p)")
 want_group cluster && versions+=("Redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')")
 versions+=("Python $("$PYTHON" -c 'import platform; print(platform.python_version())') (tls_load.py)")
@@ -791,7 +812,7 @@ fi
 	printf -v vline '%s; ' "${versions[@]}"
 	echo "- Versions: ${vline%; }"
 	echo "- Source: git $git_rev"
-	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_REPS=$HS_REPS HS_N=$HS_N HS_CONNS=$HS_CONNS RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
+	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_REPS=$HS_REPS HS_CLIENT=$HS_CLIENT HS_N=$HS_N HS_CONNS=$HS_CONNS RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
 	echo "- Layout: server under test alone on CPU 0 with one worker/thread (Gatehouse workers: 1, nginx worker_processes 1, HAProxy nbthread 1), terminating TLS and proxying over HTTP/1.1 keep-alive to a backend nginx serving static files; backend and load generator on CPU 1. Group 5 only: 2 workers, servers and h2load unpinned. Group 6: two nodes of a server both on CPU 0, redis-server on CPU 1. Target order rotated by one each rep."
 	echo "- Servers as deployed: Gatehouse tickets + session cache local; nginx ssl_session_cache shared:SSL:10m + tickets; HAProxy defaults (tickets, tune.ssl.cachesize 20000); all offer h2 and http/1.1 by ALPN. Certificates: one CA each (P-256, RSA-2048), bundles leaf + CA + key."
 	echo "- Columns: server CPU % = CPU time of the server's process tree (the scheduler's per-thread clock, /proc/*/task/*/schedstat; utime+stime ticks for a run in which one of its threads ended) / wall time (100 % = one core). Per server CPU-s = completed handshakes, connections or requests / server CPU-seconds (h2load rows: req/s over the measured phase / CPU share in it). Others' CPU % = /proc/stat busy time not used by server, backend or load generator; \"steal N % ⚠\" = the median hypervisor steal of the row's runs was above 5 % of a core (the VM lost CPU time: rates there are unreliable, per server CPU-s less affected). The load generator has one core (CPU 1, shared with the backend), so handshake and connection rates are mostly bounded by the client: compare per server CPU-s. Raw per-run numbers: bench/results/${RESULTS_CSV##*/}."

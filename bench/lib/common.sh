@@ -55,6 +55,18 @@ gatehouse_binary() { # -> GATEHOUSE_BIN (absolute; built when unset), GATEHOUSE_
 	GATEHOUSE_VERSION=${out%%$'\n'*}
 }
 
+loadgen_binary() { # -> LOADGEN_BIN (absolute): the benches' TLS client, built (release) when unset
+	if [[ -n ${LOADGEN_BIN:-} ]]; then
+		[[ $LOADGEN_BIN == /* ]] || LOADGEN_BIN=$ORIG_PWD/$LOADGEN_BIN
+	else
+		command -v cargo >/dev/null || die "cargo not found; set LOADGEN_BIN"
+		log "building: cargo build --release -p gatehouse-loadgen"
+		cargo build --release -p gatehouse-loadgen
+		LOADGEN_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/gatehouse-loadgen
+	fi
+	[[ -x $LOADGEN_BIN ]] || die "gatehouse-loadgen not found or not executable: $LOADGEN_BIN"
+}
+
 gatehouse_check() { # gatehouse_check CONFIG: `gatehouse check` must accept it (its errors shown if not)
 	"$GATEHOUSE_BIN" check "$1" >"$1.check" 2>&1 || {
 		cat "$1.check" >&2

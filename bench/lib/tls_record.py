@@ -122,9 +122,10 @@ def parse_tls_load(out):
     return r
 
 
-PARSERS = {"ab": parse_ab_tls, "h2load": parse_h2load, "tls_load": parse_tls_load}
+# gatehouse-loadgen prints tls_load.py's JSON.
+PARSERS = {"ab": parse_ab_tls, "h2load": parse_h2load, "tls_load": parse_tls_load, "loadgen": parse_tls_load}
 NEEDED = {"ab": ("requests", "rps", "p99_ms"), "h2load": ("requests", "rps", "lat_mean_ms"),
-          "tls_load": ("requests", "rps", "p50_ms")}
+          "tls_load": ("requests", "rps", "p50_ms"), "loadgen": ("requests", "rps", "p50_ms")}
 
 
 def main():

@@ -26,7 +26,7 @@ OTHERS_WARN_PCT = 10.0
 STEAL_WARN_PCT = 5.0
 
 GROUPS = {
-    "handshake": "1. Full handshakes: ab, a new connection per request, no resumption",
+    "handshake": "1. Full handshakes: {client}, a new connection per request, no resumption",
     "resume": "2. Resumed vs full handshakes: tls_load.py, session store on and off",
     "store": "3. One certificate vs a 10,000-certificate store, SNI cycling: tls_load.py",
     "h2": "4. HTTP/2 vs HTTP/1.1 over TLS, keep-alive: h2load",
@@ -168,10 +168,19 @@ def handshake(rows):
         full = sum(int(fnum(r["gh_full"]) or 0) for r in gh)
         res = sum(int(fnum(r["gh_resumed"]) or 0) for r in gh)
         req = sum(int(fnum(r["requests"]) or 0) for r in gh)
-        out += ["", f"- Check: over the Gatehouse runs ab completed {req:,} requests; Gatehouse counted "
-                    f"{full:,} full and {res:,} resumed handshakes (gatehouse_tls_handshakes_total). "
-                    "ab opens a few connections beyond -n that it abandons at the end."]
+        out += ["", f"- Check: over the Gatehouse runs {client_name(gh)} completed {req:,} requests; Gatehouse "
+                    f"counted {full:,} full and {res:,} resumed handshakes (gatehouse_tls_handshakes_total)."
+                    + (" ab opens a few connections beyond -n that it abandons at the end." if any(
+                        r["tool"] == "ab" for r in gh) else "")]
     return out
+
+
+CLIENT_NAMES = {"loadgen": "gatehouse-loadgen", "tls_load": "tls_load.py"}
+
+
+def client_name(rows):
+    """The load generator(s) of a group's runs, as the report names them."""
+    return " and ".join(ordered(CLIENT_NAMES.get(r["tool"], r["tool"]) for r in rows))
 
 
 def resumed_share(m, key="resumed", of="requests"):
@@ -409,7 +418,7 @@ def summarize(rows, notes_text):
         g = [r for r in rows if r["group"] == gname]
         if not g:
             continue
-        out += [f"### {title}", ""] + RENDER[gname](g) + [""]
+        out += [f"### {title.format(client=client_name(g))}", ""] + RENDER[gname](g) + [""]
     failures = [r for r in rows if str(r.get("ok")) != "1"]
     notes = []
     # Runs measured by schedstat are exact; those that fell back to ticks are coarse when short.
