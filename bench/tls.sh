@@ -31,8 +31,8 @@
 #              server unverified, as ab), which keeps the server core busy; or
 #              ab -f TLS1.x, which spends ~4x a server's CPU per handshake (OpenSSL 3) and
 #              leaves the server under half busy from one client core.
-#   resume     bench/lib/tls_load.py, RES_N connections, RES_CONNS in flight, each slot
-#              offering its previous session; servers with tickets + session cache, session
+#   resume     RES_N connections, RES_CONNS in flight, each slot offering its previous
+#              session (client RES_CLIENT: gatehouse-loadgen --resume, or tls_load.py --resume); servers with tickets + session cache, session
 #              cache only, neither; plus full handshakes (no session offered); all with an
 #              ECDSA P-256 certificate, and TLS 1.2 full vs resumed (tickets + session cache)
 #              again with RSA-2048 (4 x RES_N connections), where a full handshake costs an RSA
@@ -90,7 +90,8 @@
 #   HS_N [4000/200], HS_CONNS [50]         connections per handshake run, in flight
 #   HS_CLIENT [loadgen]   client of the handshake rows: loadgen (gatehouse-loadgen) or ab
 #   LOADGEN_BIN      gatehouse-loadgen to use; unset = `cargo build --release -p gatehouse-loadgen`
-#   RES_N [600/150], RES_CONNS [50]         connections per resumption run, in flight
+#   RES_N [3000/150; 600 with tls_load], RES_CONNS [50]   connections per resumption run, in flight
+#   RES_CLIENT [loadgen]  client of the resume rows: loadgen (gatehouse-loadgen) or tls_load
 #   CLUSTER_N [1500/150], CLUSTER_CONNS [10]  B connections per cluster run, pairs in flight
 #   STORE_N [1000/200], STORE_CONNS [50]   connections per store run, in flight
 #   STORE_LAT_N [300/50]                   connections of the one-at-a-time store runs (0: none; <= STORE_N)
@@ -121,7 +122,8 @@ TARGETS=${TARGETS:-gatehouse nginx haproxy}
 HS_N=${HS_N:-$(pick 4000 200)}
 HS_CLIENT=${HS_CLIENT:-loadgen}
 HS_CONNS=${HS_CONNS:-50}
-RES_N=${RES_N:-$(pick 600 150)}
+RES_CLIENT=${RES_CLIENT:-loadgen}
+if [[ $RES_CLIENT == tls_load ]]; then RES_N=${RES_N:-$(pick 600 150)}; else RES_N=${RES_N:-$(pick 3000 150)}; fi
 RES_CONNS=${RES_CONNS:-50}
 CLUSTER_N=${CLUSTER_N:-$(pick 1500 150)}
 CLUSTER_CONNS=${CLUSTER_CONNS:-10}
@@ -159,6 +161,7 @@ WARMUP_MS=$(awk -v s="$WARMUP" 'BEGIN { printf "%dms", s * 1000 }') # h2load tak
 ((REPS >= 1 && HS_REPS >= 1 && HS_N >= 1 && RES_N >= 1 && CLUSTER_N >= 1 && STORE_N >= 1 && STORE_COUNT >= 1 && DURATION >= 1)) ||
 	die "REPS, HS_REPS, HS_N, RES_N, CLUSTER_N, STORE_N, STORE_COUNT and DURATION must be at least 1"
 [[ $HS_CLIENT == loadgen || $HS_CLIENT == ab ]] || die "HS_CLIENT must be loadgen or ab (got '$HS_CLIENT')"
+[[ $RES_CLIENT == loadgen || $RES_CLIENT == tls_load ]] || die "RES_CLIENT must be loadgen or tls_load (got '$RES_CLIENT')"
 ((HS_N >= HS_CONNS)) || die "HS_N ($HS_N) must be at least HS_CONNS ($HS_CONNS)"
 ((STORE_LAT_N <= STORE_N)) || die "STORE_LAT_N ($STORE_LAT_N) must be at most STORE_N ($STORE_N): its names must be loaded already"
 
@@ -195,7 +198,8 @@ PYTHON=$(python3 -c 'import sys; print(sys.executable)')
 # ------------------------------------------------------------ gatehouse binary
 GATEHOUSE_VERSION=
 want gatehouse && gatehouse_binary
-want_group handshake && [[ $HS_CLIENT == loadgen ]] && loadgen_binary
+{ { want_group handshake && [[ $HS_CLIENT == loadgen ]]; } || { want_group resume && [[ $RES_CLIENT == loadgen ]]; }; } &&
+	loadgen_binary
 
 # --------------------------------------------------- work dir, process cleanup
 make_workdir gatehouse-tls-bench
@@ -495,12 +499,18 @@ run_case() {
 		"accepts_before=$a0" "accepts_after=$a1" "${REPLY_KV[@]}"
 }
 
-# load_case GROUP CASE VARIANT INSTANCE N C [tls_load.py ARGS...]: run_case with tls_load.py
-# (pinned to CPU 1) sending N connections, C in flight, to INSTANCE's port for /test.html.
+# load_case GROUP CASE VARIANT INSTANCE N C [ARGS...]: run_case with tls_load.py, or with
+# gatehouse-loadgen when LOAD_CLIENT=loadgen (it takes --tls and --resume alike), pinned to
+# CPU 1, sending N connections, C in flight, to INSTANCE's port for /test.html.
 load_case() {
 	local inst=$4 n=$5 c=$6
-	run_case "$1" "$2" "$3" "$inst" tls_load 1 0 \
-		"$PYTHON" "$BENCH/lib/tls_load.py" --port "${PORT[$inst]}" --path /test.html -n "$n" -c "$c" "${@:7}"
+	if [[ ${LOAD_CLIENT:-tls_load} == loadgen ]]; then
+		run_case "$1" "$2" "$3" "$inst" loadgen 1 0 \
+			"$LOADGEN_BIN" --port "${PORT[$inst]}" --path /test.html -n "$n" -c "$c" "${@:7}"
+	else
+		run_case "$1" "$2" "$3" "$inst" tls_load 1 0 \
+			"$PYTHON" "$BENCH/lib/tls_load.py" --port "${PORT[$inst]}" --path /test.html -n "$n" -c "$c" "${@:7}"
+	fi
 }
 
 record_startup() { # record_startup INSTANCE VARIANT READY NAME RSS_IDLE
@@ -544,7 +554,7 @@ group_handshake() {
 group_resume() {
 	# Modes are compared with each other, so every rep restarts the servers once per mode,
 	# in an order rotated per rep: slow drifts of the machine hit every mode alike.
-	local mode label v t
+	local mode label v t LOAD_CLIENT=$RES_CLIENT # load_case's client
 	local -a opts modes
 	for ((CUR_REP = 1; CUR_REP <= REPS; CUR_REP++)); do
 		rotated $((CUR_REP - 1)) both cache none
@@ -790,10 +800,9 @@ versions+=("$(openssl version | awk '{ print $1, $2 }') (nginx, HAProxy, clients
 if want_group handshake; then
 	if [[ $HS_CLIENT == ab ]]; then
 		versions+=("$(ab -V 2>&1 | sed -n '1 { s/^This is //; s/, Version/ Version/; s/ <.*//; p }')")
-	else
-		versions+=("$("$LOADGEN_BIN" --version) (rustls, aws-lc-rs; the handshake rows' client)")
 	fi
 fi
+[[ -n ${LOADGEN_BIN:-} ]] && versions+=("$("$LOADGEN_BIN" --version) (rustls, aws-lc-rs)")
 { want_group h2 || want_group reuseport; } && versions+=("$(h2load --version 2>&1 | sed -n 1p)")
 want_group cluster && versions+=("Redis $(redis-server --version | sed -n 's/.*v=\([^ ]*\).*/\1/p')")
 versions+=("Python $("$PYTHON" -c 'import platform; print(platform.python_version())') (tls_load.py)")
@@ -812,7 +821,7 @@ fi
 	printf -v vline '%s; ' "${versions[@]}"
 	echo "- Versions: ${vline%; }"
 	echo "- Source: git $git_rev"
-	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_REPS=$HS_REPS HS_CLIENT=$HS_CLIENT HS_N=$HS_N HS_CONNS=$HS_CONNS RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
+	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_REPS=$HS_REPS HS_CLIENT=$HS_CLIENT HS_N=$HS_N HS_CONNS=$HS_CONNS RES_CLIENT=$RES_CLIENT RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
 	echo "- Layout: server under test alone on CPU 0 with one worker/thread (Gatehouse workers: 1, nginx worker_processes 1, HAProxy nbthread 1), terminating TLS and proxying over HTTP/1.1 keep-alive to a backend nginx serving static files; backend and load generator on CPU 1. Group 5 only: 2 workers, servers and h2load unpinned. Group 6: two nodes of a server both on CPU 0, redis-server on CPU 1. Target order rotated by one each rep."
 	echo "- Servers as deployed: Gatehouse tickets + session cache local; nginx ssl_session_cache shared:SSL:10m + tickets; HAProxy defaults (tickets, tune.ssl.cachesize 20000); all offer h2 and http/1.1 by ALPN. Certificates: one CA each (P-256, RSA-2048), bundles leaf + CA + key."
 	echo "- Columns: server CPU % = CPU time of the server's process tree (the scheduler's per-thread clock, /proc/*/task/*/schedstat; utime+stime ticks for a run in which one of its threads ended) / wall time (100 % = one core). Per server CPU-s = completed handshakes, connections or requests / server CPU-seconds (h2load rows: req/s over the measured phase / CPU share in it). Others' CPU % = /proc/stat busy time not used by server, backend or load generator; \"steal N % ⚠\" = the median hypervisor steal of the row's runs was above 5 % of a core (the VM lost CPU time: rates there are unreliable, per server CPU-s less affected). The load generator has one core (CPU 1, shared with the backend), so handshake and connection rates are mostly bounded by the client: compare per server CPU-s. Raw per-run numbers: bench/results/${RESULTS_CSV##*/}."

@@ -27,7 +27,7 @@ STEAL_WARN_PCT = 5.0
 
 GROUPS = {
     "handshake": "1. Full handshakes: {client}, a new connection per request, no resumption",
-    "resume": "2. Resumed vs full handshakes: tls_load.py, session store on and off",
+    "resume": "2. Resumed vs full handshakes: {client}, session store on and off",
     "store": "3. One certificate vs a 10,000-certificate store, SNI cycling: tls_load.py",
     "h2": "4. HTTP/2 vs HTTP/1.1 over TLS, keep-alive: h2load",
     "reuseport": "5. reuse_port, 2 workers, both cores, TLS keep-alive: h2load --h1",

@@ -1,8 +1,10 @@
-//! `gatehouse-loadgen`: a benchmark client for full TLS handshakes.
+//! `gatehouse-loadgen`: a benchmark client for TLS handshakes.
 //!
 //! Every request goes on a new TCP + TLS connection: connect, a full handshake (no session is
-//! ever offered), one `GET` with `Connection: close`, the response read to its end, close_notify,
-//! close. `-c` connections are in flight at once on one thread, `-n` connections in all, bounded
+//! offered), one `GET` with `Connection: close`, the response and the stream read to their end,
+//! close_notify, close. With `--resume`, each connection offers a session from an earlier one: the latest
+//! TLS 1.2 session (ticket or id), or an unused TLS 1.3 ticket (each is offered once); the
+//! report counts the handshakes the server resumed. `-c` connections are in flight at once on one thread, `-n` connections in all, bounded
 //! by `--max-seconds`.
 //!
 //! Why it exists: a handshake costs a client about as much CPU as a server, and `ab` (OpenSSL 3)
@@ -26,7 +28,7 @@
 
 use clap::Parser;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::Resumption;
+use rustls::client::{Resumption, Tls12Resumption};
 use rustls::crypto::aws_lc_rs::{cipher_suite, kx_group};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
@@ -69,6 +71,9 @@ struct Args {
     /// No connection starts after this many seconds.
     #[arg(long, default_value_t = 60.0)]
     max_seconds: f64,
+    /// Offer sessions from earlier connections (the first ones have none to offer).
+    #[arg(long)]
+    resume: bool,
     /// Seconds one connection may take before it counts as a timeout.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
@@ -146,8 +151,21 @@ fn client_config(tls: Option<&str>) -> Result<Arc<ClientConfig>, rustls::Error> 
         .dangerous()
         .with_custom_certificate_verifier(Arc::new(NoVerification))
         .with_no_client_auth();
-    config.resumption = Resumption::disabled();
+    config.resumption = Resumption::disabled(); // with --resume, see `for_one_slot`
     Ok(Arc::new(config))
+}
+
+/// The configuration of one connection slot: with `resume`, a session store of its own, so each
+/// connection offers what the slot's previous connection got (the latest TLS 1.2 session, or a
+/// TLS 1.3 ticket not offered before), as `tls_load.py --resume` does; a store shared by every
+/// slot would drop tickets beyond its 8 per server while 50 connections wait for one.
+fn for_one_slot(config: &Arc<ClientConfig>, resume: bool) -> Arc<ClientConfig> {
+    if !resume {
+        return config.clone();
+    }
+    let mut own = (**config).clone();
+    own.resumption = Resumption::in_memory_sessions(1).tls12_resumption(Tls12Resumption::SessionIdOrTickets);
+    Arc::new(own)
 }
 
 /// Why a connection failed: a kind to count it under, and the first words of the cause.
@@ -213,8 +231,10 @@ impl Response {
         self.head_done = true;
         Ok(())
     }
+    /// Whether the stream ending here ends a whole response: the head read, and every body byte
+    /// its `Content-Length` announced (without one, the end of the stream ends the body).
     fn complete(&self) -> bool {
-        self.head_done && self.remaining == Some(0)
+        self.head_done && !matches!(self.remaining, Some(r) if r > 0)
     }
 }
 
@@ -267,7 +287,9 @@ async fn connection(
                 Err(e) => return Err(fail("tls")(e)),
             }
         }
-        if response.complete() || eof {
+        // As ab without keep-alive: read to the end of the stream, which the server ends after
+        // the response (Connection: close), so a TLS 1.3 ticket sent after it is kept too.
+        if eof {
             break;
         }
         let n = tcp.read(&mut bufs.net).await.map_err(fail("io"))?;
@@ -280,7 +302,7 @@ async fn connection(
     let Some(handshake) = handshake else {
         return Err("handshake".into());
     };
-    if !response.head_done || response.remaining.is_some_and(|r| r > 0) {
+    if !response.complete() {
         return Err("short_response".into());
     }
     if !response.status_ok {
@@ -379,7 +401,8 @@ fn main() -> ExitCode {
     let timeout = Duration::from_secs_f64(args.timeout.max(0.001));
     let local = tokio::task::LocalSet::new();
     for _ in 0..args.c.min(args.n as usize) {
-        let (stats, config, name, request) = (stats.clone(), config.clone(), name.clone(), request.clone());
+        let (stats, config, name, request) =
+            (stats.clone(), for_one_slot(&config, args.resume), name.clone(), request.clone());
         let n = args.n;
         local.spawn_local(async move {
             let mut bufs =
@@ -474,9 +497,9 @@ mod tests {
     fn status_length_and_garbage() {
         let r = fed(&[b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n"]).expect("parses");
         assert!(r.complete() && !r.status_ok);
-        // No length: complete only at the end of the stream, which the caller sees.
+        // No length: the end of the stream ends the body.
         let r = fed(&[b"HTTP/1.0 200 OK\r\n\r\nbody"]).expect("parses");
-        assert!(r.head_done && !r.complete() && r.remaining.is_none());
+        assert!(r.complete() && r.remaining.is_none());
         assert_eq!(fed(&[b"SSH-2.0-OpenSSH\r\n\r\n"]).err(), Some("bad_response"));
         assert_eq!(fed(&[&[b'x'; 70 * 1024]]).err(), Some("bad_response"));
     }

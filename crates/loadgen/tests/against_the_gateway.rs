@@ -1,6 +1,6 @@
 //! gatehouse-loadgen against the real gateway binary (built beside this test, as by
-//! `cargo test --workspace`): every connection a full handshake and one proxied request, and a
-//! failed run reported as such.
+//! `cargo test --workspace`): every connection a full handshake and one proxied request, or with
+//! `--resume` a resumed one, and a failed run reported as such.
 
 use gatehouse_testkit::{metric_value, Backend, Gateway, TempDir};
 use gatehouse_tls::issue::{Algorithm, Authority};
@@ -52,6 +52,16 @@ fn every_connection_is_a_full_handshake_and_one_request() {
         assert_eq!(handshakes(&gw, version, "full", "none") - full0, 40.0, "TLS {tls}: full handshakes");
         assert_eq!(handshakes(&gw, version, "resumed", "ticket") - resumed0, 0.0, "TLS {tls}: resumed");
         assert_eq!(backend.request_count() - requests0, 40, "TLS {tls}: requests proxied");
+    }
+    // --resume: each of the 4 slots offers what its previous connection got; only the first
+    // connection of each slot is full.
+    for (tls, mechanism) in [("1.3", "ticket"), ("1.2", "ticket")] {
+        let (full0, resumed0) = (handshakes(&gw, tls, "full", "none"), handshakes(&gw, tls, "resumed", mechanism));
+        let (ok, report) = loadgen(&["--port", &port, "-n", "40", "-c", "4", "--tls", tls, "--resume"]);
+        assert!(ok, "TLS {tls} --resume: {report}");
+        assert_eq!(report["resumed"], 36, "TLS {tls} --resume: {report}");
+        assert_eq!(handshakes(&gw, tls, "full", "none") - full0, 4.0, "TLS {tls} --resume: full handshakes");
+        assert_eq!(handshakes(&gw, tls, "resumed", mechanism) - resumed0, 36.0, "TLS {tls} --resume: resumed");
     }
     // A status other than 2xx counts as a failure, and fails the run.
     backend.set_status(503);
