@@ -2,10 +2,10 @@
 //!
 //! Every request goes on a new TCP + TLS connection: connect, a full handshake (no session is
 //! offered), one `GET` with `Connection: close`, the response and the stream read to their end,
-//! close_notify, close. With `--resume`, each connection offers a session from an earlier one: the latest
-//! TLS 1.2 session (ticket or id), or an unused TLS 1.3 ticket (each is offered once); the
-//! report counts the handshakes the server resumed. `-c` connections are in flight at once on one thread, `-n` connections in all, bounded
-//! by `--max-seconds`.
+//! close_notify, close. With `--resume`, each connection offers a session from an earlier one:
+//! the latest TLS 1.2 session (ticket or id), or an unused TLS 1.3 ticket (each is offered once);
+//! the report counts the handshakes the server resumed. `-c` connections are in flight at once
+//! on one thread, `-n` connections in all, bounded by `--max-seconds`.
 //!
 //! Why it exists: a handshake costs a client about as much CPU as a server, and `ab` (OpenSSL 3)
 //! spends several times more than that per connection, so on a two-core machine one `ab` core
@@ -17,14 +17,15 @@
 //! is checked. It is a load generator for loopback benchmarks, never a client to trust.
 //!
 //! What it offers, matching what `ab -f TLS1.x` offers through OpenSSL 3 so that the server does
-//! the same work for either client: key share X25519 (groups X25519, P-256, P-384); TLS 1.3 suites in OpenSSL's order
-//! (AES-256-GCM, ChaCha20-Poly1305, AES-128-GCM); TLS 1.2 the ECDHE AES-128-GCM suites (those
-//! `bench/tls.sh` names with `ab -Z`); signature schemes in OpenSSL's order; no SNI for an IP
-//! address unless `--sni` names one.
+//! the same work for either client: the key share X25519 (groups X25519, P-256, P-384); TLS 1.3
+//! suites in OpenSSL's order (AES-256-GCM, ChaCha20-Poly1305, AES-128-GCM); for TLS 1.2 the
+//! ECDHE AES-128-GCM suites (those `bench/tls.sh` names with `ab -Z`); signature schemes in
+//! OpenSSL's order; no SNI for an IP address unless `--sni` names one.
 //!
 //! Output: one JSON line on stdout, the fields of `bench/lib/tls_load.py` (connections, ok,
 //! errors, error_kinds, resumed, elapsed_s, conn_per_s, mean/p50/p90/p99 latency and p50
-//! handshake time in ms, versions: here version and suite, as `ab` names them). Exit code 0 when every connection succeeded.
+//! handshake time in ms, versions: here version and suite, as `ab` names them); the first cause
+//! of each kind of failure on stderr. Exit code 0 when every connection succeeded.
 
 use clap::Parser;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
