@@ -63,6 +63,34 @@ pub struct Cluster {
     stats: Arc<TlsStats>,
     last_log_ms: AtomicU64,
     started: Instant,
+    /// A moving average of this node's Redis command latency, microseconds (each command moves it
+    /// an eighth of the way to its own latency).
+    latency_ewma_us: AtomicU64,
+}
+
+/// Bounds of [`Cluster::late_write_wait`].
+const LATE_WRITE_WAIT_MIN: Duration = Duration::from_micros(500);
+const LATE_WRITE_WAIT_MAX: Duration = Duration::from_millis(10);
+
+/// Asks `fetch`; if it is [`Fetched::Missing`], waits `wait` and asks once more, counting a
+/// session found then in `stats.sessions_fetched_late`.
+async fn settled<F, Fut, W, WFut>(mut fetch: F, wait: W, stats: &TlsStats) -> Fetched
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Fetched>,
+    W: FnOnce() -> WFut,
+    WFut: std::future::Future<Output = ()>,
+{
+    let first = fetch().await;
+    if first != Fetched::Missing {
+        return first;
+    }
+    wait().await;
+    let second = fetch().await;
+    if matches!(second, Fetched::Found(_)) {
+        stats.sessions_fetched_late.inc();
+    }
+    second
 }
 
 impl std::fmt::Debug for Cluster {
@@ -109,6 +137,7 @@ impl Cluster {
             stats,
             last_log_ms: AtomicU64::new(0),
             started: Instant::now(),
+            latency_ewma_us: AtomicU64::new(0),
         }))
     }
 
@@ -193,8 +222,21 @@ impl Cluster {
 
     /// Counts one command's latency.
     pub fn timed(&self, started: Instant) {
+        let us = started.elapsed().as_micros() as u64;
         self.stats.redis_commands.inc();
-        self.stats.redis_latency_us.fetch_add(started.elapsed().as_micros() as u64, Relaxed);
+        self.stats.redis_latency_us.fetch_add(us, Relaxed);
+        // Racing updates may lose one sample: an average does not need every one.
+        let old = self.latency_ewma_us.load(Relaxed);
+        self.latency_ewma_us.store(old - old / 8 + us / 8, Relaxed);
+    }
+
+    /// How long a session that another node has just made may take to reach Redis: twice this
+    /// node's moving average of command latency, within 0.5–10 ms. The other node stores the
+    /// session in the background while its client is already on its way here, so a client that
+    /// moves at once can ask before the write has landed (Redis on a loaded machine: milliseconds).
+    pub fn late_write_wait(&self) -> Duration {
+        Duration::from_micros(self.latency_ewma_us.load(Relaxed).saturating_mul(2))
+            .clamp(LATE_WRITE_WAIT_MIN, LATE_WRITE_WAIT_MAX)
     }
 
     fn session_key(&self, id: &[u8]) -> String {
@@ -216,6 +258,13 @@ impl Cluster {
                 Fetched::Unavailable
             }
         }
+    }
+
+    /// [`Cluster::fetch_session`], asked once more after [`Cluster::late_write_wait`] if Redis
+    /// holds none: the session may be on its way from the node that made it. The second answer is
+    /// final, so a session that never was costs one wait of about two Redis round trips.
+    pub async fn fetch_session_settled(&self, id: &[u8], take: bool) -> Fetched {
+        settled(|| self.fetch_session(id, take), || tokio::time::sleep(self.late_write_wait()), &self.stats).await
     }
 
     /// Stores a session for the other nodes, in a task of its own on the current runtime.
@@ -350,5 +399,43 @@ impl Cluster {
                 let _ = tx.send(());
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::{Cell, RefCell};
+
+    /// Runs `settled` over `answers` (one per ask); what it returned, asks made, waits made.
+    async fn run(answers: Vec<Fetched>) -> (Fetched, usize, usize, u64) {
+        let stats = TlsStats::default();
+        let answers = RefCell::new(answers.into_iter());
+        let (asks, waits) = (Cell::new(0), Cell::new(0));
+        let got = settled(
+            || {
+                asks.set(asks.get() + 1);
+                let next = answers.borrow_mut().next().expect("asked more often than expected");
+                async move { next }
+            },
+            || {
+                waits.set(waits.get() + 1);
+                async {}
+            },
+            &stats,
+        )
+        .await;
+        (got, asks.get(), waits.get(), stats.sessions_fetched_late.get())
+    }
+
+    #[tokio::test]
+    async fn a_missing_session_is_asked_for_once_more_after_a_wait() {
+        let found = || Fetched::Found(b"s".to_vec());
+        assert_eq!(run(vec![Fetched::Missing, found()]).await, (found(), 2, 1, 1));
+        assert_eq!(run(vec![Fetched::Missing, Fetched::Missing]).await, (Fetched::Missing, 2, 1, 0));
+        assert_eq!(run(vec![Fetched::Missing, Fetched::Unavailable]).await, (Fetched::Unavailable, 2, 1, 0));
+        // Found at once, or Redis down: no second ask, no wait.
+        assert_eq!(run(vec![found()]).await, (found(), 1, 0, 0));
+        assert_eq!(run(vec![Fetched::Unavailable]).await, (Fetched::Unavailable, 1, 0, 0));
     }
 }

@@ -95,6 +95,9 @@ pub struct TlsStats {
     pub redis_errors: Counter,
     /// TLS 1.2 sessions and TLS 1.3 stateful tickets fetched from Redis before a handshake.
     pub sessions_fetched: Counter,
+    /// Of those, the ones Redis held only when asked a second time, a moment later: the node that
+    /// made the session was still writing it.
+    pub sessions_fetched_late: Counter,
 }
 
 impl TlsStats {

@@ -62,6 +62,11 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
             "Sessions made by another node, fetched from Redis before a handshake.",
             t.sessions_fetched.get(),
         ),
+        (
+            "gatehouse_tls_sessions_fetched_late_total",
+            "Of the sessions fetched from Redis, those found only when asked again a moment later (the node that made them was still writing them).",
+            t.sessions_fetched_late.get(),
+        ),
     ] {
         help(out, name, "counter", text);
         let _ = writeln!(out, "{name} {v}");
