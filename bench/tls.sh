@@ -51,8 +51,8 @@
 #              5k.html and 10k.html, timed (-D DURATION after --warm-up-time WARMUP).
 #   reuseport  h2load --h1 -c RP_CONNS, 2 workers, reuse_port true vs false (nginx
 #              `listen ... reuseport` or not; HAProxy one `bind` per thread or one shared).
-#   cluster    two nodes of a server (A and B, both on CPU 0); tls_load.py --origin-port,
-#              CLUSTER_N pairs, CLUSTER_CONNS in flight: a connection to A makes a new session,
+#   cluster    two nodes of a server (A and B, both on CPU 0); client CLUSTER_CLIENT with
+#              --origin-port (gatehouse-loadgen or tls_load.py), CLUSTER_N pairs, CLUSTER_CONNS in flight: a connection to A makes a new session,
 #              then a connection to B offers it.  Gatehouse nodes share a redis-server (CPU 1):
 #              (a) store off (tickets off, session_cache local), (b) Redis session store
 #              (tickets off, session_cache redis), (c) cluster tickets (tickets cluster,
@@ -92,7 +92,9 @@
 #   LOADGEN_BIN      gatehouse-loadgen to use; unset = `cargo build --release -p gatehouse-loadgen`
 #   RES_N [3000/150; 600 with tls_load], RES_CONNS [50]   connections per resumption run, in flight
 #   RES_CLIENT [loadgen]  client of the resume rows: loadgen (gatehouse-loadgen) or tls_load
-#   CLUSTER_N [1500/150], CLUSTER_CONNS [10]  B connections per cluster run, pairs in flight
+#   CLUSTER_N [4000/150; 1500 with tls_load], CLUSTER_CONNS [50; 10 with tls_load]
+#                         B connections per cluster run, pairs in flight
+#   CLUSTER_CLIENT [loadgen]  client of the cluster rows: loadgen (gatehouse-loadgen) or tls_load
 #   STORE_N [1000/200], STORE_CONNS [50]   connections per store run, in flight
 #   STORE_LAT_N [300/50]                   connections of the one-at-a-time store runs (0: none; <= STORE_N)
 #   STORE_COUNT [10000]                    certificates in the store
@@ -125,8 +127,12 @@ HS_CONNS=${HS_CONNS:-50}
 RES_CLIENT=${RES_CLIENT:-loadgen}
 if [[ $RES_CLIENT == tls_load ]]; then RES_N=${RES_N:-$(pick 600 150)}; else RES_N=${RES_N:-$(pick 3000 150)}; fi
 RES_CONNS=${RES_CONNS:-50}
-CLUSTER_N=${CLUSTER_N:-$(pick 1500 150)}
-CLUSTER_CONNS=${CLUSTER_CONNS:-10}
+CLUSTER_CLIENT=${CLUSTER_CLIENT:-loadgen}
+if [[ $CLUSTER_CLIENT == tls_load ]]; then
+	CLUSTER_N=${CLUSTER_N:-$(pick 1500 150)} CLUSTER_CONNS=${CLUSTER_CONNS:-10}
+else
+	CLUSTER_N=${CLUSTER_N:-$(pick 4000 150)} CLUSTER_CONNS=${CLUSTER_CONNS:-50}
+fi
 STORE_N=${STORE_N:-$(pick 1000 200)}
 STORE_CONNS=${STORE_CONNS:-50}
 STORE_LAT_N=${STORE_LAT_N:-$(pick 300 50)}
@@ -162,6 +168,8 @@ WARMUP_MS=$(awk -v s="$WARMUP" 'BEGIN { printf "%dms", s * 1000 }') # h2load tak
 	die "REPS, HS_REPS, HS_N, RES_N, CLUSTER_N, STORE_N, STORE_COUNT and DURATION must be at least 1"
 [[ $HS_CLIENT == loadgen || $HS_CLIENT == ab ]] || die "HS_CLIENT must be loadgen or ab (got '$HS_CLIENT')"
 [[ $RES_CLIENT == loadgen || $RES_CLIENT == tls_load ]] || die "RES_CLIENT must be loadgen or tls_load (got '$RES_CLIENT')"
+[[ $CLUSTER_CLIENT == loadgen || $CLUSTER_CLIENT == tls_load ]] ||
+	die "CLUSTER_CLIENT must be loadgen or tls_load (got '$CLUSTER_CLIENT')"
 ((HS_N >= HS_CONNS)) || die "HS_N ($HS_N) must be at least HS_CONNS ($HS_CONNS)"
 ((STORE_LAT_N <= STORE_N)) || die "STORE_LAT_N ($STORE_LAT_N) must be at most STORE_N ($STORE_N): its names must be loaded already"
 
@@ -198,8 +206,8 @@ PYTHON=$(python3 -c 'import sys; print(sys.executable)')
 # ------------------------------------------------------------ gatehouse binary
 GATEHOUSE_VERSION=
 want gatehouse && gatehouse_binary
-{ { want_group handshake && [[ $HS_CLIENT == loadgen ]]; } || { want_group resume && [[ $RES_CLIENT == loadgen ]]; }; } &&
-	loadgen_binary
+{ { want_group handshake && [[ $HS_CLIENT == loadgen ]]; } || { want_group resume && [[ $RES_CLIENT == loadgen ]]; } ||
+	{ want_group cluster && [[ $CLUSTER_CLIENT == loadgen ]]; }; } && loadgen_binary
 
 # --------------------------------------------------- work dir, process cleanup
 make_workdir gatehouse-tls-bench
@@ -762,7 +770,7 @@ group_cluster() {
 			log "cluster '$mode' rep $CUR_REP/$REPS: order ${REPLY_TARGETS[*]}"
 			for v in 1.2 1.3; do
 				for t in "${REPLY_TARGETS[@]}"; do
-					ORIGIN=${t}_a load_case cluster "TLS $v" "${CLUSTER_MODE[$mode]}" "${t}_b" "$CLUSTER_N" "$CLUSTER_CONNS" \
+					LOAD_CLIENT=$CLUSTER_CLIENT ORIGIN=${t}_a load_case cluster "TLS $v" "${CLUSTER_MODE[$mode]}" "${t}_b" "$CLUSTER_N" "$CLUSTER_CONNS" \
 						--tls "$v" --origin-port "${PORT[${t}_a]}"
 				done
 			done
@@ -821,7 +829,7 @@ fi
 	printf -v vline '%s; ' "${versions[@]}"
 	echo "- Versions: ${vline%; }"
 	echo "- Source: git $git_rev"
-	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_REPS=$HS_REPS HS_CLIENT=$HS_CLIENT HS_N=$HS_N HS_CONNS=$HS_CONNS RES_CLIENT=$RES_CLIENT RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
+	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_REPS=$HS_REPS HS_CLIENT=$HS_CLIENT HS_N=$HS_N HS_CONNS=$HS_CONNS RES_CLIENT=$RES_CLIENT RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_CLIENT=$CLUSTER_CLIENT CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
 	echo "- Layout: server under test alone on CPU 0 with one worker/thread (Gatehouse workers: 1, nginx worker_processes 1, HAProxy nbthread 1), terminating TLS and proxying over HTTP/1.1 keep-alive to a backend nginx serving static files; backend and load generator on CPU 1. Group 5 only: 2 workers, servers and h2load unpinned. Group 6: two nodes of a server both on CPU 0, redis-server on CPU 1. Target order rotated by one each rep."
 	echo "- Servers as deployed: Gatehouse tickets + session cache local; nginx ssl_session_cache shared:SSL:10m + tickets; HAProxy defaults (tickets, tune.ssl.cachesize 20000); all offer h2 and http/1.1 by ALPN. Certificates: one CA each (P-256, RSA-2048), bundles leaf + CA + key."
 	echo "- Columns: server CPU % = CPU time of the server's process tree (the scheduler's per-thread clock, /proc/*/task/*/schedstat; utime+stime ticks for a run in which one of its threads ended) / wall time (100 % = one core). Per server CPU-s = completed handshakes, connections or requests / server CPU-seconds (h2load rows: req/s over the measured phase / CPU share in it). Others' CPU % = /proc/stat busy time not used by server, backend or load generator; \"steal N % ⚠\" = the median hypervisor steal of the row's runs was above 5 % of a core (the VM lost CPU time: rates there are unreliable, per server CPU-s less affected). The load generator has one core (CPU 1, shared with the backend). gatehouse-loadgen (groups 1 and 2) spends less per handshake than a server, so the server under test runs near saturation there; where its CPU % stays well below 100 (a cheap server, resumed handshakes) and in the groups driven by tls_load.py (Python, OpenSSL), the rates are bounded by the client and an idle server's wake-ups weigh in its CPU per connection: compare per server CPU-s, and at like CPU %. Raw per-run numbers: bench/results/${RESULTS_CSV##*/}."

@@ -31,7 +31,7 @@ GROUPS = {
     "store": "3. One certificate vs a 10,000-certificate store, SNI cycling: tls_load.py",
     "h2": "4. HTTP/2 vs HTTP/1.1 over TLS, keep-alive: h2load",
     "reuseport": "5. reuse_port, 2 workers, both cores, TLS keep-alive: h2load --h1",
-    "cluster": "6. Two nodes: a session made on node A resumed on node B (session store on vs off)",
+    "cluster": "6. Two nodes: a session made on node A resumed on node B (session store on vs off): {client}",
 }
 
 

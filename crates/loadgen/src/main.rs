@@ -4,7 +4,9 @@
 //! offered), one `GET` with `Connection: close`, the response and the stream read to their end,
 //! close_notify, close. With `--resume`, each connection offers a session from an earlier one:
 //! the latest TLS 1.2 session (ticket or id), or an unused TLS 1.3 ticket (each is offered once);
-//! the report counts the handshakes the server resumed. `-c` connections are in flight at once
+//! the report counts the handshakes the server resumed. With `--origin-port`, each measured
+//! connection is preceded in its slot by one to that port (node A) that offers no session, and
+//! offers the session A gave: sessions made on one node, resumed on another. `-c` connections are in flight at once
 //! on one thread, `-n` connections in all, bounded by `--max-seconds`.
 //!
 //! Why it exists: a handshake costs a client about as much CPU as a server, and `ab` (OpenSSL 3)
@@ -24,7 +26,8 @@
 //!
 //! Output: one JSON line on stdout, the fields of `bench/lib/tls_load.py` (connections, ok,
 //! errors, error_kinds, resumed, elapsed_s, conn_per_s, mean/p50/p90/p99 latency and p50
-//! handshake time in ms, versions: here version and suite, as `ab` names them); the first cause
+//! handshake time in ms, versions: here version and suite, as `ab` names them; with
+//! `--origin-port` the same figures for the A connections under "origin"); the first cause
 //! of each kind of failure on stderr. Exit code 0 when every connection succeeded.
 
 use clap::Parser;
@@ -73,8 +76,12 @@ struct Args {
     #[arg(long, default_value_t = 60.0)]
     max_seconds: f64,
     /// Offer sessions from earlier connections (the first ones have none to offer).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "origin_port")]
     resume: bool,
+    /// Cross-node resumption: before each measured connection, a connection to this port (node
+    /// A) that offers no session; the measured one (node B, `--port`) offers the session A gave.
+    #[arg(long)]
+    origin_port: Option<u16>,
     /// Seconds one connection may take before it counts as a timeout.
     #[arg(long, default_value_t = 10.0)]
     timeout: f64,
@@ -333,8 +340,9 @@ fn negotiated(tls: &ClientConnection) -> &'static str {
     }
 }
 
+/// What one kind of connection (measured, or made on the origin node) came to.
 #[derive(Default)]
-struct Stats {
+struct Tally {
     started: u64,
     ok: u64,
     resumed: u64,
@@ -346,12 +354,120 @@ struct Stats {
     versions: BTreeMap<&'static str, u64>,
 }
 
+impl Tally {
+    fn record(&mut self, result: Result<Result<Done, Failure>, tokio::time::error::Elapsed>) -> bool {
+        match result {
+            Ok(Ok(done)) => {
+                self.ok += 1;
+                self.resumed += u64::from(done.resumed);
+                self.latencies_us.push(done.latency.as_micros() as u64);
+                self.handshakes_us.push(done.handshake.as_micros() as u64);
+                *self.versions.entry(done.version).or_default() += 1;
+                return true;
+            }
+            Ok(Err(f)) => {
+                *self.errors.entry(f.kind).or_default() += 1;
+                self.first_causes.entry(f.kind).or_insert(f.detail);
+            }
+            Err(_) => *self.errors.entry("timeout").or_default() += 1,
+        }
+        false
+    }
+
+    fn errors(&self) -> u64 {
+        self.errors.values().sum()
+    }
+
+    /// The report's JSON fields (without braces); the first cause of each kind of failure to
+    /// stderr, under `label`.
+    fn report(&mut self, elapsed: f64, label: &str) -> String {
+        self.latencies_us.sort_unstable();
+        self.handshakes_us.sort_unstable();
+        for (kind, cause) in &self.first_causes {
+            let n = self.errors.get(kind).copied().unwrap_or(0);
+            eprintln!("gatehouse-loadgen: {label}{n} {kind} failures, the first: {cause}");
+        }
+        let mean_ms = if self.latencies_us.is_empty() {
+            0.0
+        } else {
+            self.latencies_us.iter().sum::<u64>() as f64 / self.latencies_us.len() as f64 / 1000.0
+        };
+        let kinds: Vec<String> = self.errors.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
+        let versions: Vec<String> = self.versions.keys().map(|v| format!("\"{v}\"")).collect();
+        format!(
+            "\"connections\":{},\"ok\":{},\"errors\":{},\"error_kinds\":{{{}}},\"resumed\":{},\"elapsed_s\":{elapsed:.3},\"conn_per_s\":{:.1},\"mean_ms\":{mean_ms:.3},\"p50_ms\":{:.3},\"p90_ms\":{:.3},\"p99_ms\":{:.3},\"handshake_p50_ms\":{:.3},\"versions\":[{}]",
+            self.started,
+            self.ok,
+            self.errors(),
+            kinds.join(","),
+            self.resumed,
+            self.ok as f64 / elapsed.max(1e-9),
+            percentile_ms(&self.latencies_us, 0.5),
+            percentile_ms(&self.latencies_us, 0.9),
+            percentile_ms(&self.latencies_us, 0.99),
+            percentile_ms(&self.handshakes_us, 0.5),
+            versions.join(","),
+        )
+    }
+}
+
+/// The measured connections, and with `--origin-port` those made on node A.
+#[derive(Default)]
+struct Stats {
+    measured: Tally,
+    origin: Tally,
+}
+
 fn percentile_ms(sorted_us: &[u64], p: f64) -> f64 {
     if sorted_us.is_empty() {
         return 0.0;
     }
     let i = ((sorted_us.len() - 1) as f64 * p).round() as usize;
     sorted_us[i.min(sorted_us.len() - 1)] as f64 / 1000.0
+}
+
+/// Everything a connection slot needs, shared by the slots.
+struct Plan {
+    addr: SocketAddr,
+    origin: Option<SocketAddr>,
+    config: Arc<ClientConfig>,
+    resume: bool,
+    name: ServerName<'static>,
+    request: Vec<u8>,
+    n: u64,
+    stop_starting: Instant,
+    timeout: Duration,
+}
+
+/// One connection slot: connections one after another until `n` have begun in all slots.
+async fn slot(plan: Rc<Plan>, stats: Rc<RefCell<Stats>>) {
+    let mut bufs = Buffers { net: vec![0; 16 * 1024], plain: vec![0; 16 * 1024], out: Vec::with_capacity(4096) };
+    let mut config = for_one_slot(&plan.config, plan.resume);
+    loop {
+        {
+            let mut s = stats.borrow_mut();
+            if s.measured.started >= plan.n || Instant::now() >= plan.stop_starting {
+                return;
+            }
+            s.measured.started += 1;
+        }
+        if let Some(origin) = plan.origin {
+            // A fresh store: the A connection offers nothing, and B offers the session A got.
+            config = for_one_slot(&plan.config, true);
+            stats.borrow_mut().origin.started += 1;
+            let a =
+                tokio::time::timeout(plan.timeout, connection(origin, &config, &plan.name, &plan.request, &mut bufs))
+                    .await;
+            if !stats.borrow_mut().origin.record(a) {
+                stats.borrow_mut().measured.record(Ok(Err("origin_failed".into())));
+                continue;
+            }
+        }
+        let result =
+            tokio::time::timeout(plan.timeout, connection(plan.addr, &config, &plan.name, &plan.request, &mut bufs))
+                .await;
+        stats.borrow_mut().measured.record(result);
+    }
 }
 
 fn main() -> ExitCode {
@@ -382,12 +498,6 @@ fn main() -> ExitCode {
         (None, IpAddr::V6(a)) => format!("[{a}]:{}", args.port),
         (None, IpAddr::V4(a)) => format!("{a}:{}", args.port),
     };
-    let request: Rc<[u8]> = format!(
-        "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: gatehouse-loadgen\r\nConnection: close\r\n\r\n",
-        args.path
-    )
-    .into_bytes()
-    .into();
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
         Err(e) => {
@@ -395,76 +505,37 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let addr = SocketAddr::new(args.host, args.port);
-    let stats = Rc::new(RefCell::new(Stats::default()));
     let t0 = Instant::now();
-    let stop_starting = t0 + Duration::from_secs_f64(args.max_seconds.max(0.0));
-    let timeout = Duration::from_secs_f64(args.timeout.max(0.001));
+    let plan = Rc::new(Plan {
+        addr: SocketAddr::new(args.host, args.port),
+        origin: args.origin_port.map(|p| SocketAddr::new(args.host, p)),
+        config,
+        resume: args.resume,
+        name,
+        request: format!(
+            "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: gatehouse-loadgen\r\nConnection: close\r\n\r\n",
+            args.path
+        )
+        .into_bytes(),
+        n: args.n,
+        stop_starting: t0 + Duration::from_secs_f64(args.max_seconds.max(0.0)),
+        timeout: Duration::from_secs_f64(args.timeout.max(0.001)),
+    });
+    let stats = Rc::new(RefCell::new(Stats::default()));
     let local = tokio::task::LocalSet::new();
     for _ in 0..args.c.min(args.n as usize) {
-        let (stats, config, name, request) =
-            (stats.clone(), for_one_slot(&config, args.resume), name.clone(), request.clone());
-        let n = args.n;
-        local.spawn_local(async move {
-            let mut bufs =
-                Buffers { net: vec![0; 16 * 1024], plain: vec![0; 16 * 1024], out: Vec::with_capacity(4096) };
-            loop {
-                {
-                    let mut s = stats.borrow_mut();
-                    if s.started >= n || Instant::now() >= stop_starting {
-                        return;
-                    }
-                    s.started += 1;
-                }
-                let result = tokio::time::timeout(timeout, connection(addr, &config, &name, &request, &mut bufs)).await;
-                let mut s = stats.borrow_mut();
-                match result {
-                    Ok(Ok(done)) => {
-                        s.ok += 1;
-                        s.resumed += u64::from(done.resumed);
-                        s.latencies_us.push(done.latency.as_micros() as u64);
-                        s.handshakes_us.push(done.handshake.as_micros() as u64);
-                        *s.versions.entry(done.version).or_default() += 1;
-                    }
-                    Ok(Err(f)) => {
-                        *s.errors.entry(f.kind).or_default() += 1;
-                        s.first_causes.entry(f.kind).or_insert(f.detail);
-                    }
-                    Err(_) => *s.errors.entry("timeout").or_default() += 1,
-                }
-            }
-        });
+        local.spawn_local(slot(plan.clone(), stats.clone()));
     }
     runtime.block_on(local);
     let elapsed = t0.elapsed().as_secs_f64();
     let mut s = stats.borrow_mut();
-    s.latencies_us.sort_unstable();
-    s.handshakes_us.sort_unstable();
-    let errors: u64 = s.errors.values().sum();
-    for (kind, cause) in &s.first_causes {
-        eprintln!("gatehouse-loadgen: {} {kind} failures, the first: {cause}", s.errors.get(kind).unwrap_or(&0));
-    }
-    let mean_ms = if s.latencies_us.is_empty() {
-        0.0
-    } else {
-        s.latencies_us.iter().sum::<u64>() as f64 / s.latencies_us.len() as f64 / 1000.0
+    let measured = s.measured.report(elapsed, "");
+    let origin = match plan.origin {
+        Some(_) => format!(",\"origin\":{{{}}}", s.origin.report(elapsed, "node A: ")),
+        None => String::new(),
     };
-    let kinds: Vec<String> = s.errors.iter().map(|(k, v)| format!("\"{k}\":{v}")).collect();
-    let versions: Vec<String> = s.versions.keys().map(|v| format!("\"{v}\"")).collect();
-    println!(
-        "{{\"connections\":{},\"ok\":{},\"errors\":{errors},\"error_kinds\":{{{}}},\"resumed\":{},\"elapsed_s\":{elapsed:.3},\"conn_per_s\":{:.1},\"mean_ms\":{mean_ms:.3},\"p50_ms\":{:.3},\"p90_ms\":{:.3},\"p99_ms\":{:.3},\"handshake_p50_ms\":{:.3},\"versions\":[{}],\"names\":1}}",
-        s.started,
-        s.ok,
-        kinds.join(","),
-        s.resumed,
-        s.ok as f64 / elapsed.max(1e-9),
-        percentile_ms(&s.latencies_us, 0.5),
-        percentile_ms(&s.latencies_us, 0.9),
-        percentile_ms(&s.latencies_us, 0.99),
-        percentile_ms(&s.handshakes_us, 0.5),
-        versions.join(","),
-    );
-    if errors == 0 && s.ok == args.n {
+    println!("{{{measured},\"names\":1{origin}}}");
+    if s.measured.errors() == 0 && s.measured.ok == args.n {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE

@@ -1,6 +1,6 @@
 //! gatehouse-loadgen against the real gateway binary (built beside this test, as by
 //! `cargo test --workspace`): every connection a full handshake and one proxied request, or with
-//! `--resume` a resumed one, and a failed run reported as such.
+//! `--resume` or `--origin-port` a resumed one, and a failed run reported as such.
 
 use gatehouse_testkit::{metric_value, Backend, Gateway, TempDir};
 use gatehouse_tls::issue::{Algorithm, Authority};
@@ -62,6 +62,18 @@ fn every_connection_is_a_full_handshake_and_one_request() {
         assert_eq!(report["resumed"], 36, "TLS {tls} --resume: {report}");
         assert_eq!(handshakes(&gw, tls, "full", "none") - full0, 4.0, "TLS {tls} --resume: full handshakes");
         assert_eq!(handshakes(&gw, tls, "resumed", mechanism) - resumed0, 36.0, "TLS {tls} --resume: resumed");
+    }
+    // --origin-port (here node A is the same node): each A connection offers nothing and makes a
+    // full handshake, each B connection offers the session its A connection got.
+    for tls in ["1.3", "1.2"] {
+        let (full0, resumed0) = (handshakes(&gw, tls, "full", "none"), handshakes(&gw, tls, "resumed", "ticket"));
+        let (ok, report) = loadgen(&["--port", &port, "--origin-port", &port, "-n", "20", "-c", "4", "--tls", tls]);
+        assert!(ok, "TLS {tls} --origin-port: {report}");
+        assert_eq!((&report["ok"], &report["resumed"]), (&20.into(), &20.into()), "TLS {tls}: {report}");
+        let origin = &report["origin"];
+        assert_eq!((&origin["ok"], &origin["resumed"]), (&20.into(), &0.into()), "TLS {tls}: {report}");
+        assert_eq!(handshakes(&gw, tls, "full", "none") - full0, 20.0, "TLS {tls} --origin-port: full handshakes");
+        assert_eq!(handshakes(&gw, tls, "resumed", "ticket") - resumed0, 20.0, "TLS {tls} --origin-port: resumed");
     }
     // A status other than 2xx counts as a failure, and fails the run.
     backend.set_status(503);
