@@ -32,15 +32,17 @@
 #              ab -f TLS1.x, which spends ~4x a server's CPU per handshake (OpenSSL 3) and
 #              leaves the server under half busy from one client core.
 #   resume     RES_N connections, RES_CONNS in flight, each slot offering its previous
-#              session (client RES_CLIENT: gatehouse-loadgen --resume, or tls_load.py --resume); servers with tickets + session cache, session
-#              cache only, neither; plus full handshakes (no session offered); all with an
+#              session (client RES_CLIENT: gatehouse-loadgen --resume, or tls_load.py
+#              --resume); servers with tickets + session cache, session cache only,
+#              neither; plus full handshakes (no session offered); all with an
 #              ECDSA P-256 certificate, and TLS 1.2 full vs resumed (tickets + session cache)
 #              again with RSA-2048 (4 x RES_N connections), where a full handshake costs an RSA
 #              signature.  Each slot's first connection has no session to offer: a resumed
 #              run holds RES_CONNS full handshakes (the "resumed (client)" column).  Resumption is
 #              counted by the client (SSL_session_reused) and, on Gatehouse, by the metric.
-#   store      tls_load.py with SNI drawn at random among n0..n(STORE_COUNT-1).bench.test
-#              against a directory store of STORE_COUNT bundles (Gatehouse tls.store, HAProxy
+#   store      client STORE_CLIENT (gatehouse-loadgen or tls_load.py) with SNI drawn at
+#              random among n0..n(STORE_COUNT-1).bench.test against a directory store of
+#              STORE_COUNT bundles (Gatehouse tls.store, HAProxy
 #              `crt DIR/`, nginx `ssl_certificate $ssl_server_name` which reads the file on
 #              every handshake), first use and the same names again, vs one certificate and
 #              one name; also STORE_LAT_N connections one at a time (c=1) on one certificate
@@ -52,8 +54,9 @@
 #   reuseport  h2load --h1 -c RP_CONNS, 2 workers, reuse_port true vs false (nginx
 #              `listen ... reuseport` or not; HAProxy one `bind` per thread or one shared).
 #   cluster    two nodes of a server (A and B, both on CPU 0); client CLUSTER_CLIENT with
-#              --origin-port (gatehouse-loadgen or tls_load.py), CLUSTER_N pairs, CLUSTER_CONNS in flight: a connection to A makes a new session,
-#              then a connection to B offers it.  Gatehouse nodes share a redis-server (CPU 1):
+#              --origin-port (gatehouse-loadgen or tls_load.py), CLUSTER_N pairs,
+#              CLUSTER_CONNS in flight: a connection to A makes a new session, then a
+#              connection to B offers it.  Gatehouse nodes share a redis-server (CPU 1):
 #              (a) store off (tickets off, session_cache local), (b) Redis session store
 #              (tickets off, session_cache redis), (c) cluster tickets (tickets cluster,
 #              session_cache redis); nginx nodes (a) with a per-node session cache and (c)
@@ -95,7 +98,8 @@
 #   CLUSTER_N [4000/150; 1500 with tls_load], CLUSTER_CONNS [50; 10 with tls_load]
 #                         B connections per cluster run, pairs in flight
 #   CLUSTER_CLIENT [loadgen]  client of the cluster rows: loadgen (gatehouse-loadgen) or tls_load
-#   STORE_N [1000/200], STORE_CONNS [50]   connections per store run, in flight
+#   STORE_N [3000/200; 1000 with tls_load], STORE_CONNS [50]   connections per store run, in flight
+#   STORE_CLIENT [loadgen]  client of the store rows: loadgen (gatehouse-loadgen) or tls_load
 #   STORE_LAT_N [300/50]                   connections of the one-at-a-time store runs (0: none; <= STORE_N)
 #   STORE_COUNT [10000]                    certificates in the store
 #   STORE_HAPROXY [1/0]   1 = HAProxy in the store group too (it loads every certificate at
@@ -133,7 +137,8 @@ if [[ $CLUSTER_CLIENT == tls_load ]]; then
 else
 	CLUSTER_N=${CLUSTER_N:-$(pick 4000 150)} CLUSTER_CONNS=${CLUSTER_CONNS:-50}
 fi
-STORE_N=${STORE_N:-$(pick 1000 200)}
+STORE_CLIENT=${STORE_CLIENT:-loadgen}
+if [[ $STORE_CLIENT == tls_load ]]; then STORE_N=${STORE_N:-$(pick 1000 200)}; else STORE_N=${STORE_N:-$(pick 3000 200)}; fi
 STORE_CONNS=${STORE_CONNS:-50}
 STORE_LAT_N=${STORE_LAT_N:-$(pick 300 50)}
 STORE_COUNT=${STORE_COUNT:-10000}
@@ -170,6 +175,7 @@ WARMUP_MS=$(awk -v s="$WARMUP" 'BEGIN { printf "%dms", s * 1000 }') # h2load tak
 [[ $RES_CLIENT == loadgen || $RES_CLIENT == tls_load ]] || die "RES_CLIENT must be loadgen or tls_load (got '$RES_CLIENT')"
 [[ $CLUSTER_CLIENT == loadgen || $CLUSTER_CLIENT == tls_load ]] ||
 	die "CLUSTER_CLIENT must be loadgen or tls_load (got '$CLUSTER_CLIENT')"
+[[ $STORE_CLIENT == loadgen || $STORE_CLIENT == tls_load ]] || die "STORE_CLIENT must be loadgen or tls_load (got '$STORE_CLIENT')"
 ((HS_N >= HS_CONNS)) || die "HS_N ($HS_N) must be at least HS_CONNS ($HS_CONNS)"
 ((STORE_LAT_N <= STORE_N)) || die "STORE_LAT_N ($STORE_LAT_N) must be at most STORE_N ($STORE_N): its names must be loaded already"
 
@@ -207,7 +213,8 @@ PYTHON=$(python3 -c 'import sys; print(sys.executable)')
 GATEHOUSE_VERSION=
 want gatehouse && gatehouse_binary
 { { want_group handshake && [[ $HS_CLIENT == loadgen ]]; } || { want_group resume && [[ $RES_CLIENT == loadgen ]]; } ||
-	{ want_group cluster && [[ $CLUSTER_CLIENT == loadgen ]]; }; } && loadgen_binary
+	{ want_group cluster && [[ $CLUSTER_CLIENT == loadgen ]]; } || { want_group store && [[ $STORE_CLIENT == loadgen ]]; }; } &&
+	loadgen_binary
 
 # --------------------------------------------------- work dir, process cleanup
 make_workdir gatehouse-tls-bench
@@ -603,7 +610,7 @@ group_resume() {
 group_store() {
 	local t one="1 certificate, one name" many="$STORE_COUNT in store, random SNI"
 	local -a store_targets=() up_store=()
-	local hap_store=0 seed
+	local hap_store=0 seed LOAD_CLIENT=$STORE_CLIENT # load_case's client
 	for t in "${TARGET_LIST[@]}"; do
 		if [[ $t == haproxy ]] && ((!STORE_HAPROXY)); then
 			echo "- Store group: HAProxy not run with $STORE_COUNT certificates (STORE_HAPROXY=0; it loads every certificate at start, 30-45 s here)." >>"$NOTES"
@@ -715,7 +722,7 @@ group_reuseport() {
 }
 
 # Two nodes of one server, both on CPU 0: a session made on node A is offered to node B
-# (tls_load.py --origin-port: each measured connection to B offers the session that a
+# (--origin-port of the client: each measured connection to B offers the session that a
 # connection to A made just before in its slot, so a single-use TLS 1.3 ticket is never
 # offered twice).  The Gatehouse nodes share one redis-server on CPU 1 (with the load generator
 # and the backend), emptied before each mode.  Modes, order rotated per rep:
@@ -829,10 +836,10 @@ fi
 	printf -v vline '%s; ' "${versions[@]}"
 	echo "- Versions: ${vline%; }"
 	echo "- Source: git $git_rev"
-	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_REPS=$HS_REPS HS_CLIENT=$HS_CLIENT HS_N=$HS_N HS_CONNS=$HS_CONNS RES_CLIENT=$RES_CLIENT RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_CLIENT=$CLUSTER_CLIENT CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
+	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_REPS=$HS_REPS HS_CLIENT=$HS_CLIENT HS_N=$HS_N HS_CONNS=$HS_CONNS RES_CLIENT=$RES_CLIENT RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_CLIENT=$CLUSTER_CLIENT CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_CLIENT=$STORE_CLIENT STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
 	echo "- Layout: server under test alone on CPU 0 with one worker/thread (Gatehouse workers: 1, nginx worker_processes 1, HAProxy nbthread 1), terminating TLS and proxying over HTTP/1.1 keep-alive to a backend nginx serving static files; backend and load generator on CPU 1. Group 5 only: 2 workers, servers and h2load unpinned. Group 6: two nodes of a server both on CPU 0, redis-server on CPU 1. Target order rotated by one each rep."
 	echo "- Servers as deployed: Gatehouse tickets + session cache local; nginx ssl_session_cache shared:SSL:10m + tickets; HAProxy defaults (tickets, tune.ssl.cachesize 20000); all offer h2 and http/1.1 by ALPN. Certificates: one CA each (P-256, RSA-2048), bundles leaf + CA + key."
-	echo "- Columns: server CPU % = CPU time of the server's process tree (the scheduler's per-thread clock, /proc/*/task/*/schedstat; utime+stime ticks for a run in which one of its threads ended) / wall time (100 % = one core). Per server CPU-s = completed handshakes, connections or requests / server CPU-seconds (h2load rows: req/s over the measured phase / CPU share in it). Others' CPU % = /proc/stat busy time not used by server, backend or load generator; \"steal N % ⚠\" = the median hypervisor steal of the row's runs was above 5 % of a core (the VM lost CPU time: rates there are unreliable, per server CPU-s less affected). The load generator has one core (CPU 1, shared with the backend). gatehouse-loadgen (groups 1 and 2) spends less per handshake than a server, so the server under test runs near saturation there; where its CPU % stays well below 100 (a cheap server, resumed handshakes) and in the groups driven by tls_load.py (Python, OpenSSL), the rates are bounded by the client and an idle server's wake-ups weigh in its CPU per connection: compare per server CPU-s, and at like CPU %. Raw per-run numbers: bench/results/${RESULTS_CSV##*/}."
+	echo "- Columns: server CPU % = CPU time of the server's process tree (the scheduler's per-thread clock, /proc/*/task/*/schedstat; utime+stime ticks for a run in which one of its threads ended) / wall time (100 % = one core). Per server CPU-s = completed handshakes, connections or requests / server CPU-seconds (h2load rows: req/s over the measured phase / CPU share in it). Others' CPU % = /proc/stat busy time not used by server, backend or load generator; \"steal N % ⚠\" = the median hypervisor steal of the row's runs was above 5 % of a core (the VM lost CPU time: rates there are unreliable, per server CPU-s less affected). The load generator has one core (CPU 1, shared with the backend). gatehouse-loadgen (the client of groups 1, 2, 3 and 6 by default) spends less per handshake than a server, so the server under test runs near saturation there; where its CPU % stays well below 100 (a cheap server, resumed handshakes, two nodes sharing CPU 0) and with tls_load.py (Python, OpenSSL), the rates are bounded by the client and an idle server's wake-ups weigh in its CPU per connection: compare per server CPU-s, and at like CPU %. Raw per-run numbers: bench/results/${RESULTS_CSV##*/}."
 } >"$WORK/meta.md"
 
 update_args

@@ -28,7 +28,7 @@ STEAL_WARN_PCT = 5.0
 GROUPS = {
     "handshake": "1. Full handshakes: {client}, a new connection per request, no resumption",
     "resume": "2. Resumed vs full handshakes: {client}, session store on and off",
-    "store": "3. One certificate vs a 10,000-certificate store, SNI cycling: tls_load.py",
+    "store": "3. One certificate vs a 10,000-certificate store, SNI cycling: {client}",
     "h2": "4. HTTP/2 vs HTTP/1.1 over TLS, keep-alive: h2load",
     "reuseport": "5. reuse_port, 2 workers, both cores, TLS keep-alive: h2load --h1",
     "cluster": "6. Two nodes: a session made on node A resumed on node B (session store on vs off): {client}",

@@ -6,7 +6,10 @@
 //! the latest TLS 1.2 session (ticket or id), or an unused TLS 1.3 ticket (each is offered once);
 //! the report counts the handshakes the server resumed. With `--origin-port`, each measured
 //! connection is preceded in its slot by one to that port (node A) that offers no session, and
-//! offers the session A gave: sessions made on one node, resumed on another. `-c` connections are in flight at once
+//! offers the session A gave: sessions made on one node, resumed on another. With
+//! `--sni-pattern`, each connection sends a name drawn at random (seeded) from a pattern, for a
+//! server holding many certificates; `--check-name` fails a connection whose certificate does not
+//! carry the name sent. `-c` connections are in flight at once
 //! on one thread, `-n` connections in all, bounded by `--max-seconds`.
 //!
 //! Why it exists: a handshake costs a client about as much CPU as a server, and `ab` (OpenSSL 3)
@@ -37,7 +40,7 @@ use rustls::crypto::aws_lc_rs::{cipher_suite, kx_group};
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{ClientConfig, ClientConnection, DigitallySignedStruct, SignatureScheme};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, SocketAddr};
@@ -69,9 +72,22 @@ struct Args {
     /// The one TLS version to offer (1.2 or 1.3); both when absent.
     #[arg(long, value_parser = ["1.2", "1.3"])]
     tls: Option<String>,
-    /// Server name to send; by default none (the address is an IP).
-    #[arg(long)]
+    /// Server name to send (and the Host header); by default none (the address is an IP).
+    #[arg(long, conflicts_with = "sni_pattern")]
     sni: Option<String>,
+    /// A server name per connection: the pattern with `{}` replaced by a number drawn at random
+    /// in 0..`--sni-count` (the same numbers in the same order for the same `--seed`).
+    #[arg(long, requires = "sni_count")]
+    sni_pattern: Option<String>,
+    /// How many names `--sni-pattern` draws from.
+    #[arg(long)]
+    sni_count: Option<u64>,
+    /// Seed of the draws of `--sni-pattern`.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Fail a connection (wrong_certificate) whose certificate does not carry the name sent.
+    #[arg(long)]
+    check_name: bool,
     /// No connection starts after this many seconds.
     #[arg(long, default_value_t = 60.0)]
     max_seconds: f64,
@@ -253,19 +269,26 @@ struct Buffers {
     out: Vec<u8>,
 }
 
+/// The name a connection sends and the request it makes.
+struct Target {
+    name: ServerName<'static>,
+    request: Vec<u8>,
+    /// With `--check-name`: bytes the served leaf certificate must contain.
+    check: Option<Vec<u8>>,
+}
+
 async fn connection(
     addr: SocketAddr,
     config: &Arc<ClientConfig>,
-    name: &ServerName<'static>,
-    request: &[u8],
+    target: &Target,
     bufs: &mut Buffers,
 ) -> Result<Done, Failure> {
     let t0 = Instant::now();
     let mut tcp = TcpStream::connect(addr).await.map_err(fail("connect"))?;
     tcp.set_nodelay(true).map_err(fail("connect"))?;
-    let mut tls = ClientConnection::new(config.clone(), name.clone()).map_err(fail("tls"))?;
+    let mut tls = ClientConnection::new(config.clone(), target.name.clone()).map_err(fail("tls"))?;
     // Buffered by rustls until the handshake completes, then sent with the client's Finished.
-    tls.writer().write_all(request).map_err(fail("tls"))?;
+    tls.writer().write_all(&target.request).map_err(fail("tls"))?;
     let mut handshake = None;
     let mut response = Response::default();
     let mut eof = false;
@@ -279,6 +302,12 @@ async fn connection(
         }
         if handshake.is_none() && !tls.is_handshaking() {
             handshake = Some(t0.elapsed());
+            if let Some(name) = &target.check {
+                let leaf = tls.peer_certificates().and_then(|c| c.first()).map(|c| c.as_ref()).unwrap_or_default();
+                if !leaf.windows(name.len()).any(|w| w == name.as_slice()) {
+                    return Err("wrong_certificate".into());
+                }
+            }
         }
         loop {
             match tls.reader().read(&mut bufs.plain) {
@@ -432,11 +461,49 @@ struct Plan {
     origin: Option<SocketAddr>,
     config: Arc<ClientConfig>,
     resume: bool,
-    name: ServerName<'static>,
-    request: Vec<u8>,
+    names: Names,
+    path: String,
+    check_name: bool,
     n: u64,
     stop_starting: Instant,
     timeout: Duration,
+}
+
+/// The server names connections send.
+enum Names {
+    /// One name (or none, for an IP address: `host` is then the Host header).
+    One { name: ServerName<'static>, host: String },
+    /// `pattern` with `{}` replaced by a number drawn in 0..`count`.
+    Drawn { pattern: String, count: u64, state: Cell<u64> },
+}
+
+impl Plan {
+    /// The target of the next connection.
+    fn target(&self) -> Result<Target, Failure> {
+        let (name, host) = match &self.names {
+            Names::One { name, host } => (name.clone(), host.clone()),
+            Names::Drawn { pattern, count, state } => {
+                let host = pattern.replacen("{}", &(next_random(state) % count).to_string(), 1);
+                (ServerName::try_from(host.clone()).map_err(fail("bad_name"))?, host)
+            }
+        };
+        let request = format!(
+            "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: gatehouse-loadgen\r\nConnection: close\r\n\r\n",
+            self.path
+        );
+        let check = self.check_name.then(|| host.into_bytes());
+        Ok(Target { name, request: request.into_bytes(), check })
+    }
+}
+
+/// xorshift64*: the draws of `--sni-pattern`, the same for the same seed.
+fn next_random(state: &Cell<u64>) -> u64 {
+    let mut x = state.get();
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    state.set(x);
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
 }
 
 /// One connection slot: connections one after another until `n` have begun in all slots.
@@ -451,21 +518,24 @@ async fn slot(plan: Rc<Plan>, stats: Rc<RefCell<Stats>>) {
             }
             s.measured.started += 1;
         }
+        let target = match plan.target() {
+            Ok(t) => t,
+            Err(f) => {
+                stats.borrow_mut().measured.record(Ok(Err(f)));
+                continue;
+            }
+        };
         if let Some(origin) = plan.origin {
             // A fresh store: the A connection offers nothing, and B offers the session A got.
             config = for_one_slot(&plan.config, true);
             stats.borrow_mut().origin.started += 1;
-            let a =
-                tokio::time::timeout(plan.timeout, connection(origin, &config, &plan.name, &plan.request, &mut bufs))
-                    .await;
+            let a = tokio::time::timeout(plan.timeout, connection(origin, &config, &target, &mut bufs)).await;
             if !stats.borrow_mut().origin.record(a) {
                 stats.borrow_mut().measured.record(Ok(Err("origin_failed".into())));
                 continue;
             }
         }
-        let result =
-            tokio::time::timeout(plan.timeout, connection(plan.addr, &config, &plan.name, &plan.request, &mut bufs))
-                .await;
+        let result = tokio::time::timeout(plan.timeout, connection(plan.addr, &config, &target, &mut bufs)).await;
         stats.borrow_mut().measured.record(result);
     }
 }
@@ -483,20 +553,30 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let name: ServerName<'static> = match &args.sni {
-        Some(sni) => match ServerName::try_from(sni.clone()) {
-            Ok(n) => n,
+    let names = match (&args.sni, &args.sni_pattern, args.sni_count) {
+        (_, Some(pattern), Some(count)) if count >= 1 && pattern.contains("{}") => {
+            // A zero state would stay zero.
+            Names::Drawn { pattern: pattern.clone(), count, state: Cell::new(args.seed.max(1)) }
+        }
+        (_, Some(_), _) => {
+            eprintln!("gatehouse-loadgen: --sni-pattern needs a {{}} and --sni-count at least 1");
+            return ExitCode::from(2);
+        }
+        (Some(sni), None, _) => match ServerName::try_from(sni.clone()) {
+            Ok(name) => Names::One { name, host: sni.clone() },
             Err(e) => {
                 eprintln!("gatehouse-loadgen: --sni {sni}: {e}");
                 return ExitCode::from(2);
             }
         },
-        None => ServerName::IpAddress(args.host.into()),
+        (None, None, _) => Names::One {
+            name: ServerName::IpAddress(args.host.into()),
+            host: SocketAddr::new(args.host, args.port).to_string(),
+        },
     };
-    let host = match (&args.sni, args.host) {
-        (Some(s), _) => s.clone(),
-        (None, IpAddr::V6(a)) => format!("[{a}]:{}", args.port),
-        (None, IpAddr::V4(a)) => format!("{a}:{}", args.port),
+    let names_count = match &names {
+        Names::Drawn { count, .. } => *count,
+        Names::One { .. } => 1,
     };
     let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(r) => r,
@@ -511,12 +591,9 @@ fn main() -> ExitCode {
         origin: args.origin_port.map(|p| SocketAddr::new(args.host, p)),
         config,
         resume: args.resume,
-        name,
-        request: format!(
-            "GET {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: gatehouse-loadgen\r\nConnection: close\r\n\r\n",
-            args.path
-        )
-        .into_bytes(),
+        names,
+        path: args.path.clone(),
+        check_name: args.check_name,
         n: args.n,
         stop_starting: t0 + Duration::from_secs_f64(args.max_seconds.max(0.0)),
         timeout: Duration::from_secs_f64(args.timeout.max(0.001)),
@@ -534,7 +611,7 @@ fn main() -> ExitCode {
         Some(_) => format!(",\"origin\":{{{}}}", s.origin.report(elapsed, "node A: ")),
         None => String::new(),
     };
-    println!("{{{measured},\"names\":1{origin}}}");
+    println!("{{{measured},\"names\":{names_count}{origin}}}");
     if s.measured.errors() == 0 && s.measured.ok == args.n {
         ExitCode::SUCCESS
     } else {

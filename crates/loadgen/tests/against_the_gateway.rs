@@ -1,6 +1,7 @@
 //! gatehouse-loadgen against the real gateway binary (built beside this test, as by
 //! `cargo test --workspace`): every connection a full handshake and one proxied request, or with
-//! `--resume` or `--origin-port` a resumed one, and a failed run reported as such.
+//! `--resume` or `--origin-port` a resumed one; the name served checked; and a failed run
+//! reported as such.
 
 use gatehouse_testkit::{metric_value, Backend, Gateway, TempDir};
 use gatehouse_tls::issue::{Algorithm, Authority};
@@ -75,6 +76,16 @@ fn every_connection_is_a_full_handshake_and_one_request() {
         assert_eq!(handshakes(&gw, tls, "full", "none") - full0, 20.0, "TLS {tls} --origin-port: full handshakes");
         assert_eq!(handshakes(&gw, tls, "resumed", "ticket") - resumed0, 20.0, "TLS {tls} --origin-port: resumed");
     }
+    // --check-name: the certificate served must carry the name sent. bench.test does; the names
+    // drawn from n{}.bench.test get the default certificate, which carries none of them.
+    let (ok, report) = loadgen(&["--port", &port, "-n", "6", "-c", "2", "--sni", "bench.test", "--check-name"]);
+    assert!(ok, "{report}");
+    let drawn = ["--port", &port, "-n", "6", "-c", "2", "--sni-pattern", "n{}.bench.test", "--sni-count", "100"];
+    let (ok, report) = loadgen(&[&drawn[..], &["--check-name"]].concat());
+    assert!(!ok, "{report}");
+    assert_eq!((&report["error_kinds"]["wrong_certificate"], &report["names"]), (&6.into(), &100.into()), "{report}");
+    let (ok, report) = loadgen(&drawn);
+    assert!(ok, "without --check-name: {report}");
     // A status other than 2xx counts as a failure, and fails the run.
     backend.set_status(503);
     let (ok, report) = loadgen(&["--port", &port, "-n", "5", "-c", "2"]);
