@@ -541,34 +541,31 @@ async fn slot(plan: Rc<Plan>, stats: Rc<RefCell<Stats>>) {
 }
 
 fn main() -> ExitCode {
-    let args = Args::parse();
-    if args.c == 0 || args.n == 0 {
-        eprintln!("gatehouse-loadgen: -n and -c must be at least 1");
-        return ExitCode::from(2);
-    }
-    let config = match client_config(args.tls.as_deref()) {
-        Ok(c) => c,
-        Err(e) => {
-            eprintln!("gatehouse-loadgen: {e}");
-            return ExitCode::from(2);
+    match run(Args::parse()) {
+        Ok(code) => code,
+        Err(usage) => {
+            eprintln!("gatehouse-loadgen: {usage}");
+            ExitCode::from(2)
         }
-    };
+    }
+}
+
+/// Runs the load; an error is a usage or set-up error (exit code 2), before any connection.
+fn run(args: Args) -> Result<ExitCode, String> {
+    if args.c == 0 || args.n == 0 {
+        return Err("-n and -c must be at least 1".into());
+    }
+    let config = client_config(args.tls.as_deref()).map_err(|e| e.to_string())?;
     let names = match (&args.sni, &args.sni_pattern, args.sni_count) {
         (_, Some(pattern), Some(count)) if count >= 1 && pattern.contains("{}") => {
             // A zero state would stay zero.
             Names::Drawn { pattern: pattern.clone(), count, state: Cell::new(args.seed.max(1)) }
         }
-        (_, Some(_), _) => {
-            eprintln!("gatehouse-loadgen: --sni-pattern needs a {{}} and --sni-count at least 1");
-            return ExitCode::from(2);
+        (_, Some(_), _) => return Err("--sni-pattern needs a {} and --sni-count at least 1".into()),
+        (Some(sni), None, _) => {
+            let name = ServerName::try_from(sni.clone()).map_err(|e| format!("--sni {sni}: {e}"))?;
+            Names::One { name, host: sni.clone() }
         }
-        (Some(sni), None, _) => match ServerName::try_from(sni.clone()) {
-            Ok(name) => Names::One { name, host: sni.clone() },
-            Err(e) => {
-                eprintln!("gatehouse-loadgen: --sni {sni}: {e}");
-                return ExitCode::from(2);
-            }
-        },
         (None, None, _) => Names::One {
             name: ServerName::IpAddress(args.host.into()),
             host: SocketAddr::new(args.host, args.port).to_string(),
@@ -578,13 +575,7 @@ fn main() -> ExitCode {
         Names::Drawn { count, .. } => *count,
         Names::One { .. } => 1,
     };
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("gatehouse-loadgen: {e}");
-            return ExitCode::from(2);
-        }
-    };
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     let t0 = Instant::now();
     let plan = Rc::new(Plan {
         addr: SocketAddr::new(args.host, args.port),
@@ -612,11 +603,7 @@ fn main() -> ExitCode {
         None => String::new(),
     };
     println!("{{{measured},\"names\":{names_count}{origin}}}");
-    if s.measured.errors() == 0 && s.measured.ok == args.n {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
-    }
+    Ok(if s.measured.errors() == 0 && s.measured.ok == args.n { ExitCode::SUCCESS } else { ExitCode::FAILURE })
 }
 
 #[cfg(test)]
