@@ -172,10 +172,9 @@ WARMUP_MS=$(awk -v s="$WARMUP" 'BEGIN { printf "%dms", s * 1000 }') # h2load tak
 ((REPS >= 1 && HS_REPS >= 1 && HS_N >= 1 && RES_N >= 1 && CLUSTER_N >= 1 && STORE_N >= 1 && STORE_COUNT >= 1 && DURATION >= 1)) ||
 	die "REPS, HS_REPS, HS_N, RES_N, CLUSTER_N, STORE_N, STORE_COUNT and DURATION must be at least 1"
 [[ $HS_CLIENT == loadgen || $HS_CLIENT == ab ]] || die "HS_CLIENT must be loadgen or ab (got '$HS_CLIENT')"
-[[ $RES_CLIENT == loadgen || $RES_CLIENT == tls_load ]] || die "RES_CLIENT must be loadgen or tls_load (got '$RES_CLIENT')"
-[[ $CLUSTER_CLIENT == loadgen || $CLUSTER_CLIENT == tls_load ]] ||
-	die "CLUSTER_CLIENT must be loadgen or tls_load (got '$CLUSTER_CLIENT')"
-[[ $STORE_CLIENT == loadgen || $STORE_CLIENT == tls_load ]] || die "STORE_CLIENT must be loadgen or tls_load (got '$STORE_CLIENT')"
+for v in RES_CLIENT CLUSTER_CLIENT STORE_CLIENT; do
+	[[ ${!v} == loadgen || ${!v} == tls_load ]] || die "$v must be loadgen or tls_load (got '${!v}')"
+done
 ((HS_N >= HS_CONNS)) || die "HS_N ($HS_N) must be at least HS_CONNS ($HS_CONNS)"
 ((STORE_LAT_N <= STORE_N)) || die "STORE_LAT_N ($STORE_LAT_N) must be at most STORE_N ($STORE_N): its names must be loaded already"
 
@@ -553,8 +552,7 @@ group_handshake() {
 				for t in "${REPLY_TARGETS[@]}"; do
 					if [[ $HS_CLIENT == loadgen ]]; then
 						# It offers the same suites as ab -Z here (ECDHE AES-128-GCM for TLS 1.2).
-						run_case handshake "$label · TLS $v" "$cert" "$t" loadgen 1 0 \
-							"$LOADGEN_BIN" --port "${PORT[$t]}" --path /test.html -n "$HS_N" -c "$HS_CONNS" --tls "$v"
+						LOAD_CLIENT=loadgen load_case handshake "$label · TLS $v" "$cert" "$t" "$HS_N" "$HS_CONNS" --tls "$v"
 					else
 						run_case handshake "$label · TLS $v" "$cert" "$t" ab 1 0 \
 							ab -n "$HS_N" -c "$HS_CONNS" -f "TLS$v" "${cipher[@]}" "https://127.0.0.1:${PORT[$t]}/test.html"
@@ -812,10 +810,8 @@ results_csv "$CSV" "${RESULTS_CSV##*/}"
 versions=("$(nginx -v 2>&1 | sed 's/^nginx version: //')")
 want haproxy && versions+=("$(haproxy -v 2>/dev/null | sed -n '1 { s/ - https.*//; s/ *$//; p }')")
 versions+=("$(openssl version | awk '{ print $1, $2 }') (nginx, HAProxy, clients)")
-if want_group handshake; then
-	if [[ $HS_CLIENT == ab ]]; then
-		versions+=("$(ab -V 2>&1 | sed -n '1 { s/^This is //; s/, Version/ Version/; s/ <.*//; p }')")
-	fi
+if want_group handshake && [[ $HS_CLIENT == ab ]]; then
+	versions+=("$(ab -V 2>&1 | sed -n '1 { s/^This is //; s/, Version/ Version/; s/ <.*//; p }')")
 fi
 [[ -n ${LOADGEN_BIN:-} ]] && versions+=("$("$LOADGEN_BIN" --version) (rustls, aws-lc-rs)")
 { want_group h2 || want_group reuseport; } && versions+=("$(h2load --version 2>&1 | sed -n 1p)")
