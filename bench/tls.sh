@@ -329,6 +329,7 @@ $(nginx_temp_paths "$dir")
             proxy_pass http://backend;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+$(nginx_forwarding "            ")
         }
     }
 }
@@ -835,6 +836,7 @@ fi
 	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS HS_REPS=$HS_REPS HS_CLIENT=$HS_CLIENT HS_N=$HS_N HS_CONNS=$HS_CONNS RES_CLIENT=$RES_CLIENT RES_N=$RES_N RES_CONNS=$RES_CONNS CLUSTER_CLIENT=$CLUSTER_CLIENT CLUSTER_N=$CLUSTER_N CLUSTER_CONNS=$CLUSTER_CONNS STORE_CLIENT=$STORE_CLIENT STORE_N=$STORE_N STORE_CONNS=$STORE_CONNS STORE_LAT_N=$STORE_LAT_N STORE_COUNT=$STORE_COUNT STORE_HAPROXY=$STORE_HAPROXY DURATION=${DURATION}s WARMUP=${WARMUP}s H2_CONNS=$H2_CONNS H2_STREAMS=$H2_STREAMS RP_CONNS=$RP_CONNS"
 	echo "- Layout: server under test alone on CPU 0 with one worker/thread (Gatehouse workers: 1, nginx worker_processes 1, HAProxy nbthread 1), terminating TLS and proxying over HTTP/1.1 keep-alive to a backend nginx serving static files; backend and load generator on CPU 1. Group 5 only: 2 workers, servers and h2load unpinned. Group 6: two nodes of a server both on CPU 0, redis-server on CPU 1. Target order rotated by one each rep."
 	echo "- Servers as deployed: Gatehouse tickets + session cache local; nginx ssl_session_cache shared:SSL:10m + tickets; HAProxy defaults (tickets, tune.ssl.cachesize 20000); all offer h2 and http/1.1 by ALPN. Certificates: one CA each (P-256, RSA-2048), bundles leaf + CA + key."
+	echo "$SAME_HEADERS_NOTE"
 	echo "- Columns: server CPU % = CPU time of the server's process tree (the scheduler's per-thread clock, /proc/*/task/*/schedstat; utime+stime ticks for a run in which one of its threads ended) / wall time (100 % = one core). Per server CPU-s = completed handshakes, connections or requests / server CPU-seconds (h2load rows: req/s over the measured phase / CPU share in it). Others' CPU % = /proc/stat busy time not used by server, backend or load generator; \"steal N % ⚠\" = the median hypervisor steal of the row's runs was above 5 % of a core (the VM lost CPU time: rates there are unreliable, per server CPU-s less affected). The load generator has one core (CPU 1, shared with the backend). gatehouse-loadgen (the client of groups 1, 2, 3 and 6 by default) spends less per handshake than a server, so the server under test runs near saturation there; where its CPU % stays well below 100 (a cheap server, resumed handshakes, two nodes sharing CPU 0) and with tls_load.py (Python, OpenSSL), the rates are bounded by the client and an idle server's wake-ups weigh in its CPU per connection: compare per server CPU-s, and at like CPU %. Raw per-run numbers: bench/results/${RESULTS_CSV##*/}."
 } >"$WORK/meta.md"
 

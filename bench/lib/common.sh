@@ -232,6 +232,23 @@ nginx_temp_paths() { # nginx_temp_paths DIR
 EOF
 }
 
+# The request headers every proxy under test adds, so that each does the same work per request:
+# Gatehouse's defaults (forwarding: X-Forwarded-For, X-Real-IP, X-Forwarded-Proto, and a request id
+# sent upstream and echoed to the client), written as an nginx or HAProxy operator would.
+nginx_forwarding() { # nginx_forwarding INDENT -> the location lines
+	local i=$1
+	cat <<EOF
+${i}proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+${i}proxy_set_header X-Real-IP \$remote_addr;
+${i}proxy_set_header X-Forwarded-Proto \$scheme;
+${i}proxy_set_header X-Request-Id \$request_id;
+${i}add_header X-Request-Id \$request_id always;
+EOF
+}
+
+# One line for the reports: what nginx_forwarding and haproxy_cfg set up.
+SAME_HEADERS_NOTE='- Same work per request: every proxy adds X-Forwarded-For, X-Real-IP, X-Forwarded-Proto and an X-Request-Id sent upstream and echoed to the client (Gatehouse'"'"'s defaults; nginx `proxy_set_header` and `add_header ... always` with `$request_id`; HAProxy `option forwardfor`, `http-request set-header`, `unique-id-header`).'
+
 # nginx_proxy_conf DIR LISTEN_PORT BACKEND_PORT [WORKERS] [SERVER_LINES] -> nginx.conf of a reverse
 # proxy (1 worker by default); SERVER_LINES (more listen sockets, certificates, timeouts that
 # override the http-level ones, locations) go into its server block.
@@ -255,6 +272,7 @@ $(nginx_temp_paths "$1")
             proxy_pass http://backend;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
+$(nginx_forwarding "            ")
         }
 ${5:-}
     }
@@ -278,7 +296,13 @@ defaults
     timeout http-keep-alive 60s
 
 frontend fe
-${2}    default_backend be
+${2}    option forwardfor
+    http-request set-header X-Real-IP %[src]
+    http-request set-header X-Forwarded-Proto %[ssl_fc,iif(https,http)]
+    unique-id-format %[uuid()]
+    unique-id-header X-Request-Id
+    http-after-response set-header X-Request-Id %[unique-id]
+    default_backend be
 
 backend be
     http-reuse always

@@ -313,6 +313,10 @@ def section(docs, meta, charts_rel):
                 "with one worker (Gatehouse `workers: 1`, nginx `worker_processes 1`, HAProxy `nbthread 1`); "
                 "the backend (nginx, 1 worker, static files) and the load generator share CPU 0. The target "
                 "order is rotated by one each rep, so no server always runs first.",
+                "- Same work per request: every proxy adds X-Forwarded-For, X-Real-IP, X-Forwarded-Proto and an "
+                "X-Request-Id sent upstream and echoed to the client (Gatehouse's defaults; nginx `proxy_set_header` "
+                "and `add_header ... always` with `$request_id`; HAProxy `option forwardfor`, `http-request "
+                "set-header`, `unique-id-header`).",
                 "- Each point runs " + str(meta.get("reps", 3)) + " times: tables show the median, (min–max, "
                 "runs); ratios are Gatehouse / peer from the medians of the same run, oriented so that "
                 "**> 1 means Gatehouse is better** (faster, cheaper or lower latency); \"within noise\" means "

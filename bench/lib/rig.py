@@ -25,6 +25,18 @@ class BenchError(Exception):
     """A set-up step failed: the message says which and why."""
 
 
+# The request headers every proxy under test adds, so that each does the same work per request:
+# Gatehouse's defaults (forwarding: X-Forwarded-For, X-Real-IP, X-Forwarded-Proto, and a request id
+# sent upstream and echoed to the client), written as an nginx or HAProxy operator would.
+NGINX_FORWARDING = ("proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; "
+                    "proxy_set_header X-Real-IP $remote_addr; proxy_set_header X-Forwarded-Proto $scheme; "
+                    "proxy_set_header X-Request-Id $request_id; add_header X-Request-Id $request_id always;")
+HAPROXY_FORWARDING = ("    option forwardfor\n    http-request set-header X-Real-IP %[src]\n"
+                      "    http-request set-header X-Forwarded-Proto %[ssl_fc,iif(https,http)]\n"
+                      "    unique-id-format %[uuid()]\n    unique-id-header X-Request-Id\n"
+                      "    http-after-response set-header X-Request-Id %[unique-id]\n")
+
+
 def free_ports(n):
     """N distinct loopback ports the kernel reports free (bound at once, then released)."""
     socks = []
@@ -325,7 +337,7 @@ class Rig:
             listen += f" backlog=4096{' reuseport' if reuseport else ''};\n        {cert}"
         else:
             listen += f" backlog=4096{' reuseport' if reuseport else ''};"
-        proxy = "proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\";"
+        proxy = "proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; " + NGINX_FORWARDING
         locs = "".join(f"        location /r{i}/ {{ {proxy} }}\n" for i in range(routes))
         conf = (self.nginx_head(d, workers, events) + tls
                 + f"    upstream backend {{ server 127.0.0.1:{backend_port}; keepalive 2048;"
@@ -365,7 +377,7 @@ class Rig:
                "defaults\n    mode http\n    option http-keep-alive\n    timeout connect 5s\n"
                "    timeout client 60s\n    timeout server 60s\n    timeout http-request 10s\n"
                "    timeout http-keep-alive 60s\n"
-               f"frontend fe\n{binds}{use}backend be\n    http-reuse always\n"
+               f"frontend fe\n{binds}{HAPROXY_FORWARDING}{use}backend be\n    http-reuse always\n"
                f"    server backend 127.0.0.1:{backend_port}\n")
         path = os.path.join(d, "haproxy.cfg")
         with open(path, "w") as f:
