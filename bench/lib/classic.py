@@ -54,10 +54,10 @@ PROFILES = {
                                   (False, 100, 100), (False, 1000, 10)],
                       "10k.html": [(True, 100, 1), (False, 100, 10)]},
         "h2_dur": 1.0,
-        "session_n": 600, "session_versions": ["1.2", "1.3"],
+        "session_n": 3000, "session_conns": 50, "session_versions": ["1.2", "1.3"],
         "gateway_n": 1000000, "gateway_targets": ["direct", "gatehouse-gateway", "nginx", "haproxy"],
         "routes": [1, 100, 10000], "routes_dur": 2,
-        "certs": [1, 1000, 10000, 100000], "certs_n": 600, "haproxy_max_certs": 10000,
+        "certs": [1, 1000, 10000, 100000], "certs_n": 3000, "haproxy_max_certs": 10000,
         "conns": [100, 1000, 10000], "conns_dur": 3,
         "memory": [2500, 5000, 10000], "haproxy_max_idle": 5000,
     },
@@ -66,10 +66,10 @@ PROFILES = {
         "access_points": [(2000, 50, False), (20000, 50, True)],
         "reuse_conc": [200], "reuse_dur": 2,
         "h2_points": {"5k.html": [(True, 100, 1), (False, 100, 10)]}, "h2_dur": 1.5,
-        "session_n": 300, "session_versions": ["1.3"],
+        "session_n": 600, "session_conns": 50, "session_versions": ["1.3"],
         "gateway_n": 100000, "gateway_targets": ["direct", "gatehouse-gateway", "nginx", "haproxy"],
         "routes": [1, 10000], "routes_dur": 2,
-        "certs": [1000], "certs_n": 300, "haproxy_max_certs": 1000,
+        "certs": [1000], "certs_n": 600, "haproxy_max_certs": 1000,
         "conns": [1000], "conns_dur": 2,
         "memory": [2000], "haproxy_max_idle": 2000,
     },
@@ -271,8 +271,9 @@ def exp_session(rig, prof, rec):
     rec.doc["setup"] = {
         "nodes": "two nodes of each server, both on CPU 1, one worker each; redis-server, the backend and "
                  "the client on CPU 0",
-        "client": "tls_load.py: each measured connection to node B offers the session a connection to node "
-                  "A made just before (10 such pairs in flight); one GET of 600.html per connection",
+        "client": f"{loadgen.tls_client_name()}: each measured connection to node B offers the session a "
+                  f"connection to node A made just before ({prof['session_conns']} such pairs in flight); one GET "
+                  "of 600.html per connection",
         "store off": "Gatehouse tickets off + local session cache; nginx tickets off + shared:SSL cache; "
                      "HAProxy no-tls-tickets + its cache (every cache is per node)",
         "shared tickets": "Gatehouse `tickets: cluster` (ticket keys rotated and shared through Redis) + "
@@ -302,7 +303,7 @@ def exp_session(rig, prof, rec):
                                                           "--path", "/600.html"])
             for rep in range(1, prof["reps"] + 1):
                 res = measured({"server": b, "node_a": a, "backend": backend, "redis": redis},
-                               lambda: loadgen.tls_load(b.port, prof["session_n"], 10, cpu=0, extra=[
+                               lambda: loadgen.tls_load(b.port, prof["session_n"], prof["session_conns"], cpu=0, extra=[
                                    "--origin-port", str(a.port), "--tls", tls, "--path", "/600.html"]))
                 res["resumed_pct"] = round(100.0 * res.get("resumed", 0) / max(res.get("requests", 0), 1), 1)
                 rec.add(point, target, rep, res)
@@ -399,7 +400,7 @@ def exp_certs(rig, prof, rec):
                  "(an index of names at start, a certificate loaded on its first handshake), nginx "
                  "`ssl_certificate $ssl_server_name`-style map (the file read on every handshake), HAProxy "
                  "`crt DIR/` (every certificate loaded at start)",
-        "load": "tls_load.py on CPU 0: a new connection per request, SNI drawn at random among the N names, "
+        "load": f"{loadgen.tls_client_name()} on CPU 0: a new connection per request, SNI drawn at random among the N names, "
                 "full handshakes (no session offered), the served leaf checked against the name",
         "startup": "ready = from exec to the first name served with its certificate; RSS after start"}
     for n in prof["certs"]:
