@@ -58,7 +58,7 @@ PROFILES = {
         "gateway_n": 1000000, "gateway_targets": ["direct", "gatehouse-gateway", "nginx", "haproxy"],
         "routes": [1, 100, 10000], "routes_dur": 2,
         "certs": [1, 1000, 10000, 100000], "certs_n": 3000, "haproxy_max_certs": 10000,
-        "conns": [100, 1000, 10000], "conns_dur": 3,
+        "conns": [100, 1000, 10000], "conns_dur": 3, "conns_reps": 5,
         "memory": [2500, 5000, 10000], "haproxy_max_idle": 5000,
     },
     "quick": {
@@ -70,7 +70,7 @@ PROFILES = {
         "gateway_n": 100000, "gateway_targets": ["direct", "gatehouse-gateway", "nginx", "haproxy"],
         "routes": [1, 10000], "routes_dur": 2,
         "certs": [1000], "certs_n": 600, "haproxy_max_certs": 1000,
-        "conns": [1000], "conns_dur": 2,
+        "conns": [1000], "conns_dur": 2, "conns_reps": 1,
         "memory": [2000], "haproxy_max_idle": 2000,
     },
 }
@@ -314,25 +314,31 @@ def exp_session(rig, prof, rec):
 def exp_gateway(rig, prof, rec):
     backend = rig.backend(cpu=0)
     gh = rig.gatehouse(backend.port, cpu=1, gateway=True, app_key=KEY)
-    ng = rig.nginx_proxy(backend.port, cpu=1)
-    hp = rig.haproxy(backend.port, cpu=1)
+    ng = rig.nginx_proxy(backend.port, cpu=1, gateway_key=KEY)
+    hp = rig.haproxy(backend.port, cpu=1, gateway_key=KEY)
     urls = {
         "direct": (backend, f"http://127.0.0.1:{backend.port}/600.html"),
         "gatehouse-gateway": (gh, f"http://127.0.0.1:{gh.port}/svc/~{KEY}/600.html"),
         "gatehouse-bare": (gh, f"http://127.0.0.1:{gh.port}/600.html"),
-        "nginx": (ng, f"http://127.0.0.1:{ng.port}/600.html"),
-        "haproxy": (hp, f"http://127.0.0.1:{hp.port}/600.html"),
+        "nginx": (ng, f"http://127.0.0.1:{ng.port}/svc/~{KEY}/600.html"),
+        "haproxy": (hp, f"http://127.0.0.1:{hp.port}/svc/~{KEY}/600.html"),
     }
     for t, (p, url) in urls.items():
         expect(p, url, 600)
-    for bad in (f"http://127.0.0.1:{gh.port}/svc/600.html", f"http://127.0.0.1:{gh.port}/svc/~WRONG/600.html"):
-        status, _ = http_get(bad)
-        if status != 401:
-            raise BenchError(f"the gateway answered {status} to {bad} (want 401)")
+    for p in (gh, ng, hp):
+        for bad in (f"http://127.0.0.1:{p.port}/svc/600.html", f"http://127.0.0.1:{p.port}/svc/~WRONG/600.html"):
+            status, _ = http_get(bad)
+            if status != 401:
+                raise BenchError(f"{p.name} answered {status} to {bad} (want 401)")
     rec.doc["setup"] = {
         "gateway": "service /svc: app key in the path (/svc/~KEY/600.html, stripped before forwarding), an "
                    "ACL (GET, HEAD on /**), a plan with a local rate limit (1,000,000/s: counts every "
                    "request, refuses none), a request header set and a response header removed",
+        "nginx and HAProxy": "the same service in their own configuration, the same URL: nginx a `map` of "
+                             "the key, `limit_except GET`, `limit_req` (1,000,000 r/s on the key), `rewrite`, "
+                             "`proxy_set_header`, `proxy_hide_header`; HAProxy `path_reg` and `METH_GET` ACLs "
+                             "with `http-request deny`, a stick table's `http_req_rate`, `set-path` with "
+                             "`regsub`, `set-header`, `http-response del-header` (bench/lib/rig.py)",
         "bare": "the same Gatehouse, a plain site route /", "load": "ab -k on CPU 0 with the backend",
         "direct": "ab straight to the backend nginx (1 worker, CPU 0)"}
     names = [t for t in prof["gateway_targets"] if t in urls]
@@ -460,7 +466,7 @@ def exp_conns(rig, prof, rec):
     names = list(servers)
     for c in prof["conns"]:
         point = f"{c} connections"
-        for rep in range(1, prof["reps"] + 1):
+        for rep in range(1, prof["conns_reps"] + 1):
             for t in rotated(names, rep - 1):
                 p = servers[t]
                 res = measured({"server": p, "backend": backend}, lambda: loadgen.wrk(

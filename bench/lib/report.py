@@ -106,7 +106,7 @@ QUESTIONS = {
     "session": "How much does a shared session store save when a client's next connection lands on "
                "another node? Requests/s and connect time on node B, store off and on.",
     "gateway": "What does the API gateway (app key, ACL, rate-limit plan, header rewrite) cost on top of "
-               "nginx serving the file directly, and against nginx and HAProxy as plain proxies?",
+               "nginx serving the file directly, and against nginx and HAProxy doing the same checks?",
     "routes": "Does a longer route table slow requests down? From 1 to 10,000 prefix routes, each request "
               "to a random one.",
     "certs": "Does a bigger certificate store slow handshakes or start-up down? From 1 to 100,000 stored "
@@ -317,7 +317,8 @@ def section(docs, meta, charts_rel):
                 "X-Request-Id sent upstream and echoed to the client (Gatehouse's defaults; nginx `proxy_set_header` "
                 "and `add_header ... always` with `$request_id`; HAProxy `option forwardfor`, `http-request "
                 "set-header`, `unique-id-header`).",
-                "- Each point runs " + str(meta.get("reps", 3)) + " times: tables show the median, (min–max, "
+                "- Each point runs " + str(meta.get("reps", 3)) + " times (concurrent connections 5 times: its "
+                "runs spread the most): tables show the median, (min–max, "
                 "runs); ratios are Gatehouse / peer from the medians of the same run, oriented so that "
                 "**> 1 means Gatehouse is better** (faster, cheaper or lower latency); \"within noise\" means "
                 "the ranges of the runs overlap. Raw runs: `bench/results/run-all/*.json`."]

@@ -36,6 +36,36 @@ HAPROXY_FORWARDING = ("    option forwardfor\n    http-request set-header X-Real
                       "    unique-id-format %[uuid()]\n    unique-id-header X-Request-Id\n"
                       "    http-after-response set-header X-Request-Id %[unique-id]\n")
 
+# What Gatehouse's gateway service /svc does per request (classic.py's gateway experiment), in
+# each peer's own configuration: the app key in the path (/svc/~KEY/...) checked (401 otherwise),
+# GET and HEAD only (403), a rate limit of 1,000,000/s on the key (counts every request, refuses
+# none), /svc/~KEY stripped before forwarding, a request header set and a response header removed.
+# The http-level lines and the location of nginx; KEY and PROXY are filled in.
+NGINX_GATEWAY = (
+    '    map $uri $svc_key_ok { "~^/svc/~KEY(/|$)" 1; default 0; }\n'
+    "    limit_req_zone $svc_key_ok zone=plan:1m rate=1000000r/s;\n",
+    "        location /svc {\n"
+    "            if ($svc_key_ok = 0) { return 401; }\n"
+    "            limit_except GET { deny all; }\n"
+    "            limit_req zone=plan burst=1000000 nodelay;\n"
+    "            rewrite ^/svc/~[^/]+/?(.*)$ /$1 break;\n"
+    "            proxy_hide_header X-Powered-By;\n"
+    "            PROXY proxy_set_header X-Gateway gatehouse;\n"
+    "        }\n")
+# The frontend lines and the stick table's backend of HAProxy; KEY is filled in.
+HAPROXY_GATEWAY = (
+    "    acl svc path /svc\n    acl svc path_beg /svc/\n"
+    "    acl svc_key path_reg ^/svc/~KEY(/|$)\n"
+    "    http-request deny deny_status 401 if svc !svc_key\n"
+    "    http-request deny deny_status 403 if svc !METH_GET\n"
+    "    http-request track-sc0 str(KEY) table plan if svc\n"
+    "    http-request deny deny_status 429 if svc { sc_http_req_rate(0) gt 1000000 }\n"
+    "    http-request set-var(txn.svc) bool(true) if svc\n"
+    "    http-request set-header X-Gateway gatehouse if svc\n"
+    "    http-request set-path %[path,regsub(^/svc/~[^/]+/?,/)] if svc\n"
+    "    http-response del-header X-Powered-By if { var(txn.svc) -m bool }\n",
+    "backend plan\n    stick-table type string len 32 size 16 expire 10s store http_req_rate(1s)\n")
+
 
 def free_ports(n):
     """N distinct loopback ports the kernel reports free (bound at once, then released)."""
@@ -312,8 +342,9 @@ class Rig:
 
     def nginx_proxy(self, backend_port, cpu=None, workers=1, bundle=None, reuseport=False, accept_mutex=None,
                     routes=0, store_dir=None, name="nginx", tickets=True, cache=True, ticket_key=None, h2=True,
-                    deferred=False):
+                    deferred=False, gateway_key=None):
         """nginx as a keep-alive reverse proxy; TLS with BUNDLE; ROUTES prefix locations /rI/;
+        GATEWAY_KEY adds /svc doing what Gatehouse's gateway service does (NGINX_GATEWAY);
         DEFERRED adds `deferred` to the listen line (TCP_DEFER_ACCEPT; nginx's default is off)."""
         d = self.dir(name)
         (port,) = free_ports(1)
@@ -339,7 +370,12 @@ class Rig:
             listen += f" backlog=4096{' reuseport' if reuseport else ''};"
         proxy = "proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection \"\"; " + NGINX_FORWARDING
         locs = "".join(f"        location /r{i}/ {{ {proxy} }}\n" for i in range(routes))
-        conf = (self.nginx_head(d, workers, events) + tls
+        gw = ""
+        if gateway_key:
+            gw_http, gw_loc = NGINX_GATEWAY
+            gw = gw_http.replace("KEY", gateway_key)
+            locs += gw_loc.replace("PROXY", proxy)
+        conf = (self.nginx_head(d, workers, events) + tls + gw
                 + f"    upstream backend {{ server 127.0.0.1:{backend_port}; keepalive 2048;"
                 " keepalive_requests 1000000; keepalive_timeout 60s; }\n"
                 f"    server {{\n        {listen}\n        location / {{ {proxy} }}\n{locs}    }}\n}}\n")
@@ -351,8 +387,10 @@ class Rig:
 
     # ---------------------------------------------------------------- HAProxy
     def haproxy(self, backend_port, cpu=None, threads=1, bundle=None, per_thread_bind=False, routes=0,
-                store_dir=None, name="haproxy", maxconn=None, tickets=True, cache=True, ticket_keys=None):
-        """HAProxy as a keep-alive reverse proxy (http-reuse always); ROUTES map_beg entries /rI/."""
+                store_dir=None, name="haproxy", maxconn=None, tickets=True, cache=True, ticket_keys=None,
+                gateway_key=None):
+        """HAProxy as a keep-alive reverse proxy (http-reuse always); ROUTES map_beg entries /rI/;
+        GATEWAY_KEY adds /svc doing what Gatehouse's gateway service does (HAPROXY_GATEWAY)."""
         d = self.dir(name)
         (port,) = free_ports(1)
         maxconn = maxconn or (self.nofile - 200) // 2  # HAProxy reserves 2 fds per connection
@@ -377,8 +415,11 @@ class Rig:
                "defaults\n    mode http\n    option http-keep-alive\n    timeout connect 5s\n"
                "    timeout client 60s\n    timeout server 60s\n    timeout http-request 10s\n"
                "    timeout http-keep-alive 60s\n"
-               f"frontend fe\n{binds}{HAPROXY_FORWARDING}{use}backend be\n    http-reuse always\n"
-               f"    server backend 127.0.0.1:{backend_port}\n")
+               f"frontend fe\n{binds}{HAPROXY_FORWARDING}"
+               + (HAPROXY_GATEWAY[0].replace("KEY", gateway_key) if gateway_key else "")
+               + f"{use}backend be\n    http-reuse always\n"
+               f"    server backend 127.0.0.1:{backend_port}\n"
+               + (HAPROXY_GATEWAY[1] if gateway_key else ""))
         path = os.path.join(d, "haproxy.cfg")
         with open(path, "w") as f:
             f.write(cfg)
