@@ -151,7 +151,13 @@ def tls_load(port, n, c, cpu=None, extra=(), limit=300):
         j = json.loads(r.stdout)
     except ValueError as e:
         raise LoadError(f"{tls_client_name()} printed no JSON (exit {r.returncode}): {r.stderr[-500:]}") from e
-    j.update({"tool": "loadgen" if binary else "tls_load", "cmd": " ".join(cmd), "wall_s": wall, "exit": r.returncode,
+    # As the report shows it: the client by name, ports and the per-run seed as placeholders.
+    shown, args = [tls_client_name(), "-n", str(n), "-c", str(c)], list(extra)
+    for i, arg in enumerate(args[:-1]):
+        if arg in ("--origin-port", "--seed"):
+            args[i + 1] = "A_PORT" if arg == "--origin-port" else "REP"
+    shown += args + ["--port", str(port)]
+    j.update({"tool": "loadgen" if binary else "tls_load", "cmd": " ".join(shown), "wall_s": wall, "exit": r.returncode,
               "requests": j.get("ok", 0), "rps": j.get("conn_per_s", 0.0), "mean_ms": j.get("mean_ms"),
               "p99_ms": j.get("p99_ms")})
     j["ok"] = r.returncode == 0
