@@ -294,7 +294,7 @@ done
 	echo "- Source: git $(git_source)"
 	echo "- Settings: TARGETS=\"${TARGET_LIST[*]}\" TOOLS=\"${TOOL_LIST[*]}\" FILES=\"${FILE_LIST[*]}\" REPS=$REPS DURATION=${DURATION}s (wrk -t1 -c$CONNS --latency) AB_N=$AB_N (ab -k -c$CONNS) WARMUP=${WARMUP}s PRIME=$PRIME"
 	echo "- Layout: backend nginx (1 worker) and load generator on CPU 0; proxy under test alone on CPU 1 with one worker/thread. Target order rotated by one each rep; runs interleaved."
-	echo "$SAME_HEADERS_NOTE"
+	rig_constant SAME_HEADERS_NOTE
 	echo "- Columns: proxy CPU % = CPU time of the proxy's process tree (the scheduler's per-thread clock, /proc/*/task/*/schedstat; utime+stime ticks for a run in which one of its threads ended) / wall time (100 % = one core; for direct: the backend's). req/s per proxy CPU-s = completed requests / proxy CPU-seconds. New backend conns = backend stub_status accepts delta during the run (pools warmed$( ((PRIME)) && echo " and refilled before each run"); for direct: the client's own connections). Others' CPU % = /proc/stat busy time (incl. irq/softirq) not used by proxy, backend or load generator (one core = 100 %). ab's p99 has 1 ms resolution. Raw per-run numbers: bench/results/proxy-latest.csv."
 } >"$WORK/meta.md"
 

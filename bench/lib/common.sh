@@ -232,22 +232,17 @@ nginx_temp_paths() { # nginx_temp_paths DIR
 EOF
 }
 
-# The request headers every proxy under test adds, so that each does the same work per request:
-# Gatehouse's defaults (forwarding: X-Forwarded-For, X-Real-IP, X-Forwarded-Proto, and a request id
-# sent upstream and echoed to the client), written as an nginx or HAProxy operator would.
-nginx_forwarding() { # nginx_forwarding INDENT -> the location lines
-	local i=$1
-	cat <<EOF
-${i}proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
-${i}proxy_set_header X-Real-IP \$remote_addr;
-${i}proxy_set_header X-Forwarded-Proto \$scheme;
-${i}proxy_set_header X-Request-Id \$request_id;
-${i}add_header X-Request-Id \$request_id always;
-EOF
+# rig_constant NAME -> a constant of bench/lib/rig.py (a tuple one item per line): the peers'
+# forwarding headers (NGINX_FORWARDING_LINES, HAPROXY_FORWARDING) and the reports' line on them
+# (SAME_HEADERS_NOTE) are defined there once, for the Python and the shell benches.
+rig_constant() {
+	"$PYTHON" -c 'import sys; sys.path.insert(0, sys.argv[1]); import rig; v = getattr(rig, sys.argv[2])
+print(v.rstrip("\n") if isinstance(v, str) else "\n".join(v))' "$BENCH/lib" "$1"
 }
 
-# One line for the reports: what nginx_forwarding and haproxy_cfg set up.
-SAME_HEADERS_NOTE='- Same work per request: every proxy adds X-Forwarded-For, X-Real-IP, X-Forwarded-Proto and an X-Request-Id sent upstream and echoed to the client (Gatehouse'"'"'s defaults; nginx `proxy_set_header` and `add_header ... always` with `$request_id`; HAProxy `option forwardfor`, `http-request set-header`, `unique-id-header`).'
+nginx_forwarding() { # nginx_forwarding INDENT -> the location lines adding the forwarding headers
+	rig_constant NGINX_FORWARDING_LINES | sed "s/^/$1/"
+}
 
 # nginx_proxy_conf DIR LISTEN_PORT BACKEND_PORT [WORKERS] [SERVER_LINES] -> nginx.conf of a reverse
 # proxy (1 worker by default); SERVER_LINES (more listen sockets, certificates, timeouts that
@@ -296,12 +291,7 @@ defaults
     timeout http-keep-alive 60s
 
 frontend fe
-${2}    option forwardfor
-    http-request set-header X-Real-IP %[src]
-    http-request set-header X-Forwarded-Proto %[ssl_fc,iif(https,http)]
-    unique-id-format %[uuid()]
-    unique-id-header X-Request-Id
-    http-after-response set-header X-Request-Id %[unique-id]
+${2}$(rig_constant HAPROXY_FORWARDING)
     default_backend be
 
 backend be

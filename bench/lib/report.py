@@ -16,6 +16,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from rig import SAME_HEADERS_NOTE  # noqa: E402
 from summarize import replace_section  # noqa: E402
 
 HEADING = "## Report: the classic access-layer experiments (bench/run-all)"
@@ -313,10 +314,7 @@ def section(docs, meta, charts_rel):
                 "with one worker (Gatehouse `workers: 1`, nginx `worker_processes 1`, HAProxy `nbthread 1`); "
                 "the backend (nginx, 1 worker, static files) and the load generator share CPU 0. The target "
                 "order is rotated by one each rep, so no server always runs first.",
-                "- Same work per request: every proxy adds X-Forwarded-For, X-Real-IP, X-Forwarded-Proto and an "
-                "X-Request-Id sent upstream and echoed to the client (Gatehouse's defaults; nginx `proxy_set_header` "
-                "and `add_header ... always` with `$request_id`; HAProxy `option forwardfor`, `http-request "
-                "set-header`, `unique-id-header`).",
+                SAME_HEADERS_NOTE,
                 "- Each point runs " + str(meta.get("reps", 3)) + " times (concurrent connections 5 times: its "
                 "runs spread the most): tables show the median, (min–max, "
                 "runs); ratios are Gatehouse / peer from the medians of the same run, oriented so that "

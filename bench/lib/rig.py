@@ -27,14 +27,23 @@ class BenchError(Exception):
 
 # The request headers every proxy under test adds, so that each does the same work per request:
 # Gatehouse's defaults (forwarding: X-Forwarded-For, X-Real-IP, X-Forwarded-Proto, and a request id
-# sent upstream and echoed to the client), written as an nginx or HAProxy operator would.
-NGINX_FORWARDING = ("proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for; "
-                    "proxy_set_header X-Real-IP $remote_addr; proxy_set_header X-Forwarded-Proto $scheme; "
-                    "proxy_set_header X-Request-Id $request_id; add_header X-Request-Id $request_id always;")
+# sent upstream and echoed to the client), written as an nginx or HAProxy operator would. The shell
+# benches read these too (rig_constant in common.sh), so every bench configures the peers alike.
+NGINX_FORWARDING_LINES = ("proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;",
+                          "proxy_set_header X-Real-IP $remote_addr;",
+                          "proxy_set_header X-Forwarded-Proto $scheme;",
+                          "proxy_set_header X-Request-Id $request_id;",
+                          "add_header X-Request-Id $request_id always;")
+NGINX_FORWARDING = " ".join(NGINX_FORWARDING_LINES)
 HAPROXY_FORWARDING = ("    option forwardfor\n    http-request set-header X-Real-IP %[src]\n"
                       "    http-request set-header X-Forwarded-Proto %[ssl_fc,iif(https,http)]\n"
                       "    unique-id-format %[uuid()]\n    unique-id-header X-Request-Id\n"
                       "    http-after-response set-header X-Request-Id %[unique-id]\n")
+# The reports' line on it.
+SAME_HEADERS_NOTE = ("- Same work per request: every proxy adds X-Forwarded-For, X-Real-IP, X-Forwarded-Proto and an "
+                     "X-Request-Id sent upstream and echoed to the client (Gatehouse's defaults; nginx "
+                     "`proxy_set_header` and `add_header ... always` with `$request_id`; HAProxy `option "
+                     "forwardfor`, `http-request set-header`, `unique-id-header`).")
 
 # What Gatehouse's gateway service /svc does per request (classic.py's gateway experiment), in
 # each peer's own configuration: the app key in the path (/svc/~KEY/...) checked (401 otherwise),
