@@ -4,7 +4,7 @@
 //! ```text
 //! {prefix}:control:draft          sealed draft            {prefix}:control:draft_version  its version
 //! {prefix}:control:revseq         last revision number    {prefix}:control:rev:<n>        sealed revision
-//! {prefix}:control:revs           hash n → metadata       {prefix}:control:releases       hash released, stage:<label>, seq
+//! {prefix}:control:revs           hash n → metadata       {prefix}:control:releases       hash released, stage:<label>, seq, epoch
 //! {prefix}:control:history        list of events, newest first, capped at 1000
 //! {prefix}:control:nodes          hash node id → report   {prefix}:control:changed        channel: releases changed
 //! ```
@@ -30,8 +30,10 @@ return v + 1
 ";
 
 /// One release change: `KEYS` releases, history; `ARGV` field, value (empty: delete), event,
-/// channel. Returns the new sequence number.
+/// channel, history cap, a fresh epoch. Returns the new sequence number. The epoch is set once, by
+/// the first change: a Redis that lost its data counts `seq` from 1 again under a new epoch.
 const RECORD: &str = r"
+redis.call('HSETNX', KEYS[1], 'epoch', ARGV[6])
 if ARGV[2] == '' then redis.call('HDEL', KEYS[1], ARGV[1]) else redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 local seq = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('LPUSH', KEYS[2], ARGV[3])
@@ -54,6 +56,13 @@ fn down(e: gatehouse_redis::Error) -> StoreError {
 
 fn corrupt(e: impl std::fmt::Display) -> StoreError {
     StoreError::Corrupt(e.to_string())
+}
+
+/// A random epoch for the releases hash (see [`RECORD`]).
+fn new_epoch() -> Result<String, StoreError> {
+    let mut bytes = [0u8; 8];
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| corrupt("no randomness for the releases' epoch"))?;
+    Ok(gatehouse_tls::ticket::hex(&bytes))
 }
 
 impl RedisStore {
@@ -138,6 +147,10 @@ impl RedisStore {
         let mut r = Releases::default();
         for (field, value) in all {
             let (field, value) = (String::from_utf8_lossy(&field), String::from_utf8_lossy(&value));
+            if field == "epoch" {
+                r.epoch = value.into_owned();
+                continue;
+            }
             let n: u64 = value.parse().map_err(|_| corrupt(format!("releases.{field}: {value}")))?;
             match field.as_ref() {
                 "released" => r.released = Some(n),
@@ -162,7 +175,7 @@ impl RedisStore {
         let json = serde_json::to_string(&event).map_err(corrupt)?;
         let keys = [self.key("releases"), self.key("history")];
         let cap = (HISTORY_CAP - 1).to_string();
-        let args = [field, value.unwrap_or_default(), json, self.channel(), cap];
+        let args = [field, value.unwrap_or_default(), json, self.channel(), cap, new_epoch()?];
         self.cluster.client().eval(&self.record, &keys, &args).await.map_err(down)?;
         self.releases().await
     }

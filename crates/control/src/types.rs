@@ -51,6 +51,10 @@ pub struct Releases {
     pub staged: BTreeMap<String, u64>,
     /// Incremented by every change.
     pub seq: u64,
+    /// Names the store's history that `seq` counts in: a store that lost its data and started
+    /// again has a new one. Empty for the local store, whose history is its directory.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub epoch: String,
 }
 
 impl Releases {
@@ -135,7 +139,8 @@ mod tests {
 
     #[test]
     fn a_label_with_a_stage_wins_over_the_release() {
-        let r = Releases { released: Some(3), staged: [("canary".to_string(), 5)].into(), seq: 2 };
+        let r =
+            Releases { released: Some(3), staged: [("canary".to_string(), 5)].into(), seq: 2, ..Releases::default() };
         assert_eq!(r.target_for(&["canary".into()]), Some(5));
         assert_eq!(r.target_for(&["blue".into(), "canary".into()]), Some(5));
         assert_eq!(r.target_for(&["blue".into()]), Some(3));

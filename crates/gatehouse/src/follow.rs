@@ -42,8 +42,9 @@ pub struct Follower {
     started: i64,
     /// When the last store error was logged (they are logged once a minute).
     last_warning: Option<std::time::Instant>,
-    /// The releases' sequence number when the running revision was last checked against the store.
-    checked_seq: Option<u64>,
+    /// The releases' epoch and sequence number when the running revision was last checked against
+    /// the store.
+    checked: Option<(String, u64)>,
 }
 
 /// The host name, as node ids default to it.
@@ -82,7 +83,7 @@ impl Follower {
             cache: dir.join("applied.json"),
             started: now_secs(),
             last_warning: None,
-            checked_seq: None,
+            checked: None,
         })
     }
 
@@ -118,14 +119,15 @@ impl Follower {
         if let Some(running) = &self.running {
             if running.number == n {
                 // Same number; after the releases changed, make sure it is the same revision too: a
-                // Redis that lost its data numbers new revisions from 1 again.
-                if self.checked_seq == Some(releases.seq) {
+                // Redis that lost its data numbers new revisions, and counts `seq`, from 1 again
+                // (under a new epoch).
+                if self.checked.as_ref().is_some_and(|(epoch, seq)| *epoch == releases.epoch && *seq == releases.seq) {
                     return None;
                 }
                 match store.revision_meta(n).await {
                     Ok(Some(meta)) if meta.hash != running.hash => {}
                     Ok(_) => {
-                        self.checked_seq = Some(releases.seq);
+                        self.checked = Some((releases.epoch, releases.seq));
                         return None;
                     }
                     Err(e) => {
@@ -161,7 +163,7 @@ impl Follower {
     pub fn applied(&mut self, rev: Revision, running: Running) -> impl FnOnce() + Send + 'static {
         self.running = Some(running);
         self.failed = None;
-        self.checked_seq = None;
+        self.checked = None;
         let cache = self.cache.clone();
         move || {
             let Ok(bytes) = serde_json::to_vec(&rev) else { return };

@@ -146,6 +146,15 @@ fn nodes_keep_serving_while_redis_is_away_and_follow_again_when_it_returns_empty
     assert_eq!(api.call("POST", &format!("/revisions/{r1}/release"), None, Value::Null).0, 200);
     applied(&mut n1, r1);
     applied(&mut n2, r1);
+    // Each node has polled since it applied, so it has checked revision 1 against the store's
+    // releases (which a Redis that loses its data numbers from 1 again).
+    let applied_at = gatehouse_control::now_secs();
+    crate::tls::eventually("both nodes report after applying", || {
+        let (_, v) = api.call("GET", "/nodes", None, Value::Null);
+        v["nodes"].as_array().is_some_and(|nodes| {
+            nodes.len() == 2 && nodes.iter().all(|n| n["updated"].as_i64().is_some_and(|t| t > applied_at))
+        })
+    });
 
     // Redis away: traffic goes on with what runs; the API says the store is unavailable.
     c.redis.stop();
