@@ -45,6 +45,8 @@ pub struct Follower {
     /// The releases' epoch and sequence number when the running revision was last checked against
     /// the store.
     checked: Option<(String, u64)>,
+    /// The releases' epoch as last read.
+    epoch: String,
 }
 
 /// The host name, as node ids default to it.
@@ -84,6 +86,7 @@ impl Follower {
             started: now_secs(),
             last_warning: None,
             checked: None,
+            epoch: String::new(),
         })
     }
 
@@ -111,6 +114,12 @@ impl Follower {
             }
         };
         self.store_ok = true;
+        if releases.epoch != self.epoch {
+            // The store began its history again (a Redis that lost its data): a refusal recorded
+            // before names a revision that is gone, whose number a new one may carry.
+            self.failed = None;
+            self.epoch.clone_from(&releases.epoch);
+        }
         self.target = releases.target_for(&self.labels);
         let n = self.target?;
         if self.failed.as_ref().is_some_and(|f| f.revision == n) {

@@ -177,6 +177,28 @@ fn nodes_keep_serving_while_redis_is_away_and_follow_again_when_it_returns_empty
     assert_eq!(again, r1, "numbering starts again");
     assert_eq!(api.call("POST", &format!("/revisions/{again}/release"), None, Value::Null).0, 200);
     crate::tls::eventually("both nodes run the new revision 1", || backend_of(&n1) == "a" && backend_of(&n2) == "a");
+
+    // A refusal does not outlive the store's history either: revision 2 is refused (a CA file
+    // none of the nodes has), Redis comes back empty again, and a new revision 2 is applied.
+    let site = json!({ "hosts": [HOST], "routes": [{ "path": "/", "upstream": "u" }], "client_auth": { "ca": "/nonexistent/gatehouse-ca.pem" } });
+    assert_eq!(api.call("PUT", "/draft/sites/main", Some(api.version()), site).0, 200);
+    let refused = api.commit("require client certificates");
+    assert_eq!(api.call("POST", &format!("/revisions/{refused}/release"), None, Value::Null).0, 200);
+    for gw in [&mut n1, &mut n2] {
+        let ev = gw.wait_event("apply_failed", SETTLE);
+        assert_eq!(ev["revision"].as_u64(), Some(refused), "{ev}");
+    }
+    c.redis.stop();
+    c.redis.restart();
+    crate::tls::eventually("the API reaches Redis once more", || {
+        api.call("GET", "/revisions", None, Value::Null).0 == 200
+    });
+    assert_eq!(api.commit("as the file, in the third Redis"), r1);
+    let to_b = json!({ "targets": [c.backend.addr().to_string()] });
+    assert_eq!(api.call("PUT", "/draft/upstreams/u", Some(api.version()), to_b).0, 200);
+    assert_eq!(api.commit("to b, in the third Redis"), refused, "the refused revision's number, new content");
+    assert_eq!(api.call("POST", &format!("/revisions/{refused}/release"), None, Value::Null).0, 200);
+    crate::tls::eventually("both nodes run the new revision 2", || backend_of(&n1) == "b" && backend_of(&n2) == "b");
     let report = load.stop();
     assert_eq!(report.failed, 0, "{report:?}");
     assert_eq!(report.ok, report.responses(), "{report:?}");
