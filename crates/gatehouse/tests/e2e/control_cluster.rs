@@ -33,6 +33,20 @@ fn applied(gw: &mut Gateway, revision: u64) {
     }
 }
 
+/// Commits and releases a revision no node can apply (its site needs a CA file none of them
+/// has); returns its number once `nodes` have each refused it.
+fn release_refused<const N: usize>(api: &Api, nodes: [&mut Gateway; N]) -> u64 {
+    let site = json!({ "hosts": [HOST], "routes": [{ "path": "/", "upstream": "u" }], "client_auth": { "ca": "/nonexistent/gatehouse-ca.pem" } });
+    assert_eq!(api.call("PUT", "/draft/sites/main", Some(api.version()), site).0, 200);
+    let n = api.commit("require client certificates");
+    assert_eq!(api.call("POST", &format!("/revisions/{n}/release"), None, Value::Null).0, 200);
+    for gw in nodes {
+        let ev = gw.wait_event("apply_failed", SETTLE);
+        assert_eq!(ev["revision"].as_u64(), Some(n), "{ev}");
+    }
+    n
+}
+
 fn revisions_by_node(api: &Api) -> Vec<(String, Option<u64>)> {
     let (_, v) = api.call("GET", "/nodes", None, Value::Null);
     v["nodes"]
@@ -101,14 +115,7 @@ fn releases_stages_rollbacks_and_late_nodes_follow_through_redis_under_load() {
 
     // A revision the nodes cannot apply (a CA file none of them has) is refused everywhere, with the
     // error in the API, and they keep serving revision 2.
-    let site = json!({ "hosts": [HOST], "routes": [{ "path": "/", "upstream": "u" }], "client_auth": { "ca": "/nonexistent/gatehouse-ca.pem" } });
-    assert_eq!(api.call("PUT", "/draft/sites/main", Some(api.version()), site).0, 200);
-    let r3 = api.commit("require client certificates");
-    assert_eq!(api.call("POST", &format!("/revisions/{r3}/release"), None, Value::Null).0, 200);
-    for gw in [&mut n1, &mut n2] {
-        let ev = gw.wait_event("apply_failed", SETTLE);
-        assert_eq!(ev["revision"].as_u64(), Some(r3), "{ev}");
-    }
+    let r3 = release_refused(&api, [&mut n1, &mut n2]);
     crate::tls::eventually("the refusals show in the API", || {
         let (_, v) = api.call("GET", "/nodes", None, Value::Null);
         v["nodes"].as_array().is_some_and(|nodes| {
@@ -180,14 +187,7 @@ fn nodes_keep_serving_while_redis_is_away_and_follow_again_when_it_returns_empty
 
     // A refusal does not outlive the store's history either: revision 2 is refused (a CA file
     // none of the nodes has), Redis comes back empty again, and a new revision 2 is applied.
-    let site = json!({ "hosts": [HOST], "routes": [{ "path": "/", "upstream": "u" }], "client_auth": { "ca": "/nonexistent/gatehouse-ca.pem" } });
-    assert_eq!(api.call("PUT", "/draft/sites/main", Some(api.version()), site).0, 200);
-    let refused = api.commit("require client certificates");
-    assert_eq!(api.call("POST", &format!("/revisions/{refused}/release"), None, Value::Null).0, 200);
-    for gw in [&mut n1, &mut n2] {
-        let ev = gw.wait_event("apply_failed", SETTLE);
-        assert_eq!(ev["revision"].as_u64(), Some(refused), "{ev}");
-    }
+    let refused = release_refused(&api, [&mut n1, &mut n2]);
     c.redis.stop();
     c.redis.restart();
     crate::tls::eventually("the API reaches Redis once more", || {
