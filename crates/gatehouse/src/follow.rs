@@ -42,10 +42,9 @@ pub struct Follower {
     started: i64,
     /// When the last store error was logged (they are logged once a minute).
     last_warning: Option<std::time::Instant>,
-    /// The releases' epoch and sequence number when the running revision was last checked against
-    /// the store.
-    checked: Option<(String, u64)>,
-    /// The releases' epoch as last read.
+    /// The releases' sequence number when the running revision was last checked against the store.
+    checked_seq: Option<u64>,
+    /// The releases' epoch as last read: `seq` counts within it.
     epoch: String,
 }
 
@@ -85,7 +84,7 @@ impl Follower {
             cache: dir.join("applied.json"),
             started: now_secs(),
             last_warning: None,
-            checked: None,
+            checked_seq: None,
             epoch: String::new(),
         })
     }
@@ -115,9 +114,11 @@ impl Follower {
         };
         self.store_ok = true;
         if releases.epoch != self.epoch {
-            // The store began its history again (a Redis that lost its data): a refusal recorded
-            // before names a revision that is gone, whose number a new one may carry.
+            // The store began its history again (a Redis that lost its data): revision numbers and
+            // `seq` count from 1 again, so a refusal or a check recorded before names a revision
+            // that is gone, whose number a new one may carry.
             self.failed = None;
+            self.checked_seq = None;
             self.epoch.clone_from(&releases.epoch);
         }
         self.target = releases.target_for(&self.labels);
@@ -128,15 +129,14 @@ impl Follower {
         if let Some(running) = &self.running {
             if running.number == n {
                 // Same number; after the releases changed, make sure it is the same revision too: a
-                // Redis that lost its data numbers new revisions, and counts `seq`, from 1 again
-                // (under a new epoch).
-                if self.checked.as_ref().is_some_and(|(epoch, seq)| *epoch == releases.epoch && *seq == releases.seq) {
+                // Redis that lost its data numbers new revisions from 1 again.
+                if self.checked_seq == Some(releases.seq) {
                     return None;
                 }
                 match store.revision_meta(n).await {
                     Ok(Some(meta)) if meta.hash != running.hash => {}
                     Ok(_) => {
-                        self.checked = Some((releases.epoch, releases.seq));
+                        self.checked_seq = Some(releases.seq);
                         return None;
                     }
                     Err(e) => {
@@ -172,7 +172,7 @@ impl Follower {
     pub fn applied(&mut self, rev: Revision, running: Running) -> impl FnOnce() + Send + 'static {
         self.running = Some(running);
         self.failed = None;
-        self.checked = None;
+        self.checked_seq = None;
         let cache = self.cache.clone();
         move || {
             let Ok(bytes) = serde_json::to_vec(&rev) else { return };
