@@ -23,7 +23,7 @@ use crate::h2_flood::{calm_goaway, goaway_offence, FloodGuard, FrameCursor, DATA
 use crate::transport::Transport;
 use bytes::{Buf, Bytes};
 use gatehouse_telemetry::H2Offence;
-use gatehouse_upstream::{now_ms, LazyDeadline};
+use gatehouse_upstream::{now_ms, TaskDeadline};
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};
@@ -151,7 +151,7 @@ pub(crate) struct ConnIo {
     state: std::sync::Arc<ConnState>,
     idle_timeout_ms: u64,
     send_timeout_ms: u64,
-    timer: LazyDeadline,
+    timer: TaskDeadline,
     guard: FloodGuard,
     /// Where hyper's output is.
     written: FrameCursor,
@@ -176,7 +176,7 @@ impl ConnIo {
             state,
             idle_timeout_ms: idle_timeout.as_millis() as u64,
             send_timeout_ms: send_timeout.as_millis() as u64,
-            timer: LazyDeadline::default(),
+            timer: TaskDeadline::default(),
             guard,
             written: FrameCursor::default(),
             closing: None,

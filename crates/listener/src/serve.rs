@@ -8,7 +8,7 @@ use bytes::{Bytes, BytesMut};
 use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_proxy::{ClientCert, ConnInfo, ResponseBody, Shared};
 use gatehouse_tls::TlsAcceptor;
-use gatehouse_upstream::ClockScoped;
+use gatehouse_upstream::{ClockScoped, TaskDeadline};
 use http_body::{Body, Frame, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -166,29 +166,40 @@ impl Drop for ActiveGuard {
 /// so it is usually there already, and the reactor does not know that yet for a new socket (this
 /// saves one trip through it per connection, as nginx's deferred accept does).
 /// While it waits, a connection that has sent nothing holds no buffer (as an idle HTTP/1.1 one).
-async fn sniff(stream: &TcpStream) -> std::io::Result<(BytesMut, bool)> {
+/// `None` when the socket fails or nothing came within `timeout`.
+async fn sniff(stream: &TcpStream, timeout: Duration) -> Option<(BytesMut, bool)> {
     use crate::h1::pool;
+    let due = gatehouse_upstream::now_ms().saturating_add(timeout.as_millis() as u64);
+    // Armed only when the first bytes are not there yet (with deferred accept, they usually are).
+    let mut deadline = TaskDeadline::default();
     let mut buf = pool::take_read();
     let mut got = read_now(stream, &mut buf);
     loop {
         match got {
-            Ok(0) => return Ok((buf, false)),
+            Ok(0) => return Some((buf, false)),
             Ok(_) => {
                 let n = buf.len().min(H2_PREFACE.len());
                 if buf[..n] != H2_PREFACE[..n] {
-                    return Ok((buf, false));
+                    return Some((buf, false));
                 }
                 if n == H2_PREFACE.len() {
-                    return Ok((buf, true));
+                    return Some((buf, true));
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
+            Err(_) => return None,
         }
         if buf.is_empty() {
             pool::give_read(std::mem::take(&mut buf));
         }
-        stream.readable().await?;
+        let readable = std::future::poll_fn(|cx| match stream.poll_read_ready(cx) {
+            Poll::Ready(ready) => Poll::Ready(ready.is_ok()),
+            Poll::Pending if deadline.expired(cx, due) => Poll::Ready(false),
+            Poll::Pending => Poll::Pending,
+        });
+        if !readable.await {
+            return None;
+        }
         if buf.capacity() == 0 {
             buf = pool::take_read();
         }
@@ -247,20 +258,18 @@ async fn serve_connection(
     let _active = opened(&stream, false, &ctx);
     let header_timeout = config.header_read_timeout.0;
     let (prefix, h2) = match config.protocol {
-        ListenerProtocol::Auto => match tokio::time::timeout(header_timeout, sniff(&stream)).await {
-            Ok(Ok(sniffed)) => sniffed,
-            _ => return,
+        ListenerProtocol::Auto => match sniff(&stream, header_timeout).await {
+            Some(sniffed) => sniffed,
+            None => return,
         },
         ListenerProtocol::Http1 => (BytesMut::new(), false),
-        ListenerProtocol::H2c => match tokio::time::timeout(header_timeout, sniff(&stream)).await {
-            Ok(Ok((prefix, true))) => (prefix, true),
-            Ok(Ok((_, false))) => return Box::pin(refuse_gracefully(stream)).await,
-            _ => return,
+        ListenerProtocol::H2c => match sniff(&stream, header_timeout).await {
+            Some((prefix, true)) => (prefix, true),
+            Some((_, false)) => return Box::pin(refuse_gracefully(stream)).await,
+            None => return,
         },
     };
-    let mut info = ConnInfo::new(peer, local, false);
-    info.body_timeout = config.body_read_timeout.0;
-    let info = Arc::new(info);
+    let info = conn_info(peer, local, None, &config);
     // Each protocol's connection state is boxed, so a connection's task is only as large as the
     // protocol it speaks needs (an idle HTTP/1.1 connection must stay small).
     if h2 {
@@ -290,17 +299,36 @@ async fn serve_tls(
             return;
         }
     };
-    let mut info = ConnInfo::new(peer, local, true);
-    info.body_timeout = config.body_read_timeout.0;
-    info.client_cert = established.client_cert.map(|(site, subject)| ClientCert { site, subject: subject.into() });
-    let info = Arc::new(info);
-    let h2 = established.h2 || config.protocol == ListenerProtocol::H2c;
-    let transport = Transport::Tls(Box::new(established.conn));
+    let (transport, info, h2) = after_handshake(established, peer, local, &config);
     if h2 {
         Box::pin(serve_h2(transport, Bytes::new(), info, config, ctx)).await;
     } else {
         Box::pin(crate::h1::serve(transport, BytesMut::new(), info, config, ctx)).await;
     }
+}
+
+/// The transport of an established TLS connection, its details for the request path, and whether
+/// it speaks HTTP/2. Made by a function, as [`conn_info`]: what a connection's task holds in the
+/// locals of its `async fn` stays in its state while the connection lasts (the handshake's result
+/// is over a kilobyte).
+fn after_handshake(
+    established: gatehouse_tls::Established,
+    peer: SocketAddr,
+    local: SocketAddr,
+    config: &Listener,
+) -> (Transport, Arc<ConnInfo>, bool) {
+    let client_cert = established.client_cert.map(|(site, subject)| ClientCert { site, subject: subject.into() });
+    let info = conn_info(peer, local, Some(client_cert), config);
+    let h2 = established.h2 || config.protocol == ListenerProtocol::H2c;
+    (Transport::Tls(Box::new(established.conn)), info, h2)
+}
+
+/// A connection's details for the request path; `tls` holds the client certificate of a TLS one.
+fn conn_info(peer: SocketAddr, local: SocketAddr, tls: Option<Option<ClientCert>>, config: &Listener) -> Arc<ConnInfo> {
+    let mut info = ConnInfo::new(peer, local, tls.is_some());
+    info.body_timeout = config.body_read_timeout.0;
+    info.client_cert = tls.flatten();
+    Arc::new(info)
 }
 
 async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config: Arc<Listener>, ctx: ServeContext) {

@@ -28,7 +28,7 @@ pub use pool::{ConnectError, FailureKind, Lease, SendFailure};
 pub use raw_head::RawHead;
 pub use registry::Registry;
 pub use response::{UpstreamBody, UpstreamBodyError};
-pub use util::{instant_at_ms, now, now_ms, set_worker_index, worker_index, ClockScoped, LazyDeadline};
+pub use util::{instant_at_ms, now, now_ms, set_worker_index, worker_index, ClockScoped, LazyDeadline, TaskDeadline};
 
 use gatehouse_config as config;
 use std::sync::Arc;

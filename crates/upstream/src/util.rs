@@ -128,7 +128,7 @@ pub struct LazyDeadline {
 
 impl LazyDeadline {
     /// Whether `deadline_ms` (on the [`now_ms`] clock) has passed; otherwise makes sure the task is
-    /// woken by then.
+    /// woken by then. Whenever the timer is armed on return, it was polled with `cx`.
     pub fn expired(&mut self, cx: &mut std::task::Context<'_>, deadline_ms: u64) -> bool {
         use std::future::Future;
         let at = |ms| tokio::time::Instant::from_std(instant_at_ms(ms));
@@ -162,6 +162,35 @@ impl LazyDeadline {
     }
 }
 
+/// A [`LazyDeadline`] asked for by one task only (a client connection's), which does not even poll
+/// its timer while the timer is armed for that task and not yet due: the timer wakes the task when
+/// it fires, so its state (an allocation of its own, a cache miss on a busy worker) stays
+/// untouched. An upstream connection's deadline, asked for by the tasks that take turns on the
+/// connection, stays a [`LazyDeadline`]: polling its timer is what sets it to wake the task asking.
+#[derive(Debug, Default)]
+pub struct TaskDeadline {
+    lazy: LazyDeadline,
+    /// The waker the armed timer was last polled with: the one it wakes.
+    waker: Option<std::task::Waker>,
+}
+
+impl TaskDeadline {
+    /// As [`LazyDeadline::expired`].
+    pub fn expired(&mut self, cx: &mut std::task::Context<'_>, deadline_ms: u64) -> bool {
+        match (&self.lazy.timer, &mut self.waker) {
+            (Some((armed, _)), Some(w)) if w.will_wake(cx.waker()) => {
+                if *armed <= deadline_ms && now_ms() < *armed {
+                    // Armed no later than the deadline, not yet due, and set to wake this task.
+                    return false;
+                }
+            }
+            (_, Some(w)) => w.clone_from(cx.waker()),
+            (_, None) => self.waker = Some(cx.waker().clone()),
+        }
+        self.lazy.expired(cx, deadline_ms)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -179,6 +208,39 @@ mod tests {
         while Instant::now() <= t {
             std::thread::yield_now();
         }
+    }
+
+    /// Waits until `d` reports `deadline` passed, woken by its timer: a test fails if only a guard
+    /// timer 5 s later wakes the task (checked first, so that wake-up cannot pass for the other).
+    async fn wait_expired(d: &mut TaskDeadline, deadline: u64) {
+        let wait = std::future::poll_fn(|cx| if d.expired(cx, deadline) { Poll::Ready(()) } else { Poll::Pending });
+        tokio::select! {
+            biased;
+            _ = tokio::time::sleep(std::time::Duration::from_secs(5)) => panic!("the deadline's timer never woke the task"),
+            _ = wait => {}
+        }
+    }
+
+    #[tokio::test]
+    async fn a_deadline_moved_later_is_kept_by_the_timer_armed_for_the_earlier_one() {
+        let mut d = TaskDeadline::default();
+        let start = now_ms();
+        let (first, later) = (start + 30, start + 80);
+        assert!(!std::future::poll_fn(|cx| Poll::Ready(d.expired(cx, first))).await);
+        // Still armed for `first`: this asks without touching the timer, which wakes the task at
+        // `first`; the deadline then in force is re-armed.
+        wait_expired(&mut d, later).await;
+        assert!(now_ms() >= later, "expired at {} ms, before the deadline {later} ms", now_ms());
+    }
+
+    #[tokio::test]
+    async fn a_timer_armed_for_another_waker_is_set_to_wake_the_task_asking() {
+        let mut d = TaskDeadline::default();
+        let deadline = now_ms() + 30;
+        let mut other = Context::from_waker(std::task::Waker::noop());
+        assert!(!d.expired(&mut other, deadline));
+        wait_expired(&mut d, deadline).await;
+        assert!(now_ms() >= deadline);
     }
 
     #[test]

@@ -13,7 +13,11 @@ fn sigterm_lets_in_flight_requests_finish() {
     settled(&gw);
     let addr = gw.addr("http");
     let mut idle = HttpConn::open(addr).expect("connect");
-    assert_eq!(idle.get(HOST, "/", &[]).expect("GET on the idle connection").status, 200);
+    // Several requests: the connection waits for the drain signal from its first idle time on,
+    // and must still be woken by it after going idle again.
+    for _ in 0..3 {
+        assert_eq!(idle.get(HOST, "/", &[]).expect("GET on the idle connection").status, 200);
+    }
     b.clear();
     b.set_delay(Duration::from_secs(1));
     let in_flight = std::thread::spawn(move || http_request(addr, "GET", HOST, "/slow", &[], b""));

@@ -22,9 +22,9 @@ use bytes::{Bytes, BytesMut};
 use gatehouse_config::Listener;
 use gatehouse_proxy::ConnInfo;
 use gatehouse_upstream::framing::{decode_body, Framing};
-use gatehouse_upstream::{now_ms, LazyDeadline};
+use gatehouse_upstream::{now_ms, TaskDeadline};
 use http::{Method, StatusCode, Version};
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
@@ -62,9 +62,15 @@ pub(crate) async fn serve(
     let idle_ms = config.keepalive_timeout.0.as_millis() as u64;
     let max_head = usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX);
     let send_timeout = config.send_timeout.0;
-    let mut deadline = LazyDeadline::default();
-    let mut drain = ctx.drain.clone();
-    let mut spans = Vec::new();
+    let mut deadline = TaskDeadline::default();
+    // The drain signal, waited for while idle. Its wait is polled at the first idle wait, and again
+    // only once the signal has changed: in between, its registration stands and wakes the task. A
+    // wait made and dropped per request would take the signal's lock twice a request and unlink
+    // its entry from two other connections' (cold state on a busy worker).
+    let drain = ctx.drain.clone();
+    let mut drain_rx = ctx.drain.clone();
+    let mut drain_wait = std::pin::pin!(drain_rx.changed());
+    let mut drain_polled = false;
     let mut served = 0u64;
     let mut idle_since = now_ms();
     // Once draining, the time an idle connection is closed.
@@ -72,24 +78,30 @@ pub(crate) async fn serve(
     // The first head is due within the header timeout of the connection's start.
     let mut head_started = Some(idle_since);
     loop {
+        // What a request's head yields is taken apart in blocks and helpers that end before the
+        // next `.await`: a local that was borrowed keeps its place in the connection's state for
+        // as long as it is in scope, awaits included, and an idle connection would carry it.
         let head = loop {
-            let parsed = {
+            let refused = {
                 let mut st = lock(&state);
                 if !st.rbuf.is_empty() {
                     head_started.get_or_insert_with(now_ms);
-                    head::parse(&mut st.rbuf, &mut spans, max_head)
+                    match head::parse(&mut st.rbuf, max_head) {
+                        Ok(Some(head)) => break head,
+                        Ok(None) => None,
+                        Err(status) => Some(status),
+                    }
                 } else {
                     if st.rbuf.capacity() > 0 {
                         // Idle: the buffer goes back to the worker's pool.
                         pool::give_read(std::mem::take(&mut st.rbuf));
                     }
-                    Ok(None)
+                    None
                 }
             };
-            match parsed {
-                Ok(Some(head)) => break head,
-                Ok(None) => {}
-                Err(status) => return refuse(&stream, status, &ctx, send_timeout).await,
+            if let Some(status) = refused {
+                // Boxed, as the rare steps below: their state would size every connection's.
+                return Box::pin(refuse(&stream, status, &ctx, send_timeout)).await;
             }
             let due = match head_started {
                 Some(t) => t + header_ms,
@@ -118,12 +130,19 @@ pub(crate) async fn serve(
                 }
             });
             let idle = head_started.is_none() && drain_close.is_none();
-            // The drain signal is waited on while idle only, inline in the connection's own state
-            // (kept across requests, it would cost every idle connection an allocation of its own).
+            // Ready once, when the signal is sent (or its sender is gone): the connection is then
+            // never idle again.
+            let drained = poll_fn(|cx| {
+                if drain_polled && !drain.has_changed().unwrap_or(true) {
+                    return Poll::Pending;
+                }
+                drain_polled = true;
+                drain_wait.as_mut().poll(cx)
+            });
             let wake = tokio::select! {
                 biased;
                 wake = read => wake,
-                _ = crate::serve::drained(&mut drain), if idle => Wake::Draining,
+                _ = drained, if idle => Wake::Draining,
             };
             match wake {
                 Wake::Bytes => {}
@@ -137,16 +156,14 @@ pub(crate) async fn serve(
         if config.max_requests_per_connection > 0 && served >= config.max_requests_per_connection {
             keep_alive = false;
         }
-        let head_request = request.method() == Method::HEAD;
-        let http10 = request.version() == Version::HTTP_10;
+        let (parts, head_request, http10) = split(request);
         if expect_continue
             && !framing.finished()
-            && write_all(&stream, b"HTTP/1.1 100 Continue\r\n\r\n", send_timeout).await.is_err()
+            && Box::pin(write_all(&stream, b"HTTP/1.1 100 Continue\r\n\r\n", send_timeout)).await.is_err()
         {
             return;
         }
         lock(&state).framing = framing;
-        let (parts, ()) = request.into_parts();
         let body = ClientBody { stream: stream.clone(), state: state.clone() };
         // Boxed, so the connection's task is small while idle: the request path's state exists only
         // while a request is in progress.
@@ -188,13 +205,21 @@ pub(crate) async fn serve(
                 let leftover = lock(&state).rbuf.split().freeze();
                 if let Some((upstream, early)) = body.take_upgrade() {
                     drop(body);
-                    tunnel(stream, leftover, upstream, early).await;
+                    // Boxed: only upgraded connections need its state.
+                    Box::pin(tunnel(stream, leftover, upstream, early)).await;
                 }
                 return;
             }
         }
         idle_since = now_ms();
     }
+}
+
+/// The request's parts, and whether it is a HEAD request and an HTTP/1.0 one.
+fn split(request: http::Request<()>) -> (http::request::Parts, bool, bool) {
+    let (parts, ()) = request.into_parts();
+    let (head_request, http10) = (parts.method == Method::HEAD, parts.version == Version::HTTP_10);
+    (parts, head_request, http10)
 }
 
 /// Largest unread request body read and dropped to keep a connection open after a refusal.
