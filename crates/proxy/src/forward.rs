@@ -27,67 +27,74 @@ const MAX_ATTEMPTS: usize = 11;
 /// `B` is the client's body, from the HTTP/1.1 server or from hyper's HTTP/2 server. A protocol
 /// switch (101) is left to the server that owns the client connection: the response body then
 /// holds the endpoint's connection, which [`ResponseBody::take_upgrade`] hands over.
-pub async fn handle<B>(shared: Arc<Shared>, mut req: Request<B>, conn: Arc<ConnInfo>) -> Response<ResponseBody>
+#[allow(clippy::manual_async_fn)] // see `forward`
+pub fn handle<B>(
+    shared: Arc<Shared>,
+    mut req: Request<B>,
+    conn: Arc<ConnInfo>,
+) -> impl std::future::Future<Output = Response<ResponseBody>> + Send
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<gatehouse_upstream::BoxError>,
 {
-    let start = gatehouse_upstream::now();
-    let snap = shared.snapshot.load_full();
-    // Before anything can fail, so refusals and errors carry the id too.
-    let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
-    let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start, request_id.clone()));
-    let mut outcome = Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None };
-    let (rewrite, resp) = match forward(&shared, &snap, req, &conn, &mut outcome).await {
-        Ok(resp) => {
-            let rewrite = match (&outcome.route, &outcome.admitted) {
-                (Some(route), Some(a)) => route.service.as_ref().map(|svc| (svc, a)),
-                _ => None,
-            };
-            (rewrite, resp)
-        }
-        Err(e) => {
-            match e {
-                ProxyError::BadRequest(_) => shared.stats.bad_requests.inc(),
-                ProxyError::NoRoute => shared.stats.unrouted.inc(),
-                _ => {}
+    async move {
+        let start = gatehouse_upstream::now();
+        let snap = shared.snapshot.load_full();
+        // Before anything can fail, so refusals and errors carry the id too.
+        let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
+        let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start, request_id.clone()));
+        let mut outcome = Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None };
+        let (rewrite, resp) = match forward(&shared, &snap, req, &conn, &mut outcome).await {
+            Ok(resp) => {
+                let rewrite = match (&outcome.route, &outcome.admitted) {
+                    (Some(route), Some(a)) => route.service.as_ref().map(|svc| (svc, a)),
+                    _ => None,
+                };
+                (rewrite, resp)
             }
-            (None, e.into_response())
+            Err(e) => {
+                match e {
+                    ProxyError::BadRequest(_) => shared.stats.bad_requests.inc(),
+                    ProxyError::NoRoute => shared.stats.unrouted.inc(),
+                    _ => {}
+                }
+                (None, e.into_response())
+            }
+        };
+        let echo = snap.request_ids.as_ref().zip(request_id);
+        let (mut parts, mut body) = resp.into_parts();
+        if rewrite.is_some() || echo.is_some() {
+            let mut headers = ResponseHeaders { map: &mut parts.headers, raw: body.raw_head_mut() };
+            if let Some((svc, a)) = rewrite {
+                svc.rewrite_response(a, &mut headers);
+            }
+            if let Some((ids, id)) = echo {
+                ids.echo(&mut headers, id);
+            }
         }
-    };
-    let echo = snap.request_ids.as_ref().zip(request_id);
-    let (mut parts, mut body) = resp.into_parts();
-    if rewrite.is_some() || echo.is_some() {
-        let mut headers = ResponseHeaders { map: &mut parts.headers, raw: body.raw_head_mut() };
-        if let Some((svc, a)) = rewrite {
-            svc.rewrite_response(a, &mut headers);
-        }
-        if let Some((ids, id)) = echo {
-            ids.echo(&mut headers, id);
-        }
-    }
-    let mut resp = Response::from_parts(parts, body);
-    let status = resp.status().as_u16();
-    if let Some(route) = &outcome.route {
-        route.stats.record(status, gatehouse_upstream::now().saturating_duration_since(start));
-    }
-    if let Some(mut r) = record {
-        r.status = status;
+        let mut resp = Response::from_parts(parts, body);
+        let status = resp.status().as_u16();
         if let Some(route) = &outcome.route {
-            r.route = route.id.to_string();
-            if let Some(ep) = outcome.endpoint.and_then(|i| route.upstream.endpoints.get(i)) {
-                r.upstream = ep.state.addr_text.to_string();
+            route.stats.record(status, gatehouse_upstream::now().saturating_duration_since(start));
+        }
+        if let Some(mut r) = record {
+            r.status = status;
+            if let Some(route) = &outcome.route {
+                r.route = route.id.to_string();
+                if let Some(ep) = outcome.endpoint.and_then(|i| route.upstream.endpoints.get(i)) {
+                    r.upstream = ep.state.addr_text.to_string();
+                }
             }
+            if let Some(app) = outcome.admitted.as_ref().and_then(|a| a.app.as_ref()) {
+                r.app = app.id.to_string();
+            }
+            if let Some(uri) = outcome.keyless_uri.take() {
+                r.uri = uri;
+            }
+            resp.body_mut().set_record(r);
         }
-        if let Some(app) = outcome.admitted.as_ref().and_then(|a| a.app.as_ref()) {
-            r.app = app.id.to_string();
-        }
-        if let Some(uri) = outcome.keyless_uri.take() {
-            r.uri = uri;
-        }
-        resp.body_mut().set_record(r);
+        resp
     }
-    resp
 }
 
 /// What the request path learned, for metrics and the log.
@@ -176,222 +183,230 @@ fn request_host<B>(req: &Request<B>) -> Result<Option<&str>, ProxyError> {
     }
 }
 
-async fn forward<B>(
-    shared: &Shared,
-    snap: &Snapshot,
+// `handle` and `forward` return an `async move` block instead of being `async fn`s: an `async fn`
+// keeps each argument twice in its state (as passed, and moved into its local), and the request
+// is 240 bytes; the request path's future is allocated per request.
+#[allow(clippy::manual_async_fn)]
+fn forward<'a, B>(
+    shared: &'a Shared,
+    snap: &'a Snapshot,
     req: Request<B>,
-    conn: &ConnInfo,
-    outcome: &mut Outcome,
-) -> Result<Response<ResponseBody>, ProxyError>
+    conn: &'a ConnInfo,
+    outcome: &'a mut Outcome,
+) -> impl std::future::Future<Output = Result<Response<ResponseBody>, ProxyError>> + Send + 'a
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<gatehouse_upstream::BoxError>,
 {
-    let host = request_host(&req)?;
-    if host.is_some_and(|h| !valid_host(h)) {
-        return Err(ProxyError::BadRequest("invalid Host header"));
-    }
-    let route = snap.router.lookup(host.unwrap_or(""), req.uri().path()).ok_or(ProxyError::NoRoute)?;
-    if route.service.as_ref().is_some_and(|s| !s.owns(req.uri().path())) {
-        return Err(ProxyError::NoRoute);
-    }
-    outcome.route = Some(route.clone());
-    if let (Some(port), false) = (route.https_redirect, conn.tls) {
-        return Err(ProxyError::RedirectHttps(https_location(host.unwrap_or(""), port, req.uri())));
-    }
-    let client_cert = match route.client_auth {
-        None => None,
-        Some(_) if !conn.tls => return Err(ProxyError::ClientCertRequired),
-        Some(required) => {
-            let verified = conn.client_cert.as_ref().filter(|c| c.site == route.site);
-            if required && verified.is_none() {
-                return Err(ProxyError::MisdirectedRequest);
-            }
-            Some(verified)
+    async move {
+        let host = request_host(&req)?;
+        if host.is_some_and(|h| !valid_host(h)) {
+            return Err(ProxyError::BadRequest("invalid Host header"));
         }
-    };
-
-    let declared = match req.headers().get(header::CONTENT_LENGTH) {
-        Some(v) => Some(
-            v.to_str()
-                .ok()
-                .and_then(|s| s.parse::<u64>().ok())
-                .ok_or(ProxyError::BadRequest("invalid Content-Length"))?,
-        ),
-        None => None,
-    };
-    if declared.is_some_and(|n| n > route.max_body) {
-        return Err(ProxyError::BodyTooLarge { limit: route.max_body });
-    }
-
-    let upstream = &route.upstream;
-    let settings = &upstream.settings;
-    let h2_downstream = req.version() == Version::HTTP_2;
-    let upgrade = !h2_downstream && !settings.http2 && wants_upgrade(req.headers());
-
-    let (mut parts, body) = req.into_parts();
-    let mut cut = None;
-    if let Some(svc) = &route.service {
-        let len = parts.uri.path_and_query().map_or(0, |p| p.as_str().len());
-        let admitted = svc.admit(&snap.gateway, &mut parts, conn.peer.ip(), &mut cut).await;
-        let changed = cut.is_some() || parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) != len;
-        if changed && snap.access_log.is_some() {
-            // The key was in the target: the log shows the target without it.
-            outcome.keyless_uri = Some(keyless_target(&parts.uri, &cut));
+        let route = snap.router.lookup(host.unwrap_or(""), req.uri().path()).ok_or(ProxyError::NoRoute)?;
+        if route.service.as_ref().is_some_and(|s| !s.owns(req.uri().path())) {
+            return Err(ProxyError::NoRoute);
         }
-        outcome.admitted = Some(admitted.map_err(ProxyError::Denied)?);
-    }
-    let target = upstream_target(&route.rewrite, route.prefix_len, &parts.uri, &cut).map_err(ProxyError::BadRequest)?;
-    let key_uri = if upstream.balancer_needs_uri() {
-        target.path_and_query().map_or("/", |p| p.as_str()).to_string()
-    } else {
-        String::new()
-    };
-    strip_hop_by_hop(&mut parts.headers, upgrade);
-    add_forwarding(&mut parts.headers, snap, conn, h2_downstream);
-    if let (Some(svc), Some(a)) = (&route.service, &outcome.admitted) {
-        svc.rewrite_request(a, &mut parts.headers);
-    }
-    if let Some(verified) = client_cert {
-        // What the client sent under these names never reaches the backend.
-        parts.headers.remove("x-client-cert-subject");
-        let verify = match verified {
-            Some(c) => {
-                if let Ok(v) = HeaderValue::try_from(&*c.subject) {
-                    parts.headers.insert("x-client-cert-subject", v);
+        outcome.route = Some(route.clone());
+        if let (Some(port), false) = (route.https_redirect, conn.tls) {
+            return Err(ProxyError::RedirectHttps(https_location(host.unwrap_or(""), port, req.uri())));
+        }
+        let client_cert = match route.client_auth {
+            None => None,
+            Some(_) if !conn.tls => return Err(ProxyError::ClientCertRequired),
+            Some(required) => {
+                let verified = conn.client_cert.as_ref().filter(|c| c.site == route.site);
+                if required && verified.is_none() {
+                    return Err(ProxyError::MisdirectedRequest);
                 }
-                "SUCCESS"
+                Some(verified)
             }
-            None => "NONE",
         };
-        parts.headers.insert("x-client-verify", HeaderValue::from_static(verify));
-    }
-    match &route.host_header {
-        HostHeader::Literal(h) => {
-            if let Ok(v) = HeaderValue::try_from(h.as_str()) {
-                parts.headers.insert(header::HOST, v);
-            }
-        }
-        // Only HTTP/2 and absolute-form requests carry the host in the target; the others were
-        // routed by their `Host`, so it is there.
-        HostHeader::Preserve if parts.uri.authority().is_some() && !parts.headers.contains_key(header::HOST) => {
-            if let Some(v) = parts.uri.authority().and_then(|a| HeaderValue::try_from(a.as_str()).ok()) {
-                parts.headers.insert(header::HOST, v);
-            }
-        }
-        _ => {}
-    }
-    parts.uri = target;
-    parts.version = if settings.http2 { Version::HTTP_2 } else { Version::HTTP_11 };
-    let body = RequestBody::streaming(body, route.max_body, conn.body_timeout);
-    let method = parts.method.clone();
-    let replayable = idempotent(&method) && body.is_empty() && !upgrade;
-    // A copy for replay, only when a replay may happen and the request cannot be had back from the
-    // failed attempt: an HTTP/1.1 attempt that fails hands back the request it sent (see
-    // `SendFailure::sent`), while HTTP/2 consumes it, and a retried status answer needs it anew.
-    let template = (replayable && settings.retries > 0 && (settings.http2 || !settings.retry_on_status.is_empty()))
-        .then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
-    let mut pending = Some(Request::from_parts(parts, body));
 
-    let select_headers = pending.as_ref().filter(|_| upstream.balancer_needs_headers()).map(|r| r.headers().clone());
-    let empty = http::HeaderMap::new();
-    let key =
-        SelectKey { client_ip: conn.peer.ip(), uri: &key_uri, headers: select_headers.as_ref().unwrap_or(&empty) };
+        let declared = match req.headers().get(header::CONTENT_LENGTH) {
+            Some(v) => Some(
+                v.to_str()
+                    .ok()
+                    .and_then(|s| s.parse::<u64>().ok())
+                    .ok_or(ProxyError::BadRequest("invalid Content-Length"))?,
+            ),
+            None => None,
+        };
+        if declared.is_some_and(|n| n > route.max_body) {
+            return Err(ProxyError::BodyTooLarge { limit: route.max_body });
+        }
 
-    let mut tried = [0usize; MAX_ATTEMPTS];
-    let attempts = (settings.retries as usize + 1).min(MAX_ATTEMPTS);
-    let mut last_error = None;
-    // A retryable status answer, returned as it is if no other endpoint does better.
-    let mut fallback: Option<Response<ResponseBody>> = None;
-    for attempt in 0..attempts {
-        let Some(idx) = upstream.select(&key, &tried[..attempt]) else {
-            break;
-        };
-        tried[attempt] = idx;
-        if attempt > 0 {
-            shared.stats.retries.inc();
-        }
-        let ep = &upstream.endpoints[idx].state;
-        outcome.endpoint = Some(idx);
-        let Some(mut request) = pending.take().or_else(|| rebuild(&template)) else {
-            break;
-        };
-        if route.host_header == HostHeader::Upstream
-            || (settings.http2 && !request.headers().contains_key(header::HOST))
-        {
-            if let Ok(v) = HeaderValue::try_from(&*ep.addr_text) {
-                request.headers_mut().insert(header::HOST, v);
+        let upstream = &route.upstream;
+        let settings = &upstream.settings;
+        let h2_downstream = req.version() == Version::HTTP_2;
+        let upgrade = !h2_downstream && !settings.http2 && wants_upgrade(req.headers());
+
+        let (mut parts, body) = req.into_parts();
+        let mut cut = None;
+        if let Some(svc) = &route.service {
+            let len = parts.uri.path_and_query().map_or(0, |p| p.as_str().len());
+            let admitted = svc.admit(&snap.gateway, &mut parts, conn.peer.ip(), &mut cut).await;
+            let changed = cut.is_some() || parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) != len;
+            if changed && snap.access_log.is_some() {
+                // The key was in the target: the log shows the target without it.
+                outcome.keyless_uri = Some(keyless_target(&parts.uri, &cut));
             }
+            outcome.admitted = Some(admitted.map_err(ProxyError::Denied)?);
         }
-        if settings.http2 {
-            to_absolute(&mut request, &ep.addr_text);
+        let target =
+            upstream_target(&route.rewrite, route.prefix_len, &parts.uri, &cut).map_err(ProxyError::BadRequest)?;
+        let key_uri = if upstream.balancer_needs_uri() {
+            target.path_and_query().map_or("/", |p| p.as_str()).to_string()
+        } else {
+            String::new()
+        };
+        strip_hop_by_hop(&mut parts.headers, upgrade);
+        add_forwarding(&mut parts.headers, snap, conn, h2_downstream);
+        if let (Some(svc), Some(a)) = (&route.service, &outcome.admitted) {
+            svc.rewrite_request(a, &mut parts.headers);
         }
-        // A new connection (or HTTP/2) only when the pool has none; boxed, so the state of
-        // connecting does not size every request's future.
-        let acquired = match Lease::pooled(ep, settings) {
-            Some(lease) => Ok(lease),
-            None => Box::pin(Lease::open(ep, settings)).await,
-        };
-        let lease = match acquired {
-            Ok(lease) => lease,
-            Err(e) => {
-                upstream.record_failure(idx);
-                last_error =
-                    Some(ProxyError::ConnectFailed { endpoint: ep.addr_text.to_string(), reason: e.to_string() });
-                // Never sent: the same request can go elsewhere, whatever its method.
-                pending = Some(request);
-                continue;
-            }
-        };
-        let sent_at = upstream.tracks_latency().then(Instant::now);
-        match lease.send(request, settings.read_timeout).await {
-            Ok(resp) => {
-                let status = resp.status().as_u16();
-                upstream.record_outcome(idx, status >= 500);
-                if settings.retry_on_status.contains(&status) {
-                    ep.record_failure(settings.eject_after, settings.eject_for);
-                    if attempt + 1 < attempts && template.is_some() {
-                        fallback = Some(respond(resp, false, h2_downstream));
-                        continue;
+        if let Some(verified) = client_cert {
+            // What the client sent under these names never reaches the backend.
+            parts.headers.remove("x-client-cert-subject");
+            let verify = match verified {
+                Some(c) => {
+                    if let Ok(v) = HeaderValue::try_from(&*c.subject) {
+                        parts.headers.insert("x-client-cert-subject", v);
                     }
-                } else {
-                    ep.record_success(sent_at.map(|t| t.elapsed()));
+                    "SUCCESS"
                 }
-                let switching = upgrade && status == 101;
-                return Ok(respond(resp, switching, h2_downstream));
+                None => "NONE",
+            };
+            parts.headers.insert("x-client-verify", HeaderValue::from_static(verify));
+        }
+        match &route.host_header {
+            HostHeader::Literal(h) => {
+                if let Ok(v) = HeaderValue::try_from(h.as_str()) {
+                    parts.headers.insert(header::HOST, v);
+                }
             }
-            Err(failure) => {
-                // What the next attempt may send: the request itself when it never left, or, for
-                // an idempotent request without a body, the one that was sent.
-                let again = failure.unsent.or(failure.sent.filter(|_| replayable));
-                match failure.kind {
-                    FailureKind::BodyTooLarge => return Err(ProxyError::BodyTooLarge { limit: route.max_body }),
-                    FailureKind::Client => return Err(ProxyError::BadRequest("client body ended early")),
-                    FailureKind::ClientTimeout => return Err(ProxyError::ClientTimeout),
-                    FailureKind::Timeout => {
-                        upstream.record_failure(idx);
-                        last_error = Some(ProxyError::UpstreamTimeout { endpoint: ep.addr_text.to_string() });
-                    }
-                    FailureKind::Io => {
-                        upstream.record_failure(idx);
-                        last_error = Some(ProxyError::UpstreamFailed {
-                            endpoint: ep.addr_text.to_string(),
-                            reason: failure.reason,
-                        });
-                    }
+            // Only HTTP/2 and absolute-form requests carry the host in the target; the others were
+            // routed by their `Host`, so it is there.
+            HostHeader::Preserve if parts.uri.authority().is_some() && !parts.headers.contains_key(header::HOST) => {
+                if let Some(v) = parts.uri.authority().and_then(|a| HeaderValue::try_from(a.as_str()).ok()) {
+                    parts.headers.insert(header::HOST, v);
                 }
-                match again {
-                    Some(request) => pending = Some(request),
-                    None if template.is_none() => break,
-                    None => {}
+            }
+            _ => {}
+        }
+        parts.uri = target;
+        parts.version = if settings.http2 { Version::HTTP_2 } else { Version::HTTP_11 };
+        let body = RequestBody::streaming(body, route.max_body, conn.body_timeout);
+        let method = parts.method.clone();
+        let replayable = idempotent(&method) && body.is_empty() && !upgrade;
+        // A copy for replay, only when a replay may happen and the request cannot be had back from the
+        // failed attempt: an HTTP/1.1 attempt that fails hands back the request it sent (see
+        // `SendFailure::sent`), while HTTP/2 consumes it, and a retried status answer needs it anew.
+        let template = (replayable && settings.retries > 0 && (settings.http2 || !settings.retry_on_status.is_empty()))
+            .then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
+        let mut pending = Some(Request::from_parts(parts, body));
+
+        let select_headers =
+            pending.as_ref().filter(|_| upstream.balancer_needs_headers()).map(|r| r.headers().clone());
+        let empty = http::HeaderMap::new();
+        let key =
+            SelectKey { client_ip: conn.peer.ip(), uri: &key_uri, headers: select_headers.as_ref().unwrap_or(&empty) };
+
+        let mut tried = [0usize; MAX_ATTEMPTS];
+        let attempts = (settings.retries as usize + 1).min(MAX_ATTEMPTS);
+        let mut last_error = None;
+        // A retryable status answer, returned as it is if no other endpoint does better.
+        let mut fallback: Option<Response<ResponseBody>> = None;
+        for attempt in 0..attempts {
+            let Some(idx) = upstream.select(&key, &tried[..attempt]) else {
+                break;
+            };
+            tried[attempt] = idx;
+            if attempt > 0 {
+                shared.stats.retries.inc();
+            }
+            let ep = &upstream.endpoints[idx].state;
+            outcome.endpoint = Some(idx);
+            let Some(mut request) = pending.take().or_else(|| rebuild(&template)) else {
+                break;
+            };
+            if route.host_header == HostHeader::Upstream
+                || (settings.http2 && !request.headers().contains_key(header::HOST))
+            {
+                if let Ok(v) = HeaderValue::try_from(&*ep.addr_text) {
+                    request.headers_mut().insert(header::HOST, v);
+                }
+            }
+            if settings.http2 {
+                to_absolute(&mut request, &ep.addr_text);
+            }
+            // A new connection (or HTTP/2) only when the pool has none; boxed, so the state of
+            // connecting does not size every request's future.
+            let acquired = match Lease::pooled(ep, settings) {
+                Some(lease) => Ok(lease),
+                None => Box::pin(Lease::open(ep, settings)).await,
+            };
+            let lease = match acquired {
+                Ok(lease) => lease,
+                Err(e) => {
+                    upstream.record_failure(idx);
+                    last_error =
+                        Some(ProxyError::ConnectFailed { endpoint: ep.addr_text.to_string(), reason: e.to_string() });
+                    // Never sent: the same request can go elsewhere, whatever its method.
+                    pending = Some(request);
+                    continue;
+                }
+            };
+            let sent_at = upstream.tracks_latency().then(Instant::now);
+            match lease.send(request, settings.read_timeout).await {
+                Ok(resp) => {
+                    let status = resp.status().as_u16();
+                    upstream.record_outcome(idx, status >= 500);
+                    if settings.retry_on_status.contains(&status) {
+                        ep.record_failure(settings.eject_after, settings.eject_for);
+                        if attempt + 1 < attempts && template.is_some() {
+                            fallback = Some(respond(resp, false, h2_downstream));
+                            continue;
+                        }
+                    } else {
+                        ep.record_success(sent_at.map(|t| t.elapsed()));
+                    }
+                    let switching = upgrade && status == 101;
+                    return Ok(respond(resp, switching, h2_downstream));
+                }
+                Err(failure) => {
+                    // What the next attempt may send: the request itself when it never left, or, for
+                    // an idempotent request without a body, the one that was sent.
+                    let again = failure.unsent.or(failure.sent.filter(|_| replayable));
+                    match failure.kind {
+                        FailureKind::BodyTooLarge => return Err(ProxyError::BodyTooLarge { limit: route.max_body }),
+                        FailureKind::Client => return Err(ProxyError::BadRequest("client body ended early")),
+                        FailureKind::ClientTimeout => return Err(ProxyError::ClientTimeout),
+                        FailureKind::Timeout => {
+                            upstream.record_failure(idx);
+                            last_error = Some(ProxyError::UpstreamTimeout { endpoint: ep.addr_text.to_string() });
+                        }
+                        FailureKind::Io => {
+                            upstream.record_failure(idx);
+                            last_error = Some(ProxyError::UpstreamFailed {
+                                endpoint: ep.addr_text.to_string(),
+                                reason: failure.reason,
+                            });
+                        }
+                    }
+                    match again {
+                        Some(request) => pending = Some(request),
+                        None if template.is_none() => break,
+                        None => {}
+                    }
                 }
             }
         }
+        if let Some(resp) = fallback {
+            return Ok(resp);
+        }
+        Err(last_error.unwrap_or(ProxyError::NoHealthyEndpoint { upstream: upstream.name.to_string() }))
     }
-    if let Some(resp) = fallback {
-        return Ok(resp);
-    }
-    Err(last_error.unwrap_or(ProxyError::NoHealthyEndpoint { upstream: upstream.name.to_string() }))
 }
 
 fn rebuild(template: &Option<(Method, http::Uri, http::HeaderMap)>) -> Option<Request<RequestBody>> {

@@ -185,63 +185,66 @@ impl Lease {
 
     /// Sends the request and reads the response head (within `read_timeout`); the body follows
     /// through the returned [`UpstreamBody`], which keeps the lease.
-    pub async fn send(
+    #[allow(clippy::manual_async_fn)] // an `async fn` would keep the request twice in its state
+    pub fn send(
         mut self,
         mut req: http::Request<RequestBody>,
         read_timeout: Duration,
-    ) -> Result<http::Response<UpstreamBody>, SendFailure> {
-        self.ep.stats.requests.fetch_add(1, Relaxed);
-        match self.conn.take() {
-            Some(Conn::H1(mut conn)) => {
-                let head_request = req.method() == http::Method::HEAD;
-                if let Err(e) = conn.write_request(&mut req, &self.ep.addr_text).await {
-                    return Err(match e {
-                        ExchangeError::NotSent(e) => SendFailure {
-                            unsent: Some(req),
-                            sent: None,
-                            reason: format!("writing request: {e}"),
-                            kind: FailureKind::Io,
-                        },
-                        ExchangeError::BodyTooLarge => {
-                            SendFailure::new(FailureKind::BodyTooLarge, "request body too large")
-                        }
-                        ExchangeError::ClientBody(r) => SendFailure::new(FailureKind::Client, r),
-                        ExchangeError::ClientTimeout => {
-                            SendFailure::new(FailureKind::ClientTimeout, "the client stopped sending its body")
-                        }
-                        ExchangeError::Upstream(r) => SendFailure::new(FailureKind::Io, r).with_sent(req),
-                        ExchangeError::Timeout => {
-                            SendFailure::new(FailureKind::Timeout, "request write timed out").with_sent(req)
-                        }
-                    });
-                }
-                match conn.read_head(head_request, read_timeout).await {
-                    Err(ExchangeError::Timeout) => {
-                        Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout")
-                            .with_sent(req))
+    ) -> impl std::future::Future<Output = Result<http::Response<UpstreamBody>, SendFailure>> + Send {
+        async move {
+            self.ep.stats.requests.fetch_add(1, Relaxed);
+            match self.conn.take() {
+                Some(Conn::H1(mut conn)) => {
+                    let head_request = req.method() == http::Method::HEAD;
+                    if let Err(e) = conn.write_request(&mut req, &self.ep.addr_text).await {
+                        return Err(match e {
+                            ExchangeError::NotSent(e) => SendFailure {
+                                unsent: Some(req),
+                                sent: None,
+                                reason: format!("writing request: {e}"),
+                                kind: FailureKind::Io,
+                            },
+                            ExchangeError::BodyTooLarge => {
+                                SendFailure::new(FailureKind::BodyTooLarge, "request body too large")
+                            }
+                            ExchangeError::ClientBody(r) => SendFailure::new(FailureKind::Client, r),
+                            ExchangeError::ClientTimeout => {
+                                SendFailure::new(FailureKind::ClientTimeout, "the client stopped sending its body")
+                            }
+                            ExchangeError::Upstream(r) => SendFailure::new(FailureKind::Io, r).with_sent(req),
+                            ExchangeError::Timeout => {
+                                SendFailure::new(FailureKind::Timeout, "request write timed out").with_sent(req)
+                            }
+                        });
                     }
-                    Err(ExchangeError::Upstream(r)) => Err(SendFailure::new(FailureKind::Io, r).with_sent(req)),
-                    Err(e) => Err(SendFailure::new(FailureKind::Io, format!("{e:?}")).with_sent(req)),
-                    Ok(head) => {
-                        // The request head was written: its map serves the next head.
-                        crate::header_maps::give(std::mem::take(req.headers_mut()));
-                        drop(req);
-                        self.conn = Some(Conn::H1(conn));
-                        let switching = head.response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
-                        let body =
-                            UpstreamBody::h1(self, head.framing, head.reusable, read_timeout, switching, head.raw);
-                        Ok(head.response.map(|()| body))
+                    match conn.read_head(head_request, read_timeout).await {
+                        Err(ExchangeError::Timeout) => {
+                            Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout")
+                                .with_sent(req))
+                        }
+                        Err(ExchangeError::Upstream(r)) => Err(SendFailure::new(FailureKind::Io, r).with_sent(req)),
+                        Err(e) => Err(SendFailure::new(FailureKind::Io, format!("{e:?}")).with_sent(req)),
+                        Ok(head) => {
+                            // The request head was written: its map serves the next head.
+                            crate::header_maps::give(std::mem::take(req.headers_mut()));
+                            drop(req);
+                            self.conn = Some(Conn::H1(conn));
+                            let switching = head.response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
+                            let body =
+                                UpstreamBody::h1(self, head.framing, head.reusable, read_timeout, switching, head.raw);
+                            Ok(head.response.map(|()| body))
+                        }
                     }
                 }
+                // Boxed: its state would otherwise size every request's future, HTTP/1.1 ones too.
+                Some(Conn::H2(sender)) => Box::pin(self.send_h2(sender, req, read_timeout)).await,
+                None => Err(SendFailure {
+                    unsent: Some(req),
+                    sent: None,
+                    reason: "no connection".into(),
+                    kind: FailureKind::Io,
+                }),
             }
-            // Boxed: its state would otherwise size every request's future, HTTP/1.1 ones too.
-            Some(Conn::H2(sender)) => Box::pin(self.send_h2(sender, req, read_timeout)).await,
-            None => Err(SendFailure {
-                unsent: Some(req),
-                sent: None,
-                reason: "no connection".into(),
-                kind: FailureKind::Io,
-            }),
         }
     }
 
