@@ -269,7 +269,7 @@ async fn serve_connection(
             None => return,
         },
     };
-    let info = conn_info(peer, local, None, &config);
+    let info = conn_info(peer, local, false, None, &config);
     // Each protocol's connection state is boxed, so a connection's task is only as large as the
     // protocol it speaks needs (an idle HTTP/1.1 connection must stay small).
     if h2 {
@@ -318,16 +318,22 @@ fn after_handshake(
     config: &Listener,
 ) -> (Transport, Arc<ConnInfo>, bool) {
     let client_cert = established.client_cert.map(|(site, subject)| ClientCert { site, subject: subject.into() });
-    let info = conn_info(peer, local, Some(client_cert), config);
+    let info = conn_info(peer, local, true, client_cert, config);
     let h2 = established.h2 || config.protocol == ListenerProtocol::H2c;
     (Transport::Tls(Box::new(established.conn)), info, h2)
 }
 
-/// A connection's details for the request path; `tls` holds the client certificate of a TLS one.
-fn conn_info(peer: SocketAddr, local: SocketAddr, tls: Option<Option<ClientCert>>, config: &Listener) -> Arc<ConnInfo> {
-    let mut info = ConnInfo::new(peer, local, tls.is_some());
+/// A connection's details for the request path.
+fn conn_info(
+    peer: SocketAddr,
+    local: SocketAddr,
+    tls: bool,
+    client_cert: Option<ClientCert>,
+    config: &Listener,
+) -> Arc<ConnInfo> {
+    let mut info = ConnInfo::new(peer, local, tls);
     info.body_timeout = config.body_read_timeout.0;
-    info.client_cert = tls.flatten();
+    info.client_cert = client_cert;
     Arc::new(info)
 }
 
