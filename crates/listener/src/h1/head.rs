@@ -27,22 +27,16 @@ pub struct Head {
     pub expect_continue: bool,
 }
 
-/// Parses one client request head from `buf` as the HTTP/1.x listener does, consuming it:
-/// `Ok(None)` while more bytes are needed, the status to refuse the request with otherwise.
-/// `max_head` bounds the head's bytes (431 beyond). For tests and the `request_head` fuzz target.
-pub fn parse_request_head(buf: &mut BytesMut, max_head: usize) -> Result<Option<Head>, StatusCode> {
-    parse(buf, max_head)
-}
-
 thread_local! {
     /// Where each header's name and value sit in the head, while a head is parsed: one list per
     /// worker, so neither a connection (idle ones included) nor a request keeps one of its own.
     static SPANS: RefCell<Vec<(u32, u32, u32, u32)>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Parses one head from `buf`, consuming it; `Ok(None)` when more bytes are needed; the status
-/// to refuse the request with otherwise.
-pub(crate) fn parse(buf: &mut BytesMut, max_head: usize) -> Result<Option<Head>, StatusCode> {
+/// Parses one client request head from `buf` as the HTTP/1.x listener does, consuming it:
+/// `Ok(None)` while more bytes are needed, the status to refuse the request with otherwise.
+/// `max_head` bounds the head's bytes (431 beyond). Also the `request_head` fuzz target's entry.
+pub fn parse_request_head(buf: &mut BytesMut, max_head: usize) -> Result<Option<Head>, StatusCode> {
     SPANS.with(|spans| parse_with(buf, &mut spans.borrow_mut(), max_head))
 }
 
@@ -183,13 +177,13 @@ mod tests {
 
     fn parse_str(text: &str) -> Result<Option<Head>, StatusCode> {
         let mut buf = BytesMut::from(text.as_bytes());
-        parse(&mut buf, 64 * 1024)
+        parse_request_head(&mut buf, 64 * 1024)
     }
 
     #[test]
     fn simple_get_and_pipelined_rest_stays() {
         let mut buf = BytesMut::from(&b"GET /a?b=1 HTTP/1.1\r\nHost: x\r\nX-A: 1\r\nX-A: 2\r\n\r\nGET /next"[..]);
-        let head = parse(&mut buf, 64 * 1024).expect("valid").expect("complete");
+        let head = parse_request_head(&mut buf, 64 * 1024).expect("valid").expect("complete");
         assert_eq!(head.request.uri(), "/a?b=1");
         assert_eq!(head.request.headers().get_all("x-a").iter().count(), 2);
         assert!(head.keep_alive);
@@ -259,9 +253,9 @@ mod tests {
     #[test]
     fn heads_over_the_limit_are_431() {
         let mut buf = BytesMut::from(format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(200)).as_bytes());
-        assert_eq!(parse(&mut buf, 100).err(), Some(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
+        assert_eq!(parse_request_head(&mut buf, 100).err(), Some(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
         let mut partial = BytesMut::from(format!("GET / HTTP/1.1\r\nX: {}", "a".repeat(200)).as_bytes());
-        assert_eq!(parse(&mut partial, 100).err(), Some(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
+        assert_eq!(parse_request_head(&mut partial, 100).err(), Some(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE));
     }
 
     #[test]

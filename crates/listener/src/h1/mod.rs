@@ -67,7 +67,6 @@ pub(crate) async fn serve(
     // only once the signal has changed: in between, its registration stands and wakes the task. A
     // wait made and dropped per request would take the signal's lock twice a request and unlink
     // its entry from two other connections' (cold state on a busy worker).
-    let drain = ctx.drain.clone();
     let mut drain_rx = ctx.drain.clone();
     let mut drain_wait = std::pin::pin!(drain_rx.changed());
     let mut drain_polled = false;
@@ -86,7 +85,7 @@ pub(crate) async fn serve(
                 let mut st = lock(&state);
                 if !st.rbuf.is_empty() {
                     head_started.get_or_insert_with(now_ms);
-                    match head::parse(&mut st.rbuf, max_head) {
+                    match head::parse_request_head(&mut st.rbuf, max_head) {
                         Ok(Some(head)) => break head,
                         Ok(None) => None,
                         Err(status) => Some(status),
@@ -133,7 +132,7 @@ pub(crate) async fn serve(
             // Ready once, when the signal is sent (or its sender is gone): the connection is then
             // never idle again.
             let drained = poll_fn(|cx| {
-                if drain_polled && !drain.has_changed().unwrap_or(true) {
+                if drain_polled && !ctx.drain.has_changed().unwrap_or(true) {
                     return Poll::Pending;
                 }
                 drain_polled = true;
@@ -173,7 +172,7 @@ pub(crate) async fn serve(
         // after answering when it is small, as nginx discards it, so the connection stays in
         // step and open; a large or unbounded one closes the connection instead.
         let mut discard = false;
-        if *drain.borrow() {
+        if *ctx.drain.borrow() {
             keep_alive = false;
         } else {
             match lock(&state).framing {
