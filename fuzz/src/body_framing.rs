@@ -9,7 +9,7 @@
 //! close), one giving the size of each read (1 to 256), then the bytes as they arrive.
 
 use bytes::BytesMut;
-use gatehouse_upstream::framing::{decode_body, Chunk, Framing};
+use gatehouse_http1::framing::{decode_body, Chunk, Framing};
 
 /// What decoding a body came to.
 #[derive(Debug, PartialEq, Eq)]

@@ -10,8 +10,8 @@
 //! head size limit (64 << (b % 8) bytes, 64 to 8,192), then the bytes as the client sent them.
 
 use bytes::BytesMut;
-use gatehouse_listener::{parse_request_head, RequestHead};
-use gatehouse_upstream::framing::Framing;
+use gatehouse_http1::framing::Framing;
+use gatehouse_http1::{parse_request_head, RequestHead};
 use http::{header, Method, Version};
 
 /// What a parse came to, comparable across prefixes.

@@ -8,8 +8,8 @@
 //! prefixes tried (1 to 256), then the bytes as the endpoint sent them.
 
 use bytes::BytesMut;
-use gatehouse_upstream::framing::Framing;
-use gatehouse_upstream::{parse_response_head, ParsedHead};
+use gatehouse_http1::framing::Framing;
+use gatehouse_http1::{parse_response_head, ResponseHead as ParsedHead};
 
 /// Headers that belong to one hop and are never passed on in the forwarded lines.
 const HOP_BY_HOP: [&str; 8] =

@@ -179,7 +179,7 @@ async fn serve(
     let workers = Workers::start(
         n,
         config.cpu_affinity == gatehouse_config::CpuAffinity::Auto,
-        gatehouse_upstream::set_worker_index,
+        gatehouse_clock::set_worker_index,
     )
     .map_err(|e| format!("cannot start workers: {e}"))?;
     let registry = Registry::new(n);

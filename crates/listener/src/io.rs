@@ -22,8 +22,8 @@
 use crate::h2_flood::{calm_goaway, goaway_offence, FloodGuard, FrameCursor, DATA, FRAME_HEADER_LEN};
 use crate::transport::Transport;
 use bytes::{Buf, Bytes};
+use gatehouse_clock::{now_ms, TaskDeadline};
 use gatehouse_telemetry::H2Offence;
-use gatehouse_upstream::{now_ms, TaskDeadline};
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, Ordering::Relaxed};

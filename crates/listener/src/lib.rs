@@ -3,9 +3,11 @@
 //! ```text
 //! worker thread (current-thread runtime, optionally pinned)
 //!   accept loop per listener ── SO_REUSEPORT socket of its own, or one shared socket
-//!     └─ connection task: sniff h2c preface ─► hyper HTTP/1.1 (upgrades) or HTTP/2
-//!          └─ ConnIo enforces header-read and keep-alive idle timeouts; on HTTP/2 it also follows
-//!             frame headers and closes floods with GOAWAY ENHANCE_YOUR_CALM (h2_flood)
+//!     └─ connection task: TLS handshake (ALPN) or sniff of the h2c preface
+//!          ├─ HTTP/1.x: Gatehouse's own server loop (h1), heads parsed by gatehouse-http1;
+//!          │    keep-alive, pipelining, 100-continue, upgrades (WebSocket tunnel)
+//!          └─ HTTP/2: hyper's server; ConnIo enforces the header-read and idle timeouts, follows
+//!               frame headers and closes floods with GOAWAY ENHANCE_YOUR_CALM (h2_flood)
 //! ```
 
 // Unsafe code is denied, not forbidden: one `setsockopt` no safe binding offers (bind.rs).
@@ -21,7 +23,6 @@ mod transport;
 mod workers;
 
 pub use bind::{adopt_listener, bind_listener, BoundListener};
-pub use h1::{parse_request_head, RequestHead};
 pub use per_ip::{OverLimit, PerIpGuard, PerIpLimit};
 pub use serve::{accept_loop, AcceptBackoff, AcceptorCell, ServeContext};
 pub use workers::{Worker, Workers};

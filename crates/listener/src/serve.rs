@@ -5,10 +5,10 @@ use crate::io::{BusyGuard, ConnIo, ConnState, StallMark};
 use crate::per_ip::{PerIpGuard, PerIpLimit};
 use crate::transport::Transport;
 use bytes::{Bytes, BytesMut};
+use gatehouse_clock::{ClockScoped, TaskDeadline};
 use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_proxy::{ClientCert, ConnInfo, ResponseBody, Shared};
 use gatehouse_tls::TlsAcceptor;
-use gatehouse_upstream::{ClockScoped, TaskDeadline};
 use http_body::{Body, Frame, SizeHint};
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -169,7 +169,7 @@ impl Drop for ActiveGuard {
 /// `None` when the socket fails or nothing came within `timeout`.
 async fn sniff(stream: &TcpStream, timeout: Duration) -> Option<(BytesMut, bool)> {
     use crate::h1::pool;
-    let due = gatehouse_upstream::now_ms().saturating_add(timeout.as_millis() as u64);
+    let due = gatehouse_clock::now_ms().saturating_add(timeout.as_millis() as u64);
     // Armed only when the first bytes are not there yet (with deferred accept, they usually are).
     let mut deadline = TaskDeadline::default();
     let mut buf = pool::take_read();

@@ -3,9 +3,9 @@
 //! the HTTP/2 server and upgrade tunnels use it as `AsyncRead + AsyncWrite`.
 
 use bytes::BytesMut;
+use gatehouse_http1::framing::poll_fill_by;
 use gatehouse_tls::conn::{shut_write, try_send_last};
 use gatehouse_tls::TlsConn;
-use gatehouse_upstream::framing::poll_fill_by;
 use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU8, Ordering::Relaxed};
@@ -103,7 +103,7 @@ impl Transport {
 
     /// [`Transport::poll_fill_by`] with the usual step.
     pub(crate) fn poll_fill(&self, buf: &mut BytesMut, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        self.poll_fill_by(buf, gatehouse_upstream::framing::READ_CHUNK, cx)
+        self.poll_fill_by(buf, gatehouse_http1::framing::READ_CHUNK, cx)
     }
 
     /// Writes all of `buf` to the client. With `closing` (the last bytes before the connection

@@ -3,8 +3,9 @@
 //! access log line is written when the body is done or dropped.
 
 use bytes::Bytes;
+use gatehouse_http1::RawHead;
 use gatehouse_telemetry::access_log::{AccessLog, Entry};
-use gatehouse_upstream::{RawHead, UpstreamBody};
+use gatehouse_upstream::UpstreamBody;
 use http_body::{Body, Frame, SizeHint};
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -105,7 +106,7 @@ impl Drop for ResponseBody {
                 bytes: self.sent,
                 referer: &r.referer,
                 user_agent: &r.user_agent,
-                duration: gatehouse_upstream::now().saturating_duration_since(r.start),
+                duration: gatehouse_clock::now().saturating_duration_since(r.start),
                 upstream: &r.upstream,
                 route: &r.route,
                 app: &r.app,

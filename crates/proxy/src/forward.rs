@@ -38,7 +38,7 @@ where
     B::Error: Into<gatehouse_upstream::BoxError>,
 {
     async move {
-        let start = gatehouse_upstream::now();
+        let start = gatehouse_clock::now();
         let snap = shared.snapshot.load_full();
         // Before anything can fail, so refusals and errors carry the id too.
         let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
@@ -75,7 +75,7 @@ where
         let mut resp = Response::from_parts(parts, body);
         let status = resp.status().as_u16();
         if let Some(route) = &outcome.route {
-            route.stats.record(status, gatehouse_upstream::now().saturating_duration_since(start));
+            route.stats.record(status, gatehouse_clock::now().saturating_duration_since(start));
         }
         if let Some(mut r) = record {
             r.status = status;

@@ -3,9 +3,9 @@
 
 use crate::snapshot::{Rewrite, Snapshot};
 use crate::ConnInfo;
+use gatehouse_http1::RawHead;
 use gatehouse_plugins::app_key::PathCut;
 use gatehouse_plugins::EditHeaders;
-use gatehouse_upstream::RawHead;
 use http::header::{self, Entry, HeaderMap, HeaderName, HeaderValue};
 use http::uri::PathAndQuery;
 use http::Uri;

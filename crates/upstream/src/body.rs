@@ -21,7 +21,7 @@ pub struct RequestBody {
     /// Longest wait for the next part of the body, and when the last part came.
     idle_ms: u64,
     last_ms: u64,
-    deadline: crate::LazyDeadline,
+    deadline: gatehouse_clock::LazyDeadline,
 }
 
 impl std::fmt::Debug for RequestBody {
@@ -57,7 +57,13 @@ impl std::error::Error for BodyTimeout {}
 impl RequestBody {
     /// No body.
     pub fn empty() -> Self {
-        RequestBody { inner: None, remaining: 0, idle_ms: 0, last_ms: 0, deadline: crate::LazyDeadline::default() }
+        RequestBody {
+            inner: None,
+            remaining: 0,
+            idle_ms: 0,
+            last_ms: 0,
+            deadline: gatehouse_clock::LazyDeadline::default(),
+        }
     }
 
     /// The client's body (HTTP/1.1 or HTTP/2), limited to `limit` bytes, failing when no part of
@@ -74,8 +80,8 @@ impl RequestBody {
             inner: Some(Box::pin(body.map_err(Into::into))),
             remaining: limit,
             idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
-            last_ms: crate::now_ms(),
-            deadline: crate::LazyDeadline::default(),
+            last_ms: gatehouse_clock::now_ms(),
+            deadline: gatehouse_clock::LazyDeadline::default(),
         }
     }
 
@@ -104,7 +110,7 @@ impl Body for RequestBody {
                     }
                     this.remaining -= n;
                 }
-                this.last_ms = crate::now_ms();
+                this.last_ms = gatehouse_clock::now_ms();
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),

@@ -4,7 +4,7 @@
 
 use crate::breaker::Breaker;
 use crate::pool::Idle;
-use crate::util::{now_ms, worker_index};
+use gatehouse_clock::{now_ms, worker_index};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};

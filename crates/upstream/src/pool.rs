@@ -29,7 +29,7 @@ pub(crate) struct Idle {
 
 impl Idle {
     pub(crate) fn fresh(&mut self, idle_timeout: Duration) -> bool {
-        crate::util::now().saturating_duration_since(self.since) < idle_timeout && self.conn.idle_usable()
+        gatehouse_clock::now().saturating_duration_since(self.since) < idle_timeout && self.conn.idle_usable()
     }
 }
 
@@ -158,7 +158,7 @@ impl Lease {
     }
 
     async fn h2_sender(&self, s: &Settings) -> Result<http2::SendRequest<RequestBody>, ConnectError> {
-        let slot = &self.ep.h2[crate::util::worker_index() % self.ep.h2.len()];
+        let slot = &self.ep.h2[gatehouse_clock::worker_index() % self.ep.h2.len()];
         if let Some(sender) = slot.lock().ok().and_then(|g| g.as_ref().filter(|s| !s.is_closed()).cloned()) {
             return Ok(sender);
         }
@@ -226,7 +226,7 @@ impl Lease {
                         Err(e) => Err(SendFailure::new(FailureKind::Io, format!("{e:?}")).with_sent(req)),
                         Ok(head) => {
                             // The request head was written: its map serves the next head.
-                            crate::header_maps::give(std::mem::take(req.headers_mut()));
+                            gatehouse_http1::header_maps::give(std::mem::take(req.headers_mut()));
                             drop(req);
                             self.conn = Some(Conn::H1(conn));
                             let switching = head.response.status() == http::StatusCode::SWITCHING_PROTOCOLS;
@@ -280,7 +280,7 @@ impl Lease {
         if let Some(Conn::H1(conn)) = self.conn.take() {
             if let Ok(mut pool) = self.ep.my_pool().lock() {
                 if pool.len() < self.max_idle {
-                    pool.push(Idle { conn, since: crate::util::now() });
+                    pool.push(Idle { conn, since: gatehouse_clock::now() });
                 }
             }
         }

@@ -5,8 +5,8 @@
 
 use crate::h1::Framing;
 use crate::pool::{Conn, Lease};
-use crate::raw_head::RawHead;
 use bytes::Bytes;
+use gatehouse_http1::RawHead;
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use std::future::Future;

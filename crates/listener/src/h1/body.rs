@@ -4,7 +4,7 @@
 
 use crate::transport::Transport;
 use bytes::{Bytes, BytesMut};
-use gatehouse_upstream::framing::{decode_body, Framing};
+use gatehouse_http1::framing::{decode_body, Framing};
 use http_body::{Body, Frame, SizeHint};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};

@@ -10,8 +10,6 @@
 //! costs its task and socket, not buffers. Deadlines use one lazy timer per connection.
 
 mod body;
-mod head;
-pub use head::{parse_request_head, Head as RequestHead};
 pub(crate) mod pool;
 mod write;
 
@@ -19,10 +17,10 @@ use crate::serve::ServeContext;
 use crate::transport::Transport;
 use body::{lock, ClientBody, ReadState};
 use bytes::{Bytes, BytesMut};
+use gatehouse_clock::{now_ms, TaskDeadline};
 use gatehouse_config::Listener;
+use gatehouse_http1::framing::{decode_body, Framing};
 use gatehouse_proxy::ConnInfo;
-use gatehouse_upstream::framing::{decode_body, Framing};
-use gatehouse_upstream::{now_ms, TaskDeadline};
 use http::{Method, StatusCode, Version};
 use std::future::{poll_fn, Future};
 use std::sync::{Arc, Mutex};
@@ -85,7 +83,7 @@ pub(crate) async fn serve(
                 let mut st = lock(&state);
                 if !st.rbuf.is_empty() {
                     head_started.get_or_insert_with(now_ms);
-                    match head::parse_request_head(&mut st.rbuf, max_head) {
+                    match gatehouse_http1::parse_request_head(&mut st.rbuf, max_head) {
                         Ok(Some(head)) => break head,
                         Ok(None) => None,
                         Err(status) => Some(status),
@@ -151,7 +149,7 @@ pub(crate) async fn serve(
         };
         head_started = None;
         served += 1;
-        let head::Head { request, framing, mut keep_alive, expect_continue } = head;
+        let gatehouse_http1::RequestHead { request, framing, mut keep_alive, expect_continue } = head;
         if config.max_requests_per_connection > 0 && served >= config.max_requests_per_connection {
             keep_alive = false;
         }

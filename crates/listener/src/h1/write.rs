@@ -150,7 +150,7 @@ pub(crate) async fn write_response(
         }
     }
     // The head is encoded: its map serves the next head on this worker.
-    gatehouse_upstream::header_maps::give(parts.headers);
+    gatehouse_http1::header_maps::give(parts.headers);
     if switching {
         w.extend_from_slice(b"connection: upgrade\r\n");
     } else if !keep_alive {

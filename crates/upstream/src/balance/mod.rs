@@ -3,7 +3,7 @@
 //! snapshot; choosing reads atomics only.
 
 use crate::endpoint::Endpoint;
-use crate::util::{rand_below, stable_hash};
+use crate::random::{rand_below, stable_hash};
 use gatehouse_config::{Balance, HashKey};
 use http::HeaderMap;
 use std::net::IpAddr;
@@ -164,7 +164,7 @@ impl Balancer {
                     if ok(pick) {
                         return Some(pick);
                     }
-                    h = crate::util::mix(h.wrapping_add(1));
+                    h = crate::random::mix(h.wrapping_add(1));
                 }
                 scan_from(eps.len(), (h % eps.len() as u64) as usize, ok)
             }

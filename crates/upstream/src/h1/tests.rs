@@ -2,6 +2,8 @@
 
 use super::*;
 use crate::pool::TimedIo;
+use gatehouse_http1::MAX_LINES;
+use http::HeaderMap;
 use std::time::Duration;
 use tokio::net::TcpListener;
 

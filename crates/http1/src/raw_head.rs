@@ -13,7 +13,7 @@ use http::header::{HeaderMap, HeaderName, HeaderValue};
 
 /// Most header lines a head passed on unparsed may have (one bit each); a head with more is
 /// parsed into a map.
-pub(crate) const MAX_LINES: usize = 64;
+pub const MAX_LINES: usize = 64;
 
 /// An endpoint's header lines, to be written to the client as they are.
 #[derive(Debug)]

@@ -1,10 +1,10 @@
-//! Parsing a client's request head, in place: header values are slices of the read buffer. The
+//! A client's request head, parsed in place: header values are slices of the read buffer. The
 //! body framing rules are strict, because a proxy that reads a body differently from the server
 //! behind it lets requests be smuggled: Transfer-Encoding together with Content-Length, a coding
 //! other than `chunked`, or conflicting lengths are refused, never guessed.
 
+use crate::framing::{Chunk, ConnectionHeader, Framing};
 use bytes::BytesMut;
-use gatehouse_upstream::framing::{Chunk, ConnectionHeader, Framing};
 use http::header::{self, HeaderMap, HeaderValue};
 use http::{Method, Request, StatusCode, Uri, Version};
 use std::cell::RefCell;
@@ -78,15 +78,14 @@ fn parse_with(
     let uri = Uri::from_maybe_shared(head.slice(target.0..target.0 + target.1)).map_err(|_| StatusCode::BAD_REQUEST)?;
     // Room for what the proxy adds (forwarding headers, the request id, a service's headers)
     // without growing.
-    let mut headers = gatehouse_upstream::header_maps::take(spans.len() + 8);
+    let mut headers = crate::header_maps::take(spans.len() + 8);
     let mut connection = ConnectionHeader::default();
     // Which of the headers framing reads are present, noted on the way: most requests have none,
     // and then need no lookup.
     let mut present = Present::default();
     for &(ns, nl, vs, vl) in spans.iter() {
         let (ns, nl, vs, vl) = (ns as usize, nl as usize, vs as usize, vl as usize);
-        let name =
-            gatehouse_upstream::header_maps::header_name(&head[ns..ns + nl]).map_err(|_| StatusCode::BAD_REQUEST)?;
+        let name = crate::header_maps::header_name(&head[ns..ns + nl]).map_err(|_| StatusCode::BAD_REQUEST)?;
         let value = HeaderValue::from_maybe_shared(head.slice(vs..vs + vl)).map_err(|_| StatusCode::BAD_REQUEST)?;
         present.coding |= name == header::TRANSFER_ENCODING;
         present.length |= name == header::CONTENT_LENGTH;
