@@ -13,8 +13,8 @@
 use crate::local::apply;
 use crate::store::StoreError;
 use crate::types::{Draft, Event, NodeReport, Releases, Revision, RevisionMeta};
+use gatehouse_cluster::{Cluster, Purpose};
 use gatehouse_redis::{Script, Subscription, Value};
-use gatehouse_tls::cluster::{Cluster, Purpose};
 use std::sync::Arc;
 
 const HISTORY_CAP: i64 = 1000;

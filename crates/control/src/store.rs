@@ -4,7 +4,7 @@
 use crate::local::LocalStore;
 use crate::redis_store::RedisStore;
 use crate::types::{Draft, Event, NodeReport, Releases, Revision, RevisionMeta};
-use gatehouse_tls::cluster::Cluster;
+use gatehouse_cluster::Cluster;
 use serde_json::Value;
 use std::fmt;
 use std::path::PathBuf;

@@ -188,7 +188,7 @@ async fn serve(
     let tls = TlsRuntime::new(config).await?;
     let mut follower = Follower::new(config, tls.cluster())?;
     let config = initial_config(&mut follower, &base, file_config.clone()).await;
-    let plugins = PluginRegistry::new(tls.redis().zip(config.redis.as_ref().map(|r| r.prefix.clone())));
+    let plugins = PluginRegistry::new(tls.cluster().cloned());
     let snapshot = Snapshot::build(
         Arc::new(config.clone()),
         1,

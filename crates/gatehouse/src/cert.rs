@@ -87,7 +87,7 @@ pub fn run(config_path: &Path, command: CertCommand) -> Result<(), String> {
     rt.block_on(async move {
         let store = store(&config)?;
         if let StoreRef::Redis(r) = &store {
-            r.cluster().connected().await?;
+            r.cluster().connected().await.map_err(|e| e.to_string())?;
         }
         match command {
             CertCommand::Import { files } => import(&store, &files).await,

@@ -61,10 +61,7 @@ fn hostname() -> String {
 impl Follower {
     /// The store for `config`: the cluster's Redis when there is one, else the local directory
     /// when the admin API can write it or it already holds revisions.
-    pub fn new(
-        config: &Config,
-        cluster: Option<&std::sync::Arc<gatehouse_tls::cluster::Cluster>>,
-    ) -> Result<Self, String> {
+    pub fn new(config: &Config, cluster: Option<&std::sync::Arc<gatehouse_cluster::Cluster>>) -> Result<Self, String> {
         let api_on = config.admin.as_ref().is_some_and(gatehouse_config::Admin::api_on);
         let dir = &config.control.dir;
         let store = match cluster {

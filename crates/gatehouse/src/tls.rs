@@ -2,11 +2,11 @@
 //! session cache (kept across reloads, so sessions survive them), and one acceptor per TLS
 //! listener.
 
+use gatehouse_cluster::Cluster;
 use gatehouse_config::{Config, Listener, ListenerProtocol, SessionCacheMode, Tickets, TlsVersion};
 use gatehouse_tls::bundle::{self, Bundle};
 use gatehouse_tls::certs::Store;
 use gatehouse_tls::client_auth::{ClientAuthIndex, SitePolicy};
-use gatehouse_tls::cluster::Cluster;
 use gatehouse_tls::dir::DirStore;
 use gatehouse_tls::redis_store::RedisStore;
 use gatehouse_tls::session::SessionCache;
@@ -188,7 +188,7 @@ pub fn cluster(config: &Config, stats: Arc<TlsStats>) -> Result<Option<Arc<Clust
     let secret = std::fs::read(&r.secret_file)
         .map_err(|e| format!("redis.secret_file: cannot read {}: {e}", r.secret_file.display()))?;
     let secret = secret.trim_ascii();
-    Cluster::new(&r.url, &r.prefix, secret, r.connect_timeout.0, r.command_timeout.0, stats)
+    Cluster::new(&r.url, &r.prefix, secret, r.connect_timeout.0, r.command_timeout.0, stats.redis.clone())
         .map(Some)
         .map_err(|e| format!("redis: {e}"))
 }
@@ -245,7 +245,14 @@ impl TlsRuntime {
                 // Every node reads the ring often enough to follow a rotation within seconds.
                 let poll = (rotation / 4).clamp(Duration::from_millis(200), Duration::from_secs(10));
                 let (tx, rx) = tokio::sync::oneshot::channel();
-                let task = tokio::spawn(c.clone().run_tickets(tk.clone(), rotation, window, poll, tx));
+                let task = tokio::spawn(gatehouse_tls::cluster::run_tickets(
+                    c.clone(),
+                    tk.clone(),
+                    rotation,
+                    window,
+                    poll,
+                    tx,
+                ));
                 // Sealing with the cluster's key from the first connection on; bounded, so a
                 // node starts even when Redis is away.
                 let wait = config.redis.as_ref().map_or(Duration::from_secs(1), |r| r.connect_timeout.0 * 2);
@@ -293,11 +300,6 @@ impl TlsRuntime {
         }
         self.certs = staged.certs;
         self.store = staged.store;
-    }
-
-    /// The cluster's Redis client, when there is a `redis` section.
-    pub fn redis(&self) -> Option<gatehouse_redis::Client> {
-        self.cluster.as_ref().map(|c| c.client().clone())
     }
 
     /// The cluster's Redis and keys, when there is a `redis` section.

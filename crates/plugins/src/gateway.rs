@@ -270,9 +270,8 @@ fn plugin_set(
                 );
                 return Ok(Limiter::local(l, registry.table(&id, l.max_keys)));
             }
-            let (client, prefix) =
-                registry.redis.as_ref().ok_or_else(|| format!("rate_limits[{i}]: `cluster` needs Redis"))?;
-            Ok(Limiter::cluster(l, client.clone(), format!("{{{prefix}}}:rl:{owner}#{i}:")))
+            let cluster = registry.redis.as_ref().ok_or_else(|| format!("rate_limits[{i}]: `cluster` needs Redis"))?;
+            Ok(Limiter::cluster(l, cluster.client().clone(), cluster.key(&format!("rl:{owner}#{i}:"))))
         })
         .collect::<Result<_, String>>()?;
     Ok(PluginSet {

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, Weak};
 /// Gateway state that survives configuration reloads.
 #[derive(Debug, Default)]
 pub struct Registry {
-    redis: Option<(gatehouse_redis::Client, String)>,
+    redis: Option<Arc<gatehouse_cluster::Cluster>>,
     /// For `gatehouse check`: cluster limits are compiled as local ones, never served.
     offline: bool,
     tables: Mutex<HashMap<String, Weak<LocalTable>>>,
@@ -42,8 +42,8 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A registry; `redis` (a client and the key prefix) serves `scope: cluster` limits.
-    pub fn new(redis: Option<(gatehouse_redis::Client, String)>) -> Self {
+    /// A registry; the cluster's Redis, when there is one, serves `scope: cluster` limits.
+    pub fn new(redis: Option<Arc<gatehouse_cluster::Cluster>>) -> Self {
         Registry { redis, ..Registry::default() }
     }
 

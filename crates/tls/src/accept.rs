@@ -317,13 +317,13 @@ impl TlsAcceptor {
         let (id, fetched) = if let (Some(id), None) = (&offered.psk, &self.resumption.ticketer) {
             // Stateful TLS 1.3 tickets are used once across the cluster: Redis is asked even when
             // this node holds the ticket, and a ticket Redis no longer has is not used here either.
-            let fetched = cluster.fetch_session_settled(id, true).await;
+            let fetched = crate::cluster::fetch_session_settled(cluster, id, true, &self.certs.stats).await;
             if fetched == Fetched::Missing {
                 let _ = cache.take(id);
             }
             (id, fetched)
         } else if let Some(id) = offered.session_id.as_ref().filter(|id| !cache.contains(id)) {
-            (id, cluster.fetch_session_settled(id, false).await)
+            (id, crate::cluster::fetch_session_settled(cluster, id, false, &self.certs.stats).await)
         } else {
             return;
         };

@@ -1,6 +1,7 @@
 //! The TLS edge: certificates parsed and checked ([`bundle`]), indexed by name ([`index`]),
 //! resolved per SNI from the configuration and a store ([`certs`], [`dir`]); ticket keys
-//! ([`ticket`]) and a session cache ([`session`]) for resumption; the handshake ([`accept`]) and
+//! ([`ticket`]) and a session cache ([`session`]) for resumption, shared through the cluster's Redis
+//! ([`cluster`]); the handshake ([`accept`]) and
 //! the IO of a TLS connection ([`conn`]).
 
 pub mod accept;

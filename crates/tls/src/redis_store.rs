@@ -10,8 +10,8 @@
 //! channel drops the cached keys it names, and a reconnect of the subscription drops them all.
 
 use crate::bundle::{self, Bundle, BundleError, Facts, KeyKind};
-use crate::cluster::{Cluster, Purpose};
 use aws_lc_rs::digest::{digest, SHA256};
+use gatehouse_cluster::{Cluster, Purpose};
 use std::sync::Arc;
 use std::time::Instant;
 

@@ -3,7 +3,7 @@
 //! rustls asks the cache synchronously in the middle of a handshake, so the cache answers from
 //! memory only. Entries live `ttl`; when the cache is full the oldest tenth is dropped.
 
-use crate::cluster::Cluster;
+use gatehouse_cluster::Cluster;
 use rustls::server::StoresServerSessions;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -88,7 +88,7 @@ impl SessionCache {
 impl StoresServerSessions for SessionCache {
     fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
         if let Some(cluster) = &self.remote {
-            cluster.store_session(key.clone(), &value, self.ttl);
+            crate::cluster::store_session(cluster, key.clone(), &value, self.ttl);
         }
         self.insert(key, value);
         true

@@ -87,12 +87,8 @@ pub struct TlsStats {
     pub certs_expiring_30d: AtomicU64,
     /// Keys in the ticket key ring (a gauge).
     pub ticket_keys: AtomicU64,
-    /// Redis commands sent for TLS state.
-    pub redis_commands: Counter,
-    /// Their total latency, microseconds.
-    pub redis_latency_us: AtomicU64,
-    /// Redis commands that failed (unreachable, timeout, error reply).
-    pub redis_errors: Counter,
+    /// The cluster's Redis commands (for TLS state and the rest), given to its [`Cluster`](gatehouse_cluster::Cluster).
+    pub redis: std::sync::Arc<gatehouse_cluster::RedisStats>,
     /// TLS 1.2 sessions and TLS 1.3 stateful tickets fetched from Redis before a handshake.
     pub sessions_fetched: Counter,
     /// Of those, the ones Redis held only when asked a second time, a moment later: the node that

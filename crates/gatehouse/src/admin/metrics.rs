@@ -54,9 +54,9 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
         (
             "gatehouse_tls_redis_commands_total",
             "Redis commands sent for TLS state (sessions, ticket keys, certificates).",
-            t.redis_commands.get(),
+            t.redis.commands.load(std::sync::atomic::Ordering::Relaxed),
         ),
-        ("gatehouse_tls_redis_errors_total", "Redis commands for TLS state that failed.", t.redis_errors.get()),
+        ("gatehouse_tls_redis_errors_total", "Redis commands for TLS state that failed.", t.redis.errors.load(std::sync::atomic::Ordering::Relaxed)),
         (
             "gatehouse_tls_sessions_fetched_total",
             "Sessions made by another node, fetched from Redis before a handshake.",
@@ -77,7 +77,7 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
     let _ = writeln!(
         out,
         "gatehouse_tls_redis_latency_seconds_total {}",
-        t.redis_latency_us.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6
+        t.redis.latency_us.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6
     );
     help(out, "gatehouse_tls_certificates_expiring", "gauge", "Certificates in memory expiring within 30 days.");
     let _ = writeln!(
