@@ -1,16 +1,12 @@
 //! `gatehouse cert import|list|remove|show`: the certificate store of a configuration, from the
 //! command line. Private keys are read on import and never printed.
 
-use crate::tls::{cluster, now_secs};
 use clap::Subcommand;
-use gatehouse_config::Config;
-use gatehouse_tls::bundle::{self, Facts, KeyKind};
-use gatehouse_tls::dir::DirStore;
-use gatehouse_tls::index::{normalise, wildcard_parent};
-use gatehouse_tls::redis_store::RedisStore;
-use gatehouse_tls::TlsStats;
+use gatehouse_control::now_secs;
+use gatehouse_tls::bundle::Facts;
+use gatehouse_tls::catalog::{Catalog, Imported};
+use gatehouse_tls::index::normalise;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
 /// What to do with the store.
 #[derive(Subcommand)]
@@ -34,11 +30,6 @@ pub enum CertCommand {
         /// A host name.
         name: String,
     },
-}
-
-pub(crate) enum StoreRef {
-    Dir(PathBuf),
-    Redis(RedisStore),
 }
 
 /// `YYYY-MM-DD` of a Unix time (UTC).
@@ -85,8 +76,8 @@ pub fn run(config_path: &Path, command: CertCommand) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;
     rt.block_on(async move {
-        let store = store(&config)?;
-        if let StoreRef::Redis(r) = &store {
+        let store = gatehouse_node::cert_catalog(&config)?;
+        if let Catalog::Redis(r) = &store {
             r.cluster().connected().await.map_err(|e| e.to_string())?;
         }
         match command {
@@ -98,51 +89,12 @@ pub fn run(config_path: &Path, command: CertCommand) -> Result<(), String> {
     })
 }
 
-pub(crate) fn store(config: &Config) -> Result<StoreRef, String> {
-    let Some(s) = &config.tls.store else {
-        return Err("the configuration has no certificate store (tls.store)".into());
-    };
-    if let Some(dir) = &s.dir {
-        return Ok(StoreRef::Dir(dir.clone()));
-    }
-    let cluster = cluster(config, Arc::new(TlsStats::default()))?.ok_or("tls.store.redis needs the `redis` section")?;
-    Ok(StoreRef::Redis(RedisStore::new(cluster)))
-}
-
-/// A file name for a bundle in a directory store: its first name and key type.
-fn file_name(facts: &Facts) -> String {
-    let first = facts.names.first().map_or("bundle", String::as_str).replace('*', "_wildcard");
-    let safe: String =
-        first.chars().map(|c| if c.is_ascii_alphanumeric() || "._-".contains(c) { c } else { '_' }).collect();
-    format!("{safe}.{}.pem", facts.key.as_str())
-}
-
-fn write_private(path: &Path, data: &[u8]) -> Result<(), String> {
-    gatehouse_tls::issue::write_private(path, data).map_err(|e| format!("cannot write {}: {e}", path.display()))
-}
-
-/// Checks one bundle and adds it to the store: its facts, warnings and where it went.
-pub(crate) async fn import_pem(store: &StoreRef, pem: &[u8]) -> Result<(Facts, Vec<String>, String), String> {
-    match store {
-        StoreRef::Dir(dir) => match bundle::parse(pem, None, now_secs()) {
-            Ok((b, warnings)) => {
-                let path = dir.join(file_name(&b.facts));
-                write_private(&path, pem).map(|()| (b.facts, warnings, path.display().to_string()))
-            }
-            Err(e) => Err(e.to_string()),
-        },
-        StoreRef::Redis(r) => {
-            r.import(pem, now_secs()).await.map(|(f, w)| (f, w, "redis".to_string())).map_err(|e| e.to_string())
-        }
-    }
-}
-
-async fn import(store: &StoreRef, files: &[PathBuf]) -> Result<(), String> {
+async fn import(store: &Catalog, files: &[PathBuf]) -> Result<(), String> {
     let mut failed = 0;
     for file in files {
         let pem = std::fs::read(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
-        match import_pem(store, &pem).await {
-            Ok((facts, warnings, place)) => {
+        match store.import(&pem, now_secs()).await {
+            Ok(Imported { facts, warnings, place }) => {
                 for w in warnings {
                     eprintln!("warning: {}: {w}", file.display());
                 }
@@ -160,56 +112,20 @@ async fn import(store: &StoreRef, files: &[PathBuf]) -> Result<(), String> {
     Ok(())
 }
 
-/// Every bundle of the store with where it lives.
-pub(crate) async fn all(store: &StoreRef) -> Result<Vec<(Facts, String)>, String> {
-    match store {
-        StoreRef::Dir(dir) => {
-            let d = DirStore::new(dir.clone());
-            let mut out = Vec::new();
-            for path in d.list().map_err(|e| format!("cannot read {}: {e}", dir.display()))? {
-                match DirStore::load(&path, now_secs()) {
-                    Ok(b) => out.push((b.facts.clone(), path.display().to_string())),
-                    Err(e) => eprintln!("unusable {}: {e}", path.display()),
-                }
-            }
-            Ok(out)
-        }
-        StoreRef::Redis(r) => {
-            Ok(r.list().await?.into_iter().map(|(id, f)| (f, format!("redis bundle {id}"))).collect())
-        }
+async fn list(store: &Catalog) -> Result<(), String> {
+    let all = store.list(now_secs()).await.map_err(|e| e.to_string())?;
+    for (place, e) in &all.unusable {
+        eprintln!("unusable {place}: {e}");
     }
-}
-
-async fn list(store: &StoreRef) -> Result<(), String> {
-    let all = all(store).await?;
-    for (facts, place) in &all {
+    for (facts, place) in &all.bundles {
         println!("{}", line(facts, place));
     }
-    eprintln!("{} certificate(s)", all.len());
+    eprintln!("{} certificate(s)", all.bundles.len());
     Ok(())
 }
 
-/// Removes the bundles serving the index key `name` (a name or `*.parent`) from the store.
-pub(crate) async fn remove_name(store: &StoreRef, name: &str) -> Result<Vec<(Facts, String)>, String> {
-    let key = normalise(name).ok_or("not a name")?;
-    Ok(match store {
-        StoreRef::Dir(_) => {
-            let mut out = Vec::new();
-            for (facts, place) in all(store).await? {
-                if facts.names.contains(&key) {
-                    std::fs::remove_file(&place).map_err(|e| format!("cannot remove {place}: {e}"))?;
-                    let _ = std::fs::remove_file(Path::new(&place).with_extension("ocsp"));
-                    out.push((facts, place));
-                }
-            }
-            out
-        }
-        StoreRef::Redis(r) => r.remove(&key).await?.into_iter().map(|f| (f, "redis".to_string())).collect(),
-    })
-}
-
-async fn remove(store: &StoreRef, name: &str) -> Result<(), String> {
-    let removed = remove_name(store, name).await?;
+async fn remove(store: &Catalog, name: &str) -> Result<(), String> {
+    let removed = store.remove(name, now_secs()).await.map_err(|e| e.to_string())?;
     if removed.is_empty() {
         return Err(format!("no stored certificate names {}", normalise(name).unwrap_or_default()));
     }
@@ -219,23 +135,8 @@ async fn remove(store: &StoreRef, name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// The stored bundles that would serve `name` (exact name first, else its wildcard), ECDSA first.
-pub(crate) async fn serving(store: &StoreRef, name: &str) -> Result<Vec<(Facts, String)>, String> {
-    let name = normalise(name).ok_or("not a name")?;
-    let all = all(store).await?;
-    let serving = |key: &str| all.iter().filter(|(f, _)| f.names.iter().any(|n| n == key)).cloned().collect::<Vec<_>>();
-    let mut found = serving(&name);
-    if found.is_empty() {
-        if let Some(parent) = wildcard_parent(&name) {
-            found = serving(&format!("*.{parent}"));
-        }
-    }
-    found.sort_by_key(|(f, _)| f.key != KeyKind::Ecdsa);
-    Ok(found)
-}
-
-async fn show_name(store: &StoreRef, name: &str) -> Result<(), String> {
-    let found = serving(store, name).await?;
+async fn show_name(store: &Catalog, name: &str) -> Result<(), String> {
+    let found = store.serving(name, now_secs()).await.map_err(|e| e.to_string())?;
     if found.is_empty() {
         return Err(format!("no stored certificate serves {}", normalise(name).unwrap_or_default()));
     }

@@ -1,19 +1,11 @@
-//! The `gatehouse` binary: command line, then hands over to [`app`].
+//! The `gatehouse` binary: the command line. `run` hands over to the running node
+//! ([`gatehouse_node`]); `check`, `cert`, `admin` and `convert` call into the libraries.
 
-#![deny(unsafe_code)]
+#![forbid(unsafe_code)]
 
-mod admin;
 mod admin_cli;
-mod app;
 mod cert;
-mod compiler;
 mod convert;
-mod demo;
-mod events;
-mod follow;
-mod listeners;
-mod tls;
-mod upgrade;
 
 use clap::{Parser, Subcommand};
 
@@ -99,9 +91,9 @@ fn main() -> ExitCode {
         },
         Command::Run { config, status_json } => {
             // First: descriptors handed down by an upgrade are taken over before any other is opened.
-            let inherited = upgrade::Inherited::from_env();
+            let inherited = gatehouse_node::Inherited::from_env();
             init_logging();
-            match inherited.and_then(|inherited| app::run(config, status_json, inherited)) {
+            match inherited.and_then(|inherited| gatehouse_node::run(config, status_json, inherited)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("gatehouse: {e}");
@@ -121,7 +113,7 @@ fn check(file: &std::path::Path) -> ExitCode {
         }
     };
     match gatehouse_config::compile(&text) {
-        Ok(config) => match tls::check_certificates(&config).and_then(|()| {
+        Ok(config) => match gatehouse_node::tls::check_certificates(&config).and_then(|()| {
             gatehouse_plugins::Gateway::build(&config, &gatehouse_plugins::Registry::offline()).map(drop)
         }) {
             Ok(()) => {

@@ -6,6 +6,7 @@
 
 pub mod accept;
 pub mod bundle;
+pub mod catalog;
 pub mod certs;
 pub mod client_auth;
 pub mod cluster;

@@ -4,10 +4,9 @@
 use super::map::sanitize;
 use super::plugins::path_globs;
 use super::upstream::parse_target;
-use super::{hyperapi, run, Conversion, ConvertError};
+use super::{hyperapi, Conversion, ConvertError};
 use gatehouse_config::{compile, Balance, Config, Duration, HashKey, LimitKey};
 use std::path::Path;
-use std::process::ExitCode;
 
 /// `tests/sample_config.yaml` of the hyperapi 0.2.2 crate (trailing blanks removed).
 const SAMPLE: &str = r#"
@@ -563,8 +562,6 @@ fn unusable_input_is_an_error() {
     let missing = "services:\n  - { service_id: a, auth: { type: None }, upstreams: [] }\n";
     assert!(matches!(hyperapi(missing, "x", Path::new("keys")), Err(ConvertError::Parse(_))));
     assert!(matches!(hyperapi("[1, 2", "x", Path::new("keys")), Err(ConvertError::Parse(_))));
-    assert_eq!(run("kong", Path::new("/nonexistent"), None), ExitCode::FAILURE);
-    assert_eq!(run("hyperapi", Path::new("/nonexistent/hyperapi.yaml"), None), ExitCode::FAILURE);
 }
 
 #[test]
@@ -606,8 +603,8 @@ fn target_urls_and_names() {
 /// The committed example output is what the command writes today, and it compiles.
 #[test]
 fn example_converts_to_the_committed_output() {
-    let input = include_str!("../../../../examples/hyperapi/hyperapi.yaml");
-    let expected = include_str!("../../../../examples/hyperapi/gatehouse.yaml");
+    let input = include_str!("../../../examples/hyperapi/hyperapi.yaml");
+    let expected = include_str!("../../../examples/hyperapi/gatehouse.yaml");
     let c = hyperapi(input, "examples/hyperapi/hyperapi.yaml", Path::new("examples/hyperapi/keys")).expect("converts");
     compile(&c.yaml).expect("example output compiles");
     assert!(

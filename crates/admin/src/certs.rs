@@ -3,14 +3,14 @@
 //! node that reads the store; answers carry the parsed facts and never a private key.
 
 use super::api::{field, Answer, ApiError, Call, Reply};
-use crate::cert::{self, StoreRef};
-use crate::tls::now_secs;
+use gatehouse_control::now_secs;
 use gatehouse_tls::bundle::Facts;
+use gatehouse_tls::catalog::{Catalog, CatalogError, Imported};
 use http::Method;
 use serde_json::{json, Value};
 
 /// The certificate store the API manages.
-pub struct CertStore(pub StoreRef);
+pub struct CertStore(pub Catalog);
 
 /// What the API shows of a bundle.
 pub fn facts_json(f: &Facts, stored_as: &str) -> Value {
@@ -53,17 +53,21 @@ fn upload_pem(c: &Call) -> Result<Vec<u8>, ApiError> {
 
 impl CertStore {
     pub(super) async fn call(&self, c: &Call, segs: &[&str]) -> Answer {
-        let unavailable = |e: String| ApiError::new(http::StatusCode::SERVICE_UNAVAILABLE, e);
+        let unavailable = |e: CatalogError| ApiError::new(http::StatusCode::SERVICE_UNAVAILABLE, e.to_string());
+        let bad = |e: CatalogError| ApiError::bad(e.to_string());
         match (&c.method, segs) {
             (&Method::GET, []) => {
-                let all = cert::all(&self.0).await.map_err(unavailable)?;
-                let list: Vec<Value> = all.iter().map(|(f, p)| facts_json(f, p)).collect();
+                let all = self.0.list(now_secs()).await.map_err(unavailable)?;
+                for (place, e) in &all.unusable {
+                    tracing::warn!(bundle = %place, error = %e, "unusable certificate bundle in the store");
+                }
+                let list: Vec<Value> = all.bundles.iter().map(|(f, p)| facts_json(f, p)).collect();
                 Ok(Reply::ok(json!({ "certificates": list })))
             }
             (&Method::POST, []) => {
                 let pem = upload_pem(c)?;
-                match cert::import_pem(&self.0, &pem).await {
-                    Ok((facts, warnings, place)) => {
+                match self.0.import(&pem, now_secs()).await {
+                    Ok(Imported { facts, warnings, place }) => {
                         let mut body = facts_json(&facts, &place);
                         body["warnings"] = json!(warnings);
                         let audit = json!({ "certificate": facts.names, "serial": facts.serial });
@@ -75,7 +79,7 @@ impl CertStore {
                 }
             }
             (&Method::GET, [name]) => {
-                let found = cert::serving(&self.0, name).await.map_err(ApiError::bad)?;
+                let found = self.0.serving(name, now_secs()).await.map_err(bad)?;
                 if found.is_empty() {
                     return Err(ApiError::not_found(format!("no stored certificate serves {name}")));
                 }
@@ -84,7 +88,7 @@ impl CertStore {
                 ))
             }
             (&Method::DELETE, [name]) => {
-                let removed = cert::remove_name(&self.0, name).await.map_err(ApiError::bad)?;
+                let removed = self.0.remove(name, now_secs()).await.map_err(bad)?;
                 if removed.is_empty() {
                     return Err(ApiError::not_found(format!("no stored certificate names {name}")));
                 }

@@ -2,6 +2,8 @@
 //! never do this work: `/metrics`, `/status` and `/healthz` without a token; the REST API under
 //! `/api/v1` and the web console under `/console/` with one.
 
+#![forbid(unsafe_code)]
+
 mod api;
 mod auth;
 mod certs;

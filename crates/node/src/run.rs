@@ -4,7 +4,6 @@
 
 mod apply;
 
-use crate::admin::{self, AdminState, Api, Audit, CertStore, StatusDoc, Tokens};
 use crate::compiler::Compiler;
 use crate::events::Events;
 use crate::follow::Follower;
@@ -12,6 +11,7 @@ use crate::listeners::ListenerSet;
 use crate::tls::TlsRuntime;
 use crate::upgrade::{self, Inherited};
 use apply::Builders;
+use gatehouse_admin::{self as admin, AdminState, Api, Audit, CertStore, StatusDoc, Tokens};
 use gatehouse_config::{AccessLog as AccessLogConfig, Config, Workers as WorkerCount};
 use gatehouse_listener::{ServeContext, Workers};
 use gatehouse_plugins::Registry as PluginRegistry;
@@ -400,7 +400,7 @@ fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) ->
         std::fs::create_dir_all(dir).map_err(|e| format!("admin.audit_log: cannot create {}: {e}", dir.display()))?;
     }
     let certs = match &config.tls.store {
-        Some(_) => Some(CertStore(crate::cert::store(config)?)),
+        Some(_) => Some(CertStore(crate::cert_catalog(config)?)),
         None => None,
     };
     Ok(Some(Arc::new(Api {

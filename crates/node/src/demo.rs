@@ -10,7 +10,7 @@ use std::convert::Infallible;
 /// Serves the demo backend on `listener` until the task ends.
 pub async fn serve(listener: tokio::net::TcpListener) {
     loop {
-        let (stream, _) = crate::admin::accept(&listener, "demo").await;
+        let (stream, _) = gatehouse_admin::accept(&listener, "demo").await;
         tokio::spawn(async move {
             let service = service_fn(|req: http::Request<hyper::body::Incoming>| async move {
                 let host =
