@@ -3,6 +3,7 @@
 
 use crate::body::ResponseBody;
 use gatehouse_plugins::{quota_headers, Denial};
+use gatehouse_upstream::UpstreamError;
 use http::header::HeaderValue;
 use http::{header, Response, StatusCode};
 
@@ -34,24 +35,13 @@ pub enum ProxyError {
         /// Upstream name.
         upstream: String,
     },
-    /// No connection could be made (after retries).
-    ConnectFailed {
-        /// Last endpoint tried.
+    /// The last endpoint tried failed: no connection, no answer in time, or a broken exchange
+    /// (reset, protocol error).
+    Upstream {
+        /// The endpoint.
         endpoint: String,
         /// What failed.
-        reason: String,
-    },
-    /// The endpoint did not answer within the read timeout.
-    UpstreamTimeout {
-        /// Endpoint.
-        endpoint: String,
-    },
-    /// The endpoint broke the exchange (reset, protocol error).
-    UpstreamFailed {
-        /// Endpoint.
-        endpoint: String,
-        /// What failed.
-        reason: String,
+        source: UpstreamError,
     },
 }
 
@@ -68,8 +58,8 @@ impl ProxyError {
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ProxyError::ClientTimeout => StatusCode::REQUEST_TIMEOUT,
             ProxyError::NoHealthyEndpoint { .. } => StatusCode::SERVICE_UNAVAILABLE,
-            ProxyError::ConnectFailed { .. } | ProxyError::UpstreamFailed { .. } => StatusCode::BAD_GATEWAY,
-            ProxyError::UpstreamTimeout { .. } => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::Upstream { source, .. } if source.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::Upstream { .. } => StatusCode::BAD_GATEWAY,
         }
     }
 
@@ -92,14 +82,14 @@ impl ProxyError {
             ProxyError::NoHealthyEndpoint { upstream } => {
                 tracing::warn!(%status, upstream, "no healthy endpoint")
             }
-            ProxyError::ConnectFailed { endpoint, reason } => {
-                tracing::warn!(%status, endpoint, reason, "connect failed")
+            ProxyError::Upstream { endpoint, source } if source.is_connect() => {
+                tracing::warn!(%status, endpoint, reason = %source, "connect failed")
             }
-            ProxyError::UpstreamTimeout { endpoint } => {
+            ProxyError::Upstream { endpoint, source } if source.is_timeout() => {
                 tracing::warn!(%status, endpoint, "upstream timed out")
             }
-            ProxyError::UpstreamFailed { endpoint, reason } => {
-                tracing::warn!(%status, endpoint, reason, "upstream failed")
+            ProxyError::Upstream { endpoint, source } => {
+                tracing::warn!(%status, endpoint, reason = %source, "upstream failed")
             }
         }
         if let ProxyError::Denied(d) = self {

@@ -12,7 +12,7 @@ use crate::{ConnInfo, Shared};
 use bytes::Bytes;
 use gatehouse_config::HostHeader;
 use gatehouse_plugins::Admitted;
-use gatehouse_upstream::{FailureKind, Lease, RequestBody, SelectKey, UpstreamBody};
+use gatehouse_upstream::{Lease, RequestBody, Retry, SelectKey, UpstreamBody, UpstreamError};
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, Version};
 use http_body::Body;
@@ -301,7 +301,7 @@ where
         let replayable = idempotent(&method) && body.is_empty() && !upgrade;
         // A copy for replay, only when a replay may happen and the request cannot be had back from the
         // failed attempt: an HTTP/1.1 attempt that fails hands back the request it sent (see
-        // `SendFailure::sent`), while HTTP/2 consumes it, and a retried status answer needs it anew.
+        // `SendFailure::request`), while HTTP/2 consumes it, and a retried status answer needs it anew.
         let template = (replayable && settings.retries > 0 && (settings.http2 || !settings.retry_on_status.is_empty()))
             .then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
         let mut pending = Some(Request::from_parts(parts, body));
@@ -350,9 +350,9 @@ where
                 Ok(lease) => lease,
                 Err(e) => {
                     upstream.record_failure(idx);
-                    last_error =
-                        Some(ProxyError::ConnectFailed { endpoint: ep.addr_text.to_string(), reason: e.to_string() });
-                    // Never sent: the same request can go elsewhere, whatever its method.
+                    // Never sent (`Retry::Unsent`): the same request can go elsewhere, whatever its method.
+                    debug_assert_eq!(e.retry(), Retry::Unsent);
+                    last_error = Some(ProxyError::Upstream { endpoint: ep.addr_text.to_string(), source: e });
                     pending = Some(request);
                     continue;
                 }
@@ -377,23 +377,14 @@ where
                 Err(failure) => {
                     // What the next attempt may send: the request itself when it never left, or, for
                     // an idempotent request without a body, the one that was sent.
-                    let again = failure.unsent.or(failure.sent.filter(|_| replayable));
-                    match failure.kind {
-                        FailureKind::BodyTooLarge => return Err(ProxyError::BodyTooLarge { limit: route.max_body }),
-                        FailureKind::Client => return Err(ProxyError::BadRequest("client body ended early")),
-                        FailureKind::ClientTimeout => return Err(ProxyError::ClientTimeout),
-                        FailureKind::Timeout => {
-                            upstream.record_failure(idx);
-                            last_error = Some(ProxyError::UpstreamTimeout { endpoint: ep.addr_text.to_string() });
-                        }
-                        FailureKind::Io => {
-                            upstream.record_failure(idx);
-                            last_error = Some(ProxyError::UpstreamFailed {
-                                endpoint: ep.addr_text.to_string(),
-                                reason: failure.reason,
-                            });
-                        }
-                    }
+                    let again = match failure.error.retry() {
+                        Retry::Never => return Err(client_failure(failure.error, route.max_body)),
+                        Retry::Unsent => failure.request,
+                        Retry::IfIdempotent => failure.request.filter(|_| replayable),
+                    };
+                    upstream.record_failure(idx);
+                    last_error =
+                        Some(ProxyError::Upstream { endpoint: ep.addr_text.to_string(), source: failure.error });
                     match again {
                         Some(request) => pending = Some(request),
                         None if template.is_none() => break,
@@ -406,6 +397,15 @@ where
             return Ok(resp);
         }
         Err(last_error.unwrap_or(ProxyError::NoHealthyEndpoint { upstream: upstream.name.to_string() }))
+    }
+}
+
+/// The answer to a request whose own side failed while it was being forwarded.
+fn client_failure(e: UpstreamError, limit: u64) -> ProxyError {
+    match e {
+        UpstreamError::BodyTooLarge => ProxyError::BodyTooLarge { limit },
+        UpstreamError::ClientTimeout => ProxyError::ClientTimeout,
+        _ => ProxyError::BadRequest("client body ended early"),
     }
 }
 

@@ -4,6 +4,7 @@
 //! client's side consumes it. No connection task, no channel between the two sides.
 
 use crate::body::RequestBody;
+use crate::error::UpstreamError;
 use bytes::{Bytes, BytesMut};
 pub(crate) use gatehouse_http1::framing::Framing;
 use gatehouse_http1::response::{parse_head, Span};
@@ -30,23 +31,6 @@ pub(crate) struct H1Conn {
     /// Offsets of header names and values in the head being parsed; kept to reuse its allocation.
     spans: Vec<Span>,
     head_deadline: gatehouse_clock::LazyDeadline,
-}
-
-/// How the exchange failed.
-#[derive(Debug)]
-pub(crate) enum ExchangeError {
-    /// Nothing of the request reached the socket: it may be sent elsewhere as it is.
-    NotSent(io::Error),
-    /// The client's body went over the route's limit.
-    BodyTooLarge,
-    /// The client's body failed (client went away).
-    ClientBody(String),
-    /// The client stopped sending its body.
-    ClientTimeout,
-    /// The endpoint broke the exchange after the request (or part of it) was written.
-    Upstream(String),
-    /// No response head within the read timeout.
-    Timeout,
 }
 
 impl H1Conn {
@@ -113,7 +97,7 @@ impl H1Conn {
         &mut self,
         req: &mut Request<RequestBody>,
         default_host: &str,
-    ) -> Result<(), ExchangeError> {
+    ) -> Result<(), UpstreamError> {
         let has_body = !req.body().is_empty();
         let chunked = has_body && !req.headers().contains_key(header::CONTENT_LENGTH);
         self.encode_head(req, default_host, chunked);
@@ -139,9 +123,9 @@ impl H1Conn {
                     Ok(data) => data,
                     Err(_) => continue, // request trailers are not forwarded
                 },
-                Some(Err(e)) if e.is::<crate::BodyTooLarge>() => return Err(ExchangeError::BodyTooLarge),
-                Some(Err(e)) if e.is::<crate::BodyTimeout>() => return Err(ExchangeError::ClientTimeout),
-                Some(Err(e)) => return Err(ExchangeError::ClientBody(e.to_string())),
+                Some(Err(e)) if e.is::<crate::BodyTooLarge>() => return Err(UpstreamError::BodyTooLarge),
+                Some(Err(e)) if e.is::<crate::BodyTimeout>() => return Err(UpstreamError::ClientTimeout),
+                Some(Err(e)) => return Err(UpstreamError::ClientBody(e)),
             };
             if data.is_empty() {
                 continue;
@@ -159,13 +143,10 @@ impl H1Conn {
             } else {
                 self.io.write_all(&data).await
             };
-            io_result.map_err(|e| ExchangeError::Upstream(format!("writing request body: {e}")))?;
+            io_result.map_err(|source| UpstreamError::Write { source, sent: true })?;
         }
         if chunked {
-            self.io
-                .write_all(b"0\r\n\r\n")
-                .await
-                .map_err(|e| ExchangeError::Upstream(format!("writing request body: {e}")))?;
+            self.io.write_all(b"0\r\n\r\n").await.map_err(|source| UpstreamError::Write { source, sent: true })?;
         }
         Ok(())
     }
@@ -176,7 +157,7 @@ impl H1Conn {
         &mut self,
         head_request: bool,
         read_timeout: std::time::Duration,
-    ) -> Result<Head, ExchangeError> {
+    ) -> Result<Head, UpstreamError> {
         let deadline = gatehouse_clock::now_ms() + read_timeout.as_millis() as u64;
         loop {
             if let Some(head) = self.parse_head(head_request)? {
@@ -187,7 +168,7 @@ impl H1Conn {
                 return Ok(head);
             }
             if self.rbuf.len() >= MAX_HEAD {
-                return Err(ExchangeError::Upstream("response head too large".into()));
+                return Err(UpstreamError::HeadTooLarge);
             }
             let read = std::future::poll_fn(|cx| match self.poll_fill(cx) {
                 Poll::Pending if self.head_deadline.expired(cx, deadline) => Poll::Ready(Err(None)),
@@ -196,17 +177,17 @@ impl H1Conn {
             })
             .await;
             match read {
-                Ok(0) => return Err(ExchangeError::Upstream("connection closed before the response head".into())),
+                Ok(0) => return Err(UpstreamError::Closed),
                 Ok(_) => {}
-                Err(None) => return Err(ExchangeError::Timeout),
-                Err(Some(e)) => return Err(ExchangeError::Upstream(format!("reading response head: {e}"))),
+                Err(None) => return Err(UpstreamError::Timeout),
+                Err(Some(e)) => return Err(UpstreamError::Read(e)),
             }
         }
     }
 
     /// Parses one complete head from the buffer ([`parse_head`]).
-    fn parse_head(&mut self, head_request: bool) -> Result<Option<Head>, ExchangeError> {
-        parse_head(&mut self.rbuf, &mut self.spans, head_request).map_err(|e| ExchangeError::Upstream(e.to_string()))
+    fn parse_head(&mut self, head_request: bool) -> Result<Option<Head>, UpstreamError> {
+        parse_head(&mut self.rbuf, &mut self.spans, head_request).map_err(UpstreamError::Head)
     }
 
     /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
@@ -225,12 +206,8 @@ impl H1Conn {
     }
 }
 
-fn not_sent_or_broken(written: usize, e: io::Error) -> ExchangeError {
-    if written == 0 {
-        ExchangeError::NotSent(e)
-    } else {
-        ExchangeError::Upstream(format!("writing request: {e}"))
-    }
+fn not_sent_or_broken(written: usize, source: io::Error) -> UpstreamError {
+    UpstreamError::Write { source, sent: written > 0 }
 }
 
 #[cfg(test)]

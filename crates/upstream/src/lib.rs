@@ -8,6 +8,7 @@ mod balance;
 mod body;
 mod breaker;
 mod endpoint;
+mod error;
 mod h1;
 mod health;
 mod pool;
@@ -19,8 +20,9 @@ pub use balance::{Balancer, SelectKey};
 pub use body::{BodyTimeout, BodyTooLarge, BoxError, RequestBody};
 pub use breaker::{Breaker, BreakerSettings, BreakerState};
 pub use endpoint::{Endpoint, EndpointState, EndpointStats};
+pub use error::{Retry, UpstreamError};
 pub use health::{run_health_checks, HealthCheckSpec};
-pub use pool::{ConnectError, FailureKind, Lease, SendFailure};
+pub use pool::{Lease, SendFailure};
 pub use registry::Registry;
 pub use response::{UpstreamBody, UpstreamBodyError};
 

@@ -4,7 +4,8 @@
 
 use crate::body::RequestBody;
 use crate::endpoint::EndpointState;
-use crate::h1::{ExchangeError, H1Conn};
+use crate::error::UpstreamError;
+use crate::h1::H1Conn;
 use crate::response::UpstreamBody;
 use crate::Settings;
 use hyper::client::conn::http2;
@@ -40,27 +41,6 @@ pub(crate) enum Conn {
     H2(http2::SendRequest<RequestBody>),
 }
 
-/// Why no connection could be had.
-#[derive(Debug)]
-pub enum ConnectError {
-    /// The TCP connect did not finish within the connect timeout.
-    Timeout,
-    /// The TCP connect failed.
-    Io(io::Error),
-    /// The HTTP/2 handshake failed.
-    Handshake(hyper::Error),
-}
-
-impl std::fmt::Display for ConnectError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ConnectError::Timeout => f.write_str("connect timed out"),
-            ConnectError::Io(e) => write!(f, "connect failed: {e}"),
-            ConnectError::Handshake(e) => write!(f, "handshake failed: {e}"),
-        }
-    }
-}
-
 /// One request's hold on an endpoint: an in-flight slot and a connection. It travels with the
 /// response body and gives the connection back to the pool when the body has been read whole.
 #[derive(Debug)]
@@ -78,46 +58,27 @@ impl Drop for Lease {
     }
 }
 
-/// What kind of failure ended an exchange.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FailureKind {
-    /// The connection broke or the endpoint answered something that is not HTTP.
-    Io,
-    /// No response head within the read timeout.
-    Timeout,
-    /// The client's body went over the route's limit.
-    BodyTooLarge,
-    /// The client's body stopped (the client went away); not the endpoint's fault.
-    Client,
-    /// The client stopped sending its body for longer than allowed; not the endpoint's fault.
-    ClientTimeout,
-}
-
-/// A request that failed on its connection.
+/// A request that failed on its connection: why, and the request back when it can be had.
 #[derive(Debug)]
 pub struct SendFailure {
-    /// The request, when it was certainly not sent (so it may go elsewhere as it is).
-    pub unsent: Option<http::Request<RequestBody>>,
-    /// The request as it was sent, when it had no body (HTTP/1.1): an idempotent one may be sent
-    /// again elsewhere from it, with no copy kept in case.
-    pub sent: Option<http::Request<RequestBody>>,
-    /// What went wrong, for the log.
-    pub reason: String,
-    /// The kind of failure.
-    pub kind: FailureKind,
+    /// The request: as it was given, when it was certainly not sent; as it was sent, when it had
+    /// no body (HTTP/1.1), so that an idempotent one may go elsewhere with no copy kept in case.
+    /// Whether it may go again at all is the error's [`UpstreamError::retry`].
+    pub request: Option<http::Request<RequestBody>>,
+    /// What went wrong.
+    pub error: UpstreamError,
 }
 
 impl SendFailure {
-    fn new(kind: FailureKind, reason: impl Into<String>) -> Self {
-        SendFailure { unsent: None, sent: None, reason: reason.into(), kind }
+    /// A failure whose request cannot be had back.
+    fn new(error: UpstreamError) -> Self {
+        SendFailure { request: None, error }
     }
 
-    /// The same failure, keeping the request it sent when that request had no body.
-    fn with_sent(mut self, req: http::Request<RequestBody>) -> Self {
-        if req.body().is_empty() {
-            self.sent = Some(req);
-        }
-        self
+    /// A failure with the request back: unsent, or sent and without a body.
+    fn with(error: UpstreamError, req: http::Request<RequestBody>) -> Self {
+        let back = matches!(error.retry(), crate::Retry::Unsent) || req.body().is_empty();
+        SendFailure { request: back.then_some(req), error }
     }
 }
 
@@ -136,7 +97,7 @@ impl Lease {
 
     /// An in-flight slot on `ep` and a connection made for it: the shared HTTP/2 one, or a new
     /// HTTP/1.1 one when [`Lease::pooled`] found none idle.
-    pub async fn open(ep: &Arc<EndpointState>, s: &Settings) -> Result<Lease, ConnectError> {
+    pub async fn open(ep: &Arc<EndpointState>, s: &Settings) -> Result<Lease, UpstreamError> {
         ep.inflight.fetch_add(1, Relaxed);
         let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: false };
         lease.conn = Some(if s.http2 {
@@ -157,7 +118,7 @@ impl Lease {
         None
     }
 
-    async fn h2_sender(&self, s: &Settings) -> Result<http2::SendRequest<RequestBody>, ConnectError> {
+    async fn h2_sender(&self, s: &Settings) -> Result<http2::SendRequest<RequestBody>, UpstreamError> {
         let slot = &self.ep.h2[gatehouse_clock::worker_index() % self.ep.h2.len()];
         if let Some(sender) = slot.lock().ok().and_then(|g| g.as_ref().filter(|s| !s.is_closed()).cloned()) {
             return Ok(sender);
@@ -168,7 +129,7 @@ impl Lease {
             .keep_alive_interval(Duration::from_secs(30))
             .handshake(io)
             .await
-            .map_err(ConnectError::Handshake)?;
+            .map_err(UpstreamError::Handshake)?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
@@ -197,33 +158,10 @@ impl Lease {
                 Some(Conn::H1(mut conn)) => {
                     let head_request = req.method() == http::Method::HEAD;
                     if let Err(e) = conn.write_request(&mut req, &self.ep.addr_text).await {
-                        return Err(match e {
-                            ExchangeError::NotSent(e) => SendFailure {
-                                unsent: Some(req),
-                                sent: None,
-                                reason: format!("writing request: {e}"),
-                                kind: FailureKind::Io,
-                            },
-                            ExchangeError::BodyTooLarge => {
-                                SendFailure::new(FailureKind::BodyTooLarge, "request body too large")
-                            }
-                            ExchangeError::ClientBody(r) => SendFailure::new(FailureKind::Client, r),
-                            ExchangeError::ClientTimeout => {
-                                SendFailure::new(FailureKind::ClientTimeout, "the client stopped sending its body")
-                            }
-                            ExchangeError::Upstream(r) => SendFailure::new(FailureKind::Io, r).with_sent(req),
-                            ExchangeError::Timeout => {
-                                SendFailure::new(FailureKind::Timeout, "request write timed out").with_sent(req)
-                            }
-                        });
+                        return Err(SendFailure::with(e, req));
                     }
                     match conn.read_head(head_request, read_timeout).await {
-                        Err(ExchangeError::Timeout) => {
-                            Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout")
-                                .with_sent(req))
-                        }
-                        Err(ExchangeError::Upstream(r)) => Err(SendFailure::new(FailureKind::Io, r).with_sent(req)),
-                        Err(e) => Err(SendFailure::new(FailureKind::Io, format!("{e:?}")).with_sent(req)),
+                        Err(e) => Err(SendFailure::with(e, req)),
                         Ok(head) => {
                             // The request head was written: its map serves the next head.
                             gatehouse_http1::header_maps::give(std::mem::take(req.headers_mut()));
@@ -238,12 +176,7 @@ impl Lease {
                 }
                 // Boxed: its state would otherwise size every request's future, HTTP/1.1 ones too.
                 Some(Conn::H2(sender)) => Box::pin(self.send_h2(sender, req, read_timeout)).await,
-                None => Err(SendFailure {
-                    unsent: Some(req),
-                    sent: None,
-                    reason: "no connection".into(),
-                    kind: FailureKind::Io,
-                }),
+                None => Err(SendFailure::with(UpstreamError::NoConnection, req)),
             }
         }
     }
@@ -255,18 +188,18 @@ impl Lease {
         read_timeout: Duration,
     ) -> Result<http::Response<UpstreamBody>, SendFailure> {
         match tokio::time::timeout(read_timeout, sender.try_send_request(req)).await {
-            Err(_) => Err(SendFailure::new(FailureKind::Timeout, "no response head within the read timeout")),
+            Err(_) => Err(SendFailure::new(UpstreamError::Timeout)),
             Ok(Err(mut e)) => {
                 let unsent = e.take_message();
-                let error = e.into_error();
-                let kind = if caused_by::<crate::BodyTooLarge>(&error) {
-                    FailureKind::BodyTooLarge
-                } else if caused_by::<crate::BodyTimeout>(&error) {
-                    FailureKind::ClientTimeout
+                let source = e.into_error();
+                let error = if caused_by::<crate::BodyTooLarge>(&source) {
+                    UpstreamError::BodyTooLarge
+                } else if caused_by::<crate::BodyTimeout>(&source) {
+                    UpstreamError::ClientTimeout
                 } else {
-                    FailureKind::Io
+                    UpstreamError::H2 { source, sent: unsent.is_none() }
                 };
-                Err(SendFailure { unsent, sent: None, reason: error.to_string(), kind })
+                Err(SendFailure { request: unsent, error })
             }
             Ok(Ok(resp)) => {
                 self.conn = Some(Conn::H2(sender));
@@ -299,16 +232,16 @@ fn caused_by<E: std::error::Error + 'static>(error: &hyper::Error) -> bool {
     false
 }
 
-async fn connect(ep: &EndpointState, s: &Settings) -> Result<TimedIo, ConnectError> {
+async fn connect(ep: &EndpointState, s: &Settings) -> Result<TimedIo, UpstreamError> {
     let stream = match tokio::time::timeout(s.connect_timeout, TcpStream::connect(ep.addr)).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
             ep.stats.connect_errors.fetch_add(1, Relaxed);
-            return Err(ConnectError::Io(e));
+            return Err(UpstreamError::Connect(e));
         }
         Err(_) => {
             ep.stats.connect_errors.fetch_add(1, Relaxed);
-            return Err(ConnectError::Timeout);
+            return Err(UpstreamError::ConnectTimeout);
         }
     };
     ep.stats.connects.fetch_add(1, Relaxed);
