@@ -1,7 +1,7 @@
 //! `/metrics`: every subsystem's counters and gauges in the Prometheus text format, rendered on
 //! request from the atomics the data plane updates.
 
-use gatehouse_proxy::Shared;
+use gatehouse_proxy::{Shared, Snapshot};
 use gatehouse_tls::{Failure, TlsStats};
 use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
@@ -90,8 +90,16 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
 /// The proxy's metrics in the Prometheus text format.
 pub fn render_metrics(shared: &Shared) -> String {
     let snap = shared.snapshot.load();
-    let s = &shared.stats;
     let mut out = String::with_capacity(8192);
+    render_process(&mut out, &shared.stats, &snap);
+    render_routes(&mut out, &snap);
+    render_endpoints(&mut out, &snap);
+    render_gateway(&mut out, &snap.gateway);
+    out
+}
+
+/// Process-wide counters: connections, refusals, retries, reloads, HTTP/2 offenders.
+fn render_process(out: &mut String, s: &gatehouse_telemetry::ProcessStats, snap: &Snapshot) {
     let process: [(&str, &str, &str, i64); 13] = [
         (
             "gatehouse_connections_accepted_total",
@@ -148,11 +156,11 @@ pub fn render_metrics(shared: &Shared) -> String {
         ("gatehouse_routes", "gauge", "Routes in the configuration in force.", snap.routes.len() as i64),
     ];
     for (name, kind, text, value) in process {
-        help(&mut out, name, kind, text);
+        help(out, name, kind, text);
         let _ = writeln!(out, "{name} {value}");
     }
     help(
-        &mut out,
+        out,
         "gatehouse_http2_offenders_total",
         "counter",
         "HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM, by what the client did.",
@@ -160,8 +168,11 @@ pub fn render_metrics(shared: &Shared) -> String {
     for (offence, c) in gatehouse_telemetry::H2Offence::ALL.iter().zip(&s.h2_offenders) {
         let _ = writeln!(out, "gatehouse_http2_offenders_total{{reason=\"{}\"}} {}", offence.label(), c.get());
     }
+}
 
-    help(&mut out, "gatehouse_requests_total", "counter", "Responses by route and status class.");
+/// Responses and their latency, by route.
+fn render_routes(out: &mut String, snap: &Snapshot) {
+    help(out, "gatehouse_requests_total", "counter", "Responses by route and status class.");
     for r in &snap.routes {
         for (i, c) in r.stats.by_class.iter().enumerate() {
             let _ = writeln!(
@@ -173,16 +184,14 @@ pub fn render_metrics(shared: &Shared) -> String {
             );
         }
     }
-    help(
-        &mut out,
-        "gatehouse_request_duration_seconds",
-        "histogram",
-        "Time from request head to response head, by route.",
-    );
+    help(out, "gatehouse_request_duration_seconds", "histogram", "Time from request head to response head, by route.");
     for r in &snap.routes {
-        r.stats.latency.render(&mut out, "gatehouse_request_duration_seconds", &format!("route=\"{}\"", esc(&r.id)));
+        r.stats.latency.render(out, "gatehouse_request_duration_seconds", &format!("route=\"{}\"", esc(&r.id)));
     }
+}
 
+/// Each endpoint's counters and state, by upstream and address.
+fn render_endpoints(out: &mut String, snap: &Snapshot) {
     type Read = fn(&gatehouse_upstream::EndpointState) -> u64;
     let endpoint_metrics: [(&str, &str, &str, Read); 11] = [
         ("gatehouse_upstream_requests_total", "counter", "Requests sent to the endpoint.", |e| {
@@ -227,7 +236,7 @@ pub fn render_metrics(shared: &Shared) -> String {
         }),
     ];
     for (name, kind, text, read) in endpoint_metrics {
-        help(&mut out, name, kind, text);
+        help(out, name, kind, text);
         for (uname, u) in &snap.upstreams {
             for ep in u.endpoints.iter() {
                 let _ = writeln!(
@@ -240,8 +249,6 @@ pub fn render_metrics(shared: &Shared) -> String {
             }
         }
     }
-    render_gateway(&mut out, &snap.gateway);
-    out
 }
 
 /// Admit-stage counters by service.

@@ -2,6 +2,7 @@
 //! reloads (SIGHUP or file change), hand over to a new binary on SIGUSR2 ([`crate::upgrade`]) and
 //! drain on SIGTERM/SIGINT. Runs on the main thread's own runtime; traffic runs on the workers.
 
+mod admin;
 mod apply;
 
 use crate::compiler::Compiler;
@@ -11,7 +12,7 @@ use crate::listeners::ListenerSet;
 use crate::tls::TlsRuntime;
 use crate::upgrade::{self, Inherited};
 use apply::Builders;
-use gatehouse_admin::{self as admin, AdminState, Api, Audit, CertStore, StatusDoc, Tokens};
+use gatehouse_admin::StatusDoc;
 use gatehouse_config::{AccessLog as AccessLogConfig, Config, Workers as WorkerCount};
 use gatehouse_listener::{ServeContext, Workers};
 use gatehouse_plugins::Registry as PluginRegistry;
@@ -22,7 +23,7 @@ use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
-use tokio::signal::unix::{signal, SignalKind};
+use tokio::signal::unix::{signal, Signal, SignalKind};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -152,6 +153,28 @@ async fn initial_config(follower: &mut Follower, base: &str, file: Config) -> Co
     }
 }
 
+/// Signals the node answers, watched before anything is announced so that a signal sent right
+/// after "ready" is handled rather than killing the process.
+struct Signals {
+    hup: Signal,
+    term: Signal,
+    int: Signal,
+    usr2: Signal,
+}
+
+impl Signals {
+    fn watch() -> Result<Self, String> {
+        let watch = |kind: SignalKind, name: &str| signal(kind).map_err(|e| format!("cannot watch {name}: {e}"));
+        Ok(Signals {
+            hup: watch(SignalKind::hangup(), "SIGHUP")?,
+            term: watch(SignalKind::terminate(), "SIGTERM")?,
+            int: watch(SignalKind::interrupt(), "SIGINT")?,
+            usr2: watch(SignalKind::user_defined2(), "SIGUSR2")?,
+        })
+    }
+}
+
+/// Starts the node, serves until it is told to stop or a new binary took over, then drains.
 async fn serve(
     path: Option<PathBuf>,
     base: String,
@@ -159,176 +182,200 @@ async fn serve(
     events: Events,
     mut inherited: Inherited,
 ) -> Result<(), String> {
-    let config = &file_config;
     let mut other_sockets = Vec::new();
     let mut other_tasks = Vec::new();
-    let n = match config.workers {
-        WorkerCount::Auto => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        WorkerCount::Count(n) => n,
-    };
-    if let Some(addr) = config.demo_backend {
+    if let Some(addr) = file_config.demo_backend {
         let l = other_socket(&mut inherited, "demo", addr, &mut other_sockets)?;
         other_tasks.push(tokio::spawn(crate::demo::serve(l)));
     }
-    // Signals are watched before anything is announced, so a signal sent right after "ready" is
-    // handled rather than killing the process.
-    let mut hup = signal(SignalKind::hangup()).map_err(|e| format!("cannot watch SIGHUP: {e}"))?;
-    let mut term = signal(SignalKind::terminate()).map_err(|e| format!("cannot watch SIGTERM: {e}"))?;
-    let mut int = signal(SignalKind::interrupt()).map_err(|e| format!("cannot watch SIGINT: {e}"))?;
-    let mut usr2 = signal(SignalKind::user_defined2()).map_err(|e| format!("cannot watch SIGUSR2: {e}"))?;
-    let workers = Workers::start(
-        n,
-        config.cpu_affinity == gatehouse_config::CpuAffinity::Auto,
-        gatehouse_clock::set_worker_index,
-    )
-    .map_err(|e| format!("cannot start workers: {e}"))?;
-    let registry = Registry::new(n);
-    let route_stats = RouteStatsRegistry::default();
-    let access_log = open_log(&config.access_log)?;
-    let tls = TlsRuntime::new(config).await?;
-    let mut follower = Follower::new(config, tls.cluster())?;
-    let config = initial_config(&mut follower, &base, file_config.clone()).await;
-    let plugins = PluginRegistry::new(tls.cluster().cloned());
-    let snapshot = Snapshot::build(
-        Arc::new(config.clone()),
-        1,
-        &registry,
-        &route_stats,
-        &plugins,
-        access_log.as_ref().map(|(_, l)| l.clone()),
-    )?;
-    let shared = Shared::new(snapshot);
-    let acceptors = tls.acceptors(&config, tls.certs())?;
-    let (drain_tx, drain_rx) = watch::channel(false);
-    let ctx = ServeContext { shared: shared.clone(), drain: drain_rx };
-    let mut control = Control {
-        file_stamp: stamp(path.as_deref()),
-        path,
-        events,
-        workers,
-        builders: Builders {
-            registry: Arc::new(registry),
-            route_stats: Arc::new(route_stats),
-            plugins: Arc::new(plugins),
-        },
-        compiler: Compiler::start()?,
-        shared: shared.clone(),
-        listeners: ListenerSet::default(),
-        ctx,
-        access_log,
-        health: Vec::new(),
-        status: Arc::new(Mutex::new(json!({}))),
-        generation: 1,
-        started_with: config.clone(),
-        tls,
-        base: Arc::new(Mutex::new(base)),
-        follower,
-        admin_addr: None,
-        other_tasks,
-        other_sockets,
-        retired: None,
-    };
-    control.listeners.apply(&config, &control.workers, &control.ctx, config.reuse_port, &acceptors, &mut inherited)?;
-    control.restart_health_checks();
-    for w in &control.workers.workers {
-        w.handle.spawn(worker_maintenance(shared.clone()));
-    }
-    let admin_addr = match &config.admin {
-        Some(a) => {
-            let l = other_socket(&mut inherited, "admin", a.bind, &mut control.other_sockets)?;
-            let addr = l.local_addr().ok();
-            let state = AdminState {
-                shared: shared.clone(),
-                tls: control.tls.stats().clone(),
-                status: control.status.clone(),
-                api: admin_api(a, &config, &control)?,
-            };
-            let tls = a.tls.as_ref().map(crate::tls::admin_server_config).transpose()?;
-            control.other_tasks.push(tokio::spawn(admin::serve(l, Arc::new(state), tls)));
-            addr
-        }
-        None => None,
-    };
-    control.admin_addr = admin_addr;
-    control.update_status();
-    control.follower.send_report(control.generation).await;
-    let addrs = control.listeners.addrs();
-    tracing::info!(workers = n, listeners = ?addrs, admin = ?admin_addr, "gatehouse ready");
-    control.events.emit(
-        "ready",
-        json!({ "listeners": addrs, "admin": admin_addr, "pid": std::process::id(), "workers": n, "generation": 1 }),
-    );
-    if inherited.is_upgrade() {
-        tracing::info!("took over the listeners from the previous process");
-    }
-    inherited.ready();
-
-    let mut tick = tokio::time::interval(TICK);
-    let mut ticks = 0u64;
-    let mut poll = tokio::time::interval(config.control.poll_interval.0);
-    let mut changes = match &control.follower.store {
-        Some(store) => Some(store.changes()?),
-        None => None,
-    };
-    let mut upgrading: Option<JoinHandle<Result<u32, String>>> = None;
-    loop {
-        tokio::select! {
-            _ = hup.recv() => control.reload("SIGHUP").await,
-            _ = usr2.recv() => {
-                if upgrading.is_some() {
-                    tracing::warn!("SIGUSR2: an upgrade is already under way");
-                } else {
-                    upgrading = control.start_upgrade();
-                }
-            }
-            done = async {
-                match upgrading.as_mut() {
-                    Some(h) => h.await.unwrap_or_else(|e| Err(e.to_string())),
-                    None => std::future::pending().await,
-                }
-            } => {
-                upgrading = None;
-                match done {
-                    Ok(pid) => {
-                        tracing::info!(pid, "the new process is ready; this one stops accepting and drains");
-                        control.events.emit("upgraded", json!({ "pid": pid }));
-                        break;
-                    }
-                    Err(e) => {
-                        tracing::error!("upgrade failed, this process goes on serving: {e}");
-                        control.events.emit("upgrade_failed", json!({ "error": e }));
-                    }
-                }
-            }
-            more = async {
-                match changes.as_mut() {
-                    Some(c) => c.changed().await,
-                    None => std::future::pending().await,
-                }
-            } => {
-                if !more {
-                    changes = None;
-                }
-                control.follow().await;
-            }
-            _ = poll.tick() => control.follow().await,
-            _ = tick.tick() => {
-                ticks += 1;
-                if ticks % 30 == 1 {
-                    control.tls.refresh_expiring();
-                }
-                let now = stamp(control.path.as_deref());
-                if control.shared.snapshot.load().config.watch && now.is_some() && now != control.file_stamp {
-                    control.file_stamp = now;
-                    control.reload("file change").await;
-                }
-            }
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-        }
-    }
+    let signals = Signals::watch()?;
+    let (mut control, config, drain_tx) =
+        Control::start(path, base, file_config, events, (other_sockets, other_tasks), &mut inherited).await?;
+    control.admin_addr = admin::start(&mut control, &config, &mut inherited)?;
+    control.announce(&mut inherited).await;
+    control.serve(signals, &config).await?;
     control.stop(drain_tx).await;
     Ok(())
+}
+
+/// What the control loop keeps of the other sockets (admin, demo backend) it started with.
+type Others = (Vec<(String, String, std::net::TcpListener)>, Vec<JoinHandle<()>>);
+
+impl Control {
+    /// Starts the workers, the TLS runtime, the revision follower and the listeners of the
+    /// configuration to start with (the file, or the released revision this node should run).
+    async fn start(
+        path: Option<PathBuf>,
+        base: String,
+        file_config: Config,
+        events: Events,
+        (other_sockets, other_tasks): Others,
+        inherited: &mut Inherited,
+    ) -> Result<(Self, Config, watch::Sender<bool>), String> {
+        let config = &file_config;
+        let n = match config.workers {
+            WorkerCount::Auto => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            WorkerCount::Count(n) => n,
+        };
+        let workers = Workers::start(
+            n,
+            config.cpu_affinity == gatehouse_config::CpuAffinity::Auto,
+            gatehouse_clock::set_worker_index,
+        )
+        .map_err(|e| format!("cannot start workers: {e}"))?;
+        let registry = Registry::new(n);
+        let route_stats = RouteStatsRegistry::default();
+        let access_log = open_log(&config.access_log)?;
+        let tls = TlsRuntime::new(config).await?;
+        let mut follower = Follower::new(config, tls.cluster())?;
+        let config = initial_config(&mut follower, &base, file_config.clone()).await;
+        let plugins = PluginRegistry::new(tls.cluster().cloned());
+        let snapshot = Snapshot::build(
+            Arc::new(config.clone()),
+            1,
+            &registry,
+            &route_stats,
+            &plugins,
+            access_log.as_ref().map(|(_, l)| l.clone()),
+        )?;
+        let shared = Shared::new(snapshot);
+        let acceptors = tls.acceptors(&config, tls.certs())?;
+        let (drain_tx, drain_rx) = watch::channel(false);
+        let ctx = ServeContext { shared: shared.clone(), drain: drain_rx };
+        let mut control = Control {
+            file_stamp: stamp(path.as_deref()),
+            path,
+            events,
+            workers,
+            builders: Builders {
+                registry: Arc::new(registry),
+                route_stats: Arc::new(route_stats),
+                plugins: Arc::new(plugins),
+            },
+            compiler: Compiler::start()?,
+            shared: shared.clone(),
+            listeners: ListenerSet::default(),
+            ctx,
+            access_log,
+            health: Vec::new(),
+            status: Arc::new(Mutex::new(json!({}))),
+            generation: 1,
+            started_with: config.clone(),
+            tls,
+            base: Arc::new(Mutex::new(base)),
+            follower,
+            admin_addr: None,
+            other_tasks,
+            other_sockets,
+            retired: None,
+        };
+        control.listeners.apply(&config, &control.workers, &control.ctx, config.reuse_port, &acceptors, inherited)?;
+        control.restart_health_checks();
+        for w in &control.workers.workers {
+            w.handle.spawn(worker_maintenance(shared.clone()));
+        }
+        Ok((control, config, drain_tx))
+    }
+
+    /// Tells the world the node is ready: the status document, the revision report, the log, the
+    /// `ready` event, and the process that handed its sockets down, if any.
+    async fn announce(&mut self, inherited: &mut Inherited) {
+        self.update_status();
+        self.follower.send_report(self.generation).await;
+        let addrs = self.listeners.addrs();
+        let workers = self.workers.workers.len();
+        tracing::info!(workers, listeners = ?addrs, admin = ?self.admin_addr, "gatehouse ready");
+        self.events.emit(
+            "ready",
+            json!({ "listeners": addrs, "admin": self.admin_addr, "pid": std::process::id(), "workers": workers, "generation": 1 }),
+        );
+        if inherited.is_upgrade() {
+            tracing::info!("took over the listeners from the previous process");
+        }
+        inherited.ready();
+    }
+
+    /// The control loop: reloads, released revisions, the file watch and upgrades, until a stop
+    /// signal or a new binary that took over.
+    async fn serve(&mut self, mut signals: Signals, config: &Config) -> Result<(), String> {
+        let mut tick = tokio::time::interval(TICK);
+        let mut ticks = 0u64;
+        let mut poll = tokio::time::interval(config.control.poll_interval.0);
+        let mut changes = match &self.follower.store {
+            Some(store) => Some(store.changes()?),
+            None => None,
+        };
+        let mut upgrading: Option<JoinHandle<Result<u32, String>>> = None;
+        loop {
+            tokio::select! {
+                _ = signals.hup.recv() => self.reload("SIGHUP").await,
+                _ = signals.usr2.recv() => {
+                    if upgrading.is_some() {
+                        tracing::warn!("SIGUSR2: an upgrade is already under way");
+                    } else {
+                        upgrading = self.start_upgrade();
+                    }
+                }
+                done = async {
+                    match upgrading.as_mut() {
+                        Some(h) => h.await.unwrap_or_else(|e| Err(e.to_string())),
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    upgrading = None;
+                    if self.upgraded(done) {
+                        return Ok(());
+                    }
+                }
+                more = async {
+                    match changes.as_mut() {
+                        Some(c) => c.changed().await,
+                        None => std::future::pending().await,
+                    }
+                } => {
+                    if !more {
+                        changes = None;
+                    }
+                    self.follow().await;
+                }
+                _ = poll.tick() => self.follow().await,
+                _ = tick.tick() => {
+                    ticks += 1;
+                    self.on_tick(ticks).await;
+                }
+                _ = signals.term.recv() => return Ok(()),
+                _ = signals.int.recv() => return Ok(()),
+            }
+        }
+    }
+
+    /// What a finished upgrade means: `true` when the new process is serving and this one stops.
+    fn upgraded(&mut self, done: Result<u32, String>) -> bool {
+        match done {
+            Ok(pid) => {
+                tracing::info!(pid, "the new process is ready; this one stops accepting and drains");
+                self.events.emit("upgraded", json!({ "pid": pid }));
+                true
+            }
+            Err(e) => {
+                tracing::error!("upgrade failed, this process goes on serving: {e}");
+                self.events.emit("upgrade_failed", json!({ "error": e }));
+                false
+            }
+        }
+    }
+
+    /// Once a second: certificate expiry now and then, and the file watch.
+    async fn on_tick(&mut self, ticks: u64) {
+        if ticks % 30 == 1 {
+            self.tls.refresh_expiring();
+        }
+        let now = stamp(self.path.as_deref());
+        if self.shared.snapshot.load().config.watch && now.is_some() && now != self.file_stamp {
+            self.file_stamp = now;
+            self.reload("file change").await;
+        }
+    }
 }
 
 fn open_log(cfg: &AccessLogConfig) -> Result<Option<(AccessLogConfig, AccessLog)>, String> {
@@ -353,65 +400,6 @@ async fn worker_maintenance(shared: Arc<Shared>) {
             u.sweep_idle();
         }
     }
-}
-
-/// The token in `path`, made (32 random bytes, hex, mode 600) when the file is missing.
-fn token_from_file(path: &Path, bind: std::net::SocketAddr) -> Result<String, String> {
-    match std::fs::read_to_string(path) {
-        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
-        Ok(_) => return Err(format!("admin.token_file: {} is empty", path.display())),
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(format!("admin.token_file: cannot read {}: {e}", path.display()))
-        }
-        Err(_) => {}
-    }
-    let mut bytes = [0u8; 32];
-    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| "admin.token_file: no system randomness")?;
-    let token = gatehouse_tls::ticket::hex(&bytes);
-    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("admin.token_file: cannot create {}: {e}", dir.display()))?;
-    }
-    gatehouse_tls::issue::write_private(path, token.as_bytes())
-        .map_err(|e| format!("admin.token_file: cannot write {}: {e}", path.display()))?;
-    tracing::info!(console = %format!("http://{bind}/console/"), token_file = %path.display(), "admin token made");
-    Ok(token)
-}
-
-/// The admin API, when tokens are configured.
-fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) -> Result<Option<Arc<Api>>, String> {
-    if !a.api_on() {
-        return Ok(None);
-    }
-    let mut tokens = a.tokens.clone();
-    if let Some(f) = &a.token_file {
-        tokens.push(gatehouse_config::AdminToken {
-            name: f.name.clone(),
-            sha256: gatehouse_control::document::sha256_hex(token_from_file(&f.path, a.bind)?.as_bytes()),
-            role: gatehouse_config::AdminRole::Write,
-        });
-    }
-    let store = control.follower.store.clone().ok_or("the admin API needs a revision store")?;
-    let audit = match a.audit_log.as_deref() {
-        Some("off") => None,
-        Some(p) => Some(PathBuf::from(p)),
-        None => Some(config.control.dir.join("audit.log")),
-    };
-    if let Some(dir) = audit.as_ref().and_then(|p| p.parent()).filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("admin.audit_log: cannot create {}: {e}", dir.display()))?;
-    }
-    let certs = match &config.tls.store {
-        Some(_) => Some(CertStore(crate::cert_catalog(config)?)),
-        None => None,
-    };
-    Ok(Some(Arc::new(Api {
-        tokens: Tokens::new(&tokens),
-        max_body: usize::try_from(a.max_body.0).unwrap_or(usize::MAX),
-        store,
-        base: control.base.clone(),
-        audit: Audit::new(audit),
-        certs,
-        poll_interval: config.control.poll_interval.0,
-    })))
 }
 
 impl Control {

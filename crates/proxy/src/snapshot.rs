@@ -113,15 +113,86 @@ impl Snapshot {
             .iter()
             .map(|(name, u)| (name.clone(), Arc::new(Upstream::new(name, u, registry))))
             .collect();
-        let mut routes = Vec::new();
-        // Routes of each site, then services placed on sites or on host patterns of their own.
-        let mut by_site: BTreeMap<&str, Vec<(String, Arc<RouteEntry>)>> = BTreeMap::new();
+        let mut table = RouteTable::new(&config, &upstreams, route_stats);
+        table.add_sites()?;
+        let site_of: HashMap<String, &str> = config
+            .sites
+            .iter()
+            .flat_map(|(name, site)| site.hosts.iter().map(move |h| (h.to_ascii_lowercase(), name.as_str())))
+            .collect();
+        for (name, svc) in &config.services {
+            let gate = gateway.services.get(name).ok_or_else(|| format!("service `{name}` was not compiled"))?;
+            table.add_service(name, svc, gate, &site_of)?;
+        }
+        let (router, routes) = table.build()?;
+        let via = via_values(&config.forwarding)?;
+        let request_ids = config.forwarding.request_id.as_ref().map(RequestIds::build).transpose()?;
+        Ok(Snapshot {
+            generation,
+            request_ids,
+            forwarding: config.forwarding.clone(),
+            via,
+            config,
+            router,
+            routes,
+            upstreams,
+            access_log,
+            gateway,
+        })
+    }
+}
+
+/// The `Via` values for HTTP/1.1 and HTTP/2 requests, when `forwarding.via` names this proxy.
+fn via_values(forwarding: &Forwarding) -> Result<Option<(HeaderValue, HeaderValue)>, String> {
+    let Some(name) = &forwarding.via else { return Ok(None) };
+    let value = |version: &str| {
+        HeaderValue::try_from(format!("{version} {name}")).map_err(|_| "forwarding.via: not a valid header value")
+    };
+    Ok(Some((value("1.1")?, value("2.0")?)))
+}
+
+/// The router of a snapshot.
+type RouteRouter = Router<Arc<RouteEntry>>;
+
+/// Route entries as they are compiled: each site's routes, then each service placed on the sites
+/// whose hosts it names (or all of them) and on host patterns of its own.
+struct RouteTable<'a> {
+    config: &'a Config,
+    upstreams: &'a BTreeMap<String, Arc<Upstream>>,
+    route_stats: &'a RouteStatsRegistry,
+    /// Every route once, for metrics.
+    routes: Vec<Arc<RouteEntry>>,
+    by_site: BTreeMap<&'a str, Vec<(String, Arc<RouteEntry>)>>,
+    by_host: BTreeMap<String, Vec<(String, Arc<RouteEntry>)>>,
+}
+
+impl<'a> RouteTable<'a> {
+    fn new(
+        config: &'a Config,
+        upstreams: &'a BTreeMap<String, Arc<Upstream>>,
+        route_stats: &'a RouteStatsRegistry,
+    ) -> Self {
+        RouteTable {
+            config,
+            upstreams,
+            route_stats,
+            routes: Vec::new(),
+            by_site: BTreeMap::new(),
+            by_host: BTreeMap::new(),
+        }
+    }
+
+    fn upstream(&self, name: &str) -> Result<Arc<Upstream>, String> {
+        self.upstreams.get(name).cloned().ok_or_else(|| format!("unknown upstream `{name}`"))
+    }
+
+    /// The routes of every site.
+    fn add_sites(&mut self) -> Result<(), String> {
+        let config = self.config;
         for (site_name, site) in &config.sites {
             let site_id: Arc<str> = site_name.as_str().into();
             let mut entries = Vec::new();
             for r in &site.routes {
-                let upstream =
-                    upstreams.get(&r.upstream).ok_or_else(|| format!("unknown upstream `{}`", r.upstream))?.clone();
                 let id = format!("{site_name}:{}", r.path);
                 let rewrite = match (&r.rewrite, r.strip_prefix) {
                     (Some(to), _) => Rewrite::Prefix(to.clone()),
@@ -129,10 +200,10 @@ impl Snapshot {
                     (None, false) => Rewrite::Keep,
                 };
                 let entry = Arc::new(RouteEntry {
-                    stats: route_stats.get(&id),
+                    stats: self.route_stats.get(&id),
                     id: id.into(),
                     prefix_len: r.path.len(),
-                    upstream,
+                    upstream: self.upstream(&r.upstream)?,
                     rewrite,
                     host_header: r.host_header.clone(),
                     max_body: r.max_body.0,
@@ -141,106 +212,92 @@ impl Snapshot {
                     client_auth: site.client_auth.as_ref().map(|c| c.required),
                     service: None,
                 });
-                routes.push(entry.clone());
+                self.routes.push(entry.clone());
                 entries.push((r.path.clone(), entry));
             }
-            by_site.insert(site_name, entries);
+            self.by_site.insert(site_name, entries);
         }
-        let site_of: HashMap<String, &str> = config
-            .sites
-            .iter()
-            .flat_map(|(name, site)| site.hosts.iter().map(move |h| (h.to_ascii_lowercase(), name.as_str())))
-            .collect();
-        let mut by_host: BTreeMap<String, Vec<(String, Arc<RouteEntry>)>> = BTreeMap::new();
-        for (name, svc) in &config.services {
-            let gate = gateway.services.get(name).ok_or_else(|| format!("service `{name}` was not compiled"))?;
-            let upstream =
-                upstreams.get(&svc.upstream).ok_or_else(|| format!("unknown upstream `{}`", svc.upstream))?.clone();
-            let path = match svc.path.trim_end_matches('/') {
-                "" => "/",
-                p => p,
-            };
-            let id = format!("service:{name}");
-            let stats = route_stats.get(&id);
-            let entry = |site: Option<(&str, &Site)>| {
-                Arc::new(RouteEntry {
-                    id: id.as_str().into(),
-                    prefix_len: path.len(),
-                    upstream: upstream.clone(),
-                    rewrite: if svc.strip_prefix { Rewrite::Prefix(String::new()) } else { Rewrite::Keep },
-                    host_header: svc.host_header.clone(),
-                    max_body: svc.max_body.0,
-                    stats: stats.clone(),
-                    site: site.map_or("", |(n, _)| n).into(),
-                    https_redirect: site.and_then(|(_, s)| s.https_redirect.then_some(s.https_port)),
-                    client_auth: site.and_then(|(_, s)| s.client_auth.as_ref().map(|c| c.required)),
-                    service: Some(gate.clone()),
-                })
-            };
-            let mut sites: Vec<&str> = Vec::new();
-            let mut hosts: Vec<String> = Vec::new();
-            if svc.hosts.is_empty() {
-                sites.extend(config.sites.keys().map(String::as_str));
-                if !site_of.contains_key("*") {
-                    hosts.push("*".into());
-                }
+        Ok(())
+    }
+
+    /// Service `name`, placed on the sites `site_of` finds for its hosts (every site when it
+    /// names none) and on the host patterns no site serves.
+    fn add_service(
+        &mut self,
+        name: &str,
+        svc: &gatehouse_config::Service,
+        gate: &Arc<ServiceGate>,
+        site_of: &HashMap<String, &'a str>,
+    ) -> Result<(), String> {
+        let config = self.config;
+        let upstream = self.upstream(&svc.upstream)?;
+        let path = match svc.path.trim_end_matches('/') {
+            "" => "/",
+            p => p,
+        };
+        let id = format!("service:{name}");
+        let stats = self.route_stats.get(&id);
+        let entry = |site: Option<(&str, &Site)>| {
+            Arc::new(RouteEntry {
+                id: id.as_str().into(),
+                prefix_len: path.len(),
+                upstream: upstream.clone(),
+                rewrite: if svc.strip_prefix { Rewrite::Prefix(String::new()) } else { Rewrite::Keep },
+                host_header: svc.host_header.clone(),
+                max_body: svc.max_body.0,
+                stats: stats.clone(),
+                site: site.map_or("", |(n, _)| n).into(),
+                https_redirect: site.and_then(|(_, s)| s.https_redirect.then_some(s.https_port)),
+                client_auth: site.and_then(|(_, s)| s.client_auth.as_ref().map(|c| c.required)),
+                service: Some(gate.clone()),
+            })
+        };
+        let mut sites: Vec<&'a str> = Vec::new();
+        let mut hosts: Vec<String> = Vec::new();
+        if svc.hosts.is_empty() {
+            sites.extend(config.sites.keys().map(String::as_str));
+            if !site_of.contains_key("*") {
+                hosts.push("*".into());
             }
-            for h in &svc.hosts {
-                let h = h.to_ascii_lowercase();
-                match site_of.get(&h) {
-                    Some(site) if !sites.contains(site) => sites.push(site),
-                    Some(_) => {}
-                    None => hosts.push(h),
-                }
-            }
-            // One entry per placement (site settings differ); they share counters, and the
-            // metrics list each route id once.
-            let mut placed = Vec::new();
-            for site in sites {
-                let cfg = config.sites.get(site).ok_or("site vanished")?;
-                let e = entry(Some((site, cfg)));
-                placed.push(e.clone());
-                by_site.entry(site).or_default().push((path.to_string(), e));
-            }
-            for h in hosts {
-                let e = entry(None);
-                placed.push(e.clone());
-                by_host.entry(h).or_default().push((path.to_string(), e));
-            }
-            routes.extend(placed.into_iter().next());
         }
+        for h in &svc.hosts {
+            let h = h.to_ascii_lowercase();
+            match site_of.get(&h) {
+                Some(site) if !sites.contains(site) => sites.push(site),
+                Some(_) => {}
+                None => hosts.push(h),
+            }
+        }
+        // One entry per placement (site settings differ); they share counters, and the metrics
+        // list each route id once.
+        let mut placed = Vec::new();
+        for site in sites {
+            let cfg = config.sites.get(site).ok_or("site vanished")?;
+            let e = entry(Some((site, cfg)));
+            placed.push(e.clone());
+            self.by_site.entry(site).or_default().push((path.to_string(), e));
+        }
+        for h in hosts {
+            let e = entry(None);
+            placed.push(e.clone());
+            self.by_host.entry(h).or_default().push((path.to_string(), e));
+        }
+        self.routes.extend(placed.into_iter().next());
+        Ok(())
+    }
+
+    /// The router over every placed entry, and every route once.
+    fn build(self) -> Result<(RouteRouter, Vec<Arc<RouteEntry>>), String> {
         let mut builder = Router::builder();
-        for (site_name, entries) in by_site {
-            let site = config.sites.get(site_name).ok_or("site vanished")?;
+        for (site_name, entries) in self.by_site {
+            let site = self.config.sites.get(site_name).ok_or("site vanished")?;
             builder
                 .site(site.hosts.iter().map(String::as_str), entries)
                 .map_err(|e| format!("site `{site_name}`: {e:?}"))?;
         }
-        for (host, entries) in by_host {
+        for (host, entries) in self.by_host {
             builder.site([host.as_str()], entries).map_err(|e| format!("services on `{host}`: {e:?}"))?;
         }
-        let via = match &config.forwarding.via {
-            Some(name) => {
-                let h1 = HeaderValue::try_from(format!("1.1 {name}"))
-                    .map_err(|_| "forwarding.via: not a valid header value")?;
-                let h2 = HeaderValue::try_from(format!("2.0 {name}"))
-                    .map_err(|_| "forwarding.via: not a valid header value")?;
-                Some((h1, h2))
-            }
-            None => None,
-        };
-        let request_ids = config.forwarding.request_id.as_ref().map(RequestIds::build).transpose()?;
-        Ok(Snapshot {
-            generation,
-            request_ids,
-            forwarding: config.forwarding.clone(),
-            via,
-            config,
-            router: builder.build(),
-            routes,
-            upstreams,
-            access_log,
-            gateway,
-        })
+        Ok((builder.build(), self.routes))
     }
 }

@@ -1,0 +1,88 @@
+//! The admin listener of the node: its socket (kept across upgrades), the API's tokens and audit
+//! log, and the certificate store it manages; the listener itself is gatehouse-admin.
+
+use super::{other_socket, Control};
+use crate::upgrade::Inherited;
+use gatehouse_admin::{self as admin, AdminState, Api, Audit, CertStore, Tokens};
+use gatehouse_config::Config;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Starts the admin listener when the configuration has one; its address.
+pub(super) fn start(
+    control: &mut Control,
+    config: &Config,
+    inherited: &mut Inherited,
+) -> Result<Option<std::net::SocketAddr>, String> {
+    let Some(a) = &config.admin else { return Ok(None) };
+    let l = other_socket(inherited, "admin", a.bind, &mut control.other_sockets)?;
+    let addr = l.local_addr().ok();
+    let state = AdminState {
+        shared: control.shared.clone(),
+        tls: control.tls.stats().clone(),
+        status: control.status.clone(),
+        api: admin_api(a, config, control)?,
+    };
+    let tls = a.tls.as_ref().map(crate::tls::admin_server_config).transpose()?;
+    control.other_tasks.push(tokio::spawn(admin::serve(l, Arc::new(state), tls)));
+    Ok(addr)
+}
+
+/// The token in `path`, made (32 random bytes, hex, mode 600) when the file is missing.
+fn token_from_file(path: &Path, bind: std::net::SocketAddr) -> Result<String, String> {
+    match std::fs::read_to_string(path) {
+        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
+        Ok(_) => return Err(format!("admin.token_file: {} is empty", path.display())),
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(format!("admin.token_file: cannot read {}: {e}", path.display()))
+        }
+        Err(_) => {}
+    }
+    let mut bytes = [0u8; 32];
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| "admin.token_file: no system randomness")?;
+    let token = gatehouse_tls::ticket::hex(&bytes);
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("admin.token_file: cannot create {}: {e}", dir.display()))?;
+    }
+    gatehouse_tls::issue::write_private(path, token.as_bytes())
+        .map_err(|e| format!("admin.token_file: cannot write {}: {e}", path.display()))?;
+    tracing::info!(console = %format!("http://{bind}/console/"), token_file = %path.display(), "admin token made");
+    Ok(token)
+}
+
+/// The admin API, when tokens are configured.
+fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) -> Result<Option<Arc<Api>>, String> {
+    if !a.api_on() {
+        return Ok(None);
+    }
+    let mut tokens = a.tokens.clone();
+    if let Some(f) = &a.token_file {
+        tokens.push(gatehouse_config::AdminToken {
+            name: f.name.clone(),
+            sha256: gatehouse_control::document::sha256_hex(token_from_file(&f.path, a.bind)?.as_bytes()),
+            role: gatehouse_config::AdminRole::Write,
+        });
+    }
+    let store = control.follower.store.clone().ok_or("the admin API needs a revision store")?;
+    let audit = match a.audit_log.as_deref() {
+        Some("off") => None,
+        Some(p) => Some(PathBuf::from(p)),
+        None => Some(config.control.dir.join("audit.log")),
+    };
+    if let Some(dir) = audit.as_ref().and_then(|p| p.parent()).filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(|e| format!("admin.audit_log: cannot create {}: {e}", dir.display()))?;
+    }
+    let certs = match &config.tls.store {
+        Some(_) => Some(CertStore(crate::cert_catalog(config)?)),
+        None => None,
+    };
+    Ok(Some(Arc::new(Api {
+        tokens: Tokens::new(&tokens),
+        max_body: usize::try_from(a.max_body.0).unwrap_or(usize::MAX),
+        store,
+        base: control.base.clone(),
+        audit: Audit::new(audit),
+        certs,
+        poll_interval: config.control.poll_interval.0,
+    })))
+}
