@@ -8,7 +8,7 @@ use crate::headers::{
     add_forwarding, keyless_target, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade, ResponseHeaders,
 };
 use crate::snapshot::{RouteEntry, Snapshot};
-use crate::{ConnInfo, Shared};
+use crate::{ClientCert, ConnInfo, Shared};
 use bytes::Bytes;
 use gatehouse_config::HostHeader;
 use gatehouse_plugins::Admitted;
@@ -199,43 +199,9 @@ where
     B::Error: Into<gatehouse_upstream::BoxError>,
 {
     async move {
-        let host = request_host(&req)?;
-        if host.is_some_and(|h| !valid_host(h)) {
-            return Err(ProxyError::BadRequest("invalid Host header"));
-        }
-        let route = snap.router.lookup(host.unwrap_or(""), req.uri().path()).ok_or(ProxyError::NoRoute)?;
-        if route.service.as_ref().is_some_and(|s| !s.owns(req.uri().path())) {
-            return Err(ProxyError::NoRoute);
-        }
+        let route = route(snap, &req)?;
         outcome.route = Some(route.clone());
-        if let (Some(port), false) = (route.https_redirect, conn.tls) {
-            return Err(ProxyError::RedirectHttps(https_location(host.unwrap_or(""), port, req.uri())));
-        }
-        let client_cert = match route.client_auth {
-            None => None,
-            Some(_) if !conn.tls => return Err(ProxyError::ClientCertRequired),
-            Some(required) => {
-                let verified = conn.client_cert.as_ref().filter(|c| c.site == route.site);
-                if required && verified.is_none() {
-                    return Err(ProxyError::MisdirectedRequest);
-                }
-                Some(verified)
-            }
-        };
-
-        let declared = match req.headers().get(header::CONTENT_LENGTH) {
-            Some(v) => Some(
-                v.to_str()
-                    .ok()
-                    .and_then(|s| s.parse::<u64>().ok())
-                    .ok_or(ProxyError::BadRequest("invalid Content-Length"))?,
-            ),
-            None => None,
-        };
-        if declared.is_some_and(|n| n > route.max_body) {
-            return Err(ProxyError::BodyTooLarge { limit: route.max_body });
-        }
-
+        let client_cert = gate(route, &req, conn)?;
         let upstream = &route.upstream;
         let settings = &upstream.settings;
         let h2_downstream = req.version() == Version::HTTP_2;
@@ -260,40 +226,11 @@ where
         } else {
             String::new()
         };
-        strip_hop_by_hop(&mut parts.headers, upgrade);
-        add_forwarding(&mut parts.headers, snap, conn, h2_downstream);
-        if let (Some(svc), Some(a)) = (&route.service, &outcome.admitted) {
-            svc.rewrite_request(a, &mut parts.headers);
-        }
+        rewrite_headers(&mut parts.headers, snap, route, conn, outcome.admitted.as_ref(), upgrade, h2_downstream);
         if let Some(verified) = client_cert {
-            // What the client sent under these names never reaches the backend.
-            parts.headers.remove("x-client-cert-subject");
-            let verify = match verified {
-                Some(c) => {
-                    if let Ok(v) = HeaderValue::try_from(&*c.subject) {
-                        parts.headers.insert("x-client-cert-subject", v);
-                    }
-                    "SUCCESS"
-                }
-                None => "NONE",
-            };
-            parts.headers.insert("x-client-verify", HeaderValue::from_static(verify));
+            client_cert_headers(&mut parts.headers, verified);
         }
-        match &route.host_header {
-            HostHeader::Literal(h) => {
-                if let Ok(v) = HeaderValue::try_from(h.as_str()) {
-                    parts.headers.insert(header::HOST, v);
-                }
-            }
-            // Only HTTP/2 and absolute-form requests carry the host in the target; the others were
-            // routed by their `Host`, so it is there.
-            HostHeader::Preserve if parts.uri.authority().is_some() && !parts.headers.contains_key(header::HOST) => {
-                if let Some(v) = parts.uri.authority().and_then(|a| HeaderValue::try_from(a.as_str()).ok()) {
-                    parts.headers.insert(header::HOST, v);
-                }
-            }
-            _ => {}
-        }
+        host_header(&mut parts, &route.host_header);
         parts.uri = target;
         parts.version = if settings.http2 { Version::HTTP_2 } else { Version::HTTP_11 };
         let body = RequestBody::streaming(body, route.max_body, conn.body_timeout);
@@ -330,16 +267,7 @@ where
             let Some(mut request) = pending.take().or_else(|| rebuild(&template)) else {
                 break;
             };
-            if route.host_header == HostHeader::Upstream
-                || (settings.http2 && !request.headers().contains_key(header::HOST))
-            {
-                if let Ok(v) = HeaderValue::try_from(&*ep.addr_text) {
-                    request.headers_mut().insert(header::HOST, v);
-                }
-            }
-            if settings.http2 {
-                to_absolute(&mut request, &ep.addr_text);
-            }
+            address(&mut request, &route.host_header, settings.http2, &ep.addr_text);
             // A new connection (or HTTP/2) only when the pool has none; boxed, so the state of
             // connecting does not size every request's future.
             let acquired = match Lease::pooled(ep, settings) {
@@ -409,6 +337,115 @@ fn client_failure(e: UpstreamError, limit: u64) -> ProxyError {
     }
 }
 
+/// The route of a request: its host checked, then the router's match for host and path.
+#[inline]
+fn route<'s, B>(snap: &'s Snapshot, req: &Request<B>) -> Result<&'s Arc<RouteEntry>, ProxyError> {
+    let host = request_host(req)?;
+    if host.is_some_and(|h| !valid_host(h)) {
+        return Err(ProxyError::BadRequest("invalid Host header"));
+    }
+    let route = snap.router.lookup(host.unwrap_or(""), req.uri().path()).ok_or(ProxyError::NoRoute)?;
+    if route.service.as_ref().is_some_and(|s| !s.owns(req.uri().path())) {
+        return Err(ProxyError::NoRoute);
+    }
+    Ok(route)
+}
+
+/// What the route asks of the connection and the request before anything is forwarded: HTTPS
+/// (a redirect), a client certificate verified for its site, a body within its limit. With
+/// client certificates on, the verified one (`None` where optional and absent).
+#[inline]
+fn gate<'c, B>(
+    route: &RouteEntry,
+    req: &Request<B>,
+    conn: &'c ConnInfo,
+) -> Result<Option<Option<&'c ClientCert>>, ProxyError> {
+    if let (Some(port), false) = (route.https_redirect, conn.tls) {
+        let host = request_host(req)?.unwrap_or("");
+        return Err(ProxyError::RedirectHttps(https_location(host, port, req.uri())));
+    }
+    let client_cert = match route.client_auth {
+        None => None,
+        Some(_) if !conn.tls => return Err(ProxyError::ClientCertRequired),
+        Some(required) => {
+            let verified = conn.client_cert.as_ref().filter(|c| c.site == route.site);
+            if required && verified.is_none() {
+                return Err(ProxyError::MisdirectedRequest);
+            }
+            Some(verified)
+        }
+    };
+    let declared = match req.headers().get(header::CONTENT_LENGTH) {
+        Some(v) => Some(
+            v.to_str()
+                .ok()
+                .and_then(|s| s.parse::<u64>().ok())
+                .ok_or(ProxyError::BadRequest("invalid Content-Length"))?,
+        ),
+        None => None,
+    };
+    if declared.is_some_and(|n| n > route.max_body) {
+        return Err(ProxyError::BodyTooLarge { limit: route.max_body });
+    }
+    Ok(client_cert)
+}
+
+/// The request's headers for the endpoint: hop-by-hop ones gone, the forwarding ones added, the
+/// service's rewrite applied.
+#[inline]
+fn rewrite_headers(
+    headers: &mut http::HeaderMap,
+    snap: &Snapshot,
+    route: &RouteEntry,
+    conn: &ConnInfo,
+    admitted: Option<&Admitted>,
+    upgrade: bool,
+    h2_downstream: bool,
+) {
+    strip_hop_by_hop(headers, upgrade);
+    add_forwarding(headers, snap, conn, h2_downstream);
+    if let (Some(svc), Some(a)) = (&route.service, admitted) {
+        svc.rewrite_request(a, headers);
+    }
+}
+
+/// What the endpoint learns of the client certificate; what the client sent under these names
+/// never reaches it.
+fn client_cert_headers(headers: &mut http::HeaderMap, verified: Option<&ClientCert>) {
+    headers.remove("x-client-cert-subject");
+    let verify = match verified {
+        Some(c) => {
+            if let Ok(v) = HeaderValue::try_from(&*c.subject) {
+                headers.insert("x-client-cert-subject", v);
+            }
+            "SUCCESS"
+        }
+        None => "NONE",
+    };
+    headers.insert("x-client-verify", HeaderValue::from_static(verify));
+}
+
+/// `Host` towards the endpoint by the route's `host_header` rule (the `upstream` rule is applied
+/// per attempt, since it names the endpoint chosen).
+#[inline]
+fn host_header(parts: &mut http::request::Parts, rule: &HostHeader) {
+    match rule {
+        HostHeader::Literal(h) => {
+            if let Ok(v) = HeaderValue::try_from(h.as_str()) {
+                parts.headers.insert(header::HOST, v);
+            }
+        }
+        // Only HTTP/2 and absolute-form requests carry the host in the target; the others were
+        // routed by their `Host`, so it is there.
+        HostHeader::Preserve if parts.uri.authority().is_some() && !parts.headers.contains_key(header::HOST) => {
+            if let Some(v) = parts.uri.authority().and_then(|a| HeaderValue::try_from(a.as_str()).ok()) {
+                parts.headers.insert(header::HOST, v);
+            }
+        }
+        _ => {}
+    }
+}
+
 fn rebuild(template: &Option<(Method, http::Uri, http::HeaderMap)>) -> Option<Request<RequestBody>> {
     let (method, uri, headers) = template.as_ref()?;
     let mut req = Request::new(RequestBody::empty());
@@ -416,6 +453,20 @@ fn rebuild(template: &Option<(Method, http::Uri, http::HeaderMap)>) -> Option<Re
     *req.uri_mut() = uri.clone();
     *req.headers_mut() = headers.clone();
     Some(req)
+}
+
+/// The request addressed to the endpoint chosen: `Host` names it under the `upstream` rule (and
+/// over HTTP/2 when the request has none), and HTTP/2 carries the authority in the target.
+#[inline]
+fn address(request: &mut Request<RequestBody>, rule: &HostHeader, http2: bool, endpoint: &str) {
+    if *rule == HostHeader::Upstream || (http2 && !request.headers().contains_key(header::HOST)) {
+        if let Ok(v) = HeaderValue::try_from(endpoint) {
+            request.headers_mut().insert(header::HOST, v);
+        }
+    }
+    if http2 {
+        to_absolute(request, endpoint);
+    }
 }
 
 /// HTTP/2 to the upstream carries the authority in the target.

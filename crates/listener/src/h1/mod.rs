@@ -56,10 +56,7 @@ pub(crate) async fn serve(
 ) {
     let stream = Arc::new(stream);
     let state = Arc::new(Mutex::new(ReadState { rbuf: prefix, ..Default::default() }));
-    let header_ms = config.header_read_timeout.0.as_millis() as u64;
-    let idle_ms = config.keepalive_timeout.0.as_millis() as u64;
-    let max_head = usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX);
-    let send_timeout = config.send_timeout.0;
+    let limits = Limits::of(&config);
     let mut deadline = TaskDeadline::default();
     // The drain signal, waited for while idle. Its wait is polled at the first idle wait, and again
     // only once the signal has changed: in between, its registration stands and wakes the task. A
@@ -79,53 +76,17 @@ pub(crate) async fn serve(
         // next `.await`: a local that was borrowed keeps its place in the connection's state for
         // as long as it is in scope, awaits included, and an idle connection would carry it.
         let head = loop {
-            let refused = {
-                let mut st = lock(&state);
-                if !st.rbuf.is_empty() {
-                    head_started.get_or_insert_with(now_ms);
-                    match gatehouse_http1::parse_request_head(&mut st.rbuf, max_head) {
-                        Ok(Some(head)) => break head,
-                        Ok(None) => None,
-                        Err(status) => Some(status),
-                    }
-                } else {
-                    if st.rbuf.capacity() > 0 {
-                        // Idle: the buffer goes back to the worker's pool.
-                        pool::give_read(std::mem::take(&mut st.rbuf));
-                    }
-                    None
-                }
-            };
-            if let Some(status) = refused {
+            match next_head(&state, &mut head_started, limits.max_head) {
+                Ok(Some(head)) => break head,
+                Ok(None) => {}
                 // Boxed, as the rare steps below: their state would size every connection's.
-                return Box::pin(refuse(&stream, status, &ctx, send_timeout)).await;
+                Err(status) => return Box::pin(refuse(&stream, status, &ctx, limits.send_timeout)).await,
             }
             let due = match head_started {
-                Some(t) => t + header_ms,
-                None => (idle_since + idle_ms).min(drain_close.unwrap_or(u64::MAX)),
+                Some(t) => t + limits.header_ms,
+                None => (idle_since + limits.idle_ms).min(drain_close.unwrap_or(u64::MAX)),
             };
-            let read = poll_fn(|cx| {
-                let mut st = lock(&state);
-                if st.rbuf.capacity() == 0 && stream.poll_read_ready(cx).is_ready() {
-                    st.rbuf = pool::take_read();
-                }
-                match stream.poll_fill_by(&mut st.rbuf, HEAD_STEP, cx) {
-                    Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Poll::Ready(Wake::Closed),
-                    Poll::Ready(Ok(_)) => Poll::Ready(Wake::Bytes),
-                    Poll::Pending => {
-                        // Readiness can be stale (it clears only when a read would block): a
-                        // buffer taken for nothing goes back, so an idle connection holds none.
-                        if st.rbuf.is_empty() && st.rbuf.capacity() > 0 {
-                            pool::give_read(std::mem::take(&mut st.rbuf));
-                        }
-                        if deadline.expired(cx, due) {
-                            Poll::Ready(Wake::Expired)
-                        } else {
-                            Poll::Pending
-                        }
-                    }
-                }
-            });
+            let read = poll_fn(|cx| poll_head_bytes(cx, &stream, &state, &mut deadline, due));
             let idle = head_started.is_none() && drain_close.is_none();
             // Ready once, when the signal is sent (or its sender is gone): the connection is then
             // never idle again.
@@ -150,13 +111,13 @@ pub(crate) async fn serve(
         head_started = None;
         served += 1;
         let gatehouse_http1::RequestHead { request, framing, mut keep_alive, expect_continue } = head;
-        if config.max_requests_per_connection > 0 && served >= config.max_requests_per_connection {
+        if limits.max_requests > 0 && served >= limits.max_requests {
             keep_alive = false;
         }
         let (parts, head_request, http10) = split(request);
         if expect_continue
             && !framing.finished()
-            && Box::pin(write_all(&stream, b"HTTP/1.1 100 Continue\r\n\r\n", send_timeout)).await.is_err()
+            && Box::pin(write_all(&stream, b"HTTP/1.1 100 Continue\r\n\r\n", limits.send_timeout)).await.is_err()
         {
             return;
         }
@@ -166,22 +127,18 @@ pub(crate) async fn serve(
         // while a request is in progress.
         let handler = gatehouse_proxy::handle(ctx.shared.clone(), http::Request::from_parts(parts, body), info.clone());
         let resp = Box::pin(handler).await;
-        // A body the answer left unread (a refusal: 401, 403, 413, 429 ...) is read and dropped
-        // after answering when it is small, as nginx discards it, so the connection stays in
-        // step and open; a large or unbounded one closes the connection instead.
-        let mut discard = false;
-        if *ctx.drain.borrow() {
-            keep_alive = false;
-        } else {
-            match lock(&state).framing {
-                f if f.finished() => {}
-                Framing::Length(n) if n <= MAX_DISCARD => discard = true,
-                _ => keep_alive = false,
+        let discard = match unread_body(&state, *ctx.drain.borrow()) {
+            Unread::None => false,
+            Unread::Discard => true,
+            Unread::Close => {
+                keep_alive = false;
+                false
             }
-        }
+        };
         let mut wbuf = pool::take_write();
         let written =
-            Box::pin(write_response(&stream, resp, head_request, http10, keep_alive, &mut wbuf, send_timeout)).await;
+            Box::pin(write_response(&stream, resp, head_request, http10, keep_alive, &mut wbuf, limits.send_timeout))
+                .await;
         // Idle or closing, the connection keeps no write buffer.
         pool::give_write(wbuf);
         match written {
@@ -209,6 +166,99 @@ pub(crate) async fn serve(
             }
         }
         idle_since = now_ms();
+    }
+}
+
+/// The listener's limits on one connection, in the units the loop uses.
+struct Limits {
+    header_ms: u64,
+    idle_ms: u64,
+    max_head: usize,
+    send_timeout: Duration,
+    max_requests: u64,
+}
+
+impl Limits {
+    fn of(config: &Listener) -> Self {
+        Limits {
+            header_ms: config.header_read_timeout.0.as_millis() as u64,
+            idle_ms: config.keepalive_timeout.0.as_millis() as u64,
+            max_head: usize::try_from(config.max_header_bytes.0).unwrap_or(usize::MAX),
+            send_timeout: config.send_timeout.0,
+            max_requests: config.max_requests_per_connection,
+        }
+    }
+}
+
+/// The next request head in the read buffer: `Ok(None)` while more bytes are needed, the status
+/// to refuse the request with otherwise. An empty buffer (an idle connection) goes back to the
+/// worker's pool; the first byte of a head starts its header timeout.
+fn next_head(
+    state: &Mutex<ReadState>,
+    head_started: &mut Option<u64>,
+    max_head: usize,
+) -> Result<Option<gatehouse_http1::RequestHead>, StatusCode> {
+    let mut st = lock(state);
+    if !st.rbuf.is_empty() {
+        head_started.get_or_insert_with(now_ms);
+        return gatehouse_http1::parse_request_head(&mut st.rbuf, max_head);
+    }
+    if st.rbuf.capacity() > 0 {
+        pool::give_read(std::mem::take(&mut st.rbuf));
+    }
+    Ok(None)
+}
+
+/// Reads what the client sent towards a head, taking a buffer from the worker's pool only once
+/// the socket is readable; `due` is when waiting ends.
+fn poll_head_bytes(
+    cx: &mut std::task::Context<'_>,
+    stream: &Transport,
+    state: &Mutex<ReadState>,
+    deadline: &mut TaskDeadline,
+    due: u64,
+) -> Poll<Wake> {
+    let mut st = lock(state);
+    if st.rbuf.capacity() == 0 && stream.poll_read_ready(cx).is_ready() {
+        st.rbuf = pool::take_read();
+    }
+    match stream.poll_fill_by(&mut st.rbuf, HEAD_STEP, cx) {
+        Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => Poll::Ready(Wake::Closed),
+        Poll::Ready(Ok(_)) => Poll::Ready(Wake::Bytes),
+        Poll::Pending => {
+            // Readiness can be stale (it clears only when a read would block): a buffer taken
+            // for nothing goes back, so an idle connection holds none.
+            if st.rbuf.is_empty() && st.rbuf.capacity() > 0 {
+                pool::give_read(std::mem::take(&mut st.rbuf));
+            }
+            if deadline.expired(cx, due) {
+                Poll::Ready(Wake::Expired)
+            } else {
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// What becomes of a request body the answer left unread.
+enum Unread {
+    /// Nothing was left.
+    None,
+    /// Small: read and dropped after answering, as nginx discards it, so the connection stays
+    /// in step and open (a refusal: 401, 403, 413, 429 ...).
+    Discard,
+    /// Large, unbounded, or the node is draining: the connection closes after the answer.
+    Close,
+}
+
+fn unread_body(state: &Mutex<ReadState>, draining: bool) -> Unread {
+    if draining {
+        return Unread::Close;
+    }
+    match lock(state).framing {
+        f if f.finished() => Unread::None,
+        Framing::Length(n) if n <= MAX_DISCARD => Unread::Discard,
+        _ => Unread::Close,
     }
 }
 
