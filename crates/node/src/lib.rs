@@ -17,14 +17,15 @@
 
 mod compiler;
 mod demo;
-mod events;
+pub mod events;
 mod follow;
 mod listeners;
 mod run;
 pub mod tls;
 pub mod upgrade;
 
-pub use run::run;
+pub use events::Events;
+pub use run::{run, run_with};
 pub use upgrade::Inherited;
 
 use gatehouse_config::Config;

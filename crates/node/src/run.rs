@@ -91,6 +91,17 @@ fn stamp(path: Option<&Path>) -> Option<(SystemTime, u64)> {
 /// Runs the gateway until SIGTERM or SIGINT, or until a new binary took over; `inherited` holds
 /// the sockets handed down when this process is that new binary.
 pub fn run(path: Option<PathBuf>, status_json: bool, inherited: Inherited) -> Result<(), String> {
+    run_with(path, Events::stdout(status_json), inherited, None)
+}
+
+/// [`run`] with the events sent where `events` says, and stopped (drained as on SIGTERM) also
+/// when `stop` is told or dropped: a node run inside another program or a test.
+pub fn run_with(
+    path: Option<PathBuf>,
+    events: Events,
+    inherited: Inherited,
+    stop: Option<tokio::sync::oneshot::Receiver<()>>,
+) -> Result<(), String> {
     let (base, source) = read_base(path.as_deref())?;
     let config = compile_text(&base, &source)?;
     raise_open_files_limit();
@@ -98,7 +109,7 @@ pub fn run(path: Option<PathBuf>, status_json: bool, inherited: Inherited) -> Re
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;
-    rt.block_on(serve(path, base, config, Events::new(status_json), inherited))
+    rt.block_on(serve(path, base, config, events, inherited, stop))
 }
 
 /// A socket for `addr`: the one handed down under `key`, else newly bound; with a copy kept for
@@ -181,6 +192,7 @@ async fn serve(
     file_config: Config,
     events: Events,
     mut inherited: Inherited,
+    stop: Option<tokio::sync::oneshot::Receiver<()>>,
 ) -> Result<(), String> {
     let mut other_sockets = Vec::new();
     let mut other_tasks = Vec::new();
@@ -193,7 +205,7 @@ async fn serve(
         Control::start(path, base, file_config, events, (other_sockets, other_tasks), &mut inherited).await?;
     control.admin_addr = admin::start(&mut control, &config, &mut inherited)?;
     control.announce(&mut inherited).await;
-    control.serve(signals, &config).await?;
+    control.serve(signals, stop, &config).await?;
     control.stop(drain_tx).await;
     Ok(())
 }
@@ -297,7 +309,19 @@ impl Control {
 
     /// The control loop: reloads, released revisions, the file watch and upgrades, until a stop
     /// signal or a new binary that took over.
-    async fn serve(&mut self, mut signals: Signals, config: &Config) -> Result<(), String> {
+    async fn serve(
+        &mut self,
+        mut signals: Signals,
+        stop: Option<tokio::sync::oneshot::Receiver<()>>,
+        config: &Config,
+    ) -> Result<(), String> {
+        let stop = async {
+            match stop {
+                Some(rx) => drop(rx.await),
+                None => std::future::pending().await,
+            }
+        };
+        tokio::pin!(stop);
         let mut tick = tokio::time::interval(TICK);
         let mut ticks = 0u64;
         let mut poll = tokio::time::interval(config.control.poll_interval.0);
@@ -345,6 +369,7 @@ impl Control {
                 }
                 _ = signals.term.recv() => return Ok(()),
                 _ = signals.int.recv() => return Ok(()),
+                () = &mut stop => return Ok(()),
             }
         }
     }
