@@ -1,6 +1,7 @@
 //! Validation: everything that a single field's type cannot express (references between sections,
 //! duplicates, ranges). All errors are collected; a configuration with any error is rejected whole.
 
+use crate::error::ValueError;
 use crate::model::{Balance, Config};
 use crate::schema;
 use std::collections::{HashMap, HashSet};
@@ -270,8 +271,8 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
         }
         for (i, h) in site.hosts.iter().enumerate() {
             let lower = h.to_ascii_lowercase();
-            if let Err(msg) = check_host_pattern(&lower) {
-                err(format!("{p}.hosts[{i}]"), msg);
+            if let Err(e) = check_host_pattern(&lower) {
+                err(format!("{p}.hosts[{i}]"), e.to_string());
             } else if let Some(other) = hosts.insert(lower, name) {
                 err(format!("{p}.hosts[{i}]"), format!("`{h}` is already served by site `{other}`"));
             }
@@ -312,7 +313,7 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
 }
 
 /// Checks a lower-cased host pattern: `*`, `*.suffix` or an exact name.
-pub(crate) fn check_host_pattern(h: &str) -> Result<(), String> {
+pub(crate) fn check_host_pattern(h: &str) -> Result<(), ValueError> {
     if h == "*" {
         return Ok(());
     }
@@ -327,7 +328,7 @@ pub(crate) fn check_host_pattern(h: &str) -> Result<(), String> {
     if ok {
         Ok(())
     } else {
-        Err(format!("`{h}` is not a host name, `*.` wildcard or `*`"))
+        Err(ValueError::NotAHostPattern { host: h.into() })
     }
 }
 

@@ -1,6 +1,7 @@
 //! The API-gateway part of the model: services (path prefixes guarded by plugins), apps (API
 //! consumers with their credentials and grants) and plans (plugin sets granted to apps).
 
+use crate::error::ValueError;
 use crate::model::{is_token, HostHeader};
 use crate::units::{ByteSize, Duration};
 use serde::de::{self, Deserializer};
@@ -371,8 +372,8 @@ pub struct IpNet {
 
 impl IpNet {
     /// Parses `addr/len` or a bare address.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = || format!("invalid network `{text}`: expected e.g. 10.0.0.0/8, 2001:db8::/32 or 192.0.2.7");
+    pub fn parse(text: &str) -> Result<Self, ValueError> {
+        let bad = || ValueError::InvalidNetwork { text: text.into() };
         let (addr, prefix) = match text.split_once('/') {
             Some((a, p)) => (a.parse::<IpAddr>().map_err(|_| bad())?, Some(p.parse::<u8>().map_err(|_| bad())?)),
             None => (text.parse::<IpAddr>().map_err(|_| bad())?, None),

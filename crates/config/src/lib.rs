@@ -5,6 +5,7 @@
 
 mod compile;
 mod control;
+mod error;
 mod gateway;
 mod model;
 mod request_id;
@@ -14,6 +15,7 @@ mod validate_gateway;
 
 pub use compile::{compile, compile_value, ConfigError, ConfigErrors, PREFERRED_CIPHER_SUITES};
 pub use control::*;
+pub use error::ValueError;
 pub use gateway::*;
 pub use model::*;
 pub use request_id::RequestId;

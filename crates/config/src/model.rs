@@ -2,6 +2,7 @@
 //! the YAML deserialises into, so defaults live in exactly one place.
 
 use crate::control::{Admin, Control, Node};
+use crate::error::ValueError;
 use crate::gateway::{App, CircuitBreaker, Plan, Service};
 use crate::units::{ByteSize, Duration};
 use serde::de::{self, Deserializer, MapAccess, Visitor};
@@ -539,8 +540,8 @@ pub enum HashKey {
 
 impl HashKey {
     /// Parses `client_ip`, `uri`, `header:NAME` or `cookie:NAME`.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        let bad = || format!("invalid hash_key `{text}`: use client_ip, uri, header:NAME or cookie:NAME");
+    pub fn parse(text: &str) -> Result<Self, ValueError> {
+        let bad = || ValueError::InvalidHashKey { text: text.into() };
         match text.split_once(':') {
             None if text == "client_ip" => Ok(HashKey::ClientIp),
             None if text == "uri" => Ok(HashKey::Uri),

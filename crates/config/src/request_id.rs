@@ -78,12 +78,12 @@ pub(crate) fn validate(c: &Config, err: &mut impl FnMut(String, String)) {
 
 #[cfg(test)]
 mod tests {
-    use crate::compile;
+    use crate::{compile, ConfigErrors};
 
     const LISTENER: &str = "listeners: {http: {bind: \"127.0.0.1:0\"}}\n";
 
-    fn forwarding(yaml: &str) -> Result<crate::Forwarding, String> {
-        compile(&format!("{LISTENER}forwarding: {yaml}\n")).map(|c| c.forwarding).map_err(|e| e.to_string())
+    fn forwarding(yaml: &str) -> Result<crate::Forwarding, ConfigErrors> {
+        compile(&format!("{LISTENER}forwarding: {yaml}\n")).map(|c| c.forwarding)
     }
 
     #[test]
@@ -103,14 +103,14 @@ mod tests {
 
     #[test]
     fn bad_settings_are_reported_with_their_path() {
-        let e = forwarding("{request_id: {header: \"X Id\"}}").expect_err("a space");
+        let e = forwarding("{request_id: {header: \"X Id\"}}").expect_err("a space").to_string();
         assert!(e.starts_with("forwarding.request_id.header: "), "{e}");
-        let e = forwarding("{request_id: {header: Content-Length}}").expect_err("reserved");
+        let e = forwarding("{request_id: {header: Content-Length}}").expect_err("reserved").to_string();
         assert!(e.contains("managed by the proxy"), "{e}");
-        let e = forwarding("{request_id: {trust: true}}").expect_err("unknown field");
+        let e = forwarding("{request_id: {trust: true}}").expect_err("unknown field").to_string();
         assert!(e.starts_with("forwarding.request_id"), "{e}");
         assert!(e.contains("unknown field `trust`"), "{e}");
-        let e = forwarding("{request_id: on}").expect_err("not a setting");
+        let e = forwarding("{request_id: on}").expect_err("not a setting").to_string();
         assert!(e.contains("expected `off` or a map"), "{e}");
     }
 }

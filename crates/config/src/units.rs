@@ -1,6 +1,7 @@
 //! Human-friendly units used in the configuration: durations (`250ms`, `5s`, `2m`, `1h`) and byte
 //! sizes (`512`, `16k`, `10m`, `1g`).
 
+use crate::error::ValueError;
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::fmt;
@@ -19,20 +20,19 @@ impl Duration {
         Duration(std::time::Duration::from_millis(ms))
     }
     /// Parses `250ms`, `5s`, `2m`, `1h` or a bare number of seconds.
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, ValueError> {
         let text = text.trim();
         let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
         let (digits, unit) = text.split_at(split);
-        let value: u64 =
-            digits.parse().map_err(|_| format!("invalid duration `{text}`: expected e.g. 500ms, 5s, 2m, 1h"))?;
+        let value: u64 = digits.parse().map_err(|_| ValueError::InvalidDuration { text: text.into() })?;
         let ms = match unit.trim() {
             "ms" => Some(value),
             "" | "s" => value.checked_mul(1000),
             "m" => value.checked_mul(60_000),
             "h" => value.checked_mul(3_600_000),
-            other => return Err(format!("invalid duration unit `{other}` in `{text}`: use ms, s, m or h")),
+            other => return Err(ValueError::DurationUnit { unit: other.into(), text: text.into() }),
         };
-        ms.map(Self::millis).ok_or_else(|| format!("duration `{text}` is too large"))
+        ms.map(Self::millis).ok_or_else(|| ValueError::DurationTooLarge { text: text.into() })
     }
 }
 
@@ -66,21 +66,20 @@ pub struct ByteSize(pub u64);
 
 impl ByteSize {
     /// Parses `512`, `16k`, `10m`, `1g` (case-insensitive, optional trailing `b`).
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, ValueError> {
         let lower = text.trim().to_ascii_lowercase();
         let body = lower.strip_suffix('b').unwrap_or(&lower);
         let split = body.find(|c: char| !c.is_ascii_digit()).unwrap_or(body.len());
         let (digits, unit) = body.split_at(split);
-        let value: u64 =
-            digits.parse().map_err(|_| format!("invalid size `{text}`: expected e.g. 512, 16k, 10m, 1g"))?;
+        let value: u64 = digits.parse().map_err(|_| ValueError::InvalidSize { text: text.into() })?;
         let mult = match unit {
             "" => 1,
             "k" => 1 << 10,
             "m" => 1 << 20,
             "g" => 1 << 30,
-            other => return Err(format!("invalid size unit `{other}` in `{text}`: use k, m or g")),
+            other => return Err(ValueError::SizeUnit { unit: other.into(), text: text.into() }),
         };
-        value.checked_mul(mult).map(ByteSize).ok_or_else(|| format!("size `{text}` is too large"))
+        value.checked_mul(mult).map(ByteSize).ok_or_else(|| ValueError::SizeTooLarge { text: text.into() })
     }
 }
 
@@ -127,5 +126,19 @@ mod tests {
         assert_eq!(ByteSize::parse("16k"), Ok(ByteSize(16384)));
         assert_eq!(ByteSize::parse("10MB"), Ok(ByteSize(10 << 20)));
         assert!(ByteSize::parse("1t").is_err());
+    }
+
+    #[test]
+    fn errors_quote_the_value_as_written() {
+        let message = |r: Result<Duration, ValueError>| r.map_err(|e| e.to_string()).expect_err("invalid");
+        assert_eq!(
+            message(Duration::parse("5 parsecs")),
+            "invalid duration unit `parsecs` in `5 parsecs`: use ms, s, m or h"
+        );
+        assert_eq!(message(Duration::parse("soon")), "invalid duration `soon`: expected e.g. 500ms, 5s, 2m, 1h");
+        assert_eq!(
+            ByteSize::parse("1t").map_err(|e| e.to_string()),
+            Err("invalid size unit `t` in `1t`: use k, m or g".into())
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! and path clashes between services and site routes on the same host.
 
 use crate::compile::check_host_pattern;
+use crate::error::ValueError;
 use crate::gateway::{Acl, AuthMethod, HeaderRewrite, LimitKey, LimitScope, RateLimit};
 use crate::model::{is_token, Config, HostHeader};
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -21,8 +22,8 @@ pub(crate) fn validate(c: &Config, err: &mut impl FnMut(String, String)) {
             err(format!("{p}.upstream"), format!("unknown upstream `{}`", s.upstream));
         }
         for (i, h) in s.hosts.iter().enumerate() {
-            if let Err(msg) = check_host_pattern(&h.to_ascii_lowercase()) {
-                err(format!("{p}.hosts[{i}]"), msg);
+            if let Err(e) = check_host_pattern(&h.to_ascii_lowercase()) {
+                err(format!("{p}.hosts[{i}]"), e.to_string());
             }
         }
         if let HostHeader::Literal(h) = &s.host_header {
@@ -65,8 +66,8 @@ pub(crate) fn validate(c: &Config, err: &mut impl FnMut(String, String)) {
         match (&app.key, &app.key_sha256) {
             (Some(_), Some(_)) => err(p.clone(), "set `key` or `key_sha256`, not both".into()),
             (Some(k), None) => {
-                if let Err(msg) = check_app_key(k) {
-                    err(format!("{p}.key"), msg);
+                if let Err(e) = check_app_key(k) {
+                    err(format!("{p}.key"), e.to_string());
                 } else if let Some(other) = keys.insert(k, name) {
                     err(format!("{p}.key"), format!("the same key as app `{other}`"));
                 }
@@ -133,12 +134,12 @@ pub(crate) fn validate(c: &Config, err: &mut impl FnMut(String, String)) {
 }
 
 /// Characters an app key may use: it travels in a header, a query string and a path segment.
-fn check_app_key(k: &str) -> Result<(), String> {
+fn check_app_key(k: &str) -> Result<(), ValueError> {
     if k.is_empty() || k.len() > 512 {
-        return Err("from 1 to 512 characters".into());
+        return Err(ValueError::AppKeyLength);
     }
     if !k.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~+=!$'()*,;:@".contains(&b)) {
-        return Err("letters, digits and `-._~+=!$'()*,;:@` only".into());
+        return Err(ValueError::AppKeyCharacters);
     }
     Ok(())
 }
