@@ -299,7 +299,8 @@ impl Api {
             .map_err(|errs| ApiError::invalid(errs.0.into_iter().map(|e| field(&e.path, e.message)).collect()))?;
         gatehouse_plugins::Gateway::build(&config, &gatehouse_plugins::Registry::offline()).map(drop).map_err(|e| {
             ApiError::invalid(
-                e.lines()
+                e.to_string()
+                    .lines()
                     .map(|l| match l.split_once(": ") {
                         Some((p, m)) => field(p, m.to_string()),
                         None => field("(document)", l.to_string()),

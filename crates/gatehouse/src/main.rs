@@ -114,7 +114,9 @@ fn check(file: &std::path::Path) -> ExitCode {
     };
     match gatehouse_config::compile(&text) {
         Ok(config) => match gatehouse_node::tls::check_certificates(&config).and_then(|()| {
-            gatehouse_plugins::Gateway::build(&config, &gatehouse_plugins::Registry::offline()).map(drop)
+            gatehouse_plugins::Gateway::build(&config, &gatehouse_plugins::Registry::offline())
+                .map(drop)
+                .map_err(|e| e.to_string())
         }) {
             Ok(()) => {
                 println!("gatehouse: configuration {} is valid", file.display());

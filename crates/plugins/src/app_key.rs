@@ -2,6 +2,7 @@
 //! after the service prefix, and take it out of the request in every place it appears, so the
 //! backend never sees it.
 
+use crate::error::GatewayError;
 use gatehouse_config::AppKeySources;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use http::uri::{PathAndQuery, Uri};
@@ -84,10 +85,12 @@ pub type PathCut = Option<std::ops::Range<usize>>;
 
 impl Sources {
     /// Compiles the configured sources (validated names).
-    pub fn new(cfg: &AppKeySources) -> Result<Self, String> {
+    pub fn new(cfg: &AppKeySources) -> Result<Self, GatewayError> {
         let header = match cfg.header.as_str() {
             "" => None,
-            h => Some(HeaderName::from_bytes(h.as_bytes()).map_err(|_| format!("`{h}` is not a header name"))?),
+            h => Some(
+                HeaderName::from_bytes(h.as_bytes()).map_err(|_| GatewayError::NotAHeaderName { name: h.into() })?,
+            ),
         };
         let query = (!cfg.query.is_empty()).then(|| cfg.query.as_str().into());
         Ok(Sources { header, query, path: cfg.path })

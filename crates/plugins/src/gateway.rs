@@ -2,6 +2,7 @@
 //! Built off the request path with each configuration snapshot.
 
 use crate::acl::Rules;
+use crate::error::GatewayError;
 use crate::headers::Ops;
 use crate::rate_limit::gcra::Gcra;
 use crate::rate_limit::Limiter;
@@ -155,26 +156,33 @@ impl Gateway {
     }
 
     /// Compiles the gateway part of a validated configuration. Reads JWT public key files.
-    pub fn build(config: &Config, registry: &Registry) -> Result<Gateway, String> {
+    pub fn build(config: &Config, registry: &Registry) -> Result<Gateway, GatewayError> {
         let plans: HashMap<&str, Arc<PlanGate>> = config
             .plans
             .iter()
             .map(|(name, p)| {
                 let plugins = plugin_set(registry, &format!("plan.{name}"), &p.acl, &p.rate_limits, &p.headers)
-                    .map_err(|e| format!("plans.{name}: {e}"))?;
+                    .map_err(|e| GatewayError::Plan { plan: name.clone(), source: Box::new(e) })?;
                 Ok((name.as_str(), Arc::new(PlanGate { name: name.as_str().into(), plugins })))
             })
-            .collect::<Result<_, String>>()?;
+            .collect::<Result<_, GatewayError>>()?;
         let index: HashMap<&str, usize> = config.services.keys().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
 
         let mut gw = Gateway::default();
         for (id, app) in &config.apps {
-            let p = format!("apps.{id}");
+            let app_id = || id.clone();
             let mut grants = vec![None; index.len()];
             for (service, plan) in &app.grants {
-                let i = *index.get(service.as_str()).ok_or_else(|| format!("{p}: unknown service `{service}`"))?;
+                let i = *index
+                    .get(service.as_str())
+                    .ok_or_else(|| GatewayError::UnknownService { app: app_id(), service: service.clone() })?;
                 let plan = match plan {
-                    Some(name) => Some(plans.get(name.as_str()).ok_or(format!("{p}: unknown plan `{name}`"))?.clone()),
+                    Some(name) => Some(
+                        plans
+                            .get(name.as_str())
+                            .ok_or_else(|| GatewayError::UnknownPlan { app: app_id(), plan: name.clone() })?
+                            .clone(),
+                    ),
                     None => None,
                 };
                 grants[i] = Some(plan);
@@ -182,21 +190,31 @@ impl Gateway {
             let mut unnamed = Vec::new();
             let mut named = Vec::new();
             if let Some(secret) = &app.secret {
-                unnamed.push(VerifyKey::hmac(secret.as_bytes()).map_err(|e| format!("{p}.secret: {e}"))?);
+                unnamed.push(
+                    VerifyKey::hmac(secret.as_bytes())
+                        .map_err(|source| GatewayError::Secret { app: app_id(), source })?,
+                );
             }
             for (i, k) in app.jwt_keys.iter().enumerate() {
-                let kp = format!("{p}.jwt_keys[{i}]");
-                let alg: Algorithm = k.alg.parse().map_err(|_| format!("{kp}.alg: unsupported `{}`", k.alg))?;
+                let alg: Algorithm = k.alg.parse().map_err(|_| GatewayError::UnsupportedAlgorithm {
+                    app: app_id(),
+                    key: i,
+                    alg: k.alg.clone(),
+                })?;
                 let key = match (alg, &k.secret, &k.public_key) {
                     (Algorithm::Hs256, Some(s), None) => VerifyKey::hmac(s.as_bytes()),
                     (Algorithm::Rs256 | Algorithm::Es256, None, Some(path)) => {
-                        let pem = std::fs::read(path)
-                            .map_err(|e| format!("{kp}.public_key: cannot read {}: {e}", path.display()))?;
+                        let pem = std::fs::read(path).map_err(|source| GatewayError::ReadPublicKey {
+                            app: app_id(),
+                            key: i,
+                            path: path.clone(),
+                            source,
+                        })?;
                         VerifyKey::from_pem(alg, &pem)
                     }
-                    _ => return Err(format!("{kp}: HS256 takes a `secret`, RS256 and ES256 a `public_key`")),
+                    _ => return Err(GatewayError::KeyMaterial { app: app_id(), key: i }),
                 }
-                .map_err(|e| format!("{kp}: {e}"))?;
+                .map_err(|source| GatewayError::JwtKey { app: app_id(), key: i, source })?;
                 match &k.kid {
                     Some(kid) => named.push((kid.clone(), key)),
                     None => unnamed.push(key),
@@ -204,7 +222,8 @@ impl Gateway {
             }
             let entry = Arc::new(AppEntry {
                 id: id.as_str().into(),
-                id_value: HeaderValue::try_from(id.as_str()).map_err(|_| format!("{p}: id is not a header value"))?,
+                id_value: HeaderValue::try_from(id.as_str())
+                    .map_err(|_| GatewayError::AppIdNotHeaderValue { app: app_id() })?,
                 hash: crate::rate_limit::fnv1a(id.as_bytes()),
                 allow_ips: app.allow_ips.clone().into(),
                 grants: grants.into(),
@@ -213,13 +232,13 @@ impl Gateway {
             let clash = match (&app.key, &app.key_sha256) {
                 (Some(k), _) => gw.keys.add_plain(k.as_bytes(), &entry),
                 (None, Some(hex)) => gw.keys.add_digest(
-                    parse_sha256_hex(hex).ok_or_else(|| format!("{p}.key_sha256: not 64 hex digits"))?,
+                    parse_sha256_hex(hex).ok_or_else(|| GatewayError::KeySha256NotHex { app: app_id() })?,
                     &entry,
                 ),
                 (None, None) => None,
             };
             if let Some(other) = clash {
-                return Err(format!("{p}: the same key as app `{other}`"));
+                return Err(GatewayError::SameKey { app: app_id(), other });
             }
             for (kid, key) in named {
                 gw.by_kid.insert(kid, (entry.clone(), key));
@@ -227,10 +246,10 @@ impl Gateway {
             gw.by_id.insert(entry.id.clone(), entry);
         }
         for (i, (name, s)) in config.services.iter().enumerate() {
+            let in_service = |e| GatewayError::Service { service: name.clone(), source: Box::new(e) };
             let plugins = plugin_set(registry, &format!("service.{name}"), &s.acl, &s.rate_limits, &s.headers)
-                .map_err(|e| format!("services.{name}: {e}"))?;
-            let gate = ServiceGate::new(name, i, s, plugins, registry.stats(name))
-                .map_err(|e| format!("services.{name}: {e}"))?;
+                .map_err(in_service)?;
+            let gate = ServiceGate::new(name, i, s, plugins, registry.stats(name)).map_err(in_service)?;
             gw.services.insert(name.clone(), Arc::new(gate));
         }
         Ok(gw)
@@ -255,7 +274,7 @@ fn plugin_set(
     acl: &Option<Acl>,
     limits: &[RateLimit],
     headers: &HeaderRewrite,
-) -> Result<PluginSet, String> {
+) -> Result<PluginSet, GatewayError> {
     let limits = limits
         .iter()
         .enumerate()
@@ -270,14 +289,54 @@ fn plugin_set(
                 );
                 return Ok(Limiter::local(l, registry.table(&id, l.max_keys)));
             }
-            let cluster = registry.redis.as_ref().ok_or_else(|| format!("rate_limits[{i}]: `cluster` needs Redis"))?;
+            let cluster = registry.redis.as_ref().ok_or(GatewayError::ClusterLimitWithoutRedis { limit: i })?;
             Ok(Limiter::cluster(l, cluster.client().clone(), cluster.key(&format!("rl:{owner}#{i}:"))))
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, GatewayError>>()?;
+    let headers_of = |direction| move |e| GatewayError::Headers { direction, source: Box::new(e) };
     Ok(PluginSet {
         acl: acl.as_ref().map(Rules::new),
         limits,
-        request: Ops::new(&headers.request).map_err(|e| format!("headers.request: {e}"))?,
-        response: Ops::new(&headers.response).map_err(|e| format!("headers.response: {e}"))?,
+        request: Ops::new(&headers.request).map_err(headers_of("request"))?,
+        response: Ops::new(&headers.response).map_err(headers_of("response"))?,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    fn config(extra: &str) -> Config {
+        let text = format!(
+            "listeners: {{ main: {{ bind: \"127.0.0.1:0\" }} }}\n\
+             upstreams: {{ api: {{ targets: [\"127.0.0.1:9001\"] }} }}\n\
+             {extra}"
+        );
+        gatehouse_config::compile(&text).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn errors_name_their_place_in_the_file_and_keep_their_cause() {
+        let c = config(
+            "services: { mws: { path: /mws, upstream: api, auth: jwt } }\n\
+             apps: { shop: { jwt_keys: [{ alg: RS256, public_key: /nonexistent/key.pem }], grants: { mws: ~ } } }\n",
+        );
+        let e = Gateway::build(&c, &Registry::offline()).expect_err("no key file");
+        assert!(matches!(e, GatewayError::ReadPublicKey { key: 0, .. }), "{e:?}");
+        let text = e.to_string();
+        assert!(text.starts_with("apps.shop.jwt_keys[0].public_key: cannot read /nonexistent/key.pem: "), "{text}");
+        assert!(e.source().is_some_and(|s| s.is::<std::io::Error>()));
+    }
+
+    #[test]
+    fn a_cluster_limit_without_redis_is_refused_in_its_plan() {
+        let c = config(
+            "redis: { url: \"redis://127.0.0.1:1\", secret_file: /nonexistent/secret }\n\
+             plans: { gold: { rate_limits: [{ limit: 5, scope: cluster }] } }\n",
+        );
+        let e = Gateway::build(&c, &Registry::new(None)).expect_err("no Redis");
+        assert_eq!(e.to_string(), "plans.gold: rate_limits[0]: `cluster` needs Redis");
+        assert!(Gateway::build(&c, &Registry::offline()).is_ok(), "offline, cluster limits compile as local ones");
+    }
 }

@@ -1,6 +1,7 @@
 //! Header rewrite on the request to the backend and the response to the client: remove, then
 //! set, then append. Names and values are parsed once when the configuration is compiled.
 
+use crate::error::GatewayError;
 use gatehouse_config::HeaderOps;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 
@@ -39,10 +40,12 @@ pub struct Ops {
 
 impl Ops {
     /// Compiles configured operations; names and values were validated with the configuration.
-    pub fn new(ops: &HeaderOps) -> Result<Self, String> {
-        let name = |n: &str| HeaderName::from_bytes(n.as_bytes()).map_err(|_| format!("`{n}` is not a header name"));
-        let pair = |(n, v): (&String, &String)| -> Result<(HeaderName, HeaderValue), String> {
-            Ok((name(n)?, HeaderValue::from_str(v).map_err(|_| format!("invalid value for `{n}`"))?))
+    pub fn new(ops: &HeaderOps) -> Result<Self, GatewayError> {
+        let name =
+            |n: &str| HeaderName::from_bytes(n.as_bytes()).map_err(|_| GatewayError::NotAHeaderName { name: n.into() });
+        let pair = |(n, v): (&String, &String)| -> Result<(HeaderName, HeaderValue), GatewayError> {
+            let parsed = name(n)?;
+            Ok((parsed, HeaderValue::from_str(v).map_err(|_| GatewayError::InvalidHeaderValue { name: n.clone() })?))
         };
         Ok(Ops {
             remove: ops.remove.iter().map(|n| name(n)).collect::<Result<_, _>>()?,

@@ -14,6 +14,7 @@
 pub mod acl;
 pub mod app_key;
 mod denial;
+mod error;
 mod gateway;
 pub mod headers;
 pub mod rate_limit;
@@ -21,6 +22,7 @@ mod service;
 mod stats;
 
 pub use denial::Denial;
+pub use error::GatewayError;
 pub use gateway::{parse_sha256_hex, AppEntry, Gateway, PlanGate};
 pub use headers::EditHeaders;
 pub use rate_limit::Quota;

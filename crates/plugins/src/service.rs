@@ -3,6 +3,7 @@
 
 use crate::app_key::{PathCut, Sources};
 use crate::denial::Denial;
+use crate::error::GatewayError;
 use crate::gateway::{AppEntry, Gateway, PlanGate, PluginSet};
 use crate::headers::EditHeaders;
 use crate::rate_limit::{Quota, Subject, Verdict};
@@ -64,7 +65,7 @@ impl ServiceGate {
         s: &Service,
         plugins: PluginSet,
         stats: Arc<ServiceStats>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, GatewayError> {
         let methods = &s.auth.0;
         let app_key = methods.contains(&AuthMethod::AppKey).then(|| Sources::new(&s.app_key)).transpose()?;
         let jwt = methods.contains(&AuthMethod::Jwt).then(|| JwtCheck {
@@ -78,15 +79,17 @@ impl ServiceGate {
         });
         let scheme = if jwt.is_some() { "Bearer" } else { "AppKey" };
         let challenge = HeaderValue::try_from(format!("{scheme} realm=\"{name}\""))
-            .map_err(|_| "service name is not a header value".to_string())?;
+            .map_err(|_| GatewayError::ServiceNameNotHeaderValue)?;
         let invalid = match scheme {
             "Bearer" => format!("Bearer realm=\"{name}\", error=\"invalid_token\""),
             _ => format!("AppKey realm=\"{name}\""),
         };
-        let invalid_challenge = HeaderValue::try_from(invalid).map_err(|_| "service name is not a header value")?;
+        let invalid_challenge = HeaderValue::try_from(invalid).map_err(|_| GatewayError::ServiceNameNotHeaderValue)?;
         let app_id_header = match s.app_id_header.as_str() {
             "" => None,
-            h => Some(HeaderName::from_bytes(h.as_bytes()).map_err(|_| format!("app_id_header: `{h}`"))?),
+            h => {
+                Some(HeaderName::from_bytes(h.as_bytes()).map_err(|_| GatewayError::AppIdHeader { header: h.into() })?)
+            }
         };
         let trimmed = s.path.trim_end_matches('/');
         Ok(ServiceGate {
