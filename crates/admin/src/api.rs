@@ -125,6 +125,7 @@ impl From<StoreError> for ApiError {
             },
             StoreError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
             StoreError::Corrupt(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
+            _ => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
         }
     }
 }
@@ -283,8 +284,8 @@ impl Api {
             Some(n) => self.store.revision(n).await?.ok_or_else(|| ApiError::not_found("released revision"))?.document,
             None => {
                 let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
-                let doc =
-                    document::published_of(&base).map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e))?;
+                let doc = document::published_of(&base)
+                    .map_err(|e| ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))?;
                 document::normalise(doc, None).map_err(ApiError::invalid)?
             }
         };
@@ -294,7 +295,8 @@ impl Api {
     /// Every error the document has once merged into this node's file.
     pub fn validate(&self, doc: &Value) -> Result<(), ApiError> {
         let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
-        let merged = document::merge(&base, doc).map_err(|e| ApiError::invalid(vec![field("(document)", e)]))?;
+        let merged =
+            document::merge(&base, doc).map_err(|e| ApiError::invalid(vec![field("(document)", e.to_string())]))?;
         let config = gatehouse_config::compile_value(merged)
             .map_err(|errs| ApiError::invalid(errs.0.into_iter().map(|e| field(&e.path, e.message)).collect()))?;
         gatehouse_plugins::Gateway::build(&config, &gatehouse_plugins::Registry::offline()).map(drop).map_err(|e| {

@@ -5,6 +5,7 @@
 use aws_lc_rs::digest::{digest, SHA256};
 use gatehouse_config::PUBLISHED_SECTIONS;
 use serde_json::{Map, Value};
+use std::fmt;
 
 /// What stands in for a secret the API does not show. Sending it back keeps the stored value.
 pub const REDACTED: &str = "(redacted)";
@@ -26,27 +27,65 @@ impl FieldError {
     }
 }
 
+/// Why a node's configuration file cannot take part in a document (its published sections read
+/// out, or a revision merged in).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum DocumentError {
+    /// The file is not YAML.
+    NotYaml(serde_yaml::Error),
+    /// The file is YAML but not a map of settings.
+    NotAMap,
+    /// A published section has no JSON form (a key that is not a string, a number out of range).
+    Section {
+        /// The section.
+        section: &'static str,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
+impl fmt::Display for DocumentError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DocumentError::NotYaml(e) => write!(f, "not YAML: {e}"),
+            DocumentError::NotAMap => f.write_str("the configuration must be a map of settings"),
+            DocumentError::Section { section, source } => write!(f, "{section}: {source}"),
+        }
+    }
+}
+
+impl std::error::Error for DocumentError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            DocumentError::NotYaml(e) => Some(e),
+            DocumentError::NotAMap => None,
+            DocumentError::Section { source, .. } => Some(source),
+        }
+    }
+}
+
 /// SHA-256 of `data`, hex.
 pub fn sha256_hex(data: &[u8]) -> String {
     gatehouse_tls::ticket::hex(digest(&SHA256, data).as_ref())
 }
 
-fn yaml_root(text: &str) -> Result<serde_yaml::Mapping, String> {
-    match serde_yaml::from_str::<serde_yaml::Value>(text).map_err(|e| format!("not YAML: {e}"))? {
+fn yaml_root(text: &str) -> Result<serde_yaml::Mapping, DocumentError> {
+    match serde_yaml::from_str::<serde_yaml::Value>(text).map_err(DocumentError::NotYaml)? {
         serde_yaml::Value::Mapping(m) => Ok(m),
         serde_yaml::Value::Null => Ok(serde_yaml::Mapping::new()),
-        _ => Err("the configuration must be a map of settings".into()),
+        _ => Err(DocumentError::NotAMap),
     }
 }
 
 /// The published sections of a configuration file, as a JSON object.
-pub fn published_of(file_text: &str) -> Result<Value, String> {
+pub fn published_of(file_text: &str) -> Result<Value, DocumentError> {
     let root = yaml_root(file_text)?;
     let mut out = Map::new();
     for section in PUBLISHED_SECTIONS {
         if let Some(v) = root.get(*section) {
             if !v.is_null() {
-                let json = serde_json::to_value(v).map_err(|e| format!("{section}: {e}"))?;
+                let json = serde_json::to_value(v).map_err(|source| DocumentError::Section { section, source })?;
                 out.insert((*section).to_string(), json);
             }
         }
@@ -56,7 +95,7 @@ pub fn published_of(file_text: &str) -> Result<Value, String> {
 
 /// The node's file with its published sections replaced by `document`'s, ready for
 /// `gatehouse_config::compile_value`.
-pub fn merge(file_text: &str, document: &Value) -> Result<serde_yaml::Value, String> {
+pub fn merge(file_text: &str, document: &Value) -> Result<serde_yaml::Value, DocumentError> {
     let mut root = yaml_root(file_text)?;
     for section in PUBLISHED_SECTIONS {
         root.remove(*section);
@@ -218,6 +257,15 @@ mod tests {
         assert!(back.get("upstreams").is_none(), "the file's upstreams are replaced");
         assert!(back.get("sites").is_some());
         assert_eq!(back.get("workers"), Some(&serde_yaml::Value::from(2)));
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_map_of_settings_is_refused() {
+        let e = published_of("- a\n- b\n").expect_err("a list");
+        assert!(matches!(e, DocumentError::NotAMap), "{e:?}");
+        assert_eq!(e.to_string(), "the configuration must be a map of settings");
+        let e = merge("listeners: [\n", &json!({})).expect_err("broken YAML");
+        assert!(matches!(e, DocumentError::NotYaml(_)) && e.to_string().starts_with("not YAML: "), "{e}");
     }
 
     #[test]

@@ -74,15 +74,15 @@ fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
 }
 
 impl LocalStore {
-    pub(crate) fn open(dir: PathBuf) -> Result<Self, String> {
+    pub(crate) fn open(dir: PathBuf) -> Result<Self, StoreError> {
         use std::os::unix::fs::DirBuilderExt;
         let revisions = dir.join("revisions");
         std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o700)
             .create(&revisions)
-            .map_err(|e| format!("cannot create {}: {e}", revisions.display()))?;
-        let seq = read_json::<Releases>(&dir.join("releases.json")).map_err(|e| e.to_string())?.map_or(0, |r| r.seq);
+            .map_err(|source| StoreError::CreateDir { path: revisions, source })?;
+        let seq = read_json::<Releases>(&dir.join("releases.json"))?.map_or(0, |r| r.seq);
         Ok(LocalStore { dir, lock: Mutex::new(()), nodes: Mutex::new(BTreeMap::new()), changes: watch::channel(seq).0 })
     }
 
@@ -191,7 +191,8 @@ mod tests {
         let store = Store::local(dir.clone()).expect("open");
         let d1 = store.put_draft(0, json!({"sites": {}}), "ops").await.expect("first draft");
         assert_eq!(d1.version, 1);
-        assert_eq!(store.put_draft(0, json!({}), "bob").await, Err(StoreError::Conflict { current: 1 }));
+        let conflict = store.put_draft(0, json!({}), "bob").await;
+        assert!(matches!(conflict, Err(StoreError::Conflict { current: 1 })), "{conflict:?}");
         let r1 = store.commit(json!({"sites": {}}), "ops", "first").await.expect("commit");
         let r2 = store.commit(json!({"sites": {"a": {}}}), "ops", "second").await.expect("commit");
         assert_eq!((r1.meta.number, r2.meta.number), (1, 2));

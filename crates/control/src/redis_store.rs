@@ -203,7 +203,8 @@ impl RedisStore {
         self.key("changed")
     }
 
-    pub(crate) fn subscribe(&self) -> Result<Subscription, String> {
-        gatehouse_redis::Client::subscribe(self.cluster.options().clone(), &[self.channel()]).map_err(|e| e.to_string())
+    pub(crate) fn subscribe(&self) -> Result<Subscription, StoreError> {
+        gatehouse_redis::Client::subscribe(self.cluster.options().clone(), &[self.channel()])
+            .map_err(StoreError::Subscribe)
     }
 }

@@ -11,7 +11,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 /// Why a store operation failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Debug)]
+#[non_exhaustive]
 pub enum StoreError {
     /// The draft changed since the version the caller read.
     Conflict {
@@ -22,6 +23,15 @@ pub enum StoreError {
     Unavailable(String),
     /// What the store holds cannot be read (wrong cluster secret, damaged file).
     Corrupt(String),
+    /// The directory of a local store cannot be created.
+    CreateDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Notices of changes cannot be subscribed to in Redis.
+    Subscribe(gatehouse_redis::Error),
 }
 
 impl fmt::Display for StoreError {
@@ -30,11 +40,21 @@ impl fmt::Display for StoreError {
             StoreError::Conflict { current } => write!(f, "the draft is at version {current}; read it again"),
             StoreError::Unavailable(e) => write!(f, "revision store unavailable: {e}"),
             StoreError::Corrupt(e) => write!(f, "revision store damaged: {e}"),
+            StoreError::CreateDir { path, source } => write!(f, "cannot create {}: {source}", path.display()),
+            StoreError::Subscribe(e) => e.fmt(f),
         }
     }
 }
 
-impl std::error::Error for StoreError {}
+impl std::error::Error for StoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            StoreError::CreateDir { source, .. } => Some(source),
+            StoreError::Subscribe(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// The revision store of a node: local or in Redis. Cheap to clone.
 #[derive(Clone, Debug)]
@@ -47,7 +67,7 @@ pub enum Store {
 
 impl Store {
     /// A store in `dir`, created (mode 700) when missing.
-    pub fn local(dir: PathBuf) -> Result<Store, String> {
+    pub fn local(dir: PathBuf) -> Result<Store, StoreError> {
         Ok(Store::Local(Arc::new(LocalStore::open(dir)?)))
     }
 
@@ -162,7 +182,7 @@ impl Store {
     }
 
     /// Notices of changes to the releases.
-    pub fn changes(&self) -> Result<Changes, String> {
+    pub fn changes(&self) -> Result<Changes, StoreError> {
         match self {
             Store::Local(s) => Ok(Changes::Local(s.subscribe())),
             Store::Redis(s) => s.subscribe().map(Changes::Redis),

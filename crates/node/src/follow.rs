@@ -66,7 +66,9 @@ impl Follower {
         let dir = &config.control.dir;
         let store = match cluster {
             Some(c) => Some(Store::redis(c.clone())),
-            None if api_on || dir.join("releases.json").exists() => Some(Store::local(dir.clone())?),
+            None if api_on || dir.join("releases.json").exists() => {
+                Some(Store::local(dir.clone()).map_err(|e| e.to_string())?)
+            }
             None => None,
         };
         Ok(Follower {
@@ -159,7 +161,7 @@ impl Follower {
     /// The configuration of `rev` on this node: its document merged into `base`, compiled.
     pub fn merged(base: &str, rev: &Revision) -> Result<(Config, Running), String> {
         let document = rev.document.clone();
-        let merged = document::merge(base, &document)?;
+        let merged = document::merge(base, &document).map_err(|e| e.to_string())?;
         let config = gatehouse_config::compile_value(merged).map_err(|e| e.to_string())?;
         Ok((config, Running { number: rev.meta.number, hash: rev.meta.hash.clone(), document }))
     }

@@ -326,7 +326,7 @@ impl Control {
         let mut ticks = 0u64;
         let mut poll = tokio::time::interval(config.control.poll_interval.0);
         let mut changes = match &self.follower.store {
-            Some(store) => Some(store.changes()?),
+            Some(store) => Some(store.changes().map_err(|e| e.to_string())?),
             None => None,
         };
         let mut upgrading: Option<JoinHandle<Result<u32, String>>> = None;

@@ -89,7 +89,7 @@ impl Control {
             .run(move || {
                 let config = match running {
                     Some((number, document)) => {
-                        let merged = gatehouse_control::document::merge(&text, &document)?;
+                        let merged = gatehouse_control::document::merge(&text, &document).map_err(|e| e.to_string())?;
                         gatehouse_config::compile_value(merged)
                             .map_err(|e| format!("invalid configuration in {source} with revision {number}:\n{e}"))?
                     }
