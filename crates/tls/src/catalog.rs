@@ -6,7 +6,7 @@
 use crate::bundle::{self, BundleError, Facts, KeyKind};
 use crate::dir::DirStore;
 use crate::index::{normalise, wildcard_parent};
-use crate::redis_store::RedisStore;
+use crate::redis_store::{RedisStore, RedisStoreError};
 use std::path::{Path, PathBuf};
 
 /// A certificate store to manage.
@@ -32,7 +32,7 @@ pub enum CatalogError {
         source: std::io::Error,
     },
     /// The Redis store failed.
-    Redis(String),
+    Redis(RedisStoreError),
     /// The name is neither a host name nor `*.parent`.
     NotAName,
 }
@@ -42,7 +42,7 @@ impl std::fmt::Display for CatalogError {
         match self {
             CatalogError::Bundle(e) => e.fmt(f),
             CatalogError::Io { path, source } => write!(f, "{}: {source}", path.display()),
-            CatalogError::Redis(e) => f.write_str(e),
+            CatalogError::Redis(e) => e.fmt(f),
             CatalogError::NotAName => f.write_str("not a name"),
         }
     }
@@ -53,7 +53,8 @@ impl std::error::Error for CatalogError {
         match self {
             CatalogError::Bundle(e) => Some(e),
             CatalogError::Io { source, .. } => Some(source),
-            _ => None,
+            CatalogError::Redis(e) => Some(e),
+            CatalogError::NotAName => None,
         }
     }
 }
@@ -99,7 +100,10 @@ impl Catalog {
                 Ok(Imported { facts: b.facts, warnings, place: path.display().to_string() })
             }
             Catalog::Redis(r) => {
-                let (facts, warnings) = r.import(pem, now).await.map_err(CatalogError::Bundle)?;
+                let (facts, warnings) = r.import(pem, now).await.map_err(|e| match e {
+                    RedisStoreError::Bundle(e) => CatalogError::Bundle(e),
+                    e => CatalogError::Redis(e),
+                })?;
                 Ok(Imported { facts, warnings, place: "redis".to_string() })
             }
         }

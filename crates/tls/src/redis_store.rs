@@ -28,8 +28,46 @@ fn kind_field(kind: KeyKind) -> &'static str {
     }
 }
 
-fn redis_err(e: gatehouse_redis::Error) -> String {
-    format!("redis: {e}")
+/// Why the Redis certificate store could not do what was asked.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RedisStoreError {
+    /// Redis could not be asked, or refused.
+    Redis(gatehouse_redis::Error),
+    /// A stored bundle does not open with this node's cluster secret.
+    Sealed {
+        /// The bundle's id.
+        id: String,
+    },
+    /// A bundle was refused on import, or a stored one no longer reads as a bundle.
+    Bundle(BundleError),
+    /// A bundle could not be sealed for storing.
+    CannotSeal,
+    /// The task that parses loaded bundles off the event loop did not finish.
+    Parse(tokio::task::JoinError),
+}
+
+impl std::fmt::Display for RedisStoreError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RedisStoreError::Redis(e) => write!(f, "redis: {e}"),
+            RedisStoreError::Sealed { id } => write!(f, "bundle {id} does not open with this node's cluster secret"),
+            RedisStoreError::Bundle(e) => e.fmt(f),
+            RedisStoreError::CannotSeal => f.write_str("cannot seal the bundle"),
+            RedisStoreError::Parse(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for RedisStoreError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RedisStoreError::Redis(e) => Some(e),
+            RedisStoreError::Bundle(e) => Some(e),
+            RedisStoreError::Parse(e) => Some(e),
+            RedisStoreError::Sealed { .. } | RedisStoreError::CannotSeal => None,
+        }
+    }
 }
 
 impl RedisStore {
@@ -57,29 +95,29 @@ impl RedisStore {
     }
 
     /// The PEM of bundle `id`, opened.
-    async fn pem(&self, id: &str) -> Result<Option<Vec<u8>>, String> {
+    async fn pem(&self, id: &str) -> Result<Option<Vec<u8>>, RedisStoreError> {
         let started = Instant::now();
         let sealed = self.cluster.client().get(self.bundle_key(id)).await;
         self.cluster.timed(started);
         let sealed = sealed.map_err(|e| {
             self.cluster.failed("load certificate", &e);
-            redis_err(e)
+            RedisStoreError::Redis(e)
         })?;
         let Some(sealed) = sealed else { return Ok(None) };
         match self.cluster.open(Purpose::Certificates, id.as_bytes(), &sealed) {
             Some(pem) => Ok(Some(pem)),
-            None => Err(format!("bundle {id} does not open with this node's cluster secret")),
+            None => Err(RedisStoreError::Sealed { id: id.into() }),
         }
     }
 
     /// Bundle ids serving the index key `key` (`name` or `*.parent`).
-    async fn ids_for(&self, key: &str) -> Result<Vec<(String, String)>, String> {
+    async fn ids_for(&self, key: &str) -> Result<Vec<(String, String)>, RedisStoreError> {
         let started = Instant::now();
         let fields = self.cluster.client().hgetall(self.name_key(key)).await;
         self.cluster.timed(started);
         let fields = fields.map_err(|e| {
             self.cluster.failed("look up certificate", &e);
-            redis_err(e)
+            RedisStoreError::Redis(e)
         })?;
         Ok(fields
             .into_iter()
@@ -89,7 +127,7 @@ impl RedisStore {
 
     /// Loads and checks the bundles for an index key (none when Redis holds none); `Err` when
     /// Redis cannot be asked.
-    pub async fn load(&self, key: &str, now: i64) -> Result<Vec<Result<Arc<Bundle>, BundleError>>, String> {
+    pub async fn load(&self, key: &str, now: i64) -> Result<Vec<Result<Arc<Bundle>, BundleError>>, RedisStoreError> {
         let ids = self.ids_for(key).await?;
         let mut pems = Vec::new();
         for (_, id) in ids {
@@ -108,20 +146,17 @@ impl RedisStore {
                 .collect()
         })
         .await
-        .map_err(|e| e.to_string())
+        .map_err(RedisStoreError::Parse)
     }
 
     /// Checks and stores a bundle; it replaces, for each of its names, the bundle of the same key
     /// kind. Bundles left serving no name are deleted. Returns the bundle's facts.
-    pub async fn import(&self, pem: &[u8], now: i64) -> Result<(Facts, Vec<String>), BundleError> {
-        let (b, warnings) = bundle::parse(pem, None, now)?;
+    pub async fn import(&self, pem: &[u8], now: i64) -> Result<(Facts, Vec<String>), RedisStoreError> {
+        let (b, warnings) = bundle::parse(pem, None, now).map_err(RedisStoreError::Bundle)?;
         let id = crate::ticket::hex(&digest(&SHA256, pem).as_ref()[..16]);
-        let sealed = self
-            .cluster
-            .seal(Purpose::Certificates, id.as_bytes(), pem)
-            .ok_or_else(|| BundleError("cannot seal the bundle".into()))?;
+        let sealed = self.cluster.seal(Purpose::Certificates, id.as_bytes(), pem).ok_or(RedisStoreError::CannotSeal)?;
         let client = self.cluster.client();
-        let e = |e: gatehouse_redis::Error| BundleError(redis_err(e));
+        let e = RedisStoreError::Redis;
         client.set(self.bundle_key(&id), &sealed).await.map_err(e)?;
         client.sadd(self.cluster.key("certs:ids"), &[id.as_str()]).await.map_err(e)?;
         let field = kind_field(b.facts.key);
@@ -136,14 +171,14 @@ impl RedisStore {
             client.hset(self.name_key(name), &[(field, id.as_str())]).await.map_err(e)?;
         }
         for old in replaced {
-            self.collect_if_unused(&old).await.map_err(BundleError)?;
+            self.collect_if_unused(&old).await?;
         }
         self.announce(&b.facts.names).await;
         Ok((b.facts, warnings))
     }
 
     /// Deletes bundle `id` when no name points at it any more.
-    async fn collect_if_unused(&self, id: &str) -> Result<(), String> {
+    async fn collect_if_unused(&self, id: &str) -> Result<(), RedisStoreError> {
         let Some(pem) = self.pem(id).await? else { return Ok(()) };
         let facts = facts_of(&pem)?;
         let client = self.cluster.client();
@@ -153,14 +188,14 @@ impl RedisStore {
                 return Ok(());
             }
         }
-        client.del(&[self.bundle_key(id)]).await.map_err(redis_err)?;
-        client.srem(self.cluster.key("certs:ids"), &[id]).await.map_err(redis_err)?;
+        client.del(&[self.bundle_key(id)]).await.map_err(RedisStoreError::Redis)?;
+        client.srem(self.cluster.key("certs:ids"), &[id]).await.map_err(RedisStoreError::Redis)?;
         Ok(())
     }
 
     /// Removes every bundle serving the index key `key`, from all of their names. Returns the
     /// removed bundles' facts.
-    pub async fn remove(&self, key: &str) -> Result<Vec<Facts>, String> {
+    pub async fn remove(&self, key: &str) -> Result<Vec<Facts>, RedisStoreError> {
         let client = self.cluster.client();
         let mut removed = Vec::new();
         for (_, id) in self.ids_for(key).await? {
@@ -169,12 +204,12 @@ impl RedisStore {
             for name in &facts.names {
                 for (field, v) in self.ids_for(name).await? {
                     if v == id {
-                        client.hdel(self.name_key(name), &[field.as_str()]).await.map_err(redis_err)?;
+                        client.hdel(self.name_key(name), &[field.as_str()]).await.map_err(RedisStoreError::Redis)?;
                     }
                 }
             }
-            client.del(&[self.bundle_key(&id)]).await.map_err(redis_err)?;
-            client.srem(self.cluster.key("certs:ids"), &[id.as_str()]).await.map_err(redis_err)?;
+            client.del(&[self.bundle_key(&id)]).await.map_err(RedisStoreError::Redis)?;
+            client.srem(self.cluster.key("certs:ids"), &[id.as_str()]).await.map_err(RedisStoreError::Redis)?;
             self.announce(&facts.names).await;
             removed.push(facts);
         }
@@ -182,8 +217,9 @@ impl RedisStore {
     }
 
     /// Every stored bundle's facts, by id.
-    pub async fn list(&self) -> Result<Vec<(String, Facts)>, String> {
-        let ids = self.cluster.client().smembers(self.cluster.key("certs:ids")).await.map_err(redis_err)?;
+    pub async fn list(&self) -> Result<Vec<(String, Facts)>, RedisStoreError> {
+        let ids =
+            self.cluster.client().smembers(self.cluster.key("certs:ids")).await.map_err(RedisStoreError::Redis)?;
         let mut out = Vec::new();
         for id in ids {
             let id = String::from_utf8_lossy(&id).into_owned();
@@ -203,6 +239,6 @@ impl RedisStore {
 }
 
 /// Facts of a stored bundle, key kind included.
-fn facts_of(pem: &[u8]) -> Result<Facts, String> {
-    bundle::parse(pem, None, 0).map(|(b, _)| b.facts).map_err(|e| e.to_string())
+fn facts_of(pem: &[u8]) -> Result<Facts, RedisStoreError> {
+    bundle::parse(pem, None, 0).map(|(b, _)| b.facts).map_err(RedisStoreError::Bundle)
 }
