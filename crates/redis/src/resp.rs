@@ -93,12 +93,13 @@ struct PartialArray {
     items: Vec<Value>,
     remaining: usize,
     /// The first error reply nested inside: the whole reply becomes that error.
-    error: Option<String>,
+    error: Option<Error>,
 }
 
-/// One element read off the wire: either complete, or the start of an array.
+/// One element read off the wire: either complete (a value, or an error reply as
+/// [`Error::Server`]), or the start of an array.
 enum Item {
-    Done(std::result::Result<Value, String>),
+    Done(Result<Value>),
     ArrayStart(usize),
 }
 
@@ -143,13 +144,13 @@ impl Parser {
             // Hand the finished value to the enclosing arrays, closing those it completes.
             loop {
                 let Some(top) = self.stack.last_mut() else {
-                    return done.map(Some).map_err(Error::Server);
+                    return done.map(Some);
                 };
                 match done {
                     Ok(v) if top.error.is_none() => top.items.push(v),
                     Ok(_) => {}
-                    Err(msg) => {
-                        top.error.get_or_insert(msg);
+                    Err(e) => {
+                        top.error.get_or_insert(e);
                         top.items = Vec::new();
                     }
                 }
@@ -159,7 +160,7 @@ impl Parser {
                 }
                 let Some(full) = self.stack.pop() else { break };
                 done = match full.error {
-                    Some(msg) => Err(msg),
+                    Some(e) => Err(e),
                     None => Ok(Value::Array(full.items)),
                 };
             }
@@ -172,7 +173,7 @@ impl Parser {
         let line = &buf[1..eol];
         let item = match buf[0] {
             b'+' => Item::Done(Ok(Value::Simple(String::from_utf8_lossy(line).into_owned()))),
-            b'-' => Item::Done(Err(String::from_utf8_lossy(line).into_owned())),
+            b'-' => Item::Done(Err(Error::Server(String::from_utf8_lossy(line).into_owned()))),
             b':' => Item::Done(Ok(Value::Int(parse_int(line)?))),
             b'$' => match parse_len(line, self.limits.max_bulk_len, "bulk string")? {
                 None => Item::Done(Ok(Value::Nil)),
