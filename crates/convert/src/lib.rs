@@ -43,6 +43,63 @@ impl fmt::Display for Note {
     }
 }
 
+/// Why a value of the source file cannot be carried over as it is; the converter writes it into a
+/// [`Note`] and drops the value.
+#[derive(Debug)]
+#[non_exhaustive]
+enum Untranslatable {
+    /// A target that is not `scheme://host[:port][/path]`.
+    NotAUrl {
+        /// The URL as written.
+        url: String,
+    },
+    /// A target URL with `user:password@`.
+    UrlCredentials {
+        /// The URL as written.
+        url: String,
+    },
+    /// A target URL whose IPv6 host is not closed by `]`.
+    UnclosedBracket {
+        /// The URL as written.
+        url: String,
+    },
+    /// A target URL whose port is not a number from 0 to 65535.
+    InvalidPort {
+        /// The URL as written.
+        url: String,
+    },
+    /// A target URL without a host.
+    NoHost {
+        /// The URL as written.
+        url: String,
+    },
+    /// A path pattern with `?` or a character class.
+    GlobClass,
+    /// A path pattern that starts with neither `/` nor `*`.
+    NotRooted,
+    /// A path pattern that is a regular expression no glob expresses.
+    Regex,
+}
+
+impl fmt::Display for Untranslatable {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Untranslatable::NotAUrl { url } => write!(f, "`{url}` is not a URL"),
+            Untranslatable::UrlCredentials { url } => write!(f, "`{url}` carries user credentials"),
+            Untranslatable::UnclosedBracket { url } => write!(f, "`{url}` has an unclosed `[`"),
+            Untranslatable::InvalidPort { url } => write!(f, "`{url}` has an invalid port"),
+            Untranslatable::NoHost { url } => write!(f, "`{url}` has no host"),
+            Untranslatable::GlobClass => f.write_str("uses `?` or `[…]`, which Gatehouse globs do not have"),
+            Untranslatable::NotRooted => f.write_str(
+                "does not start with `/`; hyperapi compared it with the path below the service prefix, so it never matched",
+            ),
+            Untranslatable::Regex => f.write_str("is a regular expression Gatehouse globs cannot express"),
+        }
+    }
+}
+
+impl std::error::Error for Untranslatable {}
+
 /// The notes of one conversion.
 #[derive(Default)]
 struct Report(Vec<Note>);
@@ -85,6 +142,7 @@ pub struct Conversion {
 
 /// Why there is no conversion.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum ConvertError {
     /// The source is not a hyperapi file.
     Parse(serde_yaml::Error),
@@ -99,6 +157,15 @@ impl fmt::Display for ConvertError {
             ConvertError::Invalid(errors) => {
                 write!(f, "bug: the converted configuration does not compile:\n{errors}")
             }
+        }
+    }
+}
+
+impl std::error::Error for ConvertError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConvertError::Parse(e) => Some(e),
+            ConvertError::Invalid(errors) => Some(errors),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! own filters) or plan (an SLA's filters).
 
 use super::hyperapi::{AclSetting, Filter, HeaderSetting, PathMatcher, RateLimitSetting};
-use super::{entry, Report};
+use super::{entry, Report, Untranslatable};
 use gatehouse_config::is_token;
 use serde::de::DeserializeOwned;
 use serde_yaml::{Mapping, Value};
@@ -265,7 +265,7 @@ fn methods(report: &mut Report, rp: &str, text: &str) -> Option<Vec<String>> {
 /// hyperapi 0.2.2 matched patterns with the `glob` crate, where `*` matches any characters, `/`
 /// included: Gatehouse's `**`. The path below the service prefix starts with `/`, so a pattern
 /// that starts with neither `/` nor `*` never matched.
-pub(super) fn path_globs(pattern: &str) -> Result<(Vec<String>, Option<String>), String> {
+pub(super) fn path_globs(pattern: &str) -> Result<(Vec<String>, Option<String>), Untranslatable> {
     let (glob, why) = match regex_as_glob(pattern) {
         Some(glob) => (
             glob?,
@@ -280,16 +280,13 @@ pub(super) fn path_globs(pattern: &str) -> Result<(Vec<String>, Option<String>),
         return Ok((Vec::new(), why));
     }
     if glob.contains(['?', '[', ']']) {
-        return Err("uses `?` or `[…]`, which Gatehouse globs do not have".into());
+        return Err(Untranslatable::GlobClass);
     }
     if glob.starts_with('/') {
         return Ok((vec![any_run(&glob)], why));
     }
     let Some(rest) = glob.strip_prefix('*').map(|r| r.trim_start_matches('*')) else {
-        return Err(
-            "does not start with `/`; hyperapi compared it with the path below the service prefix, so it never matched"
-                .into(),
-        );
+        return Err(Untranslatable::NotRooted);
     };
     // The leading `*` covers the path's own leading `/`, and may match nothing when `rest` starts
     // with `/`.
@@ -302,7 +299,7 @@ pub(super) fn path_globs(pattern: &str) -> Result<(Vec<String>, Option<String>),
 
 /// A pattern written as a regular expression: `None` when it does not look like one, else the
 /// hyperapi-style glob it stands for, or why it has none.
-fn regex_as_glob(p: &str) -> Option<Result<String, String>> {
+fn regex_as_glob(p: &str) -> Option<Result<String, Untranslatable>> {
     let regex = p.starts_with('^') || p.ends_with('$') || ["\\", "(", "|", ".*", ".+"].iter().any(|s| p.contains(s));
     if !regex {
         return None;
@@ -310,7 +307,7 @@ fn regex_as_glob(p: &str) -> Option<Result<String, String>> {
     let body = p.strip_prefix('^').unwrap_or(p);
     let body = body.strip_suffix('$').unwrap_or(body).replace(".*", "*");
     if body.contains(['.', '+', '?', '(', ')', '[', ']', '{', '}', '|', '\\', '^', '$']) {
-        return Some(Err("is a regular expression Gatehouse globs cannot express".into()));
+        return Some(Err(Untranslatable::Regex));
     }
     Some(Ok(body))
 }

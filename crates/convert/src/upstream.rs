@@ -2,7 +2,7 @@
 //! the circuit breaker.
 
 use super::hyperapi::{Service, Upstream};
-use super::{entry, Report};
+use super::{entry, Report, Untranslatable};
 use serde_yaml::{Mapping, Value};
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
@@ -23,16 +23,17 @@ pub(super) struct TargetUrl {
 }
 
 /// Parses `scheme://host[:port][/path]`.
-pub(super) fn parse_target(url: &str) -> Result<TargetUrl, String> {
-    let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("`{url}` is not a URL"))?;
+pub(super) fn parse_target(url: &str) -> Result<TargetUrl, Untranslatable> {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| Untranslatable::NotAUrl { url: url.into() })?;
     let scheme = scheme.to_ascii_lowercase();
     let (authority, path) = rest.split_at(rest.find(['/', '?']).unwrap_or(rest.len()));
     if authority.contains('@') {
-        return Err(format!("`{url}` carries user credentials"));
+        return Err(Untranslatable::UrlCredentials { url: url.into() });
     }
     let (host, port) = match authority.strip_prefix('[') {
         Some(v6) => {
-            let (host, after) = v6.split_once(']').ok_or_else(|| format!("`{url}` has an unclosed `[`"))?;
+            let (host, after) =
+                v6.split_once(']').ok_or_else(|| Untranslatable::UnclosedBracket { url: url.into() })?;
             (host, after.strip_prefix(':'))
         }
         None => match authority.rsplit_once(':') {
@@ -41,12 +42,12 @@ pub(super) fn parse_target(url: &str) -> Result<TargetUrl, String> {
         },
     };
     let port = match port {
-        Some(p) => p.parse::<u16>().map_err(|_| format!("`{url}` has an invalid port"))?,
+        Some(p) => p.parse::<u16>().map_err(|_| Untranslatable::InvalidPort { url: url.into() })?,
         None if scheme == "https" => 443,
         None => 80,
     };
     if host.is_empty() {
-        return Err(format!("`{url}` has no host"));
+        return Err(Untranslatable::NoHost { url: url.into() });
     }
     Ok(TargetUrl { scheme, host: host.to_string(), port, path: path.to_string() })
 }
