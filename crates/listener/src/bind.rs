@@ -23,6 +23,71 @@ pub struct BoundListener {
     pub sockets: Vec<TcpListener>,
 }
 
+/// Why a listener has no sockets.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BindError {
+    /// A socket for the listener's address could not be bound or set up.
+    Bind {
+        /// The listener.
+        listener: String,
+        /// The configured address.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// A socket handed down by the process this one replaces could not be taken over.
+    Adopt {
+        /// The listener.
+        listener: String,
+        /// The configured address.
+        addr: SocketAddr,
+        /// Why.
+        source: io::Error,
+    },
+    /// The handed-down sockets of one listener are bound to different addresses.
+    MixedAddresses {
+        /// The listener.
+        listener: String,
+    },
+    /// The listener was to be taken over, but no socket was handed down.
+    NoSocket {
+        /// The listener.
+        listener: String,
+    },
+}
+
+impl std::fmt::Display for BindError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BindError::Bind { listener, addr, source } => match source.kind() {
+                io::ErrorKind::AddrInUse => write!(f, "listener `{listener}`: address {addr} is already in use"),
+                io::ErrorKind::AddrNotAvailable => {
+                    write!(f, "listener `{listener}`: address {addr} is not available on this host")
+                }
+                io::ErrorKind::PermissionDenied => write!(f, "listener `{listener}`: permission denied binding {addr}"),
+                _ => write!(f, "listener `{listener}`: cannot bind {addr}: {source}"),
+            },
+            BindError::Adopt { listener, addr, source } => {
+                write!(f, "listener `{listener}`: cannot take over the socket of {addr}: {source}")
+            }
+            BindError::MixedAddresses { listener } => {
+                write!(f, "listener `{listener}`: handed-down sockets are bound to different addresses")
+            }
+            BindError::NoSocket { listener } => write!(f, "listener `{listener}`: no socket was handed down"),
+        }
+    }
+}
+
+impl std::error::Error for BindError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BindError::Bind { source, .. } | BindError::Adopt { source, .. } => Some(source),
+            BindError::MixedAddresses { .. } | BindError::NoSocket { .. } => None,
+        }
+    }
+}
+
 fn socket(addr: SocketAddr, config: &Listener, reuse_port: bool) -> io::Result<TcpListener> {
     let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     s.set_reuse_address(true)?;
@@ -70,16 +135,14 @@ fn set_defer_accept(socket: &TcpListener, on: bool) -> io::Result<()> {
     }
 }
 
-/// Binds `config` for `workers` workers, with a message naming the address on failure.
-pub fn bind_listener(name: &str, config: &Listener, workers: usize, reuse_port: bool) -> Result<BoundListener, String> {
-    let explain = |e: io::Error| match e.kind() {
-        io::ErrorKind::AddrInUse => format!("listener `{name}`: address {} is already in use", config.bind),
-        io::ErrorKind::AddrNotAvailable => {
-            format!("listener `{name}`: address {} is not available on this host", config.bind)
-        }
-        io::ErrorKind::PermissionDenied => format!("listener `{name}`: permission denied binding {}", config.bind),
-        _ => format!("listener `{name}`: cannot bind {}: {e}", config.bind),
-    };
+/// Binds `config` for `workers` workers; an error names the listener and its address.
+pub fn bind_listener(
+    name: &str,
+    config: &Listener,
+    workers: usize,
+    reuse_port: bool,
+) -> Result<BoundListener, BindError> {
+    let explain = |source| BindError::Bind { listener: name.into(), addr: config.bind, source };
     let first = socket(config.bind, config, reuse_port).map_err(explain)?;
     let addr = first.local_addr().map_err(explain)?;
     let mut sockets = vec![first];
@@ -102,17 +165,17 @@ pub fn adopt_listener(
     sockets: Vec<TcpListener>,
     workers: usize,
     reuse_port: bool,
-) -> Result<BoundListener, String> {
-    let explain = |e: io::Error| format!("listener `{name}`: cannot take over the socket of {}: {e}", config.bind);
+) -> Result<BoundListener, BindError> {
+    let explain = |source| BindError::Adopt { listener: name.into(), addr: config.bind, source };
     let mut addr = None;
     for s in &sockets {
         let a = s.local_addr().map_err(explain)?;
         s.set_nonblocking(true).map_err(explain)?;
         if *addr.get_or_insert(a) != a {
-            return Err(format!("listener `{name}`: handed-down sockets are bound to different addresses"));
+            return Err(BindError::MixedAddresses { listener: name.into() });
         }
     }
-    let addr = addr.ok_or_else(|| format!("listener `{name}`: no socket was handed down"))?;
+    let addr = addr.ok_or_else(|| BindError::NoSocket { listener: name.into() })?;
     let mut sockets = sockets;
     let shareable = sockets.iter().all(|s| socket2::SockRef::from(s).reuse_port().unwrap_or(false));
     if reuse_port && shareable {
@@ -156,6 +219,17 @@ mod tests {
         let config = gatehouse_config::compile(&yaml).unwrap_or_else(|e| panic!("{e}"));
         let cfg = &config.listeners["main"];
         bind_listener("main", cfg, 1, true).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn an_address_in_use_is_named_with_its_listener() {
+        let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = taken.local_addr().expect("addr");
+        let mut config = listener(false).config;
+        config.bind = addr;
+        let e = bind_listener("main", &config, 1, false).expect_err("in use");
+        assert!(matches!(&e, BindError::Bind { source, .. } if source.kind() == io::ErrorKind::AddrInUse), "{e:?}");
+        assert_eq!(e.to_string(), format!("listener `main`: address {addr} is already in use"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ mod serve;
 mod transport;
 mod workers;
 
-pub use bind::{adopt_listener, bind_listener, BoundListener};
+pub use bind::{adopt_listener, bind_listener, BindError, BoundListener};
 pub use per_ip::{OverLimit, PerIpGuard, PerIpLimit};
 pub use serve::{accept_loop, AcceptBackoff, AcceptorCell, ServeContext};
 pub use workers::{Worker, Workers};

@@ -62,8 +62,8 @@ impl ListenerSet {
                 .map(|(k, _)| k.clone());
             if keep.is_none() {
                 let bound = match inherited.take(&format!("listener:{name}"), &cfg.bind.to_string()) {
-                    Some(sockets) => adopt_listener(name, cfg, sockets, n, reuse_port)?,
-                    None => bind_listener(name, cfg, n, reuse_port)?,
+                    Some(sockets) => adopt_listener(name, cfg, sockets, n, reuse_port).map_err(|e| e.to_string())?,
+                    None => bind_listener(name, cfg, n, reuse_port).map_err(|e| e.to_string())?,
                 };
                 fresh.insert(name.clone(), bound);
             }
