@@ -38,10 +38,89 @@ pub enum Chunk {
     Trailers,
 }
 
+/// Why a body cannot be read on: its chunked framing is broken, and the connection with it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BodyError {
+    /// A chunk-size line that is not 1 to 16 hex digits before any `;` extension.
+    ChunkSize,
+    /// A chunk not followed by CRLF.
+    MissingCrlf,
+    /// A chunk-size or trailer line longer than the longest accepted.
+    LineTooLong,
+    /// A line ended by LF alone.
+    BareLf,
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            BodyError::ChunkSize => "invalid chunk size",
+            BodyError::MissingCrlf => "missing CRLF after chunk",
+            BodyError::LineTooLong => "chunk line too long",
+            BodyError::BareLf => "chunked line ended by a bare LF",
+        })
+    }
+}
+
+impl std::error::Error for BodyError {}
+
 impl Framing {
     /// Whether the whole body has been read.
     pub fn finished(self) -> bool {
         matches!(self, Framing::Empty | Framing::Length(0))
+    }
+
+    /// The next piece of body from `buf`, or `None` when more bytes are needed. Advances the
+    /// framing; a finished body leaves any following bytes (a pipelined message) in `buf`.
+    pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, BodyError> {
+        loop {
+            match self {
+                Framing::Empty | Framing::Length(0) => return Ok(None),
+                Framing::Length(left) => {
+                    if buf.is_empty() {
+                        return Ok(None);
+                    }
+                    let take = (*left).min(buf.len() as u64) as usize;
+                    *left -= take as u64;
+                    return Ok(Some(buf.split_to(take).freeze()));
+                }
+                Framing::Close => {
+                    return Ok((!buf.is_empty()).then(|| buf.split().freeze()));
+                }
+                Framing::Chunked(state) => match *state {
+                    Chunk::Size => {
+                        let Some(line) = take_line(buf)? else { return Ok(None) };
+                        let size = chunk_size(&line).ok_or(BodyError::ChunkSize)?;
+                        *state = if size == 0 { Chunk::Trailers } else { Chunk::Data(size) };
+                    }
+                    Chunk::Data(left) => {
+                        if buf.is_empty() {
+                            return Ok(None);
+                        }
+                        let take = left.min(buf.len() as u64) as usize;
+                        *state = if left == take as u64 { Chunk::DataEnd } else { Chunk::Data(left - take as u64) };
+                        return Ok(Some(buf.split_to(take).freeze()));
+                    }
+                    Chunk::DataEnd => {
+                        if buf.len() < 2 {
+                            return Ok(None);
+                        }
+                        if &buf[..2] != b"\r\n" {
+                            return Err(BodyError::MissingCrlf);
+                        }
+                        buf.advance(2);
+                        *state = Chunk::Size;
+                    }
+                    Chunk::Trailers => {
+                        let Some(line) = take_line(buf)? else { return Ok(None) };
+                        if line.is_empty() {
+                            *self = Framing::Length(0);
+                        }
+                    }
+                },
+            }
+        }
     }
 }
 
@@ -90,56 +169,10 @@ pub fn poll_fill_by(
     }
 }
 
-/// The next piece of body per `framing` from `buf`, or `None` when more bytes are needed.
-/// Advances `framing`; a finished body leaves any following bytes (a pipelined message) in `buf`.
+/// [`Framing::decode`] with the error as text, for the serve and forward stages' HTTP/1 loops,
+/// which report it as text.
 pub fn decode_body(buf: &mut BytesMut, framing: &mut Framing) -> Result<Option<Bytes>, String> {
-    loop {
-        match framing {
-            Framing::Empty | Framing::Length(0) => return Ok(None),
-            Framing::Length(left) => {
-                if buf.is_empty() {
-                    return Ok(None);
-                }
-                let take = (*left).min(buf.len() as u64) as usize;
-                *left -= take as u64;
-                return Ok(Some(buf.split_to(take).freeze()));
-            }
-            Framing::Close => {
-                return Ok((!buf.is_empty()).then(|| buf.split().freeze()));
-            }
-            Framing::Chunked(state) => match *state {
-                Chunk::Size => {
-                    let Some(line) = take_line(buf)? else { return Ok(None) };
-                    let size = chunk_size(&line).ok_or("invalid chunk size")?;
-                    *state = if size == 0 { Chunk::Trailers } else { Chunk::Data(size) };
-                }
-                Chunk::Data(left) => {
-                    if buf.is_empty() {
-                        return Ok(None);
-                    }
-                    let take = left.min(buf.len() as u64) as usize;
-                    *state = if left == take as u64 { Chunk::DataEnd } else { Chunk::Data(left - take as u64) };
-                    return Ok(Some(buf.split_to(take).freeze()));
-                }
-                Chunk::DataEnd => {
-                    if buf.len() < 2 {
-                        return Ok(None);
-                    }
-                    if &buf[..2] != b"\r\n" {
-                        return Err("missing CRLF after chunk".into());
-                    }
-                    buf.advance(2);
-                    *state = Chunk::Size;
-                }
-                Chunk::Trailers => {
-                    let Some(line) = take_line(buf)? else { return Ok(None) };
-                    if line.is_empty() {
-                        *framing = Framing::Length(0);
-                    }
-                }
-            },
-        }
-    }
+    framing.decode(buf).map_err(|e| e.to_string())
 }
 
 /// The size of a chunk-size line: 1 to 16 hex digits, then only optional whitespace before any
@@ -159,16 +192,16 @@ fn chunk_size(line: &[u8]) -> Option<u64> {
 /// The next line of a chunked body without its CRLF. Only CRLF ends a line here: a bare LF, which
 /// some parsers accept and others skip over, is an error. A line longer than `MAX_CHUNK_LINE` is an
 /// error whether it arrives in one read or several (the `body_framing` fuzz target holds to that).
-fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, String> {
+fn take_line(buf: &mut BytesMut) -> Result<Option<Bytes>, BodyError> {
     match buf.iter().position(|&b| b == b'\n') {
-        Some(i) if i > MAX_CHUNK_LINE => Err("chunk line too long".into()),
-        Some(i) if i == 0 || buf[i - 1] != b'\r' => Err("chunked line ended by a bare LF".into()),
+        Some(i) if i > MAX_CHUNK_LINE => Err(BodyError::LineTooLong),
+        Some(i) if i == 0 || buf[i - 1] != b'\r' => Err(BodyError::BareLf),
         Some(i) => {
             let mut line = buf.split_to(i + 1).freeze();
             line.truncate(i - 1);
             Ok(Some(line))
         }
-        None if buf.len() > MAX_CHUNK_LINE => Err("chunk line too long".into()),
+        None if buf.len() > MAX_CHUNK_LINE => Err(BodyError::LineTooLong),
         None => Ok(None),
     }
 }
@@ -299,11 +332,11 @@ mod tests {
         assert!(!t.keep_alive(false));
     }
 
-    fn decode_all(bytes: &[u8]) -> Result<Vec<u8>, String> {
+    fn decode_all(bytes: &[u8]) -> Result<Vec<u8>, BodyError> {
         let mut buf = BytesMut::from(bytes);
         let mut framing = Framing::Chunked(Chunk::Size);
         let mut body = Vec::new();
-        while let Some(piece) = decode_body(&mut buf, &mut framing)? {
+        while let Some(piece) = framing.decode(&mut buf)? {
             body.extend_from_slice(&piece);
         }
         assert!(framing.finished(), "{bytes:?}: incomplete");
@@ -333,5 +366,11 @@ mod tests {
         ] {
             assert!(decode_all(bad).is_err(), "{:?} was accepted", String::from_utf8_lossy(bad));
         }
+        assert_eq!(decode_all(b"5\nhello\r\n0\r\n\r\n"), Err(BodyError::BareLf));
+        assert_eq!(decode_all(b"zz\r\nhello\r\n0\r\n\r\n"), Err(BodyError::ChunkSize));
+        assert_eq!(decode_all(b"5\r\nhello!\r\n0\r\n\r\n"), Err(BodyError::MissingCrlf));
+        let mut long = BytesMut::from(&[b'1'; MAX_CHUNK_LINE + 1][..]);
+        let text = decode_body(&mut long, &mut Framing::Chunked(Chunk::Size));
+        assert_eq!(text, Err("chunk line too long".to_string()), "the text the HTTP/1 loops report");
     }
 }
