@@ -10,7 +10,7 @@
 use bytes::BytesMut;
 use gatehouse_config::RequestId;
 use gatehouse_plugins::EditHeaders;
-use http::header::{HeaderMap, HeaderName, HeaderValue};
+use http::header::{HeaderMap, HeaderName, HeaderValue, InvalidHeaderName};
 use std::cell::{Cell, RefCell};
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -19,6 +19,44 @@ use std::sync::OnceLock;
 /// Longest id accepted from a client: room for a UUID or a trace id with a prefix, while a log
 /// line stays short whatever clients send.
 pub const MAX_LEN: usize = 128;
+
+/// Why the `forwarding.request_id` settings do not compile.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RequestIdError {
+    /// The header is not a header name (validation refuses it first).
+    HeaderName {
+        /// The name as configured.
+        header: String,
+        /// Why.
+        source: InvalidHeaderName,
+    },
+}
+
+impl std::fmt::Display for RequestIdError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RequestIdError::HeaderName { header, .. } => {
+                write!(f, "forwarding.request_id.header: `{header}` is not a header name")
+            }
+        }
+    }
+}
+
+impl std::error::Error for RequestIdError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RequestIdError::HeaderName { source, .. } => Some(source),
+        }
+    }
+}
+
+/// For the snapshot build, which still reports its errors as text.
+impl From<RequestIdError> for String {
+    fn from(e: RequestIdError) -> String {
+        e.to_string()
+    }
+}
 
 /// The compiled `forwarding.request_id` settings.
 #[derive(Debug, Clone)]
@@ -30,9 +68,9 @@ pub struct RequestIds {
 
 impl RequestIds {
     /// Compiles validated settings; fails only on a header name validation let through.
-    pub fn build(cfg: &RequestId) -> Result<Self, String> {
+    pub fn build(cfg: &RequestId) -> Result<Self, RequestIdError> {
         let header = HeaderName::from_bytes(cfg.header.as_bytes())
-            .map_err(|_| format!("forwarding.request_id.header: `{}` is not a header name", cfg.header))?;
+            .map_err(|source| RequestIdError::HeaderName { header: cfg.header.clone(), source })?;
         Ok(RequestIds { header, trust_incoming: cfg.trust_incoming, echo: cfg.echo })
     }
 
@@ -160,6 +198,14 @@ mod tests {
 
     fn ids(trust_incoming: bool, echo: bool) -> RequestIds {
         RequestIds::build(&RequestId { header: "X-Request-Id".into(), trust_incoming, echo }).expect("valid")
+    }
+
+    #[test]
+    fn a_header_that_is_no_name_is_refused_with_its_path() {
+        let e = RequestIds::build(&RequestId { header: "X Id".into(), trust_incoming: true, echo: true })
+            .expect_err("a space");
+        assert_eq!(e.to_string(), "forwarding.request_id.header: `X Id` is not a header name");
+        assert!(std::error::Error::source(&e).is_some());
     }
 
     #[test]
