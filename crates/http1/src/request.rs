@@ -116,6 +116,16 @@ fn parse_with(
     Ok(Some(Head { request, framing, keep_alive, expect_continue }))
 }
 
+/// Whether the request line at the start of `buf`, refused for its version, names HTTP
+/// (`HTTP/2.0`) rather than another protocol (`GET / SPDY/3`). The parser stops at the version's
+/// first wrong byte, so the answer does not depend on how much of the line has arrived.
+pub fn names_http(buf: &[u8]) -> bool {
+    // The parser skips empty lines before the request line.
+    let start = buf.iter().position(|b| !matches!(b, b'\r' | b'\n')).unwrap_or(buf.len());
+    let line = buf[start..].split(|&b| b == b'\n').next().unwrap_or_default();
+    line.split(|&b| b == b' ').nth(2).is_none_or(|version| version.starts_with(b"HTTP/"))
+}
+
 /// Which of the headers looked up after parsing (framing, `Expect`) the head has.
 #[derive(Debug, Default)]
 struct Present {
@@ -246,7 +256,18 @@ mod tests {
             assert_eq!(parse_str(bad).err(), Some(StatusCode::BAD_REQUEST), "{bad:?}");
         }
         assert_eq!(parse_str("GET / HTTP/2.0\r\n\r\n").err(), Some(StatusCode::HTTP_VERSION_NOT_SUPPORTED));
+        assert_eq!(parse_str("INVALID CONNECTION PREFACE\r\n\r\n").err(), Some(StatusCode::HTTP_VERSION_NOT_SUPPORTED));
         assert_eq!(parse_str("CONNECT a:443 HTTP/1.1\r\n\r\n").err(), Some(StatusCode::METHOD_NOT_ALLOWED));
+    }
+
+    #[test]
+    fn versions_that_name_http_or_another_protocol() {
+        for http in ["GET / HTTP/2.0\r\n", "\r\nGET / HTTP/1.2", "PRI * HTTP/2.0\r\n\r\nXX", "GET / HTTP/3"] {
+            assert!(names_http(http.as_bytes()), "{http:?}");
+        }
+        for other in ["INVALID CONNECTION PREFACE\r\n\r\n", "GET / SPDY/3\r\n", "GET / P", "GET / HTTX/1.1\r\n"] {
+            assert!(!names_http(other.as_bytes()), "{other:?}");
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! Serve stage: accept with a per-worker connection limit, pick HTTP/1.1 or HTTP/2 (prior
-//! knowledge) from the first bytes, run hyper, and drain on shutdown.
+//! knowledge) from the first bytes or refuse a broken HTTP/2 preface, run hyper, and drain on
+//! shutdown.
 
 use crate::io::{BusyGuard, ConnIo, ConnState, StallMark};
 use crate::per_ip::{PerIpGuard, PerIpLimit};
@@ -23,6 +24,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 const H2_PREFACE: &[u8; 24] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// The preface's first line: a connection that sends it means HTTP/2, whatever follows.
+const H2_PREFACE_LINE: usize = b"PRI * HTTP/2.0\r\n".len();
 /// Response bytes an HTTP/2 stream may hold before its client takes them: with every stream open,
 /// a client that stops reading pins at most `http2_max_concurrent_streams` times this (16 MiB at
 /// the default 256; hyper's own default, 400 KiB, would be 100 MiB).
@@ -160,14 +163,39 @@ impl Drop for ActiveGuard {
     }
 }
 
-/// Reads what the client sent first into a read buffer from the worker's pool, and whether it
-/// opens with the HTTP/2 preface (then the whole preface is in the buffer, maybe frames after it).
+/// How a cleartext connection opens, from its first bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// The whole HTTP/2 preface (prior knowledge).
+    H2,
+    /// The preface's first line, `PRI * HTTP/2.0`, then something else: an HTTP/2 client whose
+    /// preface is invalid. RFC 9113 §3.4 makes that a connection error, so it gets no HTTP/1.x
+    /// answer (which it could not read anyway).
+    BadPreface,
+    /// Anything else: HTTP/1.x.
+    Http1,
+}
+
+impl Opening {
+    /// What `first` says, or `None` while it could still become the HTTP/2 preface.
+    fn of(first: &[u8]) -> Option<Opening> {
+        match first.iter().zip(H2_PREFACE).position(|(got, want)| got != want) {
+            Some(at) if at >= H2_PREFACE_LINE => Some(Opening::BadPreface),
+            Some(_) => Some(Opening::Http1),
+            None if first.len() >= H2_PREFACE.len() => Some(Opening::H2),
+            None => None,
+        }
+    }
+}
+
+/// Reads what the client sent first into a read buffer from the worker's pool, and how it opens
+/// (with [`Opening::H2`], the whole preface is in the buffer, maybe frames after it).
 /// The first read goes straight to the socket: a client sends its request right after connecting,
 /// so it is usually there already, and the reactor does not know that yet for a new socket (this
 /// saves one trip through it per connection, as nginx's deferred accept does).
 /// While it waits, a connection that has sent nothing holds no buffer (as an idle HTTP/1.1 one).
 /// `None` when the socket fails or nothing came within `timeout`.
-async fn sniff(stream: &TcpStream, timeout: Duration) -> Option<(BytesMut, bool)> {
+async fn sniff(stream: &TcpStream, timeout: Duration) -> Option<(BytesMut, Opening)> {
     use crate::h1::pool;
     let due = gatehouse_clock::now_ms().saturating_add(timeout.as_millis() as u64);
     // Armed only when the first bytes are not there yet (with deferred accept, they usually are).
@@ -176,14 +204,10 @@ async fn sniff(stream: &TcpStream, timeout: Duration) -> Option<(BytesMut, bool)
     let mut got = read_now(stream, &mut buf);
     loop {
         match got {
-            Ok(0) => return Some((buf, false)),
+            Ok(0) => return Some((buf, Opening::Http1)),
             Ok(_) => {
-                let n = buf.len().min(H2_PREFACE.len());
-                if buf[..n] != H2_PREFACE[..n] {
-                    return Some((buf, false));
-                }
-                if n == H2_PREFACE.len() {
-                    return Some((buf, true));
+                if let Some(opening) = Opening::of(&buf) {
+                    return Some((buf, opening));
                 }
             }
             Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
@@ -218,8 +242,9 @@ fn read_now(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<usize> {
     got
 }
 
-/// Closes a connection that did not open with the HTTP/2 preface: FIN first, then read what the
-/// client already sent (bounded), so the close is clean rather than a reset.
+/// Closes a connection that did not open with the HTTP/2 preface where one is required: FIN
+/// first, then read what the client already sent (bounded), so the close is clean rather than a
+/// reset.
 async fn refuse_gracefully(mut stream: TcpStream) {
     use tokio::io::AsyncWriteExt;
     let _ = stream.shutdown().await;
@@ -258,14 +283,11 @@ async fn serve_connection(
     let _active = opened(&stream, false, &ctx);
     let header_timeout = config.header_read_timeout.0;
     let (prefix, h2) = match config.protocol {
-        ListenerProtocol::Auto => match sniff(&stream, header_timeout).await {
-            Some(sniffed) => sniffed,
-            None => return,
-        },
         ListenerProtocol::Http1 => (BytesMut::new(), false),
-        ListenerProtocol::H2c => match sniff(&stream, header_timeout).await {
-            Some((prefix, true)) => (prefix, true),
-            Some((_, false)) => return Box::pin(refuse_gracefully(stream)).await,
+        protocol => match sniff(&stream, header_timeout).await {
+            Some((prefix, Opening::H2)) => (prefix, true),
+            Some((prefix, Opening::Http1)) if protocol == ListenerProtocol::Auto => (prefix, false),
+            Some(_) => return Box::pin(refuse_gracefully(stream)).await,
             None => return,
         },
     };
@@ -426,5 +448,29 @@ impl Body for TrackedBody {
     }
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Opening, H2_PREFACE};
+
+    #[test]
+    fn the_first_bytes_choose_the_protocol() {
+        assert_eq!(Opening::of(H2_PREFACE), Some(Opening::H2));
+        assert_eq!(Opening::of(&[&H2_PREFACE[..], b"\0\0\0\x04"].concat()), Some(Opening::H2));
+        for undecided in [&b"P"[..], b"PRI * HTTP/2.0\r\n", &H2_PREFACE[..23]] {
+            assert_eq!(Opening::of(undecided), None, "{:?}", String::from_utf8_lossy(undecided));
+        }
+        for http1 in [&b"GET / HTTP/1.1\r\n"[..], b"PRI / HTTP/1.1\r\n", b"PRI * HTTP/1.1\r\n", b"PRI * HTTP/2.0\n"] {
+            assert_eq!(Opening::of(http1), Some(Opening::Http1), "{:?}", String::from_utf8_lossy(http1));
+        }
+        for broken in [
+            &b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"[..],
+            b"PRI * HTTP/2.0\r\nHost: a\r\n",
+            b"PRI * HTTP/2.0\r\n\r\nSM\r\n\n",
+        ] {
+            assert_eq!(Opening::of(broken), Some(Opening::BadPreface), "{:?}", String::from_utf8_lossy(broken));
+        }
     }
 }

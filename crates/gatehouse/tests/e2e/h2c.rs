@@ -1,7 +1,7 @@
 //! Cleartext HTTP/2: from clients (prior knowledge) and to upstreams (`protocol: http2`).
 
-use crate::common::{simple, start, targets, HOST};
-use gatehouse_testkit::{curl, Backend};
+use crate::common::{head, simple, start, targets, HOST, SETTLE};
+use gatehouse_testkit::{curl, raw, Backend, RawConn};
 use http::Version;
 
 #[test]
@@ -46,20 +46,65 @@ fn http2_upstream_is_reached_over_h2c() {
 /// CI installs it; elsewhere the test says it was skipped, unless `CI` is set.
 #[test]
 fn h2spec_passes_on_the_h2c_listener() {
+    h2spec_on_cleartext("h2c");
+}
+
+/// The same on an `auto` listener, which serves HTTP/1.x and prior-knowledge HTTP/2 on one port
+/// (the quick start's): a connection that opens as HTTP/2 is held to RFC 9113 there too.
+#[test]
+fn h2spec_passes_on_the_auto_listener() {
+    h2spec_on_cleartext("auto");
+}
+
+/// Runs h2spec against a gateway whose one cleartext listener speaks `protocol`.
+fn h2spec_on_cleartext(protocol: &str) {
     let Some(h2spec) = find_in_path("h2spec") else {
         assert!(std::env::var_os("CI").is_none(), "h2spec is not installed but CI is set");
-        eprintln!("h2spec_passes_on_the_h2c_listener: skipped, h2spec not on PATH");
+        eprintln!("h2spec on the {protocol} listener: skipped, h2spec not on PATH");
         return;
     };
     // h2spec skips its flow-control cases unless responses carry some body; the backend answers
     // with its name.
     let b = Backend::start(&"h2spec-backend-".repeat(16));
     let gw = start(&format!(
-        "workers: 1\nlisteners:\n  h2c: {{bind: \"127.0.0.1:0\", protocol: h2c}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        "workers: 1\nlisteners:\n  {protocol}: {{bind: \"127.0.0.1:0\", protocol: {protocol}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
         targets(&[&b])
     ));
-    let addr = gw.addr("h2c");
-    run_h2spec(&h2spec, &gw, &["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()], "h2c");
+    let addr = gw.addr(protocol);
+    run_h2spec(&h2spec, &gw, &["-h", &addr.ip().to_string(), "-p", &addr.port().to_string()], protocol);
+}
+
+/// An `auto` connection that opens with the HTTP/2 preface's first line and then breaks the
+/// preface is an HTTP/2 connection error (RFC 9113 §3.4), and so is one whose request line names
+/// another protocol than HTTP (what h2spec sends as an invalid preface): both are closed without
+/// an HTTP/1.x answer. HTTP/1.1 on the same listener is unaffected, and an `http1` listener, where
+/// no client can be speaking HTTP/2, still answers the second with a 505.
+#[test]
+fn a_broken_preface_on_an_auto_listener_gets_no_http1_answer() {
+    let b = Backend::start("a");
+    let config = |protocol: &str| {
+        format!(
+            "{}upstreams:\n  u: {{targets: {}}}\nsites:\n  main:\n    hosts: [\"{HOST}\"]\n    routes: [{{path: /, upstream: u}}]\n",
+            head(&format!("protocol: {protocol}")),
+            targets(&[&b])
+        )
+    };
+    let gw = start(&config("auto"));
+    for opening in [&b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n"[..], b"INVALID CONNECTION PREFACE\r\n\r\n"] {
+        let mut c = RawConn::connect(gw.addr("http"));
+        c.send(opening);
+        let (reply, closed) = c.read_to_close(SETTLE);
+        let sent = String::from_utf8_lossy(opening);
+        assert!(closed, "{sent:?}: the connection stays open: {reply:?}");
+        assert!(!reply.contains("HTTP/1."), "{sent:?}: an HTTP/1.x answer: {reply:?}");
+    }
+    let http1 = raw(gw.addr("http"), format!("GET / HTTP/1.1\r\nHost: {HOST}\r\nConnection: close\r\n\r\n").as_bytes());
+    assert!(http1.starts_with("HTTP/1.1 200"), "{http1:?}");
+    assert_eq!(b.request_count(), 1, "only the HTTP/1.1 request reaches the backend");
+
+    let http1_only = start(&config("http1"));
+    let reply = raw(http1_only.addr("http"), b"INVALID CONNECTION PREFACE\r\n\r\n");
+    assert!(reply.starts_with("HTTP/1.1 505"), "{reply:?}");
 }
 
 /// Runs h2spec with `args` (target and TLS options) and asserts that every case passed.

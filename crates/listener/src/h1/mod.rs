@@ -6,6 +6,8 @@
 //!  └─ drain: close       └─ malformed: 400/431/501/505, close
 //!     within 1 s, after one more request at most
 //! ```
+//! On a cleartext `auto` listener, a first request line that names another protocol than HTTP is
+//! closed without an answer: its client may be HTTP/2 with a broken preface.
 //! The read buffer is released whenever the connection is idle, so an idle keep-alive connection
 //! costs its task and socket, not buffers. Deadlines use one lazy timer per connection.
 
@@ -18,7 +20,7 @@ use crate::transport::Transport;
 use body::{lock, ClientBody, ReadState};
 use bytes::{Bytes, BytesMut};
 use gatehouse_clock::{now_ms, TaskDeadline};
-use gatehouse_config::Listener;
+use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_http1::framing::{decode_body, Framing};
 use gatehouse_proxy::ConnInfo;
 use http::{Method, StatusCode, Version};
@@ -57,6 +59,7 @@ pub(crate) async fn serve(
     let stream = Arc::new(stream);
     let state = Arc::new(Mutex::new(ReadState { rbuf: prefix, ..Default::default() }));
     let limits = Limits::of(&config);
+    let sniffed = sniffed(&config, &info);
     let mut deadline = TaskDeadline::default();
     // The drain signal, waited for while idle. Its wait is polled at the first idle wait, and again
     // only once the signal has changed: in between, its registration stands and wakes the task. A
@@ -76,11 +79,14 @@ pub(crate) async fn serve(
         // next `.await`: a local that was borrowed keeps its place in the connection's state for
         // as long as it is in scope, awaits included, and an idle connection would carry it.
         let head = loop {
-            match next_head(&state, &mut head_started, limits.max_head) {
+            match next_head(&state, &mut head_started, limits.max_head, served == 0 && sniffed) {
                 Ok(Some(head)) => break head,
                 Ok(None) => {}
                 // Boxed, as the rare steps below: their state would size every connection's.
-                Err(status) => return Box::pin(refuse(&stream, status, &ctx, limits.send_timeout)).await,
+                Err(Refusal::Answer(status)) => {
+                    return Box::pin(refuse(&stream, status, &ctx, limits.send_timeout)).await
+                }
+                Err(Refusal::Close) => return Box::pin(close(&stream)).await,
             }
             let due = match head_started {
                 Some(t) => t + limits.header_ms,
@@ -190,18 +196,21 @@ impl Limits {
     }
 }
 
-/// The next request head in the read buffer: `Ok(None)` while more bytes are needed, the status
-/// to refuse the request with otherwise. An empty buffer (an idle connection) goes back to the
-/// worker's pool; the first byte of a head starts its header timeout.
+/// The next request head in the read buffer: `Ok(None)` while more bytes are needed, how to
+/// refuse the request otherwise; `opening` when it is the first head of a connection whose
+/// protocol was sniffed. An empty buffer (an idle connection) goes back to the worker's pool; the
+/// first byte of a head starts its header timeout.
 fn next_head(
     state: &Mutex<ReadState>,
     head_started: &mut Option<u64>,
     max_head: usize,
-) -> Result<Option<gatehouse_http1::RequestHead>, StatusCode> {
+    opening: bool,
+) -> Result<Option<gatehouse_http1::RequestHead>, Refusal> {
     let mut st = lock(state);
     if !st.rbuf.is_empty() {
         head_started.get_or_insert_with(now_ms);
-        return gatehouse_http1::parse_request_head(&mut st.rbuf, max_head);
+        return gatehouse_http1::parse_request_head(&mut st.rbuf, max_head)
+            .map_err(|status| refusal(status, opening, &st.rbuf));
     }
     if st.rbuf.capacity() > 0 {
         pool::give_read(std::mem::take(&mut st.rbuf));
@@ -295,6 +304,32 @@ async fn discard_body(stream: &Transport, state: &Mutex<ReadState>) -> bool {
         }
     });
     tokio::time::timeout(DISCARD_TIME, read).await.unwrap_or(false)
+}
+
+/// How a request head that cannot be served is refused.
+enum Refusal {
+    /// With a short HTTP/1.1 error answer, then the connection is closed.
+    Answer(StatusCode),
+    /// By closing the connection without an answer.
+    Close,
+}
+
+/// The refusal of a head refused with `status`; `opening` when it is the first of a connection
+/// whose protocol was sniffed. Such an opening whose request line names another protocol than
+/// HTTP gets no HTTP/1.x answer: its client speaks something else, maybe HTTP/2 with a broken
+/// preface (h2spec's `INVALID CONNECTION PREFACE`), which RFC 9113 §3.4 makes a connection error.
+fn refusal(status: StatusCode, opening: bool, head: &[u8]) -> Refusal {
+    if opening && status == StatusCode::HTTP_VERSION_NOT_SUPPORTED && !gatehouse_http1::request::names_http(head) {
+        Refusal::Close
+    } else {
+        Refusal::Answer(status)
+    }
+}
+
+/// Whether the listener chose the connection's protocol from its first bytes (a cleartext `auto`
+/// listener): it could then be an HTTP/2 client's.
+fn sniffed(config: &Listener, info: &ConnInfo) -> bool {
+    !info.tls && config.protocol == ListenerProtocol::Auto
 }
 
 /// Answers a request that cannot be served with a short error and closes the connection.
