@@ -30,6 +30,14 @@ fn gen_err(e: rcgen::Error) -> BundleError {
     BundleError(format!("cannot make a certificate: {e}"))
 }
 
+/// How far back a generated certificate's validity starts, so a client whose clock is a little
+/// behind accepts it at once.
+const BACKDATED_DAYS: i64 = 1;
+
+/// The validity period of the quick start's certificate, backdating included: Mozilla's
+/// "intermediate" TLS profile allows at most 366 days.
+pub const SELF_SIGNED_DAYS: i64 = 365;
+
 fn leaf_params(names: &[&str], valid_days: i64) -> Result<CertificateParams, BundleError> {
     let mut params = CertificateParams::default();
     for n in names {
@@ -43,13 +51,13 @@ fn leaf_params(names: &[&str], valid_days: i64) -> Result<CertificateParams, Bun
     dn.push(DnType::CommonName, names.first().copied().unwrap_or("gatehouse"));
     params.distinguished_name = dn;
     let now = OffsetDateTime::now_utc();
-    params.not_before = now - time::Duration::days(1);
+    params.not_before = now - time::Duration::days(BACKDATED_DAYS);
     params.not_after = now + time::Duration::days(valid_days);
     Ok(params)
 }
 
-/// A self-signed certificate and key for `names`, valid for `valid_days` (negative: already
-/// expired), as one PEM text (certificate first, then key).
+/// A self-signed certificate and key for `names`, valid for `valid_days` from now (negative:
+/// already expired), as one PEM text (certificate first, then key).
 pub fn self_signed(names: &[&str], alg: Algorithm, valid_days: i64) -> Result<String, BundleError> {
     let key = key_pair(alg)?;
     let cert = leaf_params(names, valid_days)?.self_signed(&key).map_err(gen_err)?;
@@ -103,8 +111,8 @@ pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
-/// The quick start's certificate: `dir/self-signed.pem`, made on first use for `names` and kept,
-/// so browsers can be told to trust it once. The directory is created with mode 0700 and the
+/// The quick start's certificate: `dir/self-signed.pem`, made on first use for `names`, valid
+/// [`SELF_SIGNED_DAYS`], and kept, so browsers can be told to trust it once. The directory is created with mode 0700 and the
 /// file with 0600: it holds a private key.
 pub fn ensure_self_signed(dir: &Path, names: &[&str]) -> Result<PathBuf, BundleError> {
     use std::os::unix::fs::DirBuilderExt;
@@ -114,7 +122,7 @@ pub fn ensure_self_signed(dir: &Path, names: &[&str]) -> Result<PathBuf, BundleE
     }
     let io = |what: &str, e: std::io::Error| BundleError(format!("cannot {what} {}: {e}", dir.display()));
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| io("create", e))?;
-    let pem = self_signed(names, Algorithm::EcdsaP256, 825)?;
+    let pem = self_signed(names, Algorithm::EcdsaP256, SELF_SIGNED_DAYS - BACKDATED_DAYS)?;
     write_private(&path, pem.as_bytes()).map_err(|e| io("write into", e))?;
     tracing::info!(path = %path.display(), names = ?names, "made a self-signed certificate");
     Ok(path)

@@ -397,6 +397,10 @@ fn the_quick_start_serves_https_with_a_self_signed_certificate_kept_across_resta
     let file = state.join("state").join("self-signed.pem");
     let mode = std::os::unix::fs::PermissionsExt::mode(&std::fs::metadata(&file).expect("kept").permissions());
     assert_eq!(mode & 0o777, 0o600);
+    let pem = std::fs::read(&file).expect("read the certificate");
+    let (kept, _) = gatehouse_tls::bundle::parse(&pem, None, 0).expect("a valid bundle");
+    let days = (kept.facts.not_after - kept.facts.not_before) / 86_400;
+    assert_eq!(days, gatehouse_tls::issue::SELF_SIGNED_DAYS, "at most 366 days, as Mozilla's intermediate profile");
     let gw = gateway(&b, &tls, "");
     let h = s_client(gw.addr("https").port(), &["-servername", "localhost"]);
     assert_eq!(serial(&h), Some(first_serial), "the certificate is made once and kept");
