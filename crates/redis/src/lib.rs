@@ -31,7 +31,6 @@ mod options;
 mod pubsub;
 pub mod resp;
 mod script;
-mod sha1;
 mod value;
 
 pub use client::Client;

@@ -4,9 +4,10 @@
 use crate::client::Client;
 use crate::error::{Error, Result};
 use crate::resp::Decimal;
-use crate::sha1;
 use crate::value::Value;
+use aws_lc_rs::digest::{digest, SHA1_FOR_LEGACY_USE_ONLY};
 use bytes::Bytes;
+use data_encoding::HEXLOWER;
 
 /// A Lua script and its SHA-1, computed once. Build it once (e.g. in a `static` or the config
 /// snapshot) and run it with [`Client::eval`].
@@ -20,7 +21,8 @@ impl Script {
     /// A script with the given Lua source.
     pub fn new(source: impl Into<Bytes>) -> Script {
         let source = source.into();
-        let sha1 = sha1::hex_digest(&source);
+        // SHA-1 only names the script, as Redis does for `EVALSHA`; nothing relies on it for security.
+        let sha1 = HEXLOWER.encode(digest(&SHA1_FOR_LEGACY_USE_ONLY, &source).as_ref());
         Script { source, sha1 }
     }
 
@@ -60,5 +62,20 @@ impl Client {
         argv.extend(keys.iter().map(AsRef::as_ref));
         argv.extend(args.iter().map(AsRef::as_ref));
         self.request(&argv).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Script;
+
+    #[test]
+    fn scripts_are_named_by_the_lowercase_hex_sha1_of_their_source() {
+        // What `SCRIPT LOAD` answers for these sources.
+        for (source, sha1) in
+            [("", "da39a3ee5e6b4b0d3255bfef95601890afd80709"), ("return 1", "e0e1f9fabfc9d4800c877a703b823ac0578ff8db")]
+        {
+            assert_eq!(Script::new(source).sha1_hex(), sha1, "{source:?}");
+        }
     }
 }
