@@ -1,160 +1,107 @@
-//! Config load: just enough DER to say what key a PEM block holds, and to take the public key out of a certificate.
+//! Config load: what key a DER structure holds, and the public key of a certificate, read with x509-parser.
 //!
-//! aws-lc parses and validates the key itself afterwards; this walk only names the key type for a clear error and
-//! makes sure nothing trails the structure (aws-lc's SPKI parser would ignore trailing bytes).
+//! aws-lc parses and validates the key itself afterwards; this only names the key type for a clear error and makes
+//! sure nothing trails the structure (aws-lc's SPKI parser would ignore trailing bytes).
+
+use x509_parser::der_parser::asn1_rs::Tag;
+use x509_parser::oid_registry::{OID_EC_P256, OID_KEY_TYPE_EC_PUBLIC_KEY, OID_PKCS1_RSAENCRYPTION};
+use x509_parser::prelude::{FromDer, SubjectPublicKeyInfo, X509Certificate};
+use x509_parser::public_key::RSAPublicKey;
 
 use crate::KeyError;
 
-const INTEGER: u8 = 0x02;
-const BIT_STRING: u8 = 0x03;
-const OID: u8 = 0x06;
-const SEQUENCE: u8 = 0x30;
-/// `[0] EXPLICIT`, the optional version of a `TBSCertificate`.
-const CONTEXT_0: u8 = 0xa0;
-
-/// 1.2.840.113549.1.1.1
-pub(crate) const OID_RSA_ENCRYPTION: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
-/// 1.2.840.10045.2.1
-pub(crate) const OID_EC_PUBLIC_KEY: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
-/// The EC parameters naming P-256: OID 1.2.840.10045.3.1.7 (`prime256v1`), tag and length included.
-pub(crate) const P256_PARAMS: &[u8] = &[OID, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
-
-/// One tag-length-value: its tag, its contents, and its whole encoding.
-#[derive(Clone, Copy)]
-struct Tlv<'a> {
-    tag: u8,
-    content: &'a [u8],
-    whole: &'a [u8],
+/// The kind of key a `SubjectPublicKeyInfo` holds, as far as the algorithms here care.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KeyType {
+    /// `rsaEncryption`, with NULL or absent parameters.
+    Rsa,
+    /// `id-ecPublicKey` on the named curve P-256.
+    P256,
+    /// Any other algorithm or curve.
+    Other,
 }
 
-/// Reads one TLV from the front of `input`: definite, minimal lengths below 16 MiB, low tag numbers only.
-fn read(input: &[u8]) -> Result<(Tlv<'_>, &[u8]), KeyError> {
-    let [tag, first_len, rest @ ..] = input else {
-        return Err(KeyError::BadDer("truncated"));
-    };
-    if tag & 0x1f == 0x1f {
-        return Err(KeyError::BadDer("unsupported tag"));
-    }
-    let (len, rest) = match *first_len {
-        short @ 0..=0x7f => (usize::from(short), rest),
-        0x81..=0x83 => {
-            let n = usize::from(first_len & 0x7f);
-            let (bytes, rest) = rest.split_at_checked(n).ok_or(KeyError::BadDer("truncated"))?;
-            let len = bytes.iter().fold(0usize, |len, b| (len << 8) | usize::from(*b));
-            if len < 0x80 || bytes.first() == Some(&0) {
-                return Err(KeyError::BadDer("non-minimal length"));
-            }
-            (len, rest)
+/// What the `SubjectPublicKeyInfo` (RFC 5280 §4.1.2.7) that `spki` must be exactly says the key is.
+pub(crate) fn spki_key_type(spki: &[u8]) -> Result<KeyType, KeyError> {
+    let (rest, spki) =
+        SubjectPublicKeyInfo::from_der(spki).map_err(|_| KeyError::BadDer("not a SubjectPublicKeyInfo"))?;
+    nothing_trails(rest)?;
+    let algorithm = &spki.algorithm;
+    let params = algorithm.parameters.as_ref();
+    Ok(if algorithm.algorithm == OID_PKCS1_RSAENCRYPTION {
+        match params {
+            None => KeyType::Rsa,
+            Some(p) if p.tag() == Tag::Null && p.data.is_empty() => KeyType::Rsa,
+            Some(_) => KeyType::Other,
         }
-        _ => return Err(KeyError::BadDer("unsupported length")),
-    };
-    let (content, rest) = rest.split_at_checked(len).ok_or(KeyError::BadDer("truncated"))?;
-    let whole = input.get(..input.len() - rest.len()).ok_or(KeyError::BadDer("truncated"))?;
-    Ok((Tlv { tag: *tag, content, whole }, rest))
+    } else if algorithm.algorithm == OID_KEY_TYPE_EC_PUBLIC_KEY
+        && params.is_some_and(|p| p.as_oid().is_ok_and(|curve| curve == OID_EC_P256))
+    {
+        KeyType::P256
+    } else {
+        KeyType::Other
+    })
 }
 
-fn read_tagged<'a>(input: &'a [u8], tag: u8, what: &'static str) -> Result<(Tlv<'a>, &'a [u8]), KeyError> {
-    match read(input)? {
-        (tlv, rest) if tlv.tag == tag => Ok((tlv, rest)),
-        _ => Err(KeyError::BadDer(what)),
-    }
+/// Checks that `der` is exactly one PKCS#1 `RSAPublicKey` (RFC 8017 §A.1.1): a SEQUENCE of two INTEGERs.
+pub(crate) fn check_pkcs1_public_key(der: &[u8]) -> Result<(), KeyError> {
+    let (rest, _key) = RSAPublicKey::from_der(der).map_err(|_| KeyError::BadDer("not a PKCS#1 RSAPublicKey"))?;
+    nothing_trails(rest)
 }
 
-/// The one TLV that `input` must be exactly.
-fn single<'a>(input: &'a [u8], tag: u8, what: &'static str) -> Result<Tlv<'a>, KeyError> {
-    match read_tagged(input, tag, what)? {
-        (tlv, []) => Ok(tlv),
+/// The `subjectPublicKeyInfo` of the X.509 certificate (RFC 5280 §4.1) that `cert` must be exactly, as its whole DER
+/// encoding.
+///
+/// The certificate is only a container for the key here: its validity, issuer and extensions are not checked.
+pub(crate) fn certificate_spki(cert: &[u8]) -> Result<&[u8], KeyError> {
+    let (rest, cert) = X509Certificate::from_der(cert).map_err(|_| KeyError::BadDer("not an X.509 certificate"))?;
+    nothing_trails(rest)?;
+    Ok(cert.tbs_certificate.subject_pki.raw)
+}
+
+fn nothing_trails(rest: &[u8]) -> Result<(), KeyError> {
+    match rest {
+        [] => Ok(()),
         _ => Err(KeyError::BadDer("trailing data")),
     }
-}
-
-/// The algorithm of a `SubjectPublicKeyInfo` (RFC 5280 §4.1.2.7): its OID, and its parameters' encoding if any.
-pub(crate) fn spki_algorithm(spki: &[u8]) -> Result<(&[u8], Option<&[u8]>), KeyError> {
-    const NOT_SPKI: &str = "not a SubjectPublicKeyInfo";
-    let spki = single(spki, SEQUENCE, NOT_SPKI)?;
-    let (algorithm, rest) = read_tagged(spki.content, SEQUENCE, NOT_SPKI)?;
-    let (_key, rest) = read_tagged(rest, BIT_STRING, NOT_SPKI)?;
-    if !rest.is_empty() {
-        return Err(KeyError::BadDer(NOT_SPKI));
-    }
-    let (oid, params) = read_tagged(algorithm.content, OID, NOT_SPKI)?;
-    let params = match params {
-        [] => None,
-        params => Some(read(params).and_then(|(tlv, rest)| match rest {
-            [] => Ok(tlv.whole),
-            _ => Err(KeyError::BadDer(NOT_SPKI)),
-        })?),
-    };
-    Ok((oid.content, params))
-}
-
-/// Checks that `der` is a PKCS#1 `RSAPublicKey` (RFC 8017 §A.1.1): a SEQUENCE of two INTEGERs.
-pub(crate) fn check_pkcs1_public_key(der: &[u8]) -> Result<(), KeyError> {
-    const NOT_PKCS1: &str = "not a PKCS#1 RSAPublicKey";
-    let key = single(der, SEQUENCE, NOT_PKCS1)?;
-    let (_n, rest) = read_tagged(key.content, INTEGER, NOT_PKCS1)?;
-    single(rest, INTEGER, NOT_PKCS1).map(|_e| ())
-}
-
-/// The `subjectPublicKeyInfo` of an X.509 certificate (RFC 5280 §4.1), as its whole DER encoding.
-///
-/// Nothing else of the certificate is read or checked: it is only a container for the key here.
-pub(crate) fn certificate_spki(cert: &[u8]) -> Result<&[u8], KeyError> {
-    const NOT_CERT: &str = "not an X.509 certificate";
-    let cert = single(cert, SEQUENCE, NOT_CERT)?;
-    let (tbs, _signature_and_algorithm) = read_tagged(cert.content, SEQUENCE, NOT_CERT)?;
-    let mut fields = tbs.content;
-    if let (Tlv { tag: CONTEXT_0, .. }, rest) = read(fields)? {
-        fields = rest;
-    }
-    // serialNumber, signature, issuer, validity, subject.
-    for _ in 0..5 {
-        fields = read(fields)?.1;
-    }
-    let (spki, _extensions) = read_tagged(fields, SEQUENCE, NOT_CERT)?;
-    Ok(spki.whole)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    #[test]
-    fn lengths_are_bounded_and_minimal() {
-        assert!(read(&[0x04, 0x01, 0xaa]).is_ok());
-        assert!(read(&[0x04, 0x81, 0x80]).is_err(), "claims 128 bytes, has 0");
-        assert!(read(&[0x04, 0x81, 0x05, 1, 2, 3, 4, 5]).is_err(), "non-minimal long form");
-        assert!(read(&[0x04, 0x82, 0x00, 0x80]).is_err(), "leading zero length byte");
-        assert!(read(&[0x04, 0x80]).is_err(), "indefinite length");
-        assert!(read(&[0x04, 0x84, 0xff, 0xff, 0xff, 0xff]).is_err());
-        assert!(read(&[0x1f, 0x01, 0x00]).is_err(), "high tag number");
-        assert!(read(&[0x04]).is_err() && read(&[]).is_err());
-        let long = [&[0x04, 0x81, 0x80][..], &[0u8; 0x80]].concat();
-        let (tlv, rest) = read(&long).expect("minimal long form");
-        assert_eq!((tlv.content.len(), tlv.whole.len(), rest.len()), (0x80, 0x83, 0));
+    /// SEQUENCE { SEQUENCE { OID `algorithm`, `params` }, BIT STRING {00} }
+    fn spki(algorithm: &[u8], params: &[u8]) -> Vec<u8> {
+        let inner = [&[0x06, algorithm.len() as u8][..], algorithm, params].concat();
+        let body = [&[0x30, inner.len() as u8][..], &inner, &[0x03, 0x01, 0x00]].concat();
+        [&[0x30, body.len() as u8][..], &body].concat()
     }
 
-    #[test]
-    fn spki_shape_is_checked() {
-        // SEQUENCE { SEQUENCE { OID ecPublicKey, OID P-256 }, BIT STRING {00} }
-        let mut spki = vec![0x30, 0x18, 0x30, 0x13, 0x06, 0x07];
-        spki.extend_from_slice(OID_EC_PUBLIC_KEY);
-        spki.extend_from_slice(P256_PARAMS);
-        spki.extend_from_slice(&[0x03, 0x01, 0x00]);
-        let (oid, params) = spki_algorithm(&spki).expect("well-formed");
-        assert_eq!(oid, OID_EC_PUBLIC_KEY);
-        assert_eq!(params, Some(P256_PARAMS));
+    const RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01, 0x01];
+    const EC: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x02, 0x01];
+    const P256: &[u8] = &[0x06, 0x08, 0x2a, 0x86, 0x48, 0xce, 0x3d, 0x03, 0x01, 0x07];
+    const P384: &[u8] = &[0x06, 0x05, 0x2b, 0x81, 0x04, 0x00, 0x22];
 
-        spki.push(0);
-        assert_eq!(spki_algorithm(&spki), Err(KeyError::BadDer("trailing data")));
-        assert!(spki_algorithm(&spki[..10]).is_err());
-        assert!(certificate_spki(&spki[..spki.len() - 1]).is_err());
+    #[test]
+    fn spki_names_the_key_type() {
+        assert_eq!(spki_key_type(&spki(EC, P256)), Ok(KeyType::P256));
+        assert_eq!(spki_key_type(&spki(EC, P384)), Ok(KeyType::Other));
+        assert_eq!(spki_key_type(&spki(EC, &[])), Ok(KeyType::Other));
+        assert_eq!(spki_key_type(&spki(RSA, &[0x05, 0x00])), Ok(KeyType::Rsa));
+        assert_eq!(spki_key_type(&spki(RSA, &[])), Ok(KeyType::Rsa));
+        assert_eq!(spki_key_type(&spki(RSA, P256)), Ok(KeyType::Other));
+
+        let well_formed = spki(EC, P256);
+        assert_eq!(spki_key_type(&[&well_formed[..], &[0]].concat()), Err(KeyError::BadDer("trailing data")));
+        assert!(spki_key_type(&well_formed[..10]).is_err());
+        assert!(certificate_spki(&well_formed).is_err());
     }
 
     #[test]
     fn pkcs1_is_two_integers() {
         assert_eq!(check_pkcs1_public_key(&[0x30, 0x06, 0x02, 0x01, 0x05, 0x02, 0x01, 0x03]), Ok(()));
         assert!(check_pkcs1_public_key(&[0x30, 0x03, 0x02, 0x01, 0x05]).is_err());
-        assert!(check_pkcs1_public_key(&[0x30, 0x09, 0x02, 0x01, 0x05, 0x02, 0x01, 0x03, 0x05, 0x00]).is_err());
+        assert!(check_pkcs1_public_key(&[0x30, 0x06, 0x02, 0x01, 0x05, 0x02, 0x01, 0x03, 0x00]).is_err());
+        assert!(check_pkcs1_public_key(&spki(RSA, &[0x05, 0x00])).is_err(), "an SPKI is not PKCS#1");
     }
 }

@@ -52,14 +52,14 @@ impl VerifyKey {
             Algorithm::Es256 => ("PUBLIC KEY or CERTIFICATE", &["PUBLIC KEY", "CERTIFICATE"]),
         };
         let blocks = pem::parse(pem)?;
-        let Some(block) = blocks.iter().find(|b| labels.contains(&b.label)) else {
-            return Err(KeyError::NoPemBlock { expected, found: blocks.first().map(|b| b.label.to_owned()) });
+        let Some(block) = blocks.iter().find(|b| labels.contains(&b.label.as_str())) else {
+            return Err(KeyError::NoPemBlock { expected, found: blocks.first().map(|b| b.label.clone()) });
         };
-        let der = match block.label {
+        let der = match block.label.as_str() {
             "CERTIFICATE" => der::certificate_spki(&block.der)?,
             _ => &block.der,
         };
-        match (alg, block.label) {
+        match (alg, block.label.as_str()) {
             (Algorithm::Rs256, "RSA PUBLIC KEY") => Self::rsa_pkcs1(der),
             (Algorithm::Rs256, _) => Self::rsa_spki(der),
             _ => Self::p256_spki(der),
@@ -76,8 +76,8 @@ impl VerifyKey {
     }
 
     fn rsa_spki(spki: &[u8]) -> Result<Self, KeyError> {
-        match der::spki_algorithm(spki)? {
-            (der::OID_RSA_ENCRYPTION, None | Some([0x05, 0x00])) => Self::rsa(spki),
+        match der::spki_key_type(spki)? {
+            der::KeyType::Rsa => Self::rsa(spki),
             _ => Err(KeyError::NotRsa),
         }
     }
@@ -101,8 +101,7 @@ impl VerifyKey {
     }
 
     fn p256_spki(spki: &[u8]) -> Result<Self, KeyError> {
-        let (oid, params) = der::spki_algorithm(spki)?;
-        if oid != der::OID_EC_PUBLIC_KEY || params != Some(der::P256_PARAMS) {
+        if der::spki_key_type(spki)? != der::KeyType::P256 {
             return Err(KeyError::NotP256);
         }
         // aws-lc checks that the point is on the curve.

@@ -45,13 +45,13 @@ impl SigningKey {
             Algorithm::Es256 => ("PRIVATE KEY or EC PRIVATE KEY", &["PRIVATE KEY", "EC PRIVATE KEY"]),
         };
         let blocks = pem::parse(pem)?;
-        let Some(block) = blocks.iter().find(|b| labels.contains(&b.label)) else {
+        let Some(block) = blocks.iter().find(|b| labels.contains(&b.label.as_str())) else {
             if blocks.iter().any(|b| b.label == "ENCRYPTED PRIVATE KEY") {
                 return Err(KeyError::EncryptedPem);
             }
-            return Err(KeyError::NoPemBlock { expected, found: blocks.first().map(|b| b.label.to_owned()) });
+            return Err(KeyError::NoPemBlock { expected, found: blocks.first().map(|b| b.label.clone()) });
         };
-        Ok(match (alg, block.label) {
+        Ok(match (alg, block.label.as_str()) {
             (Algorithm::Rs256, "PRIVATE KEY") => Self::Rsa(RsaKeyPair::from_pkcs8(&block.der)?),
             (Algorithm::Rs256, _) => Self::Rsa(RsaKeyPair::from_der(&block.der)?),
             // Takes PKCS#8 and SEC 1 alike, and refuses other curves.

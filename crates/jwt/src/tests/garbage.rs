@@ -122,6 +122,6 @@ fn random_bytes_as_keys_never_panic() {
         }
         let len = rng.below(64);
         let der: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
-        let _ = (crate::der::spki_algorithm(&der), crate::der::certificate_spki(&der));
+        let _ = (crate::der::spki_key_type(&der), crate::der::certificate_spki(&der));
     }
 }

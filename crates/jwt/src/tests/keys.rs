@@ -72,10 +72,20 @@ fn broken_key_bytes_fail_at_load_not_per_request() {
     let mut zero_modulus = pkcs1.clone();
     zero_modulus[9..9 + 256].fill(0);
     let pem = crate::pem::encode("RSA PUBLIC KEY", &zero_modulus);
+    // A zero modulus is also a non-minimal DER INTEGER, which the DER reader already refuses.
     assert!(matches!(
         verify_key_error(Algorithm::Rs256, pem.as_bytes()),
-        KeyError::Rejected(_) | KeyError::RsaKeySize { .. }
+        KeyError::BadDer(_) | KeyError::Rejected(_) | KeyError::RsaKeySize { .. }
     ));
+    // A third element inside the SEQUENCE, and an SPKI where PKCS#1 belongs.
+    let mut three = pkcs1.clone();
+    three.extend_from_slice(&[0x05, 0x00]);
+    three[3] += 2;
+    let pem = crate::pem::encode("RSA PUBLIC KEY", &three);
+    assert!(matches!(verify_key_error(Algorithm::Rs256, pem.as_bytes()), KeyError::BadDer(_) | KeyError::Rejected(_)));
+    let spki = crate::pem::parse(keys(Algorithm::Rs256).2.as_bytes()).expect("PEM").remove(0).der;
+    let pem = crate::pem::encode("RSA PUBLIC KEY", &spki);
+    assert!(matches!(verify_key_error(Algorithm::Rs256, pem.as_bytes()), KeyError::BadDer(_)));
 }
 
 #[test]
