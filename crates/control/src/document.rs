@@ -67,7 +67,7 @@ impl std::error::Error for DocumentError {
 
 /// SHA-256 of `data`, hex.
 pub fn sha256_hex(data: &[u8]) -> String {
-    gatehouse_tls::ticket::hex(digest(&SHA256, data).as_ref())
+    data_encoding::HEXLOWER.encode(digest(&SHA256, data).as_ref())
 }
 
 fn yaml_root(text: &str) -> Result<serde_yaml::Mapping, DocumentError> {

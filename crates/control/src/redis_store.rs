@@ -62,7 +62,7 @@ fn corrupt(e: impl std::fmt::Display) -> StoreError {
 fn new_epoch() -> Result<String, StoreError> {
     let mut bytes = [0u8; 8];
     aws_lc_rs::rand::fill(&mut bytes).map_err(|_| corrupt("no randomness for the releases' epoch"))?;
-    Ok(gatehouse_tls::ticket::hex(&bytes))
+    Ok(data_encoding::HEXLOWER.encode(&bytes))
 }
 
 impl RedisStore {

@@ -8,6 +8,7 @@
 //! thread's key once, on the thread's first id.
 
 use bytes::BytesMut;
+use data_encoding::HEXLOWER;
 use gatehouse_config::RequestId;
 use gatehouse_plugins::EditHeaders;
 use http::header::{HeaderMap, HeaderName, HeaderValue, InvalidHeaderName};
@@ -119,11 +120,11 @@ pub fn well_formed(id: &HeaderValue) -> bool {
 /// A new id: 32 lowercase hex digits, unique within the process and random-looking across processes.
 pub fn generate() -> HeaderValue {
     let (a, b) = next_pair();
+    let mut raw = [0u8; 16];
+    raw[..8].copy_from_slice(&a.to_be_bytes());
+    raw[8..].copy_from_slice(&b.to_be_bytes());
     let mut hex = [0u8; 32];
-    for (i, byte) in a.to_be_bytes().iter().chain(b.to_be_bytes().iter()).enumerate() {
-        hex[2 * i] = HEX[usize::from(byte >> 4)];
-        hex[2 * i + 1] = HEX[usize::from(byte & 0xf)];
-    }
+    HEXLOWER.encode_mut(&raw, &mut hex);
     // From the thread's slab: a slice of shared bytes, so neither making the value nor cloning
     // it (for the upstream, the response and the log) allocates.
     let bytes = SLAB.with_borrow_mut(|slab| {
@@ -145,8 +146,6 @@ const SLAB_IDS: usize = 128;
 thread_local! {
     static SLAB: RefCell<BytesMut> = RefCell::new(BytesMut::new());
 }
-
-const HEX: &[u8; 16] = b"0123456789abcdef";
 
 /// Weyl increment (2^64 / golden ratio, odd): stepping a counter by it visits every value once
 /// before repeating.

@@ -47,7 +47,7 @@ where
 }
 
 fn session_key(cluster: &Cluster, id: &[u8]) -> String {
-    cluster.key(&format!("tls:sess:{}", crate::ticket::hex(&cluster.keyed_id(id))))
+    cluster.key(&format!("tls:sess:{}", data_encoding::HEXLOWER.encode(&cluster.keyed_id(id))))
 }
 
 /// Fetches a session stored by any node; `take` removes it (single-use TLS 1.3 tickets).

@@ -124,8 +124,7 @@ mod tests {
         let info: Vec<u8> = (0xf0..=0xf9).collect();
         let okm = expand(&*ours(aws::TLS13_AES_128_GCM_SHA256).extract_from_secret(Some(&salt), &ikm), &[&info], 42);
         let want = "3cb25f25faacd57a90434f64d0362f2a2d2d0a90cf1a5a4c5db02d56ecc4c5bf34007208d5b887185865";
-        let got: String = okm.iter().map(|b| format!("{b:02x}")).collect();
-        assert_eq!(got, want);
+        assert_eq!(data_encoding::HEXLOWER.encode(&okm), want);
     }
 
     /// Every operation the key schedule uses gives aws-lc-rs' bytes, for every suite and for

@@ -153,7 +153,7 @@ impl RedisStore {
     /// kind. Bundles left serving no name are deleted. Returns the bundle's facts.
     pub async fn import(&self, pem: &[u8], now: i64) -> Result<(Facts, Vec<String>), RedisStoreError> {
         let (b, warnings) = bundle::parse(pem, None, now).map_err(RedisStoreError::Bundle)?;
-        let id = crate::ticket::hex(&digest(&SHA256, pem).as_ref()[..16]);
+        let id = data_encoding::HEXLOWER.encode(&digest(&SHA256, pem).as_ref()[..16]);
         let sealed = self.cluster.seal(Purpose::Certificates, id.as_bytes(), pem).ok_or(RedisStoreError::CannotSeal)?;
         let client = self.cluster.client();
         let e = RedisStoreError::Redis;

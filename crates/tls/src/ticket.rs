@@ -10,6 +10,7 @@ use crate::stats::TlsStats;
 use arc_swap::ArcSwap;
 use aws_lc_rs::aead::{Aad, LessSafeKey, Nonce, UnboundKey, AES_256_GCM, NONCE_LEN};
 use aws_lc_rs::rand::{SecureRandom, SystemRandom};
+use data_encoding::HEXLOWER;
 use rustls::server::ProducesTickets;
 use std::sync::Arc;
 
@@ -33,13 +34,11 @@ pub struct KeyMaterial {
 impl std::fmt::Debug for KeyMaterial {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // Never the secret.
-        f.debug_struct("KeyMaterial").field("name", &hex(&self.name)).field("created", &self.created).finish()
+        f.debug_struct("KeyMaterial")
+            .field("name", &HEXLOWER.encode(&self.name))
+            .field("created", &self.created)
+            .finish()
     }
-}
-
-/// Lowercase hex.
-pub fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 impl KeyMaterial {
@@ -217,7 +216,7 @@ mod tests {
     fn material_round_trips_and_debug_hides_the_secret() {
         let m = KeyMaterial::generate(42).expect("test setup");
         assert_eq!(KeyMaterial::from_bytes(&m.to_bytes()), Some(m.clone()));
-        assert!(!format!("{m:?}").contains(&hex(&m.secret)));
+        assert!(!format!("{m:?}").contains(&HEXLOWER.encode(&m.secret)));
         assert!(KeyMaterial::from_bytes(&[1, 2, 3]).is_none());
     }
 }

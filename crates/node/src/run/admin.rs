@@ -40,7 +40,7 @@ fn token_from_file(path: &Path, bind: std::net::SocketAddr) -> Result<String, St
     }
     let mut bytes = [0u8; 32];
     aws_lc_rs::rand::fill(&mut bytes).map_err(|_| "admin.token_file: no system randomness")?;
-    let token = gatehouse_tls::ticket::hex(&bytes);
+    let token = data_encoding::HEXLOWER.encode(&bytes);
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| format!("admin.token_file: cannot create {}: {e}", dir.display()))?;
     }

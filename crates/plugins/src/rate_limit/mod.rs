@@ -7,6 +7,7 @@ pub mod gcra;
 pub mod local;
 
 use crate::stats::ServiceStats;
+use data_encoding::HEXLOWER;
 use gatehouse_config::{FailMode, LimitKey, RateLimit};
 use gcra::{Decision, Gcra};
 use http::HeaderMap;
@@ -187,10 +188,9 @@ fn redis_key(prefix: &str, service: &str, ident: &[u8], path: &[u8]) -> Vec<u8> 
     k.extend_from_slice(prefix.as_bytes());
     k.extend_from_slice(service.as_bytes());
     k.push(b':');
-    const HEX: &[u8; 16] = b"0123456789abcdef";
-    for b in ident {
-        k.extend_from_slice(&[HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
-    }
+    let hex_at = k.len();
+    k.resize(hex_at + HEXLOWER.encode_len(ident.len()), 0);
+    HEXLOWER.encode_mut(ident, &mut k[hex_at..]);
     if !path.is_empty() {
         k.extend_from_slice(format!(":{:016x}", fnv1a(path)).as_bytes());
     }
@@ -208,4 +208,17 @@ fn header_name(key: &LimitKey) -> Option<http::HeaderName> {
 /// A hash that every node computes alike (the local tables use a per-process keyed hash).
 pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{fnv1a, redis_key};
+
+    #[test]
+    fn redis_keys_name_the_ident_in_lowercase_hex() {
+        // Every node of a cluster, whatever its version, must make the same key.
+        assert_eq!(redis_key("gh:rl:7:", "svc", &[0x00, 0x1f, 0xab, 0xff], b""), b"gh:rl:7:svc:001fabff");
+        let with_path = redis_key("p:", "s", b"k", b"/a");
+        assert_eq!(with_path, format!("p:s:6b:{:016x}", fnv1a(b"/a")).into_bytes());
+    }
 }
