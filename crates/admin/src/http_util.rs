@@ -31,23 +31,8 @@ pub fn redirect(to: &'static str) -> http::Response<Full<Bytes>> {
     resp
 }
 
-/// Decodes `%XX` escapes in a path segment; `None` when they do not make UTF-8.
-pub fn percent_decode(s: &str) -> Option<String> {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' {
-            let hex = std::str::from_utf8(b.get(i + 1..i + 3)?).ok()?;
-            out.push(u8::from_str_radix(hex, 16).ok()?);
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
-}
+/// Decodes `%XX` escapes in a path segment; `None` when they are broken or do not make UTF-8.
+pub use gatehouse_redis::percent_decode;
 
 /// The query string as pairs, decoded.
 pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {
@@ -69,8 +54,11 @@ mod tests {
     #[test]
     fn segments_and_queries_decode() {
         assert_eq!(percent_decode("127.0.0.1%3A8080").as_deref(), Some("127.0.0.1:8080"));
-        assert_eq!(percent_decode("%zz"), None);
-        assert_eq!(percent_decode("%e2%82%ac").as_deref(), Some("€"));
+        assert_eq!(
+            query_pairs(Some("q=a+b%2Bc&bad=%zz")),
+            vec![("q".into(), "a b+c".into())],
+            "`+` is a space in a query, `%2B` a plus; a pair that does not decode is left out"
+        );
         assert_eq!(
             query_pairs(Some("against=3&format=rows&x")),
             vec![("against".into(), "3".into()), ("format".into(), "rows".into()), ("x".into(), String::new())]

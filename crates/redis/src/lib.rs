@@ -35,7 +35,7 @@ mod value;
 
 pub use client::Client;
 pub use error::{Error, Result};
-pub use options::ClientOptions;
+pub use options::{percent_decode, ClientOptions};
 pub use pubsub::{Event, Message, Subscription};
 pub use script::Script;
 pub use value::Value;

@@ -109,8 +109,15 @@ impl ClientOptions {
             let Some((user, password)) = credentials.split_once(':') else {
                 return Err(invalid("credentials must be ':password' or 'user:password' before '@'"));
             };
-            let user = percent_decode(user, "user name")?;
-            let password = percent_decode(password, "password")?;
+            let decode = |part: &str, what: &str| {
+                percent_decode(part).ok_or_else(|| {
+                    Error::InvalidUrl(format!(
+                        "invalid percent-encoding in the {what} (each % starts two hex digits, and the result must be UTF-8)"
+                    ))
+                })
+            };
+            let user = decode(user, "user name")?;
+            let password = decode(password, "password")?;
             if password.is_empty() && !user.is_empty() {
                 return Err(invalid("a user name needs a password"));
             }
@@ -156,25 +163,25 @@ fn parse_host_port(s: &str) -> Result<String> {
     Ok(format!("{host}:{port}"))
 }
 
-/// Decodes `%XX` escapes; `what` names the part in errors (its content is never shown).
-fn percent_decode(s: &str, what: &str) -> Result<String> {
+/// Decodes the `%XX` escapes of a URL component (RFC 3986 §2.1), as in the user name and password
+/// of a `redis://` URL; `None` when a `%` does not start two hex digits or the result is not
+/// UTF-8. The gateway's other URL readers (the admin API's paths and queries) use it too, so every
+/// part of Gatehouse decodes alike.
+pub fn percent_decode(s: &str) -> Option<String> {
     let bytes = s.as_bytes();
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'%' {
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
             let hex = |j: usize| bytes.get(j).and_then(|&c| char::from(c).to_digit(16));
-            match (hex(i + 1), hex(i + 2)) {
-                (Some(hi), Some(lo)) => out.push((hi * 16 + lo) as u8),
-                _ => return Err(Error::InvalidUrl(format!("invalid percent-encoding in the {what}"))),
-            }
+            out.push(u8::try_from(hex(i + 1)? * 16 + hex(i + 2)?).ok()?);
             i += 3;
         } else {
-            out.push(bytes[i]);
+            out.push(b);
             i += 1;
         }
     }
-    String::from_utf8(out).map_err(|_| Error::InvalidUrl(format!("the {what} is not UTF-8 once decoded")))
+    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -222,6 +229,16 @@ mod tests {
         assert!(url_error("redis://user@h").contains("credentials"));
         assert!(url_error("redis://user:@h").contains("password"));
         assert!(url_error("redis://:%zz@h").contains("percent"));
+        assert!(url_error("redis://:%ff@h").contains("UTF-8"));
+    }
+
+    #[test]
+    fn percent_escapes_decode_strictly() {
+        assert_eq!(percent_decode("127.0.0.1%3A8080").as_deref(), Some("127.0.0.1:8080"));
+        assert_eq!(percent_decode("%e2%82%AC and +").as_deref(), Some("€ and +"));
+        for broken in ["%zz", "%4", "a%", "%+f", "%ff"] {
+            assert_eq!(percent_decode(broken), None, "{broken:?}");
+        }
     }
 
     #[test]
