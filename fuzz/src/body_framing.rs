@@ -9,7 +9,7 @@
 //! close), one giving the size of each read (1 to 256), then the bytes as they arrive.
 
 use bytes::BytesMut;
-use gatehouse_http1::framing::{decode_body, Chunk, Framing};
+use gatehouse_http1::framing::{Chunk, Framing};
 
 /// What decoding a body came to.
 #[derive(Debug, PartialEq, Eq)]
@@ -31,7 +31,7 @@ fn decode(data: &[u8], framing: Framing, step: usize) -> Outcome {
     'reads: for read in data.chunks(step.max(1)) {
         buf.extend_from_slice(read);
         loop {
-            match decode_body(&mut buf, &mut framing) {
+            match framing.decode(&mut buf) {
                 Ok(Some(piece)) => {
                     assert!(!piece.is_empty(), "an empty piece of body: {framing:?}");
                     body.extend_from_slice(&piece);

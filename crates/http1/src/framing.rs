@@ -169,12 +169,6 @@ pub fn poll_fill_by(
     }
 }
 
-/// [`Framing::decode`] with the error as text, for the serve and forward stages' HTTP/1 loops,
-/// which report it as text.
-pub fn decode_body(buf: &mut BytesMut, framing: &mut Framing) -> Result<Option<Bytes>, String> {
-    framing.decode(buf).map_err(|e| e.to_string())
-}
-
 /// The size of a chunk-size line: 1 to 16 hex digits, then only optional whitespace before any
 /// `;` extension, and no control bytes. A sign (which `from_str_radix` takes), leading whitespace
 /// or a CR inside an extension are refused rather than read one way here and another way by the
@@ -370,7 +364,7 @@ mod tests {
         assert_eq!(decode_all(b"zz\r\nhello\r\n0\r\n\r\n"), Err(BodyError::ChunkSize));
         assert_eq!(decode_all(b"5\r\nhello!\r\n0\r\n\r\n"), Err(BodyError::MissingCrlf));
         let mut long = BytesMut::from(&[b'1'; MAX_CHUNK_LINE + 1][..]);
-        let text = decode_body(&mut long, &mut Framing::Chunked(Chunk::Size));
+        let text = Framing::Chunked(Chunk::Size).decode(&mut long).map_err(|e| e.to_string());
         assert_eq!(text, Err("chunk line too long".to_string()), "the text the HTTP/1 loops report");
     }
 }

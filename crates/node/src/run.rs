@@ -249,7 +249,8 @@ impl Control {
             &route_stats,
             &plugins,
             access_log.as_ref().map(|(_, l)| l.clone()),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         let shared = Shared::new(snapshot);
         let acceptors = tls.acceptors(&config, tls.certs())?;
         let (drain_tx, drain_rx) = watch::channel(false);

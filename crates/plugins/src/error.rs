@@ -175,10 +175,3 @@ impl std::error::Error for GatewayError {
         }
     }
 }
-
-/// For the snapshot build, which still reports its errors as text.
-impl From<GatewayError> for String {
-    fn from(e: GatewayError) -> String {
-        e.to_string()
-    }
-}

@@ -20,7 +20,7 @@ mod snapshot;
 pub use body::ResponseBody;
 pub use forward::handle;
 pub use headers::{keyless_target, upstream_target};
-pub use snapshot::{Rewrite, RouteEntry, RouteStatsRegistry, Snapshot};
+pub use snapshot::{Rewrite, RouteEntry, RouteStatsRegistry, Snapshot, SnapshotError};
 
 use arc_swap::ArcSwap;
 use gatehouse_telemetry::ProcessStats;

@@ -52,13 +52,6 @@ impl std::error::Error for RequestIdError {
     }
 }
 
-/// For the snapshot build, which still reports its errors as text.
-impl From<RequestIdError> for String {
-    fn from(e: RequestIdError) -> String {
-        e.to_string()
-    }
-}
-
 /// The compiled `forwarding.request_id` settings.
 #[derive(Debug, Clone)]
 pub struct RequestIds {

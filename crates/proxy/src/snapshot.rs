@@ -1,16 +1,75 @@
 //! The compiled, immutable configuration that every request reads: router, routes, upstreams and
 //! forwarding settings. Built from a validated [`Config`] off the request path, swapped whole.
 
-use crate::request_id::RequestIds;
+use crate::request_id::{RequestIdError, RequestIds};
 use gatehouse_config::{Config, Forwarding, HostHeader, Site};
-use gatehouse_plugins::{Gateway, ServiceGate};
-use gatehouse_router::Router;
+use gatehouse_plugins::{Gateway, GatewayError, ServiceGate};
+use gatehouse_router::{BuildError, Router};
 use gatehouse_telemetry::access_log::AccessLog;
 use gatehouse_telemetry::RouteStats;
 use gatehouse_upstream::{Registry, Upstream};
 use http::HeaderValue;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
+
+/// Why a validated configuration did not compile into a snapshot: an inconsistency validation
+/// should have caught, reported the same way.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum SnapshotError {
+    /// The services, apps and plans did not compile.
+    Gateway(GatewayError),
+    /// A route or service names an upstream that does not exist.
+    UnknownUpstream {
+        /// The name.
+        name: String,
+    },
+    /// A service has no compiled gate.
+    ServiceNotCompiled {
+        /// The service.
+        name: String,
+    },
+    /// A site named while placing routes is not in the configuration.
+    UnknownSite {
+        /// The site.
+        name: String,
+    },
+    /// Two sites claim a host pattern, or one a prefix twice.
+    Router {
+        /// Where: `site `name`` or `services on `host``.
+        place: String,
+        /// The clash.
+        source: BuildError,
+    },
+    /// `forwarding.via` does not make a header value.
+    Via,
+    /// `forwarding.request_id` does not compile.
+    RequestId(RequestIdError),
+}
+
+impl std::fmt::Display for SnapshotError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SnapshotError::Gateway(e) => e.fmt(f),
+            SnapshotError::UnknownUpstream { name } => write!(f, "unknown upstream `{name}`"),
+            SnapshotError::ServiceNotCompiled { name } => write!(f, "service `{name}` was not compiled"),
+            SnapshotError::UnknownSite { name } => write!(f, "site `{name}` vanished"),
+            SnapshotError::Router { place, source } => write!(f, "{place}: {source:?}"),
+            SnapshotError::Via => f.write_str("forwarding.via: not a valid header value"),
+            SnapshotError::RequestId(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for SnapshotError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SnapshotError::Gateway(e) => Some(e),
+            SnapshotError::RequestId(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 /// How a route changes the path before forwarding.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -105,9 +164,9 @@ impl Snapshot {
         route_stats: &RouteStatsRegistry,
         plugins: &gatehouse_plugins::Registry,
         access_log: Option<AccessLog>,
-    ) -> Result<Snapshot, String> {
+    ) -> Result<Snapshot, SnapshotError> {
         route_stats.sweep();
-        let gateway = Gateway::build(&config, plugins)?;
+        let gateway = Gateway::build(&config, plugins).map_err(SnapshotError::Gateway)?;
         let upstreams: BTreeMap<String, Arc<Upstream>> = config
             .upstreams
             .iter()
@@ -121,12 +180,19 @@ impl Snapshot {
             .flat_map(|(name, site)| site.hosts.iter().map(move |h| (h.to_ascii_lowercase(), name.as_str())))
             .collect();
         for (name, svc) in &config.services {
-            let gate = gateway.services.get(name).ok_or_else(|| format!("service `{name}` was not compiled"))?;
+            let gate =
+                gateway.services.get(name).ok_or_else(|| SnapshotError::ServiceNotCompiled { name: name.clone() })?;
             table.add_service(name, svc, gate, &site_of)?;
         }
         let (router, routes) = table.build()?;
         let via = via_values(&config.forwarding)?;
-        let request_ids = config.forwarding.request_id.as_ref().map(RequestIds::build).transpose()?;
+        let request_ids = config
+            .forwarding
+            .request_id
+            .as_ref()
+            .map(RequestIds::build)
+            .transpose()
+            .map_err(SnapshotError::RequestId)?;
         Ok(Snapshot {
             generation,
             request_ids,
@@ -143,11 +209,9 @@ impl Snapshot {
 }
 
 /// The `Via` values for HTTP/1.1 and HTTP/2 requests, when `forwarding.via` names this proxy.
-fn via_values(forwarding: &Forwarding) -> Result<Option<(HeaderValue, HeaderValue)>, String> {
+fn via_values(forwarding: &Forwarding) -> Result<Option<(HeaderValue, HeaderValue)>, SnapshotError> {
     let Some(name) = &forwarding.via else { return Ok(None) };
-    let value = |version: &str| {
-        HeaderValue::try_from(format!("{version} {name}")).map_err(|_| "forwarding.via: not a valid header value")
-    };
+    let value = |version: &str| HeaderValue::try_from(format!("{version} {name}")).map_err(|_| SnapshotError::Via);
     Ok(Some((value("1.1")?, value("2.0")?)))
 }
 
@@ -182,12 +246,12 @@ impl<'a> RouteTable<'a> {
         }
     }
 
-    fn upstream(&self, name: &str) -> Result<Arc<Upstream>, String> {
-        self.upstreams.get(name).cloned().ok_or_else(|| format!("unknown upstream `{name}`"))
+    fn upstream(&self, name: &str) -> Result<Arc<Upstream>, SnapshotError> {
+        self.upstreams.get(name).cloned().ok_or_else(|| SnapshotError::UnknownUpstream { name: name.to_string() })
     }
 
     /// The routes of every site.
-    fn add_sites(&mut self) -> Result<(), String> {
+    fn add_sites(&mut self) -> Result<(), SnapshotError> {
         let config = self.config;
         for (site_name, site) in &config.sites {
             let site_id: Arc<str> = site_name.as_str().into();
@@ -228,7 +292,7 @@ impl<'a> RouteTable<'a> {
         svc: &gatehouse_config::Service,
         gate: &Arc<ServiceGate>,
         site_of: &HashMap<String, &'a str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), SnapshotError> {
         let config = self.config;
         let upstream = self.upstream(&svc.upstream)?;
         let path = match svc.path.trim_end_matches('/') {
@@ -272,7 +336,7 @@ impl<'a> RouteTable<'a> {
         // list each route id once.
         let mut placed = Vec::new();
         for site in sites {
-            let cfg = config.sites.get(site).ok_or("site vanished")?;
+            let cfg = config.sites.get(site).ok_or_else(|| SnapshotError::UnknownSite { name: site.to_string() })?;
             let e = entry(Some((site, cfg)));
             placed.push(e.clone());
             self.by_site.entry(site).or_default().push((path.to_string(), e));
@@ -287,16 +351,22 @@ impl<'a> RouteTable<'a> {
     }
 
     /// The router over every placed entry, and every route once.
-    fn build(self) -> Result<(RouteRouter, Vec<Arc<RouteEntry>>), String> {
+    fn build(self) -> Result<(RouteRouter, Vec<Arc<RouteEntry>>), SnapshotError> {
         let mut builder = Router::builder();
         for (site_name, entries) in self.by_site {
-            let site = self.config.sites.get(site_name).ok_or("site vanished")?;
+            let site = self
+                .config
+                .sites
+                .get(site_name)
+                .ok_or_else(|| SnapshotError::UnknownSite { name: site_name.to_string() })?;
             builder
                 .site(site.hosts.iter().map(String::as_str), entries)
-                .map_err(|e| format!("site `{site_name}`: {e:?}"))?;
+                .map_err(|source| SnapshotError::Router { place: format!("site `{site_name}`"), source })?;
         }
         for (host, entries) in self.by_host {
-            builder.site([host.as_str()], entries).map_err(|e| format!("services on `{host}`: {e:?}"))?;
+            builder
+                .site([host.as_str()], entries)
+                .map_err(|source| SnapshotError::Router { place: format!("services on `{host}`"), source })?;
         }
         Ok((builder.build(), self.routes))
     }

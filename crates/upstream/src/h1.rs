@@ -6,7 +6,7 @@
 use crate::body::RequestBody;
 use crate::error::UpstreamError;
 use bytes::{Bytes, BytesMut};
-pub(crate) use gatehouse_http1::framing::Framing;
+pub(crate) use gatehouse_http1::framing::{BodyError, Framing};
 use gatehouse_http1::response::{parse_head, Span};
 pub(crate) use gatehouse_http1::ResponseHead as Head;
 use http::header;
@@ -196,8 +196,8 @@ impl H1Conn {
     }
 
     /// The next piece of body per `framing` from the buffer, or `None` when more bytes are needed.
-    pub(crate) fn decode(&mut self, framing: &mut Framing) -> Result<Option<Bytes>, String> {
-        gatehouse_http1::framing::decode_body(&mut self.rbuf, framing)
+    pub(crate) fn decode(&mut self, framing: &mut Framing) -> Result<Option<Bytes>, BodyError> {
+        framing.decode(&mut self.rbuf)
     }
 
     /// The raw stream and any bytes already read past the head, for a protocol switch.

@@ -3,7 +3,7 @@
 //! whole gives its connection back to the pool; a broken or abandoned one closes it. A gap longer
 //! than the read timeout between two reads fails the body.
 
-use crate::h1::Framing;
+use crate::h1::{BodyError, Framing};
 use crate::pool::{Conn, Lease};
 use bytes::Bytes;
 use gatehouse_http1::RawHead;
@@ -36,15 +36,43 @@ enum Kind {
 
 /// Why a response body could not be read whole.
 #[derive(Debug)]
-pub struct UpstreamBodyError(String);
+#[non_exhaustive]
+pub enum UpstreamBodyError {
+    /// The body's framing broke (a bad chunk).
+    Framing(BodyError),
+    /// The endpoint closed the connection before the end of a delimited body.
+    Closed,
+    /// Reading from the endpoint failed.
+    Read(std::io::Error),
+    /// Nothing arrived within the read timeout.
+    Timeout,
+    /// The HTTP/2 stream failed.
+    H2(hyper::Error),
+}
 
 impl std::fmt::Display for UpstreamBodyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "upstream body: {}", self.0)
+        f.write_str("upstream body: ")?;
+        match self {
+            UpstreamBodyError::Framing(e) => e.fmt(f),
+            UpstreamBodyError::Closed => f.write_str("connection closed before the end of the body"),
+            UpstreamBodyError::Read(e) => e.fmt(f),
+            UpstreamBodyError::Timeout => f.write_str("read timed out"),
+            UpstreamBodyError::H2(e) => e.fmt(f),
+        }
     }
 }
 
-impl std::error::Error for UpstreamBodyError {}
+impl std::error::Error for UpstreamBodyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            UpstreamBodyError::Framing(e) => Some(e),
+            UpstreamBodyError::Read(e) => Some(e),
+            UpstreamBodyError::H2(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl UpstreamBody {
     pub(crate) fn h1(
@@ -104,11 +132,11 @@ impl UpstreamBody {
         self.timer = None;
     }
 
-    fn fail(&mut self, why: impl Into<String>) -> Poll<Option<Result<Frame<Bytes>, UpstreamBodyError>>> {
+    fn fail(&mut self, why: UpstreamBodyError) -> Poll<Option<Result<Frame<Bytes>, UpstreamBodyError>>> {
         self.lease = None;
         self.kind = Kind::Done;
         self.timer = None;
-        Poll::Ready(Some(Err(UpstreamBodyError(why.into()))))
+        Poll::Ready(Some(Err(why)))
     }
 
     /// Whether the read timeout has passed while waiting; arms the timer on first wait.
@@ -134,12 +162,12 @@ impl Body for UpstreamBody {
                             this.timer = None;
                             Poll::Ready(Some(Ok(frame)))
                         }
-                        Poll::Ready(Some(Err(e))) => this.fail(e.to_string()),
+                        Poll::Ready(Some(Err(e))) => this.fail(UpstreamBodyError::H2(e)),
                         Poll::Ready(None) => {
                             this.finish(true);
                             Poll::Ready(None)
                         }
-                        Poll::Pending if this.timed_out(cx) => this.fail("read timed out"),
+                        Poll::Pending if this.timed_out(cx) => this.fail(UpstreamBodyError::Timeout),
                         Poll::Pending => Poll::Pending,
                     };
                 }
@@ -149,7 +177,7 @@ impl Body for UpstreamBody {
                 return Poll::Ready(None);
             };
             match conn.decode(framing) {
-                Err(e) => return this.fail(e),
+                Err(e) => return this.fail(UpstreamBodyError::Framing(e)),
                 Ok(Some(bytes)) => {
                     this.timer = None;
                     if framing.finished() {
@@ -169,10 +197,10 @@ impl Body for UpstreamBody {
                     this.finish(false);
                     return Poll::Ready(None);
                 }
-                Poll::Ready(Ok(0)) => return this.fail("connection closed before the end of the body"),
+                Poll::Ready(Ok(0)) => return this.fail(UpstreamBodyError::Closed),
                 Poll::Ready(Ok(_)) => continue,
-                Poll::Ready(Err(e)) => return this.fail(e.to_string()),
-                Poll::Pending if this.timed_out(cx) => return this.fail("read timed out"),
+                Poll::Ready(Err(e)) => return this.fail(UpstreamBodyError::Read(e)),
+                Poll::Pending if this.timed_out(cx) => return this.fail(UpstreamBodyError::Timeout),
                 Poll::Pending => return Poll::Pending,
             }
         }

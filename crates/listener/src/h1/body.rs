@@ -4,7 +4,7 @@
 
 use crate::transport::Transport;
 use bytes::{Bytes, BytesMut};
-use gatehouse_http1::framing::{decode_body, Framing};
+use gatehouse_http1::framing::{BodyError, Framing};
 use http_body::{Body, Frame, SizeHint};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -42,15 +42,35 @@ pub(crate) struct ClientBody {
 
 /// The client's body could not be read whole.
 #[derive(Debug)]
-pub(crate) struct ClientBodyError(String);
+pub(crate) enum ClientBodyError {
+    /// The body's framing broke (a bad chunk).
+    Framing(BodyError),
+    /// The client closed the connection before the end of the body.
+    Closed,
+    /// Reading from the client failed.
+    Read(std::io::Error),
+}
 
 impl std::fmt::Display for ClientBodyError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "client body: {}", self.0)
+        f.write_str("client body: ")?;
+        match self {
+            ClientBodyError::Framing(e) => e.fmt(f),
+            ClientBodyError::Closed => f.write_str("connection closed"),
+            ClientBodyError::Read(e) => e.fmt(f),
+        }
     }
 }
 
-impl std::error::Error for ClientBodyError {}
+impl std::error::Error for ClientBodyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ClientBodyError::Framing(e) => Some(e),
+            ClientBodyError::Read(e) => Some(e),
+            ClientBodyError::Closed => None,
+        }
+    }
+}
 
 impl Body for ClientBody {
     type Data = Bytes;
@@ -60,16 +80,16 @@ impl Body for ClientBody {
         let mut st = lock(&self.state);
         let st = &mut *st;
         loop {
-            match decode_body(&mut st.rbuf, &mut st.framing) {
-                Err(e) => return Poll::Ready(Some(Err(ClientBodyError(e)))),
+            match st.framing.decode(&mut st.rbuf) {
+                Err(e) => return Poll::Ready(Some(Err(ClientBodyError::Framing(e)))),
                 Ok(Some(bytes)) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
                 Ok(None) if st.framing.finished() => return Poll::Ready(None),
                 Ok(None) => {}
             }
             match self.stream.poll_fill(&mut st.rbuf, cx) {
-                Poll::Ready(Ok(0)) => return Poll::Ready(Some(Err(ClientBodyError("connection closed".into())))),
+                Poll::Ready(Ok(0)) => return Poll::Ready(Some(Err(ClientBodyError::Closed))),
                 Poll::Ready(Ok(_)) => continue,
-                Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(ClientBodyError(e.to_string())))),
+                Poll::Ready(Err(e)) => return Poll::Ready(Some(Err(ClientBodyError::Read(e)))),
                 Poll::Pending => return Poll::Pending,
             }
         }

@@ -21,7 +21,7 @@ use body::{lock, ClientBody, ReadState};
 use bytes::{Bytes, BytesMut};
 use gatehouse_clock::{now_ms, TaskDeadline};
 use gatehouse_config::{Listener, ListenerProtocol};
-use gatehouse_http1::framing::{decode_body, Framing};
+use gatehouse_http1::framing::Framing;
 use gatehouse_proxy::ConnInfo;
 use http::{Method, StatusCode, Version};
 use std::future::{poll_fn, Future};
@@ -290,7 +290,7 @@ async fn discard_body(stream: &Transport, state: &Mutex<ReadState>) -> bool {
         let mut st = lock(state);
         let st = &mut *st;
         loop {
-            match decode_body(&mut st.rbuf, &mut st.framing) {
+            match st.framing.decode(&mut st.rbuf) {
                 Err(_) => return Poll::Ready(false),
                 Ok(Some(_)) => continue,
                 Ok(None) if st.framing.finished() => return Poll::Ready(true),

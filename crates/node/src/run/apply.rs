@@ -50,7 +50,8 @@ impl Builders {
             &self.route_stats,
             &self.plugins,
             log.as_ref().map(|(_, l)| l.clone()),
-        )?;
+        )
+        .map_err(|e| e.to_string())?;
         Ok(Built { config, snapshot, log })
     }
 }

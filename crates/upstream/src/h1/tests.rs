@@ -33,7 +33,7 @@ fn headers(head: &mut Head) -> HeaderMap {
 async fn body(conn: &mut H1Conn, mut framing: Framing) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     loop {
-        match conn.decode(&mut framing)? {
+        match conn.decode(&mut framing).map_err(|e| e.to_string())? {
             Some(b) => out.extend_from_slice(&b),
             None if matches!(framing, Framing::Length(0) | Framing::Empty) => return Ok(out),
             None => {
