@@ -76,7 +76,7 @@ pub fn run(config_path: &Path, command: CertCommand) -> Result<(), String> {
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;
     rt.block_on(async move {
-        let store = gatehouse_node::cert_catalog(&config)?;
+        let store = gatehouse_node::cert_catalog(&config).map_err(|e| e.to_string())?;
         if let Catalog::Redis(r) = &store {
             r.cluster().connected().await.map_err(|e| e.to_string())?;
         }

@@ -93,7 +93,10 @@ fn main() -> ExitCode {
             // First: descriptors handed down by an upgrade are taken over before any other is opened.
             let inherited = gatehouse_node::Inherited::from_env();
             init_logging();
-            match inherited.and_then(|inherited| gatehouse_node::run(config, status_json, inherited)) {
+            let ran = inherited
+                .map_err(gatehouse_node::NodeError::from)
+                .and_then(|inherited| gatehouse_node::run(config, status_json, inherited));
+            match ran {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("gatehouse: {e}");
@@ -113,7 +116,7 @@ fn check(file: &std::path::Path) -> ExitCode {
         }
     };
     match gatehouse_config::compile(&text) {
-        Ok(config) => match gatehouse_node::tls::check_certificates(&config).and_then(|()| {
+        Ok(config) => match gatehouse_node::tls::check_certificates(&config).map_err(|e| e.to_string()).and_then(|()| {
             gatehouse_plugins::Gateway::build(&config, &gatehouse_plugins::Registry::offline())
                 .map(drop)
                 .map_err(|e| e.to_string())

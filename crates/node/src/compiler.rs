@@ -5,6 +5,7 @@
 //! in the workers' idle moments, and still within the second even when every core is busy
 //! (measured in bench/control.sh).
 
+use crate::error::NodeError;
 use std::sync::mpsc;
 
 type Job = Box<dyn FnOnce() + Send>;
@@ -16,7 +17,7 @@ pub struct Compiler {
 
 impl Compiler {
     /// Starts the thread.
-    pub fn start() -> Result<Compiler, String> {
+    pub fn start() -> Result<Compiler, NodeError> {
         let (jobs, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
             .name("gatehouse-compile".into())
@@ -29,7 +30,7 @@ impl Compiler {
                     job();
                 }
             })
-            .map_err(|e| format!("cannot start the compile thread: {e}"))?;
+            .map_err(|source| NodeError::Start { what: "start the compile thread", source })?;
         Ok(Compiler { jobs })
     }
 
@@ -44,13 +45,13 @@ impl Compiler {
 
     /// Runs `f` on the compile thread and waits for its result without blocking the caller's
     /// runtime.
-    pub async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T, String> {
+    pub async fn run<T: Send + 'static>(&self, f: impl FnOnce() -> T + Send + 'static) -> Result<T, NodeError> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.jobs
             .send(Box::new(move || {
                 let _ = tx.send(f());
             }))
-            .map_err(|_| "the compile thread has stopped".to_string())?;
-        rx.await.map_err(|_| "the compile thread dropped a job".to_string())
+            .map_err(|_| NodeError::CompileThread { stopped: true })?;
+        rx.await.map_err(|_| NodeError::CompileThread { stopped: false })
     }
 }

@@ -2,6 +2,7 @@
 //! of its labels with a staged revision, else the released one), the revision merged into its own
 //! file, the copy kept on disk for a restart while the store is away, and its report to the store.
 
+use crate::error::NodeError;
 use gatehouse_config::Config;
 use gatehouse_control::{document, now_secs, ApplyError, NodeReport, Revision, Store};
 use serde_json::{json, Value};
@@ -61,13 +62,16 @@ fn hostname() -> String {
 impl Follower {
     /// The store for `config`: the cluster's Redis when there is one, else the local directory
     /// when the admin API can write it or it already holds revisions.
-    pub fn new(config: &Config, cluster: Option<&std::sync::Arc<gatehouse_cluster::Cluster>>) -> Result<Self, String> {
+    pub fn new(
+        config: &Config,
+        cluster: Option<&std::sync::Arc<gatehouse_cluster::Cluster>>,
+    ) -> Result<Self, NodeError> {
         let api_on = config.admin.as_ref().is_some_and(gatehouse_config::Admin::api_on);
         let dir = &config.control.dir;
         let store = match cluster {
             Some(c) => Some(Store::redis(c.clone())),
             None if api_on || dir.join("releases.json").exists() => {
-                Some(Store::local(dir.clone()).map_err(|e| e.to_string())?)
+                Some(Store::local(dir.clone()).map_err(NodeError::Store)?)
             }
             None => None,
         };
@@ -159,10 +163,10 @@ impl Follower {
     }
 
     /// The configuration of `rev` on this node: its document merged into `base`, compiled.
-    pub fn merged(base: &str, rev: &Revision) -> Result<(Config, Running), String> {
+    pub fn merged(base: &str, rev: &Revision) -> Result<(Config, Running), NodeError> {
         let document = rev.document.clone();
-        let merged = document::merge(base, &document).map_err(|e| e.to_string())?;
-        let config = gatehouse_config::compile_value(merged).map_err(|e| e.to_string())?;
+        let merged = document::merge(base, &document).map_err(NodeError::Document)?;
+        let config = gatehouse_config::compile_value(merged).map_err(NodeError::Revision)?;
         Ok((config, Running { number: rev.meta.number, hash: rev.meta.hash.clone(), document }))
     }
 
@@ -185,9 +189,9 @@ impl Follower {
     }
 
     /// Records a refused revision.
-    pub fn refused(&mut self, revision: u64, errors: &str) {
-        self.failed =
-            Some(ApplyError { revision, at: now_secs(), errors: errors.lines().map(str::to_string).collect() });
+    pub fn refused(&mut self, revision: u64, error: &NodeError) {
+        let errors = error.to_string().lines().map(str::to_string).collect();
+        self.failed = Some(ApplyError { revision, at: now_secs(), errors });
     }
 
     /// The revision applied before the last stop, for a start while the store is away.

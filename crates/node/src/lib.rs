@@ -17,6 +17,7 @@
 
 mod compiler;
 mod demo;
+pub mod error;
 pub mod events;
 mod follow;
 mod listeners;
@@ -24,6 +25,7 @@ mod run;
 pub mod tls;
 pub mod upgrade;
 
+pub use error::NodeError;
 pub use events::Events;
 pub use run::{run, run_with};
 pub use upgrade::Inherited;
@@ -33,14 +35,15 @@ use gatehouse_tls::catalog::Catalog;
 use std::sync::Arc;
 
 /// The certificate store a configuration names (`tls.store`), to manage it.
-pub fn cert_catalog(config: &Config) -> Result<Catalog, String> {
+pub fn cert_catalog(config: &Config) -> Result<Catalog, NodeError> {
     let Some(s) = &config.tls.store else {
-        return Err("the configuration has no certificate store (tls.store)".into());
+        return Err(NodeError::NoCertStore);
     };
     if let Some(dir) = &s.dir {
         return Ok(Catalog::Dir(dir.clone()));
     }
-    let cluster = tls::cluster(config, Arc::new(gatehouse_tls::TlsStats::default()))?
-        .ok_or("tls.store.redis needs the `redis` section")?;
+    let cluster = tls::cluster(config, Arc::new(gatehouse_tls::TlsStats::default()))?.ok_or_else(|| {
+        NodeError::Settings(vec![error::Setting::new("tls.store.redis", "needs the `redis` section")])
+    })?;
     Ok(Catalog::Redis(gatehouse_tls::redis_store::RedisStore::new(cluster)))
 }

@@ -5,6 +5,7 @@
 //! failure rejects the reload whole. At start after a binary upgrade, a listener takes over the
 //! sockets the previous process handed down under its name instead of binding.
 
+use crate::error::NodeError;
 use crate::upgrade::Inherited;
 use gatehouse_config::Config;
 use gatehouse_listener::{
@@ -40,7 +41,7 @@ impl ListenerSet {
         reuse_port: bool,
         tls: &BTreeMap<String, Arc<TlsAcceptor>>,
         inherited: &mut Inherited,
-    ) -> Result<(), String> {
+    ) -> Result<(), NodeError> {
         let n = workers.workers.len();
         // Phase 1, no side effects on running listeners: pair each wanted listener with the
         // running one it keeps (same address; same name too for port 0), bind the others.
@@ -62,8 +63,8 @@ impl ListenerSet {
                 .map(|(k, _)| k.clone());
             if keep.is_none() {
                 let bound = match inherited.take(&format!("listener:{name}"), &cfg.bind.to_string()) {
-                    Some(sockets) => adopt_listener(name, cfg, sockets, n, reuse_port).map_err(|e| e.to_string())?,
-                    None => bind_listener(name, cfg, n, reuse_port).map_err(|e| e.to_string())?,
+                    Some(sockets) => adopt_listener(name, cfg, sockets, n, reuse_port).map_err(NodeError::Listener)?,
+                    None => bind_listener(name, cfg, n, reuse_port).map_err(NodeError::Listener)?,
                 };
                 fresh.insert(name.clone(), bound);
             }

@@ -6,6 +6,7 @@ mod admin;
 mod apply;
 
 use crate::compiler::Compiler;
+use crate::error::{NodeError, UpgradeError};
 use crate::events::Events;
 use crate::follow::Follower;
 use crate::listeners::ListenerSet;
@@ -59,18 +60,27 @@ struct Control {
 }
 
 /// The configuration file's text (or the quick start's) and what to call it in errors.
-fn read_base(path: Option<&Path>) -> Result<(String, String), String> {
+fn read_base(path: Option<&Path>) -> Result<(String, String), NodeError> {
     match path {
         Some(p) => Ok((
-            std::fs::read_to_string(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
+            std::fs::read_to_string(p).map_err(|source| NodeError::File {
+                setting: None,
+                action: "read",
+                path: p.to_path_buf(),
+                source,
+            })?,
             p.display().to_string(),
         )),
         None => Ok((gatehouse_config::QUICKSTART.to_string(), "the built-in quick start".to_string())),
     }
 }
 
-fn compile_text(text: &str, source: &str) -> Result<Config, String> {
-    gatehouse_config::compile(text).map_err(|e| format!("invalid configuration in {source}:\n{e}"))
+fn compile_text(text: &str, source: &str) -> Result<Config, NodeError> {
+    gatehouse_config::compile(text).map_err(|errors| NodeError::Config {
+        file: source.to_string(),
+        revision: None,
+        errors,
+    })
 }
 
 /// Raises the soft limit on open files to the hard limit, as nginx's `worker_rlimit_nofile` does:
@@ -90,7 +100,7 @@ fn stamp(path: Option<&Path>) -> Option<(SystemTime, u64)> {
 
 /// Runs the gateway until SIGTERM or SIGINT, or until a new binary took over; `inherited` holds
 /// the sockets handed down when this process is that new binary.
-pub fn run(path: Option<PathBuf>, status_json: bool, inherited: Inherited) -> Result<(), String> {
+pub fn run(path: Option<PathBuf>, status_json: bool, inherited: Inherited) -> Result<(), NodeError> {
     run_with(path, Events::stdout(status_json), inherited, None)
 }
 
@@ -101,14 +111,14 @@ pub fn run_with(
     events: Events,
     inherited: Inherited,
     stop: Option<tokio::sync::oneshot::Receiver<()>>,
-) -> Result<(), String> {
+) -> Result<(), NodeError> {
     let (base, source) = read_base(path.as_deref())?;
     let config = compile_text(&base, &source)?;
     raise_open_files_limit();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start runtime: {e}"))?;
+        .map_err(|source| NodeError::Start { what: "start runtime", source })?;
     rt.block_on(serve(path, base, config, events, inherited, stop))
 }
 
@@ -119,16 +129,17 @@ fn other_socket(
     key: &str,
     addr: std::net::SocketAddr,
     kept: &mut Vec<(String, String, std::net::TcpListener)>,
-) -> Result<tokio::net::TcpListener, String> {
+) -> Result<tokio::net::TcpListener, NodeError> {
     let bind = addr.to_string();
+    let failed = |addr, source| NodeError::Socket { key: key.to_string(), addr, source };
     let socket = match inherited.take_one(key, &bind) {
         Some(s) => s,
-        None => std::net::TcpListener::bind(addr).map_err(|e| format!("{key}: cannot bind {addr}: {e}"))?,
+        None => std::net::TcpListener::bind(addr).map_err(|e| failed(Some(addr), e))?,
     };
     let copy = socket.try_clone().and_then(|c| socket.set_nonblocking(true).map(|()| c));
-    let copy = copy.map_err(|e| format!("{key}: {e}"))?;
+    let copy = copy.map_err(|e| failed(None, e))?;
     kept.push((key.to_string(), bind, copy));
-    tokio::net::TcpListener::from_std(socket).map_err(|e| format!("{key}: {e}"))
+    tokio::net::TcpListener::from_std(socket).map_err(|e| failed(None, e))
 }
 
 /// The configuration to start with: the revision this node should run if the store says so
@@ -174,13 +185,14 @@ struct Signals {
 }
 
 impl Signals {
-    fn watch() -> Result<Self, String> {
-        let watch = |kind: SignalKind, name: &str| signal(kind).map_err(|e| format!("cannot watch {name}: {e}"));
+    fn watch() -> Result<Self, NodeError> {
+        let watch =
+            |kind: SignalKind, what: &'static str| signal(kind).map_err(|source| NodeError::Start { what, source });
         Ok(Signals {
-            hup: watch(SignalKind::hangup(), "SIGHUP")?,
-            term: watch(SignalKind::terminate(), "SIGTERM")?,
-            int: watch(SignalKind::interrupt(), "SIGINT")?,
-            usr2: watch(SignalKind::user_defined2(), "SIGUSR2")?,
+            hup: watch(SignalKind::hangup(), "watch SIGHUP")?,
+            term: watch(SignalKind::terminate(), "watch SIGTERM")?,
+            int: watch(SignalKind::interrupt(), "watch SIGINT")?,
+            usr2: watch(SignalKind::user_defined2(), "watch SIGUSR2")?,
         })
     }
 }
@@ -193,7 +205,7 @@ async fn serve(
     events: Events,
     mut inherited: Inherited,
     stop: Option<tokio::sync::oneshot::Receiver<()>>,
-) -> Result<(), String> {
+) -> Result<(), NodeError> {
     let mut other_sockets = Vec::new();
     let mut other_tasks = Vec::new();
     if let Some(addr) = file_config.demo_backend {
@@ -223,7 +235,7 @@ impl Control {
         events: Events,
         (other_sockets, other_tasks): Others,
         inherited: &mut Inherited,
-    ) -> Result<(Self, Config, watch::Sender<bool>), String> {
+    ) -> Result<(Self, Config, watch::Sender<bool>), NodeError> {
         let config = &file_config;
         let n = match config.workers {
             WorkerCount::Auto => std::thread::available_parallelism().map_or(1, |n| n.get()),
@@ -234,7 +246,7 @@ impl Control {
             config.cpu_affinity == gatehouse_config::CpuAffinity::Auto,
             gatehouse_clock::set_worker_index,
         )
-        .map_err(|e| format!("cannot start workers: {e}"))?;
+        .map_err(|source| NodeError::Start { what: "start workers", source })?;
         let registry = Registry::new(n);
         let route_stats = RouteStatsRegistry::default();
         let access_log = open_log(&config.access_log)?;
@@ -250,7 +262,7 @@ impl Control {
             &plugins,
             access_log.as_ref().map(|(_, l)| l.clone()),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(NodeError::Snapshot)?;
         let shared = Shared::new(snapshot);
         let acceptors = tls.acceptors(&config, tls.certs())?;
         let (drain_tx, drain_rx) = watch::channel(false);
@@ -315,7 +327,7 @@ impl Control {
         mut signals: Signals,
         stop: Option<tokio::sync::oneshot::Receiver<()>>,
         config: &Config,
-    ) -> Result<(), String> {
+    ) -> Result<(), NodeError> {
         let stop = async {
             match stop {
                 Some(rx) => drop(rx.await),
@@ -327,10 +339,10 @@ impl Control {
         let mut ticks = 0u64;
         let mut poll = tokio::time::interval(config.control.poll_interval.0);
         let mut changes = match &self.follower.store {
-            Some(store) => Some(store.changes().map_err(|e| e.to_string())?),
+            Some(store) => Some(store.changes().map_err(NodeError::Store)?),
             None => None,
         };
-        let mut upgrading: Option<JoinHandle<Result<u32, String>>> = None;
+        let mut upgrading: Option<JoinHandle<Result<u32, UpgradeError>>> = None;
         loop {
             tokio::select! {
                 _ = signals.hup.recv() => self.reload("SIGHUP").await,
@@ -343,7 +355,7 @@ impl Control {
                 }
                 done = async {
                     match upgrading.as_mut() {
-                        Some(h) => h.await.unwrap_or_else(|e| Err(e.to_string())),
+                        Some(h) => h.await.unwrap_or_else(|e| Err(UpgradeError::Task(e))),
                         None => std::future::pending().await,
                     }
                 } => {
@@ -376,7 +388,7 @@ impl Control {
     }
 
     /// What a finished upgrade means: `true` when the new process is serving and this one stops.
-    fn upgraded(&mut self, done: Result<u32, String>) -> bool {
+    fn upgraded(&mut self, done: Result<u32, UpgradeError>) -> bool {
         match done {
             Ok(pid) => {
                 tracing::info!(pid, "the new process is ready; this one stops accepting and drains");
@@ -385,7 +397,7 @@ impl Control {
             }
             Err(e) => {
                 tracing::error!("upgrade failed, this process goes on serving: {e}");
-                self.events.emit("upgrade_failed", json!({ "error": e }));
+                self.events.emit("upgrade_failed", json!({ "error": e.to_string() }));
                 false
             }
         }
@@ -404,13 +416,16 @@ impl Control {
     }
 }
 
-fn open_log(cfg: &AccessLogConfig) -> Result<Option<(AccessLogConfig, AccessLog)>, String> {
+fn open_log(cfg: &AccessLogConfig) -> Result<Option<(AccessLogConfig, AccessLog)>, NodeError> {
     if cfg.path == "off" {
         return Ok(None);
     }
-    AccessLog::open(&cfg.path, cfg.format)
-        .map(|l| Some((cfg.clone(), l)))
-        .map_err(|e| format!("access log: cannot open {}: {e}", cfg.path))
+    AccessLog::open(&cfg.path, cfg.format).map(|l| Some((cfg.clone(), l))).map_err(|source| NodeError::File {
+        setting: Some("access log"),
+        action: "open",
+        path: PathBuf::from(&cfg.path),
+        source,
+    })
 }
 
 /// Per-worker housekeeping: hand buffered log lines to the writer, close expired idle connections.
@@ -431,7 +446,7 @@ async fn worker_maintenance(shared: Arc<Shared>) {
 impl Control {
     /// Starts the binary again with every listening socket inherited (SIGUSR2); the handle
     /// answers the new process's id once it is ready.
-    fn start_upgrade(&mut self) -> Option<JoinHandle<Result<u32, String>>> {
+    fn start_upgrade(&mut self) -> Option<JoinHandle<Result<u32, UpgradeError>>> {
         let mut sockets = self.listeners.handover();
         sockets.extend(self.other_sockets.iter().map(|(k, b, s)| (k.clone(), b.clone(), vec![s])));
         match upgrade::start(sockets) {
@@ -442,7 +457,7 @@ impl Control {
             }
             Err(e) => {
                 tracing::error!("SIGUSR2: upgrade failed, this process goes on serving: {e}");
-                self.events.emit("upgrade_failed", json!({ "error": e }));
+                self.events.emit("upgrade_failed", json!({ "error": e.to_string() }));
                 None
             }
         }

@@ -2,6 +2,7 @@
 //! session cache (kept across reloads, so sessions survive them), and one acceptor per TLS
 //! listener.
 
+use crate::error::{Cause, NodeError, Setting};
 use gatehouse_cluster::Cluster;
 use gatehouse_config::{Config, Listener, ListenerProtocol, SessionCacheMode, Tickets, TlsVersion};
 use gatehouse_tls::bundle::{self, Bundle};
@@ -21,7 +22,7 @@ use tokio::task::JoinHandle;
 const MAX_TICKET_LIFETIME: u64 = 7 * 24 * 3600;
 
 /// The client-certificate policies of the sites, with every unreadable CA file listed.
-fn client_auth(config: &Config) -> Result<ClientAuthIndex, String> {
+fn client_auth(config: &Config) -> Result<ClientAuthIndex, Vec<Setting>> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::CertificateDer;
     let mut index = ClientAuthIndex::default();
@@ -33,16 +34,19 @@ fn client_auth(config: &Config) -> Result<ClientAuthIndex, String> {
         match CertificateDer::pem_file_iter(&ca.ca) {
             Ok(certs) => {
                 for c in certs {
-                    match c.map_err(|e| e.to_string()).and_then(|c| roots.add(c).map_err(|e| e.to_string())) {
-                        Ok(()) => {}
-                        Err(e) => errors.push(format!("{path}: {}: {e}", ca.ca.display())),
+                    let added = match c {
+                        Ok(c) => roots.add(c).map_err(Cause::from),
+                        Err(e) => Err(Cause::from(e)),
+                    };
+                    if let Err(e) = added {
+                        errors.push(Setting::new(format!("{path}: {}", ca.ca.display()), e));
                     }
                 }
             }
-            Err(e) => errors.push(format!("{path}: cannot read {}: {e}", ca.ca.display())),
+            Err(e) => errors.push(Setting::new(format!("{path}: cannot read {}", ca.ca.display()), e)),
         }
         if roots.is_empty() {
-            errors.push(format!("{path}: {} holds no CA certificate", ca.ca.display()));
+            errors.push(Setting::new(path, format!("{} holds no CA certificate", ca.ca.display())));
             continue;
         }
         let builder = rustls::server::WebPkiClientVerifier::builder_with_provider(
@@ -55,13 +59,13 @@ fn client_auth(config: &Config) -> Result<ClientAuthIndex, String> {
                 let policy = Arc::new(SitePolicy { site: name.as_str().into(), verifier });
                 index.add(site.hosts.iter().map(String::as_str), policy);
             }
-            Err(e) => errors.push(format!("{path}: {e}")),
+            Err(e) => errors.push(Setting::new(path, e)),
         }
     }
     if errors.is_empty() {
         Ok(index)
     } else {
-        Err(errors.join("\n"))
+        Err(errors)
     }
 }
 
@@ -94,25 +98,25 @@ pub(crate) use gatehouse_control::now_secs;
 
 /// Checks the certificate files of a configuration, as `gatehouse check` does: every error,
 /// one per line. The self-signed certificate is checked only if it has been made already.
-pub fn check_certificates(config: &Config) -> Result<(), String> {
+pub fn check_certificates(config: &Config) -> Result<(), NodeError> {
     let mut config = config.clone();
     if let Some(ss) = &config.tls.self_signed {
         if !ss.dir.join("self-signed.pem").exists() {
             config.tls.self_signed = None;
         }
     }
-    let errors: Vec<String> =
-        [fixed_bundles(&config).err(), client_auth(&config).err()].into_iter().flatten().collect();
+    let errors: Vec<Setting> =
+        [fixed_bundles(&config).err(), client_auth(&config).err()].into_iter().flatten().flatten().collect();
     if errors.is_empty() {
         Ok(())
     } else {
-        Err(errors.join("\n"))
+        Err(NodeError::Settings(errors))
     }
 }
 
 /// Loads the bundles named in the configuration (and the quick start's self-signed one), with
 /// every error listed by its path.
-fn fixed_bundles(config: &Config) -> Result<Vec<Arc<Bundle>>, String> {
+fn fixed_bundles(config: &Config) -> Result<Vec<Arc<Bundle>>, Vec<Setting>> {
     let mut out = Vec::new();
     let mut errors = Vec::new();
     let now = now_secs();
@@ -121,7 +125,7 @@ fn fixed_bundles(config: &Config) -> Result<Vec<Arc<Bundle>>, String> {
         let mut pem = match std::fs::read(&c.cert) {
             Ok(p) => p,
             Err(e) => {
-                errors.push(format!("{path}.cert: cannot read {}: {e}", c.cert.display()));
+                errors.push(Setting::new(format!("{path}.cert: cannot read {}", c.cert.display()), e));
                 continue;
             }
         };
@@ -132,7 +136,7 @@ fn fixed_bundles(config: &Config) -> Result<Vec<Arc<Bundle>>, String> {
                     pem.extend_from_slice(&k);
                 }
                 Err(e) => {
-                    errors.push(format!("{path}.key: cannot read {}: {e}", key.display()));
+                    errors.push(Setting::new(format!("{path}.key: cannot read {}", key.display()), e));
                     continue;
                 }
             }
@@ -141,7 +145,7 @@ fn fixed_bundles(config: &Config) -> Result<Vec<Arc<Bundle>>, String> {
             Some(p) => match std::fs::read(p) {
                 Ok(o) => Some(o),
                 Err(e) => {
-                    errors.push(format!("{path}.ocsp: cannot read {}: {e}", p.display()));
+                    errors.push(Setting::new(format!("{path}.ocsp: cannot read {}", p.display()), e));
                     continue;
                 }
             },
@@ -154,7 +158,7 @@ fn fixed_bundles(config: &Config) -> Result<Vec<Arc<Bundle>>, String> {
                 }
                 out.push(Arc::new(b));
             }
-            Err(e) => errors.push(format!("{path}: {}: {e}", c.cert.display())),
+            Err(e) => errors.push(Setting::new(format!("{path}: {}", c.cert.display()), e)),
         }
     }
     if let Some(ss) = &config.tls.self_signed {
@@ -164,13 +168,13 @@ fn fixed_bundles(config: &Config) -> Result<Vec<Arc<Bundle>>, String> {
         });
         match loaded {
             Ok(b) => out.push(b),
-            Err(e) => errors.push(format!("tls.self_signed: {e}")),
+            Err(e) => errors.push(Setting::new("tls.self_signed", e)),
         }
     }
     if errors.is_empty() {
         Ok(out)
     } else {
-        Err(errors.join("\n"))
+        Err(errors)
     }
 }
 
@@ -183,32 +187,36 @@ fn certs_options(config: &Config) -> CertsOptions {
 }
 
 /// The cluster's Redis and keys, when the configuration has a `redis` section.
-pub fn cluster(config: &Config, stats: Arc<TlsStats>) -> Result<Option<Arc<Cluster>>, String> {
+pub fn cluster(config: &Config, stats: Arc<TlsStats>) -> Result<Option<Arc<Cluster>>, NodeError> {
     let Some(r) = &config.redis else { return Ok(None) };
-    let secret = std::fs::read(&r.secret_file)
-        .map_err(|e| format!("redis.secret_file: cannot read {}: {e}", r.secret_file.display()))?;
+    let secret = std::fs::read(&r.secret_file).map_err(|source| NodeError::File {
+        setting: Some("redis.secret_file"),
+        action: "read",
+        path: r.secret_file.clone(),
+        source,
+    })?;
     let secret = secret.trim_ascii();
     Cluster::new(&r.url, &r.prefix, secret, r.connect_timeout.0, r.command_timeout.0, stats.redis.clone())
         .map(Some)
-        .map_err(|e| format!("redis: {e}"))
+        .map_err(NodeError::Cluster)
 }
 
-fn store_of(config: &Config, cluster: Option<&Arc<Cluster>>) -> Result<Option<Store>, String> {
+fn store_of(config: &Config, cluster: Option<&Arc<Cluster>>) -> Result<Option<Store>, NodeError> {
     let Some(s) = &config.tls.store else { return Ok(None) };
     if let Some(dir) = &s.dir {
         return Ok(Some(Store::Dir(DirStore::new(dir.clone()))));
     }
     match cluster {
         Some(c) => Ok(Some(Store::Redis(RedisStore::new(c.clone())))),
-        None => Err("tls.store.redis: needs the `redis` section".into()),
+        None => Err(NodeError::Settings(vec![Setting::new("tls.store.redis", "needs the `redis` section")])),
     }
 }
 
 impl TlsRuntime {
     /// TLS state for `config`. Runs on the control runtime: background work (ticket rotation,
     /// store watching) is spawned there.
-    pub async fn new(config: &Config) -> Result<Self, String> {
-        let fixed = fixed_bundles(config)?;
+    pub async fn new(config: &Config) -> Result<Self, NodeError> {
+        let fixed = fixed_bundles(config).map_err(NodeError::Settings)?;
         let stats = Arc::new(TlsStats::default());
         let cluster = cluster(config, stats.clone())?;
         if let Some(c) = &cluster {
@@ -228,7 +236,7 @@ impl TlsRuntime {
                 let lifetime = t.ticket_window.0.saturating_sub(t.ticket_rotation.0).as_secs().min(MAX_TICKET_LIFETIME);
                 Some(
                     Ticketer::new(lifetime as u32, stats.clone())
-                        .ok_or("cannot make a ticket key: no system randomness")?,
+                        .ok_or(NodeError::NoRandomness("cannot make a ticket key"))?,
                 )
             }
         };
@@ -277,8 +285,8 @@ impl TlsRuntime {
     /// Reads a reloaded configuration's certificates without applying them, and its acceptors.
     /// Sessions and ticket keys survive reloads; ticket and session settings change only on
     /// restart.
-    pub fn stage(&self, config: &Config) -> Result<Staged, String> {
-        let fixed = fixed_bundles(config)?;
+    pub fn stage(&self, config: &Config) -> Result<Staged, NodeError> {
+        let fixed = fixed_bundles(config).map_err(NodeError::Settings)?;
         let staged = if config.tls.store != self.store {
             let store = store_of(config, self.cluster.as_ref())?;
             Staged {
@@ -324,12 +332,17 @@ impl TlsRuntime {
     }
 
     /// One acceptor per TLS listener of `config`, resolving from `certs`.
-    pub fn acceptors(&self, config: &Config, certs: &Arc<Certs>) -> Result<BTreeMap<String, Arc<TlsAcceptor>>, String> {
-        let client_auth = Arc::new(client_auth(config)?);
+    pub fn acceptors(
+        &self,
+        config: &Config,
+        certs: &Arc<Certs>,
+    ) -> Result<BTreeMap<String, Arc<TlsAcceptor>>, NodeError> {
+        let client_auth = Arc::new(client_auth(config).map_err(NodeError::Settings)?);
         let mut out = BTreeMap::new();
         for (name, l) in &config.listeners {
-            let made =
-                self.acceptor(config, l, certs, &client_auth).map_err(|e| format!("listeners.{name}.tls: {e}"))?;
+            let made = self
+                .acceptor(config, l, certs, &client_auth)
+                .map_err(|e| NodeError::Settings(vec![Setting::new(format!("listeners.{name}.tls"), e)]))?;
             if let Some(a) = made {
                 out.insert(name.clone(), Arc::new(a));
             }
@@ -343,7 +356,7 @@ impl TlsRuntime {
         l: &Listener,
         certs: &Arc<Certs>,
         client_auth: &Arc<ClientAuthIndex>,
-    ) -> Result<Option<TlsAcceptor>, String> {
+    ) -> Result<Option<TlsAcceptor>, &'static str> {
         let Some(lt) = &l.tls else { return Ok(None) };
         let mut provider = gatehouse_tls::bundle::crypto_provider();
         // In the listener's order of preference, else AES-128-GCM first (its key schedule hashes
@@ -360,7 +373,7 @@ impl TlsRuntime {
         provider.cipher_suites.retain(|s| rank(s) != usize::MAX);
         provider.cipher_suites.sort_by_key(rank);
         if provider.cipher_suites.is_empty() {
-            return Err("no usable cipher suite".into());
+            return Err("no usable cipher suite");
         }
         let versions = lt
             .versions
@@ -420,34 +433,35 @@ async fn rotate_locally(ticketer: Arc<Ticketer>, rotation: Duration, window: Dur
 
 /// The admin listener's TLS settings: its certificate, and client certificates required from
 /// `client_ca` when set.
-pub fn admin_server_config(t: &gatehouse_config::AdminTls) -> Result<Arc<rustls::ServerConfig>, String> {
+pub fn admin_server_config(t: &gatehouse_config::AdminTls) -> Result<Arc<rustls::ServerConfig>, NodeError> {
     use rustls::pki_types::pem::PemObject;
     use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+    let refused = |at: String, e: Cause| NodeError::Settings(vec![Setting::new(at, e)]);
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&t.cert)
         .and_then(|it| it.collect::<Result<_, _>>())
-        .map_err(|e| format!("admin.tls.cert: {}: {e}", t.cert.display()))?;
-    let key = PrivateKeyDer::from_pem_file(&t.key).map_err(|e| format!("admin.tls.key: {}: {e}", t.key.display()))?;
+        .map_err(|e| refused(format!("admin.tls.cert: {}", t.cert.display()), e.into()))?;
+    let key = PrivateKeyDer::from_pem_file(&t.key)
+        .map_err(|e| refused(format!("admin.tls.key: {}", t.key.display()), e.into()))?;
     let provider = gatehouse_tls::bundle::provider();
     let builder = rustls::ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .map_err(|e| format!("admin.tls: {e}"))?;
+        .map_err(|e| refused("admin.tls".into(), e.into()))?;
     let builder = match &t.client_ca {
         Some(ca) => {
+            let at = || format!("admin.tls.client_ca: {}", ca.display());
             let mut roots = rustls::RootCertStore::empty();
-            for c in
-                CertificateDer::pem_file_iter(ca).map_err(|e| format!("admin.tls.client_ca: {}: {e}", ca.display()))?
-            {
-                let c = c.map_err(|e| format!("admin.tls.client_ca: {}: {e}", ca.display()))?;
-                roots.add(c).map_err(|e| format!("admin.tls.client_ca: {}: {e}", ca.display()))?;
+            for c in CertificateDer::pem_file_iter(ca).map_err(|e| refused(at(), e.into()))? {
+                let c = c.map_err(|e| refused(at(), e.into()))?;
+                roots.add(c).map_err(|e| refused(at(), e.into()))?;
             }
             let verifier = rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
                 .build()
-                .map_err(|e| format!("admin.tls.client_ca: {e}"))?;
+                .map_err(|e| refused("admin.tls.client_ca".into(), e.into()))?;
             builder.with_client_cert_verifier(verifier)
         }
         None => builder.with_no_client_auth(),
     };
-    let mut config = builder.with_single_cert(chain, key).map_err(|e| format!("admin.tls: {e}"))?;
+    let mut config = builder.with_single_cert(chain, key).map_err(|e| refused("admin.tls".into(), e.into()))?;
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

@@ -10,6 +10,7 @@
 //! Sockets go to the listener (or admin, or demo backend) of the same name and configured address;
 //! the new process writes a line to `ready_fd` once it serves, and closes what nobody took.
 
+use crate::error::{NotReady, UpgradeError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
@@ -21,7 +22,7 @@ use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-const ENV: &str = "GATEHOUSE_UPGRADE";
+pub(crate) const ENV: &str = "GATEHOUSE_UPGRADE";
 /// How long the new process may take to become ready (loading many certificates takes a while).
 const READY_TIMEOUT: Duration = Duration::from_secs(120);
 /// What the new process writes when it serves.
@@ -53,19 +54,18 @@ pub struct Inherited {
 impl Inherited {
     /// Takes over what the previous process handed down, when this one was started by an upgrade.
     /// Must run first in `main`, before this process opens any descriptor of its own.
-    pub fn from_env() -> Result<Inherited, String> {
+    pub fn from_env() -> Result<Inherited, UpgradeError> {
         let _ = STARTED_AS
             .set(std::env::current_exe().ok().map(|exe| (exe, std::env::args_os().skip(1).collect::<Vec<_>>())));
         let Some(text) = std::env::var_os(ENV) else {
             return Ok(Inherited::default());
         };
-        let handover: Handover = serde_json::from_str(&text.to_string_lossy())
-            .map_err(|e| format!("{ENV} is not a hand-over from a gatehouse process: {e}"))?;
+        let handover: Handover = serde_json::from_str(&text.to_string_lossy()).map_err(UpgradeError::NotAHandover)?;
         let mut seen = HashSet::new();
         let all = handover.sockets.values().flat_map(|e| e.fds.iter()).chain([&handover.ready_fd]);
         for &fd in all {
             if fd < 3 || !seen.insert(fd) {
-                return Err(format!("{ENV} names descriptor {fd} twice or a standard stream"));
+                return Err(UpgradeError::Descriptor { fd });
             }
         }
         let ready = Some(adopt(handover.ready_fd, "pipe:")?);
@@ -119,11 +119,11 @@ impl Inherited {
 
 /// Makes `fd`, left open across exec by the previous process, an owned descriptor of this one,
 /// after checking that it is open and of the expected kind (`socket:` or `pipe:`).
-fn adopt(fd: RawFd, kind: &str) -> Result<OwnedFd, String> {
-    let link = std::fs::read_link(format!("/proc/self/fd/{fd}"))
-        .map_err(|e| format!("{ENV}: descriptor {fd} is not open: {e}"))?;
+fn adopt(fd: RawFd, kind: &'static str) -> Result<OwnedFd, UpgradeError> {
+    let link =
+        std::fs::read_link(format!("/proc/self/fd/{fd}")).map_err(|source| UpgradeError::NotOpen { fd, source })?;
     if !link.to_string_lossy().starts_with(kind) {
-        return Err(format!("{ENV}: descriptor {fd} is {}, not a {kind}", link.display()));
+        return Err(UpgradeError::WrongKind { fd, is: link, kind });
     }
     // SAFETY: `fd` is open (checked above) and owned by nothing else in this process: it was left
     // open across exec for us by the process that started this one, `from_env` runs before this
@@ -132,7 +132,7 @@ fn adopt(fd: RawFd, kind: &str) -> Result<OwnedFd, String> {
     #[allow(unsafe_code)]
     let owned = unsafe { OwnedFd::from_raw_fd(fd) };
     rustix::io::fcntl_setfd(&owned, rustix::io::FdFlags::CLOEXEC)
-        .map_err(|e| format!("{ENV}: descriptor {fd}: {e}"))?;
+        .map_err(|e| UpgradeError::Inherited { fd, source: e.into() })?;
     Ok(owned)
 }
 
@@ -144,15 +144,15 @@ pub struct Starting {
 }
 
 /// Starts the binary again with `sockets` (key, configured address, sockets) inherited.
-pub fn start(sockets: Vec<(String, String, Vec<&TcpListener>)>) -> Result<Starting, String> {
+pub fn start(sockets: Vec<(String, String, Vec<&TcpListener>)>) -> Result<Starting, UpgradeError> {
     let Some(Some((exe, args))) = STARTED_AS.get() else {
-        return Err("the path of the running binary is unknown".into());
+        return Err(UpgradeError::UnknownBinary);
     };
     // Plain dup(2) copies lack close-on-exec, so the new process inherits exactly these; they are
     // closed here once it has started.
     let mut keep: Vec<OwnedFd> = Vec::new();
-    let mut dup = |fd: std::os::fd::BorrowedFd<'_>| -> Result<RawFd, String> {
-        let copy = rustix::io::dup(fd).map_err(|e| format!("cannot hand a socket over: {e}"))?;
+    let mut dup = |fd: std::os::fd::BorrowedFd<'_>| -> Result<RawFd, UpgradeError> {
+        let copy = rustix::io::dup(fd).map_err(|e| UpgradeError::Dup(e.into()))?;
         let raw = copy.as_raw_fd();
         keep.push(copy);
         Ok(raw)
@@ -162,17 +162,17 @@ pub fn start(sockets: Vec<(String, String, Vec<&TcpListener>)>) -> Result<Starti
         let fds = listeners.iter().map(|l| dup(l.as_fd())).collect::<Result<Vec<_>, _>>()?;
         entries.insert(key, Entry { bind, fds });
     }
-    let (reader, writer) = rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC)
-        .map_err(|e| format!("cannot make the readiness pipe: {e}"))?;
+    let (reader, writer) =
+        rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| UpgradeError::Pipe(e.into()))?;
     let ready_fd = dup(writer.as_fd())?;
     drop(writer);
-    let handover = serde_json::to_string(&Handover { sockets: entries, ready_fd }).map_err(|e| e.to_string())?;
+    let handover = serde_json::to_string(&Handover { sockets: entries, ready_fd }).map_err(UpgradeError::Encode)?;
     let child = Command::new(exe)
         .args(args)
         .env(ENV, handover)
         .stdin(Stdio::null())
         .spawn()
-        .map_err(|e| format!("cannot start {}: {e}", exe.display()))?;
+        .map_err(|source| UpgradeError::Spawn { exe: exe.clone(), source })?;
     drop(keep);
     let pid = child.id();
     // Reaps the new process if it exits while this one still runs (a failed start).
@@ -187,7 +187,7 @@ pub fn start(sockets: Vec<(String, String, Vec<&TcpListener>)>) -> Result<Starti
 
 impl Starting {
     /// Waits until the new process is ready; an error if it exits or takes too long first.
-    pub async fn ready(self) -> Result<u32, String> {
+    pub async fn ready(self) -> Result<u32, UpgradeError> {
         let pid = self.pid;
         let mut reader = self.ready;
         let read = tokio::task::spawn_blocking(move || {
@@ -196,16 +196,15 @@ impl Starting {
         });
         match tokio::time::timeout(READY_TIMEOUT, read).await {
             Ok(Ok(Ok(true))) => Ok(pid),
-            Ok(Ok(Ok(false))) => Err(format!("process {pid} sent something else than ready")),
-            Ok(Ok(Err(_))) => Err(format!("process {pid} exited before it was ready (its log says why)")),
-            Ok(Err(e)) => Err(format!("waiting for process {pid}: {e}")),
+            Ok(Ok(Ok(false))) => Err(UpgradeError::NotReady { pid, why: NotReady::Garbled }),
+            Ok(Ok(Err(_))) => Err(UpgradeError::NotReady { pid, why: NotReady::Exited }),
+            Ok(Err(e)) => Err(UpgradeError::NotReady { pid, why: NotReady::Wait(e) }),
             Err(_) => {
                 // Not ready in time: it must not take connections from the listeners it shares.
-                let _ = rustix::process::kill_process(
-                    rustix::process::Pid::from_raw(pid as i32).ok_or("no such process")?,
-                    rustix::process::Signal::KILL,
-                );
-                Err(format!("process {pid} was not ready within {READY_TIMEOUT:?}; killed"))
+                if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+                    let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+                }
+                Err(UpgradeError::NotReady { pid, why: NotReady::Timeout(READY_TIMEOUT) })
             }
         }
     }

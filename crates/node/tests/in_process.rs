@@ -2,7 +2,7 @@
 //! file, ready with its listeners' addresses in the `ready` event, serving a real backend, then
 //! stopped through its stop channel and drained.
 
-use gatehouse_node::{run_with, Events, Inherited};
+use gatehouse_node::{run_with, Events, Inherited, NodeError};
 use gatehouse_testkit::Backend;
 use serde_json::Value;
 use std::io::{Read, Write};
@@ -30,10 +30,10 @@ fn get(addr: SocketAddr, path: &str) -> String {
     out
 }
 
-#[test]
-fn a_node_runs_in_process_serves_and_stops_when_told() {
-    let backend = Backend::start("in-process");
-    let dir = std::env::temp_dir().join(format!("gatehouse-node-test-{}", std::process::id()));
+/// A configuration for one HTTP listener on `bind` in front of `backend`, in a directory of its
+/// own (removed by the caller).
+fn config_file(name: &str, bind: &str, backend: SocketAddr) -> (std::path::PathBuf, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("gatehouse-node-{name}-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("temp dir");
     let file = dir.join("gatehouse.yaml");
     std::fs::write(
@@ -41,14 +41,20 @@ fn a_node_runs_in_process_serves_and_stops_when_told() {
         format!(
             "workers: 1\n\
              control: {{ dir: {dir} }}\n\
-             listeners: {{ web: {{ bind: \"127.0.0.1:0\" }} }}\n\
+             listeners: {{ web: {{ bind: \"{bind}\" }} }}\n\
              upstreams: {{ app: {{ targets: [\"{backend}\"] }} }}\n\
              sites: {{ main: {{ hosts: [\"*\"], routes: [{{ path: /, upstream: app }}] }} }}\n",
             dir = dir.join("control").display(),
-            backend = backend.addr(),
         ),
     )
     .expect("write the configuration");
+    (dir, file)
+}
+
+#[test]
+fn a_node_runs_in_process_serves_and_stops_when_told() {
+    let backend = Backend::start("in-process");
+    let (dir, file) = config_file("serves", "127.0.0.1:0", backend.addr());
 
     let (events, rx) = Events::channel();
     let (stop, stopped) = tokio::sync::oneshot::channel();
@@ -65,7 +71,32 @@ fn a_node_runs_in_process_serves_and_stops_when_told() {
     stop.send(()).expect("the node listens for its stop");
     next(&rx, "draining");
     assert_eq!(next(&rx, "stopped")["unfinished_connections"], 0);
-    assert_eq!(node.join().expect("the node's thread ends"), Ok(()));
+    if let Err(e) = node.join().expect("the node's thread ends") {
+        panic!("the node stopped with an error: {e}");
+    }
     assert!(TcpStream::connect(addr).is_err(), "the listener is closed after the stop");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_listener_address_in_use_is_a_typed_error_with_its_cause() {
+    let backend = Backend::start("unused");
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("hold a port");
+    let addr = taken.local_addr().expect("address").to_string();
+    let (dir, file) = config_file("in-use", &addr, backend.addr());
+    let (events, _rx) = Events::channel();
+    let err = run_with(Some(file), events, Inherited::default(), None).expect_err("the port is taken");
+    assert!(matches!(err, NodeError::Listener(_)), "{err:?}");
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(&err);
+    let mut kinds = Vec::new();
+    while let Some(e) = cause {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            kinds.push(io.kind());
+        }
+        cause = e.source();
+    }
+    assert_eq!(kinds, [std::io::ErrorKind::AddrInUse], "{err}");
+    assert!(err.to_string().contains(&addr), "{err}");
+    drop(taken);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -2,6 +2,7 @@
 //! log, and the certificate store it manages; the listener itself is gatehouse-admin.
 
 use super::{other_socket, Control};
+use crate::error::{NodeError, Setting};
 use crate::upgrade::Inherited;
 use gatehouse_admin::{self as admin, AdminState, Api, Audit, CertStore, Tokens};
 use gatehouse_config::Config;
@@ -13,7 +14,7 @@ pub(super) fn start(
     control: &mut Control,
     config: &Config,
     inherited: &mut Inherited,
-) -> Result<Option<std::net::SocketAddr>, String> {
+) -> Result<Option<std::net::SocketAddr>, NodeError> {
     let Some(a) = &config.admin else { return Ok(None) };
     let l = other_socket(inherited, "admin", a.bind, &mut control.other_sockets)?;
     let addr = l.local_addr().ok();
@@ -29,29 +30,37 @@ pub(super) fn start(
 }
 
 /// The token in `path`, made (32 random bytes, hex, mode 600) when the file is missing.
-fn token_from_file(path: &Path, bind: std::net::SocketAddr) -> Result<String, String> {
+fn token_from_file(path: &Path, bind: std::net::SocketAddr) -> Result<String, NodeError> {
+    let failed = |action, path: &Path, source| NodeError::File {
+        setting: Some("admin.token_file"),
+        action,
+        path: path.to_path_buf(),
+        source,
+    };
     match std::fs::read_to_string(path) {
         Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
-        Ok(_) => return Err(format!("admin.token_file: {} is empty", path.display())),
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
-            return Err(format!("admin.token_file: cannot read {}: {e}", path.display()))
+        Ok(_) => {
+            return Err(NodeError::Settings(vec![Setting::new(
+                "admin.token_file",
+                format!("{} is empty", path.display()),
+            )]))
         }
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failed("read", path, e)),
         Err(_) => {}
     }
     let mut bytes = [0u8; 32];
-    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| "admin.token_file: no system randomness")?;
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| NodeError::NoRandomness("admin.token_file"))?;
     let token = data_encoding::HEXLOWER.encode(&bytes);
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("admin.token_file: cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|e| failed("create", dir, e))?;
     }
-    gatehouse_tls::issue::write_private(path, token.as_bytes())
-        .map_err(|e| format!("admin.token_file: cannot write {}: {e}", path.display()))?;
+    gatehouse_tls::issue::write_private(path, token.as_bytes()).map_err(|e| failed("write", path, e))?;
     tracing::info!(console = %format!("http://{bind}/console/"), token_file = %path.display(), "admin token made");
     Ok(token)
 }
 
 /// The admin API, when tokens are configured.
-fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) -> Result<Option<Arc<Api>>, String> {
+fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) -> Result<Option<Arc<Api>>, NodeError> {
     if !a.api_on() {
         return Ok(None);
     }
@@ -63,14 +72,19 @@ fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) ->
             role: gatehouse_config::AdminRole::Write,
         });
     }
-    let store = control.follower.store.clone().ok_or("the admin API needs a revision store")?;
+    let store = control.follower.store.clone().ok_or(NodeError::NoRevisionStore)?;
     let audit = match a.audit_log.as_deref() {
         Some("off") => None,
         Some(p) => Some(PathBuf::from(p)),
         None => Some(config.control.dir.join("audit.log")),
     };
     if let Some(dir) = audit.as_ref().and_then(|p| p.parent()).filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(dir).map_err(|e| format!("admin.audit_log: cannot create {}: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir).map_err(|source| NodeError::File {
+            setting: Some("admin.audit_log"),
+            action: "create",
+            path: dir.to_path_buf(),
+            source,
+        })?;
     }
     let certs = match &config.tls.store {
         Some(_) => Some(CertStore(crate::cert_catalog(config)?)),

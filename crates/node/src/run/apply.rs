@@ -4,6 +4,7 @@
 //! the running configuration whole.
 
 use super::{compile_text, open_log, read_base, stamp, Control};
+use crate::error::NodeError;
 use crate::follow::Follower;
 use crate::upgrade::Inherited;
 use gatehouse_config::{AccessLog as AccessLogConfig, Config};
@@ -38,7 +39,7 @@ impl Builders {
         config: Config,
         generation: u64,
         log: Option<(AccessLogConfig, AccessLog)>,
-    ) -> Result<Built, String> {
+    ) -> Result<Built, NodeError> {
         let log = match log {
             Some((cfg, log)) if cfg == config.access_log => Some((cfg, log)),
             _ => open_log(&config.access_log)?,
@@ -51,7 +52,7 @@ impl Builders {
             &self.plugins,
             log.as_ref().map(|(_, l)| l.clone()),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(NodeError::Snapshot)?;
         Ok(Built { config, snapshot, log })
     }
 }
@@ -73,14 +74,14 @@ impl Control {
                 tracing::error!(trigger = why, "reload rejected, keeping the running configuration:\n{e}");
                 self.events.emit(
                     "reload_failed",
-                    json!({ "errors": e.lines().collect::<Vec<_>>(), "generation": self.generation }),
+                    json!({ "errors": e.to_string().lines().collect::<Vec<_>>(), "generation": self.generation }),
                 );
             }
         }
     }
 
     /// Re-reads the file, merges the running revision into it, and applies the result.
-    async fn try_reload(&mut self) -> Result<(), String> {
+    async fn try_reload(&mut self) -> Result<(), NodeError> {
         let (base, source) = read_base(self.path.as_deref())?;
         let running = self.follower.running.as_ref().map(|r| (r.number, r.document.clone()));
         let (builders, generation, log, text) =
@@ -90,9 +91,13 @@ impl Control {
             .run(move || {
                 let config = match running {
                     Some((number, document)) => {
-                        let merged = gatehouse_control::document::merge(&text, &document).map_err(|e| e.to_string())?;
-                        gatehouse_config::compile_value(merged)
-                            .map_err(|e| format!("invalid configuration in {source} with revision {number}:\n{e}"))?
+                        let merged =
+                            gatehouse_control::document::merge(&text, &document).map_err(NodeError::Document)?;
+                        gatehouse_config::compile_value(merged).map_err(|errors| NodeError::Config {
+                            file: source,
+                            revision: Some(number),
+                            errors,
+                        })?
                     }
                     None => compile_text(&text, &source)?,
                 };
@@ -108,7 +113,7 @@ impl Control {
 
     /// Installs a built configuration: certificates, listeners, the snapshot, health checks. On
     /// error the running configuration stays whole.
-    pub(super) fn install(&mut self, built: Built) -> Result<(), String> {
+    pub(super) fn install(&mut self, built: Built) -> Result<(), NodeError> {
         let Built { config, snapshot, log } = built;
         for (field, changed) in [
             ("workers", config.workers != self.started_with.workers),
@@ -195,7 +200,7 @@ impl Control {
                     tracing::error!(revision = number, "revision refused, keeping the running configuration:\n{e}");
                     self.events.emit(
                         "apply_failed",
-                        json!({ "revision": number, "errors": e.lines().collect::<Vec<_>>(), "generation": self.generation }),
+                        json!({ "revision": number, "errors": e.to_string().lines().collect::<Vec<_>>(), "generation": self.generation }),
                     );
                 }
             }
