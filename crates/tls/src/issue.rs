@@ -111,14 +111,26 @@ pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, path)
 }
 
+/// How long before its end the quick start's certificate is made anew (at a start or reload).
+pub const SELF_SIGNED_RENEW_DAYS: i64 = 30;
+
 /// The quick start's certificate: `dir/self-signed.pem`, made on first use for `names`, valid
-/// [`SELF_SIGNED_DAYS`], and kept, so browsers can be told to trust it once. The directory is created with mode 0700 and the
-/// file with 0600: it holds a private key.
+/// [`SELF_SIGNED_DAYS`], and kept, so browsers can be told to trust it once; made anew when a
+/// start or reload finds it within [`SELF_SIGNED_RENEW_DAYS`] of its end (or past it). The
+/// directory is created with mode 0700 and the file with 0600: it holds a private key.
 pub fn ensure_self_signed(dir: &Path, names: &[&str]) -> Result<PathBuf, BundleError> {
     use std::os::unix::fs::DirBuilderExt;
     let path = dir.join("self-signed.pem");
-    if path.exists() {
-        return Ok(path);
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+    if let Ok(pem) = std::fs::read(&path) {
+        // A file that does not parse is left for the caller to report, never overwritten.
+        let ends = crate::bundle::parse(&pem, None, now).map(|(b, _)| b.facts.not_after);
+        match ends {
+            Ok(end) if end - now < SELF_SIGNED_RENEW_DAYS * 86_400 => {
+                tracing::warn!(path = %path.display(), ends = end, "the self-signed certificate ends soon; making a new one");
+            }
+            _ => return Ok(path),
+        }
     }
     let io = |what: &str, e: std::io::Error| BundleError(format!("cannot {what} {}: {e}", dir.display()));
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| io("create", e))?;
@@ -126,4 +138,38 @@ pub fn ensure_self_signed(dir: &Path, names: &[&str]) -> Result<PathBuf, BundleE
     write_private(&path, pem.as_bytes()).map_err(|e| io("write into", e))?;
     tracing::info!(path = %path.display(), names = ?names, "made a self-signed certificate");
     Ok(path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn not_after(path: &Path) -> i64 {
+        let pem = std::fs::read(path).expect("the certificate file");
+        crate::bundle::parse(&pem, None, 0).expect("a bundle").0.facts.not_after
+    }
+
+    #[test]
+    fn the_self_signed_certificate_is_kept_and_made_anew_near_its_end() {
+        let dir = std::env::temp_dir().join(format!("gatehouse-self-signed-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let names = ["localhost"];
+        let path = ensure_self_signed(&dir, &names).expect("made");
+        let first = std::fs::read(&path).expect("read");
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        assert!((not_after(&path) - now - (SELF_SIGNED_DAYS - BACKDATED_DAYS) * 86_400).abs() < 86_400);
+        // Kept while it has long to go.
+        ensure_self_signed(&dir, &names).expect("kept");
+        assert_eq!(std::fs::read(&path).expect("read"), first);
+        // Ten days left: made anew, for a full year again.
+        let short = self_signed(&names, Algorithm::EcdsaP256, 10).expect("a short one");
+        write_private(&path, short.as_bytes()).expect("write");
+        ensure_self_signed(&dir, &names).expect("renewed");
+        assert!(not_after(&path) - now > 300 * 86_400, "not renewed");
+        // A file that is not a certificate is left alone, for the caller to report.
+        write_private(&path, b"not a certificate").expect("write");
+        ensure_self_signed(&dir, &names).expect("left");
+        assert_eq!(std::fs::read(&path).expect("read"), b"not a certificate");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
