@@ -162,6 +162,39 @@ impl Follower {
         }
     }
 
+    /// The configuration to start with: the revision this node should run if the store says so
+    /// (or, with the store away, the one it ran last), else the file.
+    pub async fn initial_config(&mut self, base: &str, file: Config) -> Config {
+        let wait = file.redis.as_ref().map_or(Duration::from_secs(2), |r| r.connect_timeout.0 * 2);
+        let rev = match tokio::time::timeout(wait, self.pending()).await {
+            Ok(Some(rev)) => rev,
+            Ok(None) if self.store_ok => return file,
+            _ => match self.cached().filter(|_| self.follow) {
+                Some(rev) => {
+                    tracing::warn!(
+                        revision = rev.meta.number,
+                        "revision store away; starting on the revision applied last"
+                    );
+                    rev
+                }
+                None => return file,
+            },
+        };
+        let number = rev.meta.number;
+        match Follower::merged(base, &rev) {
+            Ok((config, running)) => {
+                tracing::info!(revision = number, "starting on published revision");
+                self.applied(rev, running)();
+                config
+            }
+            Err(e) => {
+                tracing::error!(revision = number, "published revision refused, starting on the file:\n{e}");
+                self.refused(number, &e);
+                file
+            }
+        }
+    }
+
     /// The configuration of `rev` on this node: its document merged into `base`, compiled.
     pub fn merged(base: &str, rev: &Revision) -> Result<(Config, Running), NodeError> {
         let document = rev.document.clone();

@@ -142,39 +142,6 @@ fn other_socket(
     tokio::net::TcpListener::from_std(socket).map_err(|e| failed(None, e))
 }
 
-/// The configuration to start with: the revision this node should run if the store says so
-/// (or, with the store away, the one it ran last), else the file.
-async fn initial_config(follower: &mut Follower, base: &str, file: Config) -> Config {
-    let wait = file.redis.as_ref().map_or(Duration::from_secs(2), |r| r.connect_timeout.0 * 2);
-    let rev = match tokio::time::timeout(wait, follower.pending()).await {
-        Ok(Some(rev)) => rev,
-        Ok(None) if follower.store_ok => return file,
-        _ => match follower.cached().filter(|_| follower.follow) {
-            Some(rev) => {
-                tracing::warn!(
-                    revision = rev.meta.number,
-                    "revision store away; starting on the revision applied last"
-                );
-                rev
-            }
-            None => return file,
-        },
-    };
-    let number = rev.meta.number;
-    match Follower::merged(base, &rev) {
-        Ok((config, running)) => {
-            tracing::info!(revision = number, "starting on published revision");
-            follower.applied(rev, running)();
-            config
-        }
-        Err(e) => {
-            tracing::error!(revision = number, "published revision refused, starting on the file:\n{e}");
-            follower.refused(number, &e);
-            file
-        }
-    }
-}
-
 /// Signals the node answers, watched before anything is announced so that a signal sent right
 /// after "ready" is handled rather than killing the process.
 struct Signals {
@@ -252,7 +219,7 @@ impl Control {
         let access_log = open_log(&config.access_log)?;
         let tls = TlsRuntime::new(config).await?;
         let mut follower = Follower::new(config, tls.cluster())?;
-        let config = initial_config(&mut follower, &base, file_config.clone()).await;
+        let config = follower.initial_config(&base, file_config.clone()).await;
         let plugins = PluginRegistry::new(tls.cluster().cloned());
         let snapshot = Snapshot::build(
             Arc::new(config.clone()),
