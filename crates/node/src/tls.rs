@@ -163,9 +163,8 @@ fn fixed_bundles(config: &Config) -> Result<Vec<Arc<Bundle>>, Vec<Setting>> {
     }
     if let Some(ss) = &config.tls.self_signed {
         let names: Vec<&str> = ss.names.iter().map(String::as_str).collect();
-        let loaded = gatehouse_tls::issue::ensure_self_signed(&ss.dir, &names).and_then(|path| {
-            DirStore::load(&path, now).map_err(|e| bundle::BundleError(format!("{}: {e}", path.display())))
-        });
+        let loaded = gatehouse_tls::issue::ensure_self_signed(&ss.dir, &names)
+            .and_then(|path| DirStore::load(&path, now).map_err(|e| e.at(path.display().to_string())));
         match loaded {
             Ok(b) => out.push(b),
             Err(e) => errors.push(Setting::new("tls.self_signed", e)),

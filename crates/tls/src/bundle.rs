@@ -73,20 +73,112 @@ pub struct Bundle {
     pub facts: Facts,
 }
 
-/// Why a bundle was refused.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct BundleError(pub String);
+/// Why a bundle was refused, or could not be read or made.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum BundleError {
+    /// A PEM block does not decode.
+    Pem(rustls::pki_types::pem::Error),
+    /// There is no CERTIFICATE block.
+    NoCertificate,
+    /// There is no PRIVATE KEY block.
+    NoKey,
+    /// There is more than one private key.
+    SeveralKeys(usize),
+    /// The private key is not the certificate's.
+    KeyMismatch,
+    /// rustls cannot sign with the private key.
+    Key(rustls::Error),
+    /// A certificate does not parse as X.509.
+    Certificate {
+        /// Its place in the chain (1 is the leaf), when a chain was read.
+        index: Option<usize>,
+        /// Why.
+        source: x509_parser::nom::Err<x509_parser::error::X509Error>,
+    },
+    /// A certificate is not issued by the one that follows it.
+    ChainOrder {
+        /// Its place in the chain (1 is the leaf).
+        index: usize,
+        /// Its issuer.
+        issuer: String,
+        /// The subject of the certificate that follows it.
+        next: String,
+    },
+    /// The leaf names no DNS name.
+    NoDnsName,
+    /// A key or certificate could not be generated.
+    Generate {
+        /// `generate a key` or `make a certificate`.
+        what: &'static str,
+        /// Why.
+        source: rcgen::Error,
+    },
+    /// A file or directory could not be read, created or written.
+    Io {
+        /// `read`, `create` or `write into`.
+        action: &'static str,
+        /// Which, when the message does not stand beside it already.
+        path: Option<std::path::PathBuf>,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A bundle found at a place (a file, a Redis bundle id) was refused.
+    At {
+        /// The place.
+        at: String,
+        /// Why.
+        source: Box<BundleError>,
+    },
+}
 
 impl std::fmt::Display for BundleError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        match self {
+            BundleError::Pem(e) => write!(f, "unparsable PEM: {e}"),
+            BundleError::NoCertificate => f.write_str("no CERTIFICATE block found"),
+            BundleError::NoKey => f.write_str("no PRIVATE KEY block found"),
+            BundleError::SeveralKeys(n) => write!(f, "{n} private keys found; a bundle holds exactly one"),
+            BundleError::KeyMismatch => f.write_str("private key does not match the certificate"),
+            BundleError::Key(e) => write!(f, "unusable private key: {e}"),
+            BundleError::Certificate { index: Some(i), source } => {
+                write!(f, "certificate {i} of the chain does not parse: {source}")
+            }
+            BundleError::Certificate { index: None, source } => write!(f, "certificate does not parse: {source}"),
+            BundleError::ChainOrder { index, issuer, next } => write!(
+                f,
+                "chain in wrong order: certificate {index} is issued by \"{issuer}\", but certificate {} is \"{next}\" \
+                 (put the leaf first, then each issuer)",
+                index + 1
+            ),
+            BundleError::NoDnsName => f.write_str("the certificate names no DNS name (subjectAltName or common name)"),
+            BundleError::Generate { what, source } => write!(f, "cannot {what}: {source}"),
+            BundleError::Io { action, path: Some(p), source } => write!(f, "cannot {action} {}: {source}", p.display()),
+            BundleError::Io { action, path: None, source } => write!(f, "cannot {action}: {source}"),
+            BundleError::At { at, source } => write!(f, "{at}: {source}"),
+        }
     }
 }
 
-impl std::error::Error for BundleError {}
+impl std::error::Error for BundleError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BundleError::Pem(e) => Some(e),
+            BundleError::Key(e) => Some(e),
+            BundleError::Certificate { source, .. } => Some(source),
+            BundleError::Generate { source, .. } => Some(source),
+            BundleError::Io { source, .. } => Some(source),
+            BundleError::At { source, .. } => Some(&**source),
+            _ => None,
+        }
+    }
+}
 
-fn err<T>(msg: impl Into<String>) -> Result<T, BundleError> {
-    Err(BundleError(msg.into()))
+impl BundleError {
+    /// This error, found at `at` (a file, a Redis bundle id).
+    pub fn at(self, at: impl Into<String>) -> Self {
+        BundleError::At { at: at.into(), source: Box::new(self) }
+    }
 }
 
 /// The provider every certificate and connection uses.
@@ -108,19 +200,19 @@ pub fn crypto_provider() -> CryptoProvider {
 pub fn split_pem(pem: &[u8]) -> Result<(Vec<CertificateDer<'static>>, PrivateKeyDer<'static>), BundleError> {
     let certs = all_of::<CertificateDer<'static>>(pem)?;
     if certs.is_empty() {
-        return err("no CERTIFICATE block found");
+        return Err(BundleError::NoCertificate);
     }
     let mut keys = all_of::<PrivateKeyDer<'static>>(pem)?;
     match keys.len() {
-        0 => err("no PRIVATE KEY block found"),
+        0 => Err(BundleError::NoKey),
         1 => Ok((certs, keys.remove(0))),
-        n => err(format!("{n} private keys found; a bundle holds exactly one")),
+        n => Err(BundleError::SeveralKeys(n)),
     }
 }
 
 /// Every PEM section of one kind, in order.
 fn all_of<T: PemObject>(pem: &[u8]) -> Result<Vec<T>, BundleError> {
-    T::pem_slice_iter(pem).map(|item| item.map_err(|e| BundleError(format!("unparsable PEM: {e}")))).collect()
+    T::pem_slice_iter(pem).map(|item| item.map_err(BundleError::Pem)).collect()
 }
 
 /// Parses and checks a bundle from PEM text holding the chain (leaf first) and the key.
@@ -131,8 +223,8 @@ pub fn parse(pem: &[u8], ocsp: Option<Vec<u8>>, now: i64) -> Result<(Bundle, Vec
     let provider = provider();
     let mut certified = match CertifiedKey::from_der(chain, key, &provider) {
         Ok(c) => c,
-        Err(rustls::Error::InconsistentKeys(_)) => return err("private key does not match the certificate"),
-        Err(e) => return err(format!("unusable private key: {e}")),
+        Err(rustls::Error::InconsistentKeys(_)) => return Err(BundleError::KeyMismatch),
+        Err(e) => return Err(BundleError::Key(e)),
     };
     certified.ocsp = ocsp;
     let key_kind = match certified.key.algorithm() {
@@ -154,27 +246,24 @@ pub fn describe(chain: &[CertificateDer<'_>]) -> Result<Facts, BundleError> {
     for (i, der) in chain.iter().enumerate() {
         match X509Certificate::from_der(der.as_ref()) {
             Ok((_, cert)) => parsed.push(cert),
-            Err(e) => return err(format!("certificate {} of the chain does not parse: {e}", i + 1)),
+            Err(source) => return Err(BundleError::Certificate { index: Some(i + 1), source }),
         }
     }
     let Some(leaf) = parsed.first() else {
-        return err("no CERTIFICATE block found");
+        return Err(BundleError::NoCertificate);
     };
     for (i, pair) in parsed.windows(2).enumerate() {
         if pair[0].issuer().as_raw() != pair[1].subject().as_raw() {
-            return err(format!(
-                "chain in wrong order: certificate {} is issued by \"{}\", but certificate {} is \"{}\" \
-                 (put the leaf first, then each issuer)",
-                i + 1,
-                pair[0].issuer(),
-                i + 2,
-                pair[1].subject()
-            ));
+            return Err(BundleError::ChainOrder {
+                index: i + 1,
+                issuer: pair[0].issuer().to_string(),
+                next: pair[1].subject().to_string(),
+            });
         }
     }
     let names = leaf_names(leaf);
     if names.is_empty() {
-        return err("the certificate names no DNS name (subjectAltName or common name)");
+        return Err(BundleError::NoDnsName);
     }
     Ok(Facts {
         names,
@@ -222,12 +311,12 @@ fn leaf_names(leaf: &X509Certificate<'_>) -> Vec<String> {
 pub fn pem_names(pem: &[u8]) -> Result<Vec<String>, BundleError> {
     let leaf = match CertificateDer::pem_slice_iter(pem).next() {
         Some(Ok(c)) => c,
-        Some(Err(e)) => return err(format!("unparsable PEM: {e}")),
-        None => return err("no CERTIFICATE block found"),
+        Some(Err(e)) => return Err(BundleError::Pem(e)),
+        None => return Err(BundleError::NoCertificate),
     };
     match X509Certificate::from_der(leaf.as_ref()) {
         Ok((_, cert)) => Ok(leaf_names(&cert)),
-        Err(e) => err(format!("certificate does not parse: {e}")),
+        Err(source) => Err(BundleError::Certificate { index: None, source }),
     }
 }
 

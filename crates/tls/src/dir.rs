@@ -107,13 +107,15 @@ impl DirStore {
         // Files are read without the lock: lookups go on during a scan.
         let mut read = Vec::new();
         for (path, st) in updates {
-            let names = std::fs::read(&path).map_err(|e| BundleError(format!("cannot read: {e}"))).and_then(|pem| {
-                if check {
-                    bundle::parse(&pem, None, 0).map(|(b, _)| b.facts.names)
-                } else {
-                    bundle::pem_names(&pem)
-                }
-            });
+            let names = std::fs::read(&path)
+                .map_err(|source| BundleError::Io { action: "read", path: None, source })
+                .and_then(|pem| {
+                    if check {
+                        bundle::parse(&pem, None, 0).map(|(b, _)| b.facts.names)
+                    } else {
+                        bundle::pem_names(&pem)
+                    }
+                });
             match names {
                 Ok(names) => read.push((path, st, names)),
                 Err(e) => {
@@ -160,7 +162,11 @@ impl DirStore {
 
     /// Loads and checks one bundle file (blocking).
     pub fn load(path: &Path, now: i64) -> Result<Arc<Bundle>, BundleError> {
-        let pem = std::fs::read(path).map_err(|e| BundleError(format!("cannot read {}: {e}", path.display())))?;
+        let pem = std::fs::read(path).map_err(|source| BundleError::Io {
+            action: "read",
+            path: Some(path.to_path_buf()),
+            source,
+        })?;
         let ocsp = std::fs::read(ocsp_path(path)).ok();
         let (b, warnings) = bundle::parse(&pem, ocsp, now)?;
         for w in warnings {

@@ -23,11 +23,11 @@ fn key_pair(alg: Algorithm) -> Result<KeyPair, BundleError> {
         Algorithm::EcdsaP256 => KeyPair::generate_for(&PKCS_ECDSA_P256_SHA256),
         Algorithm::Rsa2048 => KeyPair::generate_for(&PKCS_RSA_SHA256),
     };
-    made.map_err(|e| BundleError(format!("cannot generate a key: {e}")))
+    made.map_err(|source| BundleError::Generate { what: "generate a key", source })
 }
 
 fn gen_err(e: rcgen::Error) -> BundleError {
-    BundleError(format!("cannot make a certificate: {e}"))
+    BundleError::Generate { what: "make a certificate", source: e }
 }
 
 /// How far back a generated certificate's validity starts, so a client whose clock is a little
@@ -132,7 +132,7 @@ pub fn ensure_self_signed(dir: &Path, names: &[&str]) -> Result<PathBuf, BundleE
             _ => return Ok(path),
         }
     }
-    let io = |what: &str, e: std::io::Error| BundleError(format!("cannot {what} {}: {e}", dir.display()));
+    let io = |action, source| BundleError::Io { action, path: Some(dir.to_path_buf()), source };
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| io("create", e))?;
     let pem = self_signed(names, Algorithm::EcdsaP256, SELF_SIGNED_DAYS - BACKDATED_DAYS)?;
     write_private(&path, pem.as_bytes()).map_err(|e| io("write into", e))?;

@@ -139,9 +139,7 @@ impl RedisStore {
         tokio::task::spawn_blocking(move || {
             pems.into_iter()
                 .map(|(id, pem)| {
-                    bundle::parse(&pem, None, now)
-                        .map(|(b, _)| Arc::new(b))
-                        .map_err(|e| BundleError(format!("bundle {id}: {e}")))
+                    bundle::parse(&pem, None, now).map(|(b, _)| Arc::new(b)).map_err(|e| e.at(format!("bundle {id}")))
                 })
                 .collect()
         })

@@ -40,7 +40,8 @@ fn key_of_another_certificate_is_refused() {
     let cert_a = &a[..a.find("-----BEGIN PRIVATE KEY").expect("test setup")];
     let key_b = &b[b.find("-----BEGIN PRIVATE KEY").expect("test setup")..];
     let e = parse(format!("{cert_a}{key_b}").as_bytes(), None, now()).expect_err("refused");
-    assert_eq!(e.0, "private key does not match the certificate");
+    assert!(matches!(e, BundleError::KeyMismatch), "{e:?}");
+    assert_eq!(e.to_string(), "private key does not match the certificate");
 }
 
 #[test]
@@ -53,15 +54,16 @@ fn chain_in_wrong_order_is_refused() {
     let blocks: Vec<&str> = pem.split_inclusive("-----END CERTIFICATE-----\n").collect();
     let swapped = format!("{}{}{}", blocks[1], blocks[0], blocks[2]);
     let e = parse(swapped.as_bytes(), None, now()).expect_err("refused");
-    assert!(e.0.starts_with("chain in wrong order"), "{e}");
+    assert!(matches!(e, BundleError::ChainOrder { index: 1, .. }), "{e:?}");
+    assert!(e.to_string().starts_with("chain in wrong order"), "{e}");
 }
 
 #[test]
 fn garbage_and_missing_parts_are_refused() {
-    assert_eq!(parse(b"hello", None, now()).expect_err("refused").0, "no CERTIFICATE block found");
+    assert_eq!(parse(b"hello", None, now()).expect_err("refused").to_string(), "no CERTIFICATE block found");
     let pem = self_signed(&["a.test"], Algorithm::EcdsaP256, 30).expect("test setup");
     let cert_only = &pem[..pem.find("-----BEGIN PRIVATE KEY").expect("test setup")];
-    assert_eq!(parse(cert_only.as_bytes(), None, now()).expect_err("refused").0, "no PRIVATE KEY block found");
+    assert!(matches!(parse(cert_only.as_bytes(), None, now()).expect_err("refused"), BundleError::NoKey));
     let broken = pem.replacen("MI", "!!", 1);
     assert!(parse(broken.as_bytes(), None, now()).is_err());
 }
