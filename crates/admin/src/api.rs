@@ -123,9 +123,8 @@ impl From<StoreError> for ApiError {
                 version: Some(current),
                 ..ApiError::new(StatusCode::PRECONDITION_FAILED, format!("the draft is at version {current}"))
             },
-            StoreError::Unavailable(_) => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
-            StoreError::Corrupt(_) => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
-            _ => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            e if e.is_unavailable() => ApiError::new(StatusCode::SERVICE_UNAVAILABLE, e.to_string()),
+            _ => ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()),
         }
     }
 }

@@ -29,28 +29,28 @@ pub struct LocalStore {
     changes: watch::Sender<u64>,
 }
 
-fn unavailable(what: &str, path: &Path, e: impl std::fmt::Display) -> StoreError {
-    StoreError::Unavailable(format!("cannot {what} {}: {e}", path.display()))
+fn unavailable(action: &'static str, path: &Path, source: std::io::Error) -> StoreError {
+    StoreError::Io { action, path: path.to_path_buf(), source }
 }
 
 fn read_json<T: DeserializeOwned>(path: &Path) -> Result<Option<T>, StoreError> {
     match std::fs::read(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)
-            .map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display()))),
+            .map_err(|source| StoreError::Json { path: Some(path.to_path_buf()), source }),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(unavailable("read", path, e)),
     }
 }
 
 fn write_json<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
-    let bytes = serde_json::to_vec(value).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let bytes = serde_json::to_vec(value).map_err(|source| StoreError::Json { path: None, source })?;
     write_private(path, &bytes).map_err(|e| unavailable("write", path, e))
 }
 
 fn append_line<T: serde::Serialize>(path: &Path, value: &T) -> Result<(), StoreError> {
     use std::os::unix::fs::OpenOptionsExt;
-    let mut line = serde_json::to_vec(value).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+    let mut line = serde_json::to_vec(value).map_err(|source| StoreError::Json { path: None, source })?;
     line.push(b'\n');
     let mut f = std::fs::OpenOptions::new()
         .append(true)
@@ -69,7 +69,7 @@ fn read_lines<T: DeserializeOwned>(path: &Path) -> Result<Vec<T>, StoreError> {
     };
     text.lines()
         .filter(|l| !l.trim().is_empty())
-        .map(|l| serde_json::from_str(l).map_err(|e| StoreError::Corrupt(format!("{}: {e}", path.display()))))
+        .map(|l| serde_json::from_str(l).map_err(|source| StoreError::Json { path: Some(path.to_path_buf()), source }))
         .collect()
 }
 

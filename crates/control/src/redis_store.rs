@@ -51,17 +51,17 @@ pub struct RedisStore {
 }
 
 fn down(e: gatehouse_redis::Error) -> StoreError {
-    StoreError::Unavailable(format!("redis: {e}"))
+    StoreError::Redis(e)
 }
 
-fn corrupt(e: impl std::fmt::Display) -> StoreError {
-    StoreError::Corrupt(e.to_string())
+fn json(source: serde_json::Error) -> StoreError {
+    StoreError::Json { path: None, source }
 }
 
 /// A random epoch for the releases hash (see [`RECORD`]).
 fn new_epoch() -> Result<String, StoreError> {
     let mut bytes = [0u8; 8];
-    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| corrupt("no randomness for the releases' epoch"))?;
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| StoreError::Damaged("no randomness for the releases' epoch"))?;
     Ok(data_encoding::HEXLOWER.encode(&bytes))
 }
 
@@ -78,13 +78,13 @@ impl RedisStore {
         let plain = self
             .cluster
             .open(Purpose::Revisions, aad, sealed)
-            .ok_or_else(|| corrupt("a stored revision does not open with this node's cluster secret"))?;
-        serde_json::from_slice(&plain).map_err(corrupt)
+            .ok_or(StoreError::Damaged("a stored revision does not open with this node's cluster secret"))?;
+        serde_json::from_slice(&plain).map_err(json)
     }
 
     fn seal<T: serde::Serialize>(&self, aad: &[u8], value: &T) -> Result<Vec<u8>, StoreError> {
-        let plain = serde_json::to_vec(value).map_err(corrupt)?;
-        self.cluster.seal(Purpose::Revisions, aad, &plain).ok_or_else(|| corrupt("cannot seal"))
+        let plain = serde_json::to_vec(value).map_err(json)?;
+        self.cluster.seal(Purpose::Revisions, aad, &plain).ok_or(StoreError::Damaged("cannot seal"))
     }
 
     pub(crate) async fn draft(&self) -> Result<Option<Draft>, StoreError> {
@@ -103,18 +103,19 @@ impl RedisStore {
         match v.as_int() {
             Some(n) if n > 0 => Ok(draft),
             Some(n) => Err(StoreError::Conflict { current: (-1 - n) as u64 }),
-            None => Err(corrupt("unexpected reply to the draft script")),
+            None => Err(StoreError::Damaged("unexpected reply to the draft script")),
         }
     }
 
     pub(crate) async fn commit(&self, mut revision: Revision) -> Result<Revision, StoreError> {
         let client = self.cluster.client();
         let n = client.incr(self.key("revseq")).await.map_err(down)?;
-        revision.meta.number = u64::try_from(n).map_err(corrupt)?;
+        revision.meta.number =
+            u64::try_from(n).map_err(|_| StoreError::BadField { field: "revseq".into(), value: n.to_string() })?;
         let number = revision.meta.number.to_string();
         let sealed = self.seal(number.as_bytes(), &revision)?;
         client.set(self.key(&format!("rev:{number}")), &sealed).await.map_err(down)?;
-        let meta = serde_json::to_string(&revision.meta).map_err(corrupt)?;
+        let meta = serde_json::to_string(&revision.meta).map_err(json)?;
         client.hset(self.key("revs"), &[(number.as_str(), meta.as_str())]).await.map_err(down)?;
         Ok(revision)
     }
@@ -130,14 +131,14 @@ impl RedisStore {
     pub(crate) async fn revisions(&self) -> Result<Vec<RevisionMeta>, StoreError> {
         let all = self.cluster.client().hgetall(self.key("revs")).await.map_err(down)?;
         let mut out: Vec<RevisionMeta> =
-            all.iter().map(|(_, v)| serde_json::from_slice(v).map_err(corrupt)).collect::<Result<_, _>>()?;
+            all.iter().map(|(_, v)| serde_json::from_slice(v).map_err(json)).collect::<Result<_, _>>()?;
         out.sort_by_key(|m| m.number);
         Ok(out)
     }
 
     pub(crate) async fn revision_meta(&self, number: u64) -> Result<Option<RevisionMeta>, StoreError> {
         match self.cluster.client().hget(self.key("revs"), number.to_string()).await.map_err(down)? {
-            Some(v) => serde_json::from_slice(&v).map(Some).map_err(corrupt),
+            Some(v) => serde_json::from_slice(&v).map(Some).map_err(json),
             None => Ok(None),
         }
     }
@@ -151,7 +152,9 @@ impl RedisStore {
                 r.epoch = value.into_owned();
                 continue;
             }
-            let n: u64 = value.parse().map_err(|_| corrupt(format!("releases.{field}: {value}")))?;
+            let n: u64 = value
+                .parse()
+                .map_err(|_| StoreError::BadField { field: format!("releases.{field}"), value: value.to_string() })?;
             match field.as_ref() {
                 "released" => r.released = Some(n),
                 "seq" => r.seq = n,
@@ -172,7 +175,7 @@ impl RedisStore {
             (Some(label), _) => (format!("stage:{label}"), after.staged.get(label).map(u64::to_string)),
             (None, released) => ("released".to_string(), released.map(|n| n.to_string())),
         };
-        let json = serde_json::to_string(&event).map_err(corrupt)?;
+        let json = serde_json::to_string(&event).map_err(json)?;
         let keys = [self.key("releases"), self.key("history")];
         let cap = (HISTORY_CAP - 1).to_string();
         let args = [field, value.unwrap_or_default(), json, self.channel(), cap, new_epoch()?];
@@ -185,18 +188,18 @@ impl RedisStore {
         let key = self.key("history");
         let v = self.cluster.client().cmd(&[b"LRANGE", key.as_bytes(), b"0", stop.as_bytes()]).await.map_err(down)?;
         let Value::Array(items) = v else { return Ok(Vec::new()) };
-        items.iter().filter_map(Value::as_bytes).map(|b| serde_json::from_slice(b).map_err(corrupt)).collect()
+        items.iter().filter_map(Value::as_bytes).map(|b| serde_json::from_slice(b).map_err(json)).collect()
     }
 
     pub(crate) async fn report(&self, report: &NodeReport) -> Result<(), StoreError> {
-        let json = serde_json::to_string(report).map_err(corrupt)?;
+        let json = serde_json::to_string(report).map_err(json)?;
         self.cluster.client().hset(self.key("nodes"), &[(report.id.as_str(), json.as_str())]).await.map_err(down)?;
         Ok(())
     }
 
     pub(crate) async fn nodes(&self) -> Result<Vec<NodeReport>, StoreError> {
         let all = self.cluster.client().hgetall(self.key("nodes")).await.map_err(down)?;
-        all.iter().map(|(_, v)| serde_json::from_slice(v).map_err(corrupt)).collect()
+        all.iter().map(|(_, v)| serde_json::from_slice(v).map_err(json)).collect()
     }
 
     fn channel(&self) -> String {

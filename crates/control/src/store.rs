@@ -19,10 +19,35 @@ pub enum StoreError {
         /// The draft's version now.
         current: u64,
     },
-    /// The store cannot be reached or written.
-    Unavailable(String),
-    /// What the store holds cannot be read (wrong cluster secret, damaged file).
-    Corrupt(String),
+    /// A file of a local store cannot be read or written.
+    Io {
+        /// `read`, `write` or `open`.
+        action: &'static str,
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Redis cannot be reached, or refused a command.
+    Redis(gatehouse_redis::Error),
+    /// A stored record is not the JSON it should be.
+    Json {
+        /// The file, for a local store.
+        path: Option<PathBuf>,
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// A stored value is not what the store writes (a field of the releases, the revision
+    /// counter).
+    BadField {
+        /// The field.
+        field: String,
+        /// What it holds.
+        value: String,
+    },
+    /// What the store holds cannot be used (a revision sealed under another cluster secret, an
+    /// unexpected script reply), or a value cannot be sealed or made.
+    Damaged(&'static str),
     /// The directory of a local store cannot be created.
     CreateDir {
         /// The directory.
@@ -38,19 +63,39 @@ impl fmt::Display for StoreError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             StoreError::Conflict { current } => write!(f, "the draft is at version {current}; read it again"),
-            StoreError::Unavailable(e) => write!(f, "revision store unavailable: {e}"),
-            StoreError::Corrupt(e) => write!(f, "revision store damaged: {e}"),
+            StoreError::Io { action, path, source } => {
+                write!(f, "revision store unavailable: cannot {action} {}: {source}", path.display())
+            }
+            StoreError::Redis(e) => write!(f, "revision store unavailable: redis: {e}"),
+            StoreError::Json { path: Some(p), source } => {
+                write!(f, "revision store damaged: {}: {source}", p.display())
+            }
+            StoreError::Json { path: None, source } => write!(f, "revision store damaged: {source}"),
+            StoreError::BadField { field, value } => write!(f, "revision store damaged: {field}: {value}"),
+            StoreError::Damaged(why) => write!(f, "revision store damaged: {why}"),
             StoreError::CreateDir { path, source } => write!(f, "cannot create {}: {source}", path.display()),
             StoreError::Subscribe(e) => e.fmt(f),
         }
     }
 }
 
+impl StoreError {
+    /// Whether the store could not be reached or written (it may answer later), rather than
+    /// holding something it cannot use or refusing a stale write.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Io { .. } | StoreError::Redis(_) | StoreError::CreateDir { .. } | StoreError::Subscribe(_)
+        )
+    }
+}
+
 impl std::error::Error for StoreError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            StoreError::CreateDir { source, .. } => Some(source),
-            StoreError::Subscribe(e) => Some(e),
+            StoreError::CreateDir { source, .. } | StoreError::Io { source, .. } => Some(source),
+            StoreError::Subscribe(e) | StoreError::Redis(e) => Some(e),
+            StoreError::Json { source, .. } => Some(source),
             _ => None,
         }
     }
