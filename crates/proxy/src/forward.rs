@@ -199,9 +199,9 @@ where
     B::Error: Into<gatehouse_upstream::BoxError>,
 {
     async move {
-        let route = route(snap, &req)?;
+        let (route, host) = route(snap, &req)?;
         outcome.route = Some(route.clone());
-        let client_cert = gate(route, &req, conn)?;
+        let client_cert = gate(route, host, &req, conn)?;
         let upstream = &route.upstream;
         let settings = &upstream.settings;
         let h2_downstream = req.version() == Version::HTTP_2;
@@ -337,18 +337,20 @@ fn client_failure(e: UpstreamError, limit: u64) -> ProxyError {
     }
 }
 
-/// The route of a request: its host checked, then the router's match for host and path.
+/// The route of a request and the host it was routed by (empty when the request names none):
+/// its host checked, then the router's match for host and path.
 #[inline]
-fn route<'s, B>(snap: &'s Snapshot, req: &Request<B>) -> Result<&'s Arc<RouteEntry>, ProxyError> {
+fn route<'s, 'r, B>(snap: &'s Snapshot, req: &'r Request<B>) -> Result<(&'s Arc<RouteEntry>, &'r str), ProxyError> {
     let host = request_host(req)?;
     if host.is_some_and(|h| !valid_host(h)) {
         return Err(ProxyError::BadRequest("invalid Host header"));
     }
-    let route = snap.router.lookup(host.unwrap_or(""), req.uri().path()).ok_or(ProxyError::NoRoute)?;
+    let host = host.unwrap_or("");
+    let route = snap.router.lookup(host, req.uri().path()).ok_or(ProxyError::NoRoute)?;
     if route.service.as_ref().is_some_and(|s| !s.owns(req.uri().path())) {
         return Err(ProxyError::NoRoute);
     }
-    Ok(route)
+    Ok((route, host))
 }
 
 /// What the route asks of the connection and the request before anything is forwarded: HTTPS
@@ -357,11 +359,11 @@ fn route<'s, B>(snap: &'s Snapshot, req: &Request<B>) -> Result<&'s Arc<RouteEnt
 #[inline]
 fn gate<'c, B>(
     route: &RouteEntry,
+    host: &str,
     req: &Request<B>,
     conn: &'c ConnInfo,
 ) -> Result<Option<Option<&'c ClientCert>>, ProxyError> {
     if let (Some(port), false) = (route.https_redirect, conn.tls) {
-        let host = request_host(req)?.unwrap_or("");
         return Err(ProxyError::RedirectHttps(https_location(host, port, req.uri())));
     }
     let client_cert = match route.client_auth {
