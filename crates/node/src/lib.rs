@@ -42,7 +42,7 @@ pub fn cert_catalog(config: &Config) -> Result<Catalog, NodeError> {
     if let Some(dir) = &s.dir {
         return Ok(Catalog::Dir(dir.clone()));
     }
-    let cluster = tls::cluster(config, Arc::new(gatehouse_tls::TlsStats::default()))?.ok_or_else(|| {
+    let cluster = tls::cluster(config, Arc::default())?.ok_or_else(|| {
         NodeError::Settings(vec![error::Setting::new("tls.store.redis", "needs the `redis` section")])
     })?;
     Ok(Catalog::Redis(gatehouse_tls::redis_store::RedisStore::new(cluster)))

@@ -3,7 +3,7 @@
 //! listener.
 
 use crate::error::{Cause, NodeError, Setting};
-use gatehouse_cluster::Cluster;
+use gatehouse_cluster::{Cluster, RedisStats};
 use gatehouse_config::{Config, Listener, ListenerProtocol, SessionCacheMode, Tickets, TlsVersion};
 use gatehouse_tls::bundle::{self, Bundle};
 use gatehouse_tls::certs::Store;
@@ -186,7 +186,7 @@ fn certs_options(config: &Config) -> CertsOptions {
 }
 
 /// The cluster's Redis and keys, when the configuration has a `redis` section.
-pub fn cluster(config: &Config, stats: Arc<TlsStats>) -> Result<Option<Arc<Cluster>>, NodeError> {
+pub fn cluster(config: &Config, stats: Arc<RedisStats>) -> Result<Option<Arc<Cluster>>, NodeError> {
     let Some(r) = &config.redis else { return Ok(None) };
     let secret = std::fs::read(&r.secret_file).map_err(|source| NodeError::File {
         setting: Some("redis.secret_file"),
@@ -195,7 +195,7 @@ pub fn cluster(config: &Config, stats: Arc<TlsStats>) -> Result<Option<Arc<Clust
         source,
     })?;
     let secret = secret.trim_ascii();
-    Cluster::new(&r.url, &r.prefix, secret, r.connect_timeout.0, r.command_timeout.0, stats.redis.clone())
+    Cluster::new(&r.url, &r.prefix, secret, r.connect_timeout.0, r.command_timeout.0, stats)
         .map(Some)
         .map_err(NodeError::Cluster)
 }
@@ -217,7 +217,7 @@ impl TlsRuntime {
     pub async fn new(config: &Config) -> Result<Self, NodeError> {
         let fixed = fixed_bundles(config).map_err(NodeError::Settings)?;
         let stats = Arc::new(TlsStats::default());
-        let cluster = cluster(config, stats.clone())?;
+        let cluster = cluster(config, stats.redis.clone())?;
         if let Some(c) = &cluster {
             // The client connects in the background; give it its connect timeout before the
             // first use, so a node whose Redis is up starts on the cluster's state.
