@@ -2,8 +2,9 @@
 //! duplicates, ranges). All errors are collected; a configuration with any error is rejected whole.
 
 use crate::error::ValueError;
-use crate::model::{Balance, Config};
+use crate::model::Config;
 use crate::schema;
+use crate::upstream::Balance;
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 

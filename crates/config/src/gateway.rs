@@ -2,8 +2,9 @@
 //! consumers with their credentials and grants) and plans (plugin sets granted to apps).
 
 use crate::error::ValueError;
-use crate::model::{is_token, HostHeader};
+use crate::model::HostHeader;
 use crate::units::{ByteSize, Duration};
+use crate::upstream::is_token;
 use serde::de::{self, Deserializer};
 use serde::Deserialize;
 use std::collections::BTreeMap;

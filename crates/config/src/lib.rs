@@ -11,6 +11,7 @@ mod model;
 mod request_id;
 mod schema;
 mod units;
+mod upstream;
 mod validate_gateway;
 
 pub use compile::{compile, compile_value, ConfigError, ConfigErrors, PREFERRED_CIPHER_SUITES};
@@ -21,6 +22,7 @@ pub use model::*;
 pub use request_id::RequestId;
 pub use schema::valid_name;
 pub use units::{ByteSize, Duration};
+pub use upstream::*;
 pub use validate_gateway::JWT_ALGORITHMS;
 
 /// The quick-start configuration used by `gatehouse run` without a file.

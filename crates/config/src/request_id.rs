@@ -1,7 +1,8 @@
 //! Configuration stage: `forwarding.request_id`, the id each proxied request carries to its upstream,
 //! back to the client and into the access log. `off`, or a map whose defaults live here.
 
-use crate::model::{is_token, Config};
+use crate::model::Config;
+use crate::upstream::is_token;
 use serde::de::{self, value::MapAccessDeserializer, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;

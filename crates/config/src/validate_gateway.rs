@@ -4,7 +4,8 @@
 use crate::compile::check_host_pattern;
 use crate::error::ValueError;
 use crate::gateway::{Acl, AuthMethod, HeaderRewrite, LimitKey, LimitScope, RateLimit};
-use crate::model::{is_token, Config, HostHeader};
+use crate::model::{Config, HostHeader};
+use crate::upstream::is_token;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Algorithms a JWT key may name.
