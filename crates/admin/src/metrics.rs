@@ -94,6 +94,7 @@ pub fn render_metrics(shared: &Shared) -> String {
     render_process(&mut out, &shared.stats, &snap);
     render_routes(&mut out, &snap);
     render_endpoints(&mut out, &snap);
+    render_upstream_tls(&mut out, &snap);
     render_gateway(&mut out, &snap.gateway);
     out
 }
@@ -247,6 +248,55 @@ fn render_endpoints(out: &mut String, snap: &Snapshot) {
                     read(&ep.state)
                 );
             }
+        }
+    }
+}
+
+/// Upstream TLS, for the endpoints of upstreams that use it: handshakes by kind, their time, and
+/// failures by reason.
+fn render_upstream_tls(out: &mut String, snap: &Snapshot) {
+    let tls_endpoints = || {
+        snap.upstreams
+            .iter()
+            .flat_map(|(name, u)| u.endpoints.iter().map(move |ep| (name, &ep.state)))
+            .filter(|(_, ep)| ep.tls_name().is_some())
+    };
+    help(
+        out,
+        "gatehouse_upstream_tls_handshakes_total",
+        "counter",
+        "TLS handshakes with the endpoint, full or resumed.",
+    );
+    for (u, ep) in tls_endpoints() {
+        for (kind, n) in [("full", &ep.tls_stats.full), ("resumed", &ep.tls_stats.resumed)] {
+            let _ = writeln!(
+                out,
+                "gatehouse_upstream_tls_handshakes_total{{upstream=\"{}\",endpoint=\"{}\",kind=\"{kind}\"}} {}",
+                esc(u),
+                ep.addr,
+                n.load(Relaxed)
+            );
+        }
+    }
+    help(out, "gatehouse_upstream_tls_handshake_seconds", "summary", "Time spent in TLS handshakes with the endpoint.");
+    for (u, ep) in tls_endpoints() {
+        let labels = format!("upstream=\"{}\",endpoint=\"{}\"", esc(u), ep.addr);
+        let micros = ep.tls_stats.handshake_micros.load(Relaxed);
+        let count = ep.tls_stats.full.load(Relaxed) + ep.tls_stats.resumed.load(Relaxed);
+        let _ = writeln!(out, "gatehouse_upstream_tls_handshake_seconds_sum{{{labels}}} {}", micros as f64 / 1e6);
+        let _ = writeln!(out, "gatehouse_upstream_tls_handshake_seconds_count{{{labels}}} {count}");
+    }
+    help(out, "gatehouse_upstream_tls_failures_total", "counter", "TLS failures with the endpoint, by reason.");
+    for (u, ep) in tls_endpoints() {
+        for reason in gatehouse_upstream::TlsFailure::ALL {
+            let _ = writeln!(
+                out,
+                "gatehouse_upstream_tls_failures_total{{upstream=\"{}\",endpoint=\"{}\",reason=\"{}\"}} {}",
+                esc(u),
+                ep.addr,
+                reason.label(),
+                ep.tls_stats.failures(reason)
+            );
         }
     }
 }

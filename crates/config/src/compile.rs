@@ -85,6 +85,32 @@ pub const PREFERRED_CIPHER_SUITES: &[&str] = &[
     "TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256",
 ];
 
+/// What can be told of an upstream's TLS without reading its files (they are read when the
+/// configuration is applied, and by `gatehouse check`).
+fn validate_upstream_tls(p: &str, t: &crate::UpstreamTls, err: &mut impl FnMut(String, String)) {
+    if t.versions.is_empty() {
+        err(format!("{p}.tls.versions"), "at least one of `tls1.2`, `tls1.3` is required".into());
+    }
+    match (&t.cert, &t.key) {
+        (Some(_), None) => err(format!("{p}.tls.key"), "a client certificate needs its key".into()),
+        (None, Some(_)) => err(format!("{p}.tls.cert"), "a client key needs its certificate".into()),
+        _ => {}
+    }
+    if let Some(name) = &t.server_name {
+        if rustls_pki_types::ServerName::try_from(name.as_str()).is_err() {
+            err(format!("{p}.tls.server_name"), format!("`{name}` is neither a DNS name nor an IP address"));
+        }
+    }
+    for (i, a) in t.alpn.iter().flatten().enumerate() {
+        if a.is_empty() || a.len() > 255 {
+            err(format!("{p}.tls.alpn[{i}]"), "must be 1 to 255 bytes".into());
+        }
+    }
+    if !t.verify && t.ca.is_some() {
+        err(format!("{p}.tls.ca"), "unused with `verify: false`: verify, or remove `ca`".into());
+    }
+}
+
 fn validate_tls(c: &Config, err: &mut impl FnMut(String, String)) {
     let t = &c.tls;
     let has_certs = !t.certificates.is_empty() || t.store.is_some() || t.self_signed.is_some();
@@ -250,6 +276,9 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
             if d.0.is_zero() {
                 err(format!("{p}.timeouts.{field}"), "must be greater than zero".into());
             }
+        }
+        if let Some(t) = &u.tls {
+            validate_upstream_tls(&p, t, &mut err);
         }
         if let Some(hc) = &u.health_check {
             if !hc.path.starts_with('/') {

@@ -3,12 +3,13 @@
 
 use crate::error::ValueError;
 use crate::gateway::CircuitBreaker;
-use crate::model::defaults;
+use crate::model::{defaults, TlsVersion};
 use crate::units::Duration;
 use serde::de::{self, Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
 use std::fmt;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 
 /// An upstream pool.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -25,6 +26,9 @@ pub struct Upstream {
     /// Protocol spoken to the endpoints.
     #[serde(default)]
     pub protocol: UpstreamProtocol,
+    /// TLS to the endpoints (`tls: {}`: verified against the system's roots).
+    #[serde(default)]
+    pub tls: Option<UpstreamTls>,
     /// Keep-alive pool settings.
     #[serde(default)]
     pub keepalive: Keepalive,
@@ -155,8 +159,53 @@ pub enum UpstreamProtocol {
     /// HTTP/1.1 with pooled keep-alive connections.
     #[default]
     Http1,
-    /// HTTP/2 with prior knowledge, one multiplexed connection per endpoint and worker.
+    /// HTTP/2 (prior knowledge in plain text, ALPN `h2` over TLS), one multiplexed connection per
+    /// endpoint and worker.
     Http2,
+    /// Over TLS, what the endpoint picks by ALPN among `h2` and `http/1.1`; in plain text, HTTP/1.1.
+    Auto,
+}
+
+/// TLS from the proxy to an upstream's endpoints.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct UpstreamTls {
+    /// PEM file of the CA certificates endpoint certificates must chain to, instead of the
+    /// system's roots.
+    pub ca: Option<PathBuf>,
+    /// Name sent as SNI and verified in the endpoint's certificate. Default: the target's host
+    /// name, or its IP address (verified against the certificate's IP addresses, no SNI sent).
+    pub server_name: Option<String>,
+    /// Verify the endpoint's certificate. `false` accepts any certificate (logged as a warning at
+    /// start): only for endpoints on a trusted network.
+    pub verify: bool,
+    /// PEM file of the client certificate chain presented to endpoints that ask for one (mTLS).
+    pub cert: Option<PathBuf>,
+    /// PEM file of the client certificate's private key.
+    pub key: Option<PathBuf>,
+    /// Protocol versions offered.
+    pub versions: Vec<TlsVersion>,
+    /// ALPN protocols offered. Default: from `protocol` (`http1`: `http/1.1`, `http2`: `h2`,
+    /// `auto`: `h2`, `http/1.1`).
+    pub alpn: Option<Vec<String>>,
+    /// Sessions remembered per endpoint for resumption (tickets and session ids); 0 turns
+    /// resumption off.
+    pub session_cache: usize,
+}
+
+impl Default for UpstreamTls {
+    fn default() -> Self {
+        UpstreamTls {
+            ca: None,
+            server_name: None,
+            verify: true,
+            cert: None,
+            key: None,
+            versions: vec![TlsVersion::Tls12, TlsVersion::Tls13],
+            alpn: None,
+            session_cache: 32,
+        }
+    }
 }
 
 /// Keep-alive pool settings, per endpoint and worker.

@@ -57,5 +57,7 @@ mod tls;
 mod tls_cluster;
 #[path = "e2e/upgrade.rs"]
 mod upgrade;
+#[path = "e2e/upstream_tls.rs"]
+mod upstream_tls;
 #[path = "e2e/websocket.rs"]
 mod websocket;

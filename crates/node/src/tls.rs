@@ -105,12 +105,32 @@ pub fn check_certificates(config: &Config) -> Result<(), NodeError> {
             config.tls.self_signed = None;
         }
     }
-    let errors: Vec<Setting> =
-        [fixed_bundles(&config).err(), client_auth(&config).err()].into_iter().flatten().flatten().collect();
+    let errors: Vec<Setting> = [fixed_bundles(&config).err(), client_auth(&config).err(), upstream_tls(&config).err()]
+        .into_iter()
+        .flatten()
+        .flatten()
+        .collect();
     if errors.is_empty() {
         Ok(())
     } else {
         Err(NodeError::Settings(errors))
+    }
+}
+
+/// Reads the files of every upstream's `tls` (CA, client certificate and key) as applying the
+/// configuration would.
+fn upstream_tls(config: &Config) -> Result<(), Vec<Setting>> {
+    let errors: Vec<Setting> = config
+        .upstreams
+        .iter()
+        .filter_map(|(name, u)| Some((name, u, u.tls.as_ref()?)))
+        .filter_map(|(name, u, t)| gatehouse_upstream::TlsClient::new(t, u.protocol).err().map(|e| (name, e)))
+        .map(|(name, e)| Setting::new(format!("upstreams.{name}"), e))
+        .collect();
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
     }
 }
 

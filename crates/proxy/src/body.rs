@@ -64,7 +64,7 @@ impl ResponseBody {
     }
 
     /// For a 101 answer: the endpoint's raw connection and any bytes it sent after its head.
-    pub fn take_upgrade(&mut self) -> Option<(tokio::net::TcpStream, Bytes)> {
+    pub fn take_upgrade(&mut self) -> Option<(gatehouse_upstream::UpstreamIo, Bytes)> {
         match &mut self.kind {
             Kind::Upstream(body) => body.take_upgrade(),
             Kind::Full(_) => None,

@@ -12,7 +12,7 @@ use crate::{ClientCert, ConnInfo, Shared};
 use bytes::Bytes;
 use gatehouse_config::HostHeader;
 use gatehouse_plugins::Admitted;
-use gatehouse_upstream::{Lease, RequestBody, Retry, SelectKey, UpstreamBody, UpstreamError};
+use gatehouse_upstream::{Lease, Protocol, RequestBody, Retry, SelectKey, UpstreamBody, UpstreamError};
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, Version};
 use http_body::Body;
@@ -205,7 +205,7 @@ where
         let upstream = &route.upstream;
         let settings = &upstream.settings;
         let h2_downstream = req.version() == Version::HTTP_2;
-        let upgrade = !h2_downstream && !settings.http2 && wants_upgrade(req.headers());
+        let upgrade = !h2_downstream && settings.protocol != Protocol::Http2 && wants_upgrade(req.headers());
 
         let (mut parts, body) = req.into_parts();
         let mut cut = None;
@@ -232,15 +232,18 @@ where
         }
         host_header(&mut parts, &route.host_header);
         parts.uri = target;
-        parts.version = if settings.http2 { Version::HTTP_2 } else { Version::HTTP_11 };
+        // HTTP/2 towards the endpoint is made of it when the connection turns out to be one.
+        parts.version = Version::HTTP_11;
         let body = RequestBody::streaming(body, route.max_body, conn.body_timeout);
         let method = parts.method.clone();
         let replayable = idempotent(&method) && body.is_empty() && !upgrade;
         // A copy for replay, only when a replay may happen and the request cannot be had back from the
         // failed attempt: an HTTP/1.1 attempt that fails hands back the request it sent (see
         // `SendFailure::request`), while HTTP/2 consumes it, and a retried status answer needs it anew.
-        let template = (replayable && settings.retries > 0 && (settings.http2 || !settings.retry_on_status.is_empty()))
-            .then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
+        let template = (replayable
+            && settings.retries > 0
+            && (settings.protocol != Protocol::Http1 || !settings.retry_on_status.is_empty()))
+        .then(|| (parts.method.clone(), parts.uri.clone(), parts.headers.clone()));
         let mut pending = Some(Request::from_parts(parts, body));
 
         let select_headers =
@@ -267,12 +270,16 @@ where
             let Some(mut request) = pending.take().or_else(|| rebuild(&template)) else {
                 break;
             };
-            address(&mut request, &route.host_header, settings.http2, &ep.addr_text);
+            if route.host_header == HostHeader::Upstream {
+                if let Ok(v) = HeaderValue::try_from(&*ep.authority) {
+                    request.headers_mut().insert(header::HOST, v);
+                }
+            }
             // A new connection (or HTTP/2) only when the pool has none; boxed, so the state of
             // connecting does not size every request's future.
-            let acquired = match Lease::pooled(ep, settings) {
+            let acquired = match Lease::pooled(ep, settings, upgrade) {
                 Some(lease) => Ok(lease),
-                None => Box::pin(Lease::open(ep, settings)).await,
+                None => Box::pin(Lease::open(ep, settings, upgrade)).await,
             };
             let lease = match acquired {
                 Ok(lease) => lease,
@@ -455,31 +462,6 @@ fn rebuild(template: &Option<(Method, http::Uri, http::HeaderMap)>) -> Option<Re
     *req.uri_mut() = uri.clone();
     *req.headers_mut() = headers.clone();
     Some(req)
-}
-
-/// The request addressed to the endpoint chosen: `Host` names it under the `upstream` rule (and
-/// over HTTP/2 when the request has none), and HTTP/2 carries the authority in the target.
-#[inline]
-fn address(request: &mut Request<RequestBody>, rule: &HostHeader, http2: bool, endpoint: &str) {
-    if *rule == HostHeader::Upstream || (http2 && !request.headers().contains_key(header::HOST)) {
-        if let Ok(v) = HeaderValue::try_from(endpoint) {
-            request.headers_mut().insert(header::HOST, v);
-        }
-    }
-    if http2 {
-        to_absolute(request, endpoint);
-    }
-}
-
-/// HTTP/2 to the upstream carries the authority in the target.
-fn to_absolute(req: &mut Request<RequestBody>, endpoint: &str) {
-    *req.version_mut() = Version::HTTP_2;
-    let authority = req.headers().get(header::HOST).and_then(|v| v.to_str().ok()).unwrap_or(endpoint).to_string();
-    let pq = req.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
-    if let Ok(uri) = http::Uri::builder().scheme("http").authority(authority).path_and_query(pq).build() {
-        *req.uri_mut() = uri;
-    }
-    req.headers_mut().remove(header::HOST);
 }
 
 /// The endpoint's answer for the client: hop-by-hop headers gone, and for a client on HTTP/2 every

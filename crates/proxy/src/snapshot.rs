@@ -7,7 +7,7 @@ use gatehouse_plugins::{Gateway, GatewayError, ServiceGate};
 use gatehouse_router::{BuildError, Router};
 use gatehouse_telemetry::access_log::AccessLog;
 use gatehouse_telemetry::RouteStats;
-use gatehouse_upstream::{Registry, Upstream};
+use gatehouse_upstream::{Registry, TlsSetupError, Upstream};
 use http::HeaderValue;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -41,6 +41,13 @@ pub enum SnapshotError {
         /// The clash.
         source: BuildError,
     },
+    /// An upstream's TLS files could not be read or used.
+    UpstreamTls {
+        /// The upstream.
+        upstream: String,
+        /// Why.
+        source: TlsSetupError,
+    },
     /// `forwarding.via` does not make a header value.
     Via,
     /// `forwarding.request_id` does not compile.
@@ -55,6 +62,7 @@ impl std::fmt::Display for SnapshotError {
             SnapshotError::ServiceNotCompiled { name } => write!(f, "service `{name}` was not compiled"),
             SnapshotError::UnknownSite { name } => write!(f, "site `{name}` vanished"),
             SnapshotError::Router { place, source } => write!(f, "{place}: {source:?}"),
+            SnapshotError::UpstreamTls { upstream, source } => write!(f, "upstreams.{upstream}.{source}"),
             SnapshotError::Via => f.write_str("forwarding.via: not a valid header value"),
             SnapshotError::RequestId(e) => e.fmt(f),
         }
@@ -66,6 +74,7 @@ impl std::error::Error for SnapshotError {
         match self {
             SnapshotError::Gateway(e) => Some(e),
             SnapshotError::RequestId(e) => Some(e),
+            SnapshotError::UpstreamTls { source, .. } => Some(source),
             _ => None,
         }
     }
@@ -170,8 +179,11 @@ impl Snapshot {
         let upstreams: BTreeMap<String, Arc<Upstream>> = config
             .upstreams
             .iter()
-            .map(|(name, u)| (name.clone(), Arc::new(Upstream::new(name, u, registry))))
-            .collect();
+            .map(|(name, u)| match Upstream::new(name, u, registry) {
+                Ok(u) => Ok((name.clone(), Arc::new(u))),
+                Err(source) => Err(SnapshotError::UpstreamTls { upstream: name.clone(), source }),
+            })
+            .collect::<Result<_, _>>()?;
         let mut table = RouteTable::new(&config, &upstreams, route_stats);
         table.add_sites()?;
         let site_of: HashMap<String, &str> = config

@@ -3,7 +3,9 @@
 //! contended).
 
 use crate::breaker::Breaker;
+use crate::error::UpstreamError;
 use crate::pool::Idle;
+use crate::tls::{EndpointTls, TlsFailure, TlsStats};
 use gatehouse_clock::{now_ms, worker_index};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -52,8 +54,17 @@ pub struct EndpointStats {
 pub struct EndpointState {
     /// Address.
     pub addr: SocketAddr,
-    /// The address as text, for Host headers and logs.
+    /// The address as text, for logs and metrics.
     pub addr_text: Box<str>,
+    /// What `Host` names under the route's `host_header: upstream` rule, and the authority of an
+    /// HTTP/2 request that has none: `name:port` for a target written by name, else the address.
+    pub authority: Box<str>,
+    /// TLS to the endpoint, with its session cache.
+    pub(crate) tls: Option<EndpointTls>,
+    /// Upstream TLS counters.
+    pub tls_stats: TlsStats,
+    /// Under `protocol: auto`, whether the endpoint chose HTTP/2 on the last new connection.
+    speaks_h2: AtomicBool,
     pub(crate) inflight: AtomicU32,
     consecutive_failures: AtomicU32,
     pub(crate) ejected_until_ms: AtomicU64,
@@ -74,10 +85,17 @@ pub struct EndpointState {
 const EWMA_TAU_MS: f64 = 10_000.0;
 
 impl EndpointState {
-    pub(crate) fn new(addr: SocketAddr, workers: usize) -> Self {
+    pub(crate) fn new(addr: SocketAddr, host: Option<&str>, tls: Option<EndpointTls>, workers: usize) -> Self {
         EndpointState {
             addr,
             addr_text: addr.to_string().into(),
+            authority: match host {
+                Some(h) => format!("{h}:{}", addr.port()).into(),
+                None => addr.to_string().into(),
+            },
+            tls,
+            tls_stats: TlsStats::default(),
+            speaks_h2: AtomicBool::new(false),
             inflight: AtomicU32::new(0),
             consecutive_failures: AtomicU32::new(0),
             ejected_until_ms: AtomicU64::new(0),
@@ -89,6 +107,40 @@ impl EndpointState {
             stats: EndpointStats::default(),
             breaker: Breaker::default(),
         }
+    }
+
+    /// The name the endpoint's certificate is verified for, when the upstream uses TLS.
+    pub fn tls_name(&self) -> Option<&str> {
+        self.tls.as_ref().map(|t| &*t.name_text)
+    }
+
+    pub(crate) fn speaks_h2(&self) -> bool {
+        self.speaks_h2.load(Relaxed)
+    }
+
+    pub(crate) fn set_speaks_h2(&self, h2: bool) {
+        if self.speaks_h2.swap(h2, Relaxed) != h2 {
+            tracing::debug!(endpoint = %self.addr, h2, "protocol chosen by ALPN");
+        }
+    }
+
+    /// A read or write failure on a TLS connection that TLS itself raised (an alert from the
+    /// endpoint, such as a refused client certificate under TLS 1.3, which arrives after the
+    /// handshake), as the TLS failure it is, counted.
+    pub(crate) fn tls_fault(&self, e: UpstreamError) -> UpstreamError {
+        let Some(tls) = &self.tls else { return e };
+        let failure = match &e {
+            UpstreamError::Read(source) | UpstreamError::Write { source, .. } => TlsFailure::of(source),
+            _ => None,
+        };
+        let Some(failure) = failure else { return e };
+        let (source, sent) = match e {
+            UpstreamError::Read(source) => (source, true),
+            UpstreamError::Write { source, sent } => (source, sent),
+            other => return other,
+        };
+        self.tls_stats.failed(failure);
+        UpstreamError::Tls { server_name: tls.name_text.clone(), failure, source, sent }
     }
 
     /// Requests in flight to this endpoint.

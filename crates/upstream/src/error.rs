@@ -3,6 +3,7 @@
 //! known what reached the endpoint; the proxy's retry rule reads it ([`UpstreamError::retry`]).
 
 use crate::body::BoxError;
+use crate::tls::TlsFailure;
 use gatehouse_http1::HeadError;
 use std::io;
 
@@ -29,6 +30,17 @@ pub enum UpstreamError {
     Connect(io::Error),
     /// The HTTP/2 handshake failed.
     Handshake(hyper::Error),
+    /// TLS with the endpoint failed: in the handshake, or by an alert on the connection after it.
+    Tls {
+        /// The name the endpoint was verified for.
+        server_name: Box<str>,
+        /// Why, as counted in the metrics.
+        failure: TlsFailure,
+        /// rustls' error (or the I/O error that broke the handshake).
+        source: io::Error,
+        /// Whether the request, or part of it, had been written.
+        sent: bool,
+    },
     /// Writing the request failed.
     Write {
         /// Why.
@@ -70,10 +82,12 @@ impl UpstreamError {
             UpstreamError::ConnectTimeout
             | UpstreamError::Connect(_)
             | UpstreamError::Handshake(_)
+            | UpstreamError::Tls { sent: false, .. }
             | UpstreamError::NoConnection
             | UpstreamError::Write { sent: false, .. }
             | UpstreamError::H2 { sent: false, .. } => Retry::Unsent,
             UpstreamError::Write { sent: true, .. }
+            | UpstreamError::Tls { sent: true, .. }
             | UpstreamError::H2 { sent: true, .. }
             | UpstreamError::Timeout
             | UpstreamError::Closed
@@ -86,7 +100,13 @@ impl UpstreamError {
 
     /// Whether no connection could be made (the endpoint never saw the request).
     pub fn is_connect(&self) -> bool {
-        matches!(self, UpstreamError::ConnectTimeout | UpstreamError::Connect(_) | UpstreamError::Handshake(_))
+        matches!(
+            self,
+            UpstreamError::ConnectTimeout
+                | UpstreamError::Connect(_)
+                | UpstreamError::Handshake(_)
+                | UpstreamError::Tls { sent: false, .. }
+        )
     }
 
     /// Whether the endpoint did not answer in time.
@@ -101,6 +121,15 @@ impl std::fmt::Display for UpstreamError {
             UpstreamError::ConnectTimeout => f.write_str("connect timed out"),
             UpstreamError::Connect(e) => write!(f, "connect failed: {e}"),
             UpstreamError::Handshake(e) => write!(f, "handshake failed: {e}"),
+            UpstreamError::Tls { server_name: name, failure, source, .. } => match failure {
+                TlsFailure::Untrusted => write!(f, "upstream certificate not trusted for {name}: {source}"),
+                TlsFailure::WrongName => write!(f, "upstream certificate not valid for {name}: {source}"),
+                TlsFailure::Expired => write!(f, "upstream certificate for {name} expired or not yet valid: {source}"),
+                TlsFailure::BadCertificate => write!(f, "upstream certificate for {name} refused: {source}"),
+                TlsFailure::Refused => write!(f, "upstream {name} refused the TLS session: {source}"),
+                TlsFailure::Protocol => write!(f, "TLS with upstream {name} failed: {source}"),
+                TlsFailure::Io => write!(f, "TLS handshake with upstream {name} broke: {source}"),
+            },
             UpstreamError::Write { source, .. } => write!(f, "writing request: {source}"),
             UpstreamError::Timeout => f.write_str("no response head within the read timeout"),
             UpstreamError::Closed => f.write_str("connection closed before the response head"),
@@ -119,7 +148,10 @@ impl std::fmt::Display for UpstreamError {
 impl std::error::Error for UpstreamError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            UpstreamError::Connect(e) | UpstreamError::Read(e) | UpstreamError::Write { source: e, .. } => Some(e),
+            UpstreamError::Connect(e)
+            | UpstreamError::Read(e)
+            | UpstreamError::Write { source: e, .. }
+            | UpstreamError::Tls { source: e, .. } => Some(e),
             UpstreamError::Handshake(e) | UpstreamError::H2 { source: e, .. } => Some(e),
             UpstreamError::Head(e) => Some(e),
             UpstreamError::ClientBody(e) => Some(&**e),

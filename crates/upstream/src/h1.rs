@@ -14,9 +14,8 @@ use http::{Request, StatusCode};
 use http_body::Body;
 use std::io::{self, Write as _};
 use std::pin::Pin;
-use std::task::{Context, Poll, Waker};
+use std::task::{Context, Poll};
 use tokio::io::AsyncWriteExt;
-use tokio::net::TcpStream;
 
 /// Largest response head accepted from an endpoint.
 const MAX_HEAD: usize = 64 * 1024;
@@ -25,7 +24,7 @@ use gatehouse_http1::framing::READ_CHUNK;
 /// An HTTP/1.1 connection to an endpoint.
 #[derive(Debug)]
 pub(crate) struct H1Conn {
-    pub(crate) io: crate::pool::TimedIo,
+    pub(crate) io: crate::io::UpstreamIo,
     pub(crate) rbuf: BytesMut,
     wbuf: Vec<u8>,
     /// Offsets of header names and values in the head being parsed; kept to reuse its allocation.
@@ -34,7 +33,7 @@ pub(crate) struct H1Conn {
 }
 
 impl H1Conn {
-    pub(crate) fn new(io: crate::pool::TimedIo) -> Self {
+    pub(crate) fn new(io: crate::io::UpstreamIo) -> Self {
         H1Conn {
             io,
             rbuf: BytesMut::with_capacity(READ_CHUNK),
@@ -48,18 +47,7 @@ impl H1Conn {
     /// nothing unasked. Uses the readiness the event loop already knows; no system call unless
     /// the socket looks readable.
     pub(crate) fn idle_usable(&mut self) -> bool {
-        if !self.rbuf.is_empty() {
-            return false;
-        }
-        let mut cx = Context::from_waker(Waker::noop());
-        match self.io.inner.poll_read_ready(&mut cx) {
-            Poll::Pending => true,
-            Poll::Ready(Err(_)) => false,
-            Poll::Ready(Ok(())) => {
-                let mut probe = [0u8; 1];
-                matches!(self.io.inner.try_read(&mut probe), Err(e) if e.kind() == io::ErrorKind::WouldBlock)
-            }
-        }
+        self.rbuf.is_empty() && self.io.idle_usable()
     }
 
     fn encode_head(&mut self, req: &Request<RequestBody>, default_host: &str, chunked: bool) {
@@ -192,7 +180,7 @@ impl H1Conn {
 
     /// Reads more bytes into the buffer; `Ok(0)` at end of stream.
     pub(crate) fn poll_fill(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        gatehouse_http1::framing::poll_fill(&self.io.inner, &mut self.rbuf, cx)
+        self.io.poll_fill(&mut self.rbuf, cx)
     }
 
     /// The next piece of body per `framing` from the buffer, or `None` when more bytes are needed.
@@ -201,8 +189,8 @@ impl H1Conn {
     }
 
     /// The raw stream and any bytes already read past the head, for a protocol switch.
-    pub(crate) fn into_upgraded(self) -> (TcpStream, Bytes) {
-        (self.io.inner, self.rbuf.freeze())
+    pub(crate) fn into_upgraded(self) -> (crate::io::UpstreamIo, Bytes) {
+        (self.io, self.rbuf.freeze())
     }
 }
 

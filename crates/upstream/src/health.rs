@@ -2,10 +2,12 @@
 //! fresh connection, and flips the endpoint's health after `fall` failures or `rise` successes in a
 //! row. The state lives in the endpoint, so it survives a reload that restarts the task.
 
-use crate::{RequestBody, Upstream};
+use crate::endpoint::EndpointState;
+use crate::io::{connect, Counted};
+use crate::{Protocol, RequestBody, Settings, Upstream};
 use gatehouse_config as config;
-use hyper::client::conn::http1;
-use hyper_util::rt::TokioIo;
+use hyper::client::conn::{http1, http2};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -51,10 +53,14 @@ pub async fn run_health_checks(upstream: Arc<Upstream>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
-        let checks = upstream.endpoints.iter().map(|ep| {
-            let spec = &spec;
-            async move { (ep, tokio::time::timeout(spec.timeout, probe(ep.state.addr, spec)).await.unwrap_or(false)) }
-        });
+        let checks =
+            upstream.endpoints.iter().map(|ep| {
+                let spec = &spec;
+                let settings = &upstream.settings;
+                async move {
+                    (ep, tokio::time::timeout(spec.timeout, probe(&ep.state, settings, spec)).await.unwrap_or(false))
+                }
+            });
         let results = join_all(checks).await;
         for (ep, ok) in results {
             let streak = streaks.entry(ep.state.addr).or_default();
@@ -83,27 +89,41 @@ async fn join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> V
     out
 }
 
-async fn probe(addr: SocketAddr, spec: &HealthCheckSpec) -> bool {
-    let Ok(stream) = tokio::net::TcpStream::connect(addr).await else {
+/// One check of one endpoint, over the upstream's own transport (TLS included). HTTP/1.1 unless
+/// the upstream speaks HTTP/2 only, or the endpoint chose it by ALPN.
+async fn probe(ep: &EndpointState, settings: &Settings, spec: &HealthCheckSpec) -> bool {
+    let h1_only = settings.protocol != Protocol::Http2;
+    let Ok(io) = connect(ep, settings, h1_only, Counted::No).await else {
         return false;
     };
-    let Ok((mut sender, conn)) = http1::handshake::<_, RequestBody>(TokioIo::new(stream)).await else {
-        return false;
-    };
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let host = spec.host.clone().unwrap_or_else(|| addr.to_string());
-    let Ok(req) = http::Request::get(&spec.path)
-        .header(http::header::HOST, host)
-        .header(http::header::USER_AGENT, "gatehouse-health-check")
-        .header(http::header::CONNECTION, "close")
-        .body(RequestBody::empty())
-    else {
-        return false;
-    };
-    match sender.send_request(req).await {
-        Ok(resp) => resp.status().is_success() || resp.status().is_redirection(),
-        Err(_) => false,
+    let h2 = settings.protocol == Protocol::Http2 || io.alpn_h2();
+    let host = spec.host.as_deref().unwrap_or(&ep.authority);
+    let scheme = if ep.tls_name().is_some() { "https" } else { "http" };
+    let target = if h2 { format!("{scheme}://{host}{}", spec.path) } else { spec.path.clone() };
+    let mut req = http::Request::get(target).header(http::header::USER_AGENT, "gatehouse-health-check");
+    if !h2 {
+        req = req.header(http::header::HOST, host).header(http::header::CONNECTION, "close");
     }
+    let Ok(req) = req.body(RequestBody::empty()) else {
+        return false;
+    };
+    let io = TokioIo::new(io);
+    let resp = if h2 {
+        let Ok((mut sender, conn)) = http2::handshake(TokioExecutor::new(), io).await else {
+            return false;
+        };
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        sender.send_request(req).await
+    } else {
+        let Ok((mut sender, conn)) = http1::handshake::<_, RequestBody>(io).await else {
+            return false;
+        };
+        tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        sender.send_request(req).await
+    };
+    resp.is_ok_and(|r| r.status().is_success() || r.status().is_redirection())
 }

@@ -11,10 +11,12 @@ mod endpoint;
 mod error;
 mod h1;
 mod health;
+mod io;
 mod pool;
 mod random;
 mod registry;
 mod response;
+mod tls;
 
 pub use balance::{Balancer, SelectKey};
 pub use body::{BodyTimeout, BodyTooLarge, BoxError, RequestBody};
@@ -22,20 +24,33 @@ pub use breaker::{Breaker, BreakerSettings, BreakerState};
 pub use endpoint::{Endpoint, EndpointState, EndpointStats};
 pub use error::{Retry, UpstreamError};
 pub use health::{run_health_checks, HealthCheckSpec};
+pub use io::{TimedIo, UpstreamIo};
 pub use pool::{Lease, SendFailure};
 pub use registry::Registry;
 pub use response::{UpstreamBody, UpstreamBodyError};
+pub use tls::{TlsClient, TlsFailure, TlsSetupError, TlsStats};
 
 use gatehouse_clock::now_ms;
 use gatehouse_config as config;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// The HTTP version spoken to an upstream's endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    /// HTTP/1.1, pooled connections.
+    Http1,
+    /// HTTP/2, one multiplexed connection per endpoint and worker.
+    Http2,
+    /// Whichever the endpoint chooses by ALPN (HTTP/1.1 in plain text).
+    Auto,
+}
+
 /// Per-upstream settings used on the request path.
 #[derive(Debug, Clone)]
 pub struct Settings {
-    /// HTTP/2 to the endpoints instead of HTTP/1.1.
-    pub http2: bool,
+    /// HTTP version to the endpoints.
+    pub protocol: Protocol,
     /// Idle connections kept per endpoint and worker.
     pub max_idle: usize,
     /// Idle connections older than this are closed.
@@ -74,20 +89,25 @@ pub struct Upstream {
 }
 
 impl Upstream {
-    /// Compiles one upstream, taking endpoint state from the registry.
-    pub fn new(name: &str, cfg: &config::Upstream, registry: &Registry) -> Self {
+    /// Compiles one upstream, taking endpoint state from the registry; reads the TLS files.
+    pub fn new(name: &str, cfg: &config::Upstream, registry: &Registry) -> Result<Self, TlsSetupError> {
+        let tls = cfg.tls.as_ref().map(|t| TlsClient::new(t, cfg.protocol)).transpose()?;
         let endpoints: Box<[Endpoint]> = cfg
             .targets
             .iter()
             .map(|t| Endpoint {
-                state: registry.endpoint(name, t.address),
+                state: registry.endpoint(name, t.address, None, tls.as_ref()),
                 weight: t.weight.max(1),
                 max_conns: t.max_conns,
             })
             .collect();
         let balancer = Balancer::new(cfg.balance, cfg.hash_key.clone(), &endpoints);
         let settings = Settings {
-            http2: cfg.protocol == config::UpstreamProtocol::Http2,
+            protocol: match (cfg.protocol, &cfg.tls) {
+                (config::UpstreamProtocol::Http1, _) | (config::UpstreamProtocol::Auto, None) => Protocol::Http1,
+                (config::UpstreamProtocol::Http2, _) => Protocol::Http2,
+                (config::UpstreamProtocol::Auto, Some(_)) => Protocol::Auto,
+            },
             max_idle: cfg.keepalive.max_idle,
             idle_timeout: cfg.keepalive.idle_timeout.0,
             connect_timeout: cfg.timeouts.connect.0,
@@ -100,7 +120,10 @@ impl Upstream {
             breaker: cfg.circuit_breaker.as_ref().map(BreakerSettings::new),
         };
         let health_check = cfg.health_check.as_ref().map(HealthCheckSpec::from_config);
-        Upstream { name: name.into(), endpoints, balancer, settings, health_check }
+        if cfg.tls.as_ref().is_some_and(|t| !t.verify) {
+            tracing::warn!(upstream = name, "TLS to the upstream does not verify certificates (`tls.verify: false`)");
+        }
+        Ok(Upstream { name: name.into(), endpoints, balancer, settings, health_check })
     }
 
     /// Picks an available endpoint not in `tried`, or `None` when every endpoint is down, ejected,

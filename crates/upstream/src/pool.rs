@@ -6,20 +6,14 @@ use crate::body::RequestBody;
 use crate::endpoint::EndpointState;
 use crate::error::UpstreamError;
 use crate::h1::H1Conn;
+use crate::io::{connect, Counted, UpstreamIo};
 use crate::response::UpstreamBody;
-use crate::Settings;
+use crate::{Protocol, Settings};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use std::future::Future;
-use std::io;
-use std::pin::Pin;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::TcpStream;
-use tokio::time::Sleep;
 
 /// An idle HTTP/1.1 connection in a worker's pool.
 #[derive(Debug)]
@@ -84,9 +78,10 @@ impl SendFailure {
 
 impl Lease {
     /// An in-flight slot on `ep` and an idle HTTP/1.1 connection to it from this worker's pool,
-    /// if it has one: the usual case, with no future to build and await.
-    pub fn pooled(ep: &Arc<EndpointState>, s: &Settings) -> Option<Lease> {
-        if s.http2 {
+    /// if it has one: the usual case, with no future to build and await. `switching`: the request
+    /// asks to switch protocols, which only HTTP/1.1 can carry.
+    pub fn pooled(ep: &Arc<EndpointState>, s: &Settings, switching: bool) -> Option<Lease> {
+        if s.protocol == Protocol::Http2 || (s.protocol == Protocol::Auto && !switching && ep.speaks_h2()) {
             return None;
         }
         ep.inflight.fetch_add(1, Relaxed);
@@ -96,14 +91,38 @@ impl Lease {
     }
 
     /// An in-flight slot on `ep` and a connection made for it: the shared HTTP/2 one, or a new
-    /// HTTP/1.1 one when [`Lease::pooled`] found none idle.
-    pub async fn open(ep: &Arc<EndpointState>, s: &Settings) -> Result<Lease, UpstreamError> {
+    /// one when [`Lease::pooled`] found none idle. Under `protocol: auto` the endpoint's ALPN
+    /// choice on the new connection decides which, and is remembered.
+    pub async fn open(ep: &Arc<EndpointState>, s: &Settings, switching: bool) -> Result<Lease, UpstreamError> {
         ep.inflight.fetch_add(1, Relaxed);
         let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: false };
-        lease.conn = Some(if s.http2 {
-            Conn::H2(lease.h2_sender(s).await?)
+        let h2 = match s.protocol {
+            Protocol::Http1 => false,
+            Protocol::Http2 => true,
+            Protocol::Auto if switching => false,
+            Protocol::Auto => {
+                if let Some(sender) = lease.live_h2() {
+                    lease.conn = Some(Conn::H2(sender));
+                    return Ok(lease);
+                }
+                let io = connect(ep, s, false, Counted::Yes).await?;
+                let h2 = io.alpn_h2();
+                ep.set_speaks_h2(h2);
+                lease.conn = Some(if h2 {
+                    Conn::H2(lease.h2_handshake(io).await?)
+                } else {
+                    Conn::H1(Box::new(H1Conn::new(io)))
+                });
+                return Ok(lease);
+            }
+        };
+        lease.conn = Some(if h2 {
+            match lease.live_h2() {
+                Some(sender) => Conn::H2(sender),
+                None => Conn::H2(lease.h2_handshake(connect(ep, s, false, Counted::Yes).await?).await?),
+            }
         } else {
-            Conn::H1(Box::new(H1Conn::new(connect(ep, s).await?)))
+            Conn::H1(Box::new(H1Conn::new(connect(ep, s, switching, Counted::Yes).await?)))
         });
         Ok(lease)
     }
@@ -118,22 +137,27 @@ impl Lease {
         None
     }
 
-    async fn h2_sender(&self, s: &Settings) -> Result<http2::SendRequest<RequestBody>, UpstreamError> {
-        let slot = &self.ep.h2[gatehouse_clock::worker_index() % self.ep.h2.len()];
-        if let Some(sender) = slot.lock().ok().and_then(|g| g.as_ref().filter(|s| !s.is_closed()).cloned()) {
-            return Ok(sender);
-        }
-        let io = TokioIo::new(connect(&self.ep, s).await?);
+    fn h2_slot(&self) -> &std::sync::Mutex<Option<http2::SendRequest<RequestBody>>> {
+        &self.ep.h2[gatehouse_clock::worker_index() % self.ep.h2.len()]
+    }
+
+    /// This worker's HTTP/2 connection to the endpoint, when it has one still open.
+    fn live_h2(&self) -> Option<http2::SendRequest<RequestBody>> {
+        self.h2_slot().lock().ok().and_then(|g| g.as_ref().filter(|s| !s.is_closed()).cloned())
+    }
+
+    /// Starts HTTP/2 on a new connection and makes it this worker's for the endpoint.
+    async fn h2_handshake(&self, io: UpstreamIo) -> Result<http2::SendRequest<RequestBody>, UpstreamError> {
         let (sender, conn) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .keep_alive_interval(Duration::from_secs(30))
-            .handshake(io)
+            .handshake(TokioIo::new(io))
             .await
             .map_err(UpstreamError::Handshake)?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        if let Ok(mut g) = slot.lock() {
+        if let Ok(mut g) = self.h2_slot().lock() {
             *g = Some(sender.clone());
         }
         Ok(sender)
@@ -157,11 +181,11 @@ impl Lease {
             match self.conn.take() {
                 Some(Conn::H1(mut conn)) => {
                     let head_request = req.method() == http::Method::HEAD;
-                    if let Err(e) = conn.write_request(&mut req, &self.ep.addr_text).await {
-                        return Err(SendFailure::with(e, req));
+                    if let Err(e) = conn.write_request(&mut req, &self.ep.authority).await {
+                        return Err(SendFailure::with(self.ep.tls_fault(e), req));
                     }
                     match conn.read_head(head_request, read_timeout).await {
-                        Err(e) => Err(SendFailure::with(e, req)),
+                        Err(e) => Err(SendFailure::with(self.ep.tls_fault(e), req)),
                         Ok(head) => {
                             // The request head was written: its map serves the next head.
                             gatehouse_http1::header_maps::give(std::mem::take(req.headers_mut()));
@@ -184,9 +208,10 @@ impl Lease {
     async fn send_h2(
         mut self,
         mut sender: http2::SendRequest<RequestBody>,
-        req: http::Request<RequestBody>,
+        mut req: http::Request<RequestBody>,
         read_timeout: Duration,
     ) -> Result<http::Response<UpstreamBody>, SendFailure> {
+        h2_form(&mut req, &self.ep.authority, self.ep.tls.is_some());
         match tokio::time::timeout(read_timeout, sender.try_send_request(req)).await {
             Err(_) => Err(SendFailure::new(UpstreamError::Timeout)),
             Ok(Err(mut e)) => {
@@ -220,6 +245,30 @@ impl Lease {
     }
 }
 
+/// The request as HTTP/2 carries it: the authority and scheme in the target instead of `Host`, and
+/// none of the connection-specific headers HTTP/2 forbids (RFC 9113 §8.2.2).
+fn h2_form(req: &mut http::Request<RequestBody>, endpoint: &str, tls: bool) {
+    use http::header;
+    *req.version_mut() = http::Version::HTTP_2;
+    let headers = req.headers_mut();
+    let authority = headers.remove(header::HOST);
+    let authority = authority.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(endpoint);
+    let pq = req.uri().path_and_query().map_or("/", |p| p.as_str());
+    let scheme = if tls { "https" } else { "http" };
+    if let Ok(uri) = http::Uri::builder().scheme(scheme).authority(authority).path_and_query(pq).build() {
+        *req.uri_mut() = uri;
+    }
+    let headers = req.headers_mut();
+    for name in [header::CONNECTION, header::TRANSFER_ENCODING, header::UPGRADE] {
+        headers.remove(name);
+    }
+    headers.remove("keep-alive");
+    headers.remove("proxy-connection");
+    if headers.get(header::TE).is_some_and(|te| !te.as_bytes().eq_ignore_ascii_case(b"trailers")) {
+        headers.remove(header::TE);
+    }
+}
+
 /// Whether `E` is among the causes of `error`.
 fn caused_by<E: std::error::Error + 'static>(error: &hyper::Error) -> bool {
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
@@ -230,90 +279,4 @@ fn caused_by<E: std::error::Error + 'static>(error: &hyper::Error) -> bool {
         source = e.source();
     }
     false
-}
-
-async fn connect(ep: &EndpointState, s: &Settings) -> Result<TimedIo, UpstreamError> {
-    let stream = match tokio::time::timeout(s.connect_timeout, TcpStream::connect(ep.addr)).await {
-        Ok(Ok(stream)) => stream,
-        Ok(Err(e)) => {
-            ep.stats.connect_errors.fetch_add(1, Relaxed);
-            return Err(UpstreamError::Connect(e));
-        }
-        Err(_) => {
-            ep.stats.connect_errors.fetch_add(1, Relaxed);
-            return Err(UpstreamError::ConnectTimeout);
-        }
-    };
-    ep.stats.connects.fetch_add(1, Relaxed);
-    let _ = stream.set_nodelay(true);
-    Ok(TimedIo { inner: stream, write_timeout: s.write_timeout, deadline: None })
-}
-
-/// A TCP stream whose writes fail after staying blocked longer than the write timeout. The timer
-/// is only created when a write actually blocks.
-#[derive(Debug)]
-pub(crate) struct TimedIo {
-    pub(crate) inner: TcpStream,
-    write_timeout: Duration,
-    deadline: Option<Pin<Box<Sleep>>>,
-}
-
-impl TimedIo {
-    #[cfg(test)]
-    pub(crate) fn for_tests(inner: TcpStream, write_timeout: Duration) -> Self {
-        TimedIo { inner, write_timeout, deadline: None }
-    }
-
-    fn blocked(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<usize>> {
-        let timeout = self.write_timeout;
-        let deadline = self.deadline.get_or_insert_with(|| Box::pin(tokio::time::sleep(timeout)));
-        match deadline.as_mut().poll(cx) {
-            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(io::ErrorKind::TimedOut, "upstream write timed out"))),
-            Poll::Pending => Poll::Pending,
-        }
-    }
-}
-
-impl AsyncRead for TimedIo {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl AsyncWrite for TimedIo {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write(cx, buf) {
-            Poll::Pending => self.blocked(cx),
-            ready => {
-                self.deadline = None;
-                ready
-            }
-        }
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        match Pin::new(&mut self.inner).poll_write_vectored(cx, bufs) {
-            Poll::Pending => self.blocked(cx),
-            ready => {
-                self.deadline = None;
-                ready
-            }
-        }
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
 }

@@ -3,15 +3,20 @@
 //! snapshot that used it.
 
 use crate::endpoint::EndpointState;
+use crate::tls::TlsClient;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, Weak};
+
+/// An endpoint's identity: its upstream, address, the host name it was found by, and its TLS
+/// settings' fingerprint (changed settings make a new endpoint, with new connections).
+type Key = (String, SocketAddr, Option<String>, u64);
 
 /// Endpoint states by upstream name and address.
 #[derive(Debug)]
 pub struct Registry {
     workers: usize,
-    endpoints: Mutex<HashMap<(String, SocketAddr), Weak<EndpointState>>>,
+    endpoints: Mutex<HashMap<Key, Weak<EndpointState>>>,
 }
 
 impl Registry {
@@ -20,16 +25,23 @@ impl Registry {
         Registry { workers, endpoints: Mutex::new(HashMap::new()) }
     }
 
-    /// The state of `addr` in `upstream`, created when new. Called while compiling a snapshot,
-    /// never on the request path.
-    pub fn endpoint(&self, upstream: &str, addr: SocketAddr) -> Arc<EndpointState> {
+    /// The state of `addr` (found by `host`, reached with `tls`) in `upstream`, created when new.
+    /// Called while compiling a snapshot, never on the request path.
+    pub fn endpoint(
+        &self,
+        upstream: &str,
+        addr: SocketAddr,
+        host: Option<&str>,
+        tls: Option<&TlsClient>,
+    ) -> Arc<EndpointState> {
         let mut map = self.endpoints.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, w| w.strong_count() > 0);
-        let key = (upstream.to_string(), addr);
+        let key = (upstream.to_string(), addr, host.map(str::to_string), tls.map_or(0, TlsClient::fingerprint));
         if let Some(state) = map.get(&key).and_then(Weak::upgrade) {
             return state;
         }
-        let state = Arc::new(EndpointState::new(addr, self.workers));
+        let tls = tls.map(|t| t.for_endpoint(t.server_name(host, addr.ip())));
+        let state = Arc::new(EndpointState::new(addr, host, tls, self.workers));
         map.insert(key, Arc::downgrade(&state));
         state
     }

@@ -13,7 +13,6 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::net::TcpStream;
 use tokio::time::Sleep;
 
 /// The endpoint's response body.
@@ -109,7 +108,7 @@ impl UpstreamBody {
 
     /// For a `101 Switching Protocols` answer: the raw connection and the bytes already read past
     /// the head. The connection is no longer pooled.
-    pub fn take_upgrade(&mut self) -> Option<(TcpStream, Bytes)> {
+    pub fn take_upgrade(&mut self) -> Option<(crate::io::UpstreamIo, Bytes)> {
         match self.lease.as_mut()?.conn.take()? {
             Conn::H1(conn) => {
                 self.lease = None;

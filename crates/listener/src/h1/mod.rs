@@ -28,7 +28,6 @@ use std::future::{poll_fn, Future};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
-use tokio::net::TcpStream;
 use write::{write_all, write_response, SendTimedOut, Written};
 
 /// Read buffer growth while reading a request head: most heads fit in one step.
@@ -383,7 +382,7 @@ async fn close(stream: &Transport) {
 }
 
 /// Splices the client connection with the endpoint's after a 101, until either side closes.
-async fn tunnel(client: Arc<Transport>, leftover: Bytes, mut upstream: TcpStream, early: Bytes) {
+async fn tunnel(client: Arc<Transport>, leftover: Bytes, mut upstream: gatehouse_proxy::UpstreamIo, early: Bytes) {
     let Ok(mut client) = Arc::try_unwrap(client) else {
         return;
     };

@@ -12,7 +12,7 @@ fn eps(weights: &[u32]) -> Vec<Endpoint> {
         .iter()
         .enumerate()
         .map(|(i, &w)| Endpoint {
-            state: Arc::new(EndpointState::new(SocketAddr::from(([127, 0, 0, 1], 9000 + i as u16)), 1)),
+            state: Arc::new(EndpointState::new(SocketAddr::from(([127, 0, 0, 1], 9000 + i as u16)), None, None, 1)),
             weight: w,
             max_conns: 0,
         })

@@ -1,11 +1,12 @@
 //! Codec checks against a real socket pair: head parsing, framing rules, chunked decoding.
 
 use super::*;
-use crate::pool::TimedIo;
+use crate::io::{TimedIo, UpstreamIo};
 use gatehouse_http1::MAX_LINES;
 use http::HeaderMap;
 use std::time::Duration;
 use tokio::net::TcpListener;
+use tokio::net::TcpStream;
 
 async fn pair(response: &'static [u8]) -> H1Conn {
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -18,7 +19,7 @@ async fn pair(response: &'static [u8]) -> H1Conn {
         let _ = tokio::io::AsyncReadExt::read(&mut s, &mut sink).await;
     });
     let stream = TcpStream::connect(addr).await.expect("connect");
-    H1Conn::new(TimedIo::for_tests(stream, Duration::from_secs(5)))
+    H1Conn::new(UpstreamIo::Plain(TimedIo::for_tests(stream, Duration::from_secs(5))))
 }
 
 /// Every header the client would get: the map and the lines passed on unparsed.
