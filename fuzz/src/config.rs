@@ -24,6 +24,16 @@ pub fn check(data: &[u8]) {
     if gatehouse_plugins::Gateway::build(&config, &plugins).is_err() {
         return;
     }
+    // `gatehouse check` also reads upstream TLS files; a configuration naming unreadable ones is
+    // refused there, as here.
+    let tls_files_ok = config
+        .upstreams
+        .values()
+        .filter_map(|u| u.tls.as_ref().map(|t| (t, u.protocol)))
+        .all(|(t, protocol)| gatehouse_upstream::TlsClient::new(t, protocol).is_ok());
+    if !tls_files_ok {
+        return;
+    }
     let built = gatehouse_proxy::Snapshot::build(
         Arc::new(config),
         1,
@@ -31,6 +41,7 @@ pub fn check(data: &[u8]) {
         &gatehouse_proxy::RouteStatsRegistry::default(),
         &plugins,
         None,
+        &gatehouse_upstream::Answers::new(),
     );
     if let Err(e) = built {
         panic!("`gatehouse check` accepts a configuration that does not build: {e}");

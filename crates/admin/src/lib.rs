@@ -16,7 +16,7 @@ mod stats;
 pub use api::Api;
 pub use auth::{Audit, Tokens};
 pub use certs::CertStore;
-pub use metrics::{render_metrics, render_tls};
+pub use metrics::{render_dns, render_metrics, render_tls};
 
 use bytes::Bytes;
 use gatehouse_proxy::Shared;
@@ -37,6 +37,8 @@ pub struct AdminState {
     pub shared: Arc<Shared>,
     /// TLS counters.
     pub tls: Arc<TlsStats>,
+    /// Counters of the names upstream targets are resolved by.
+    pub dns: Arc<gatehouse_discovery::Stats>,
     /// This node's status document.
     pub status: StatusDoc,
     /// The API and console; none when no token is configured.
@@ -105,6 +107,7 @@ async fn handle(
         (&http::Method::GET, "/metrics") => {
             let mut text = render_metrics(&state.shared);
             render_tls(&mut text, &state.tls);
+            render_dns(&mut text, &state.dns);
             http_util::text(200, "text/plain; version=0.0.4", text)
         }
         (&http::Method::GET, "/status") => {

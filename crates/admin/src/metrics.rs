@@ -87,6 +87,21 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
     );
 }
 
+/// The discovery loop's counters by name.
+pub fn render_dns(out: &mut String, stats: &gatehouse_discovery::Stats) {
+    let names = stats.snapshot();
+    help(out, "gatehouse_dns_lookups_total", "counter", "DNS lookups of upstream target names, by result.");
+    for (name, s) in &names {
+        for (result, n) in [("ok", s.resolved), ("error", s.failed)] {
+            let _ = writeln!(out, "gatehouse_dns_lookups_total{{name=\"{}\",result=\"{result}\"}} {n}", esc(name));
+        }
+    }
+    help(out, "gatehouse_dns_addresses", "gauge", "Addresses in the last good answer for the name.");
+    for (name, s) in &names {
+        let _ = writeln!(out, "gatehouse_dns_addresses{{name=\"{}\"}} {}", esc(name), s.addresses);
+    }
+}
+
 /// The proxy's metrics in the Prometheus text format.
 pub fn render_metrics(shared: &Shared) -> String {
     let snap = shared.snapshot.load();
@@ -239,7 +254,7 @@ fn render_endpoints(out: &mut String, snap: &Snapshot) {
     for (name, kind, text, read) in endpoint_metrics {
         help(out, name, kind, text);
         for (uname, u) in &snap.upstreams {
-            for ep in u.endpoints.iter() {
+            for ep in u.members().endpoints.iter() {
                 let _ = writeln!(
                     out,
                     "{name}{{upstream=\"{}\",endpoint=\"{}\"}} {}",
@@ -258,7 +273,9 @@ fn render_upstream_tls(out: &mut String, snap: &Snapshot) {
     let tls_endpoints = || {
         snap.upstreams
             .iter()
-            .flat_map(|(name, u)| u.endpoints.iter().map(move |ep| (name, &ep.state)))
+            .flat_map(|(name, u)| {
+                u.members_full().endpoints.iter().map(|ep| (name, ep.state.clone())).collect::<Vec<_>>()
+            })
             .filter(|(_, ep)| ep.tls_name().is_some())
     };
     help(

@@ -34,6 +34,7 @@ pub fn stats(shared: &Shared, tls: &TlsStats) -> Value {
         .iter()
         .map(|(name, u)| {
             let endpoints: Vec<Value> = u
+                .members()
                 .endpoints
                 .iter()
                 .map(|ep| {

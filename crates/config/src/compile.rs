@@ -4,7 +4,7 @@
 use crate::error::ValueError;
 use crate::model::Config;
 use crate::schema;
-use crate::upstream::Balance;
+use crate::upstream::{Address, Balance};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 
@@ -239,6 +239,18 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
         }
     }
 
+    let r = &c.resolver;
+    for (field, d) in [("timeout", r.timeout), ("failure_retry", r.failure_retry), ("max_ttl", r.max_ttl)] {
+        if d.0.is_zero() {
+            err(format!("resolver.{field}"), "must be greater than zero".into());
+        }
+    }
+    if r.attempts == 0 {
+        err("resolver.attempts".into(), "must be at least 1".into());
+    }
+    if r.min_ttl.0 > r.max_ttl.0 {
+        err("resolver.min_ttl".into(), "must not be longer than resolver.max_ttl".into());
+    }
     for (name, u) in &c.upstreams {
         let p = format!("upstreams.{name}");
         if u.targets.is_empty() {
@@ -249,10 +261,15 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
             if !(1..=1000).contains(&t.weight) {
                 err(format!("{p}.targets[{i}].weight"), "must be from 1 to 1000".into());
             }
-            if t.address.port() == 0 {
+            let port = match &t.address {
+                Address::Ip(a) => a.port(),
+                Address::Name { port, .. } => *port,
+                Address::Srv(_) => 1,
+            };
+            if port == 0 {
                 err(format!("{p}.targets[{i}].address"), "port 0 is not a valid endpoint".into());
             }
-            if !seen.insert(t.address) {
+            if !seen.insert(&t.address) {
                 err(format!("{p}.targets[{i}].address"), format!("{} is listed twice", t.address));
             }
         }

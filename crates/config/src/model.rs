@@ -4,7 +4,7 @@
 use crate::control::{Admin, Control, Node};
 use crate::gateway::{App, Plan, Service};
 use crate::units::{ByteSize, Duration};
-use crate::upstream::Upstream;
+use crate::upstream::{Resolver, Upstream};
 use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -37,6 +37,8 @@ pub struct Config {
     pub listeners: BTreeMap<String, Listener>,
     /// Upstream pools by name.
     pub upstreams: BTreeMap<String, Upstream>,
+    /// How upstream host names are resolved.
+    pub resolver: Resolver,
     /// Sites (virtual hosts) by name.
     pub sites: BTreeMap<String, Site>,
     /// API services (path prefixes guarded by gateway plugins) by name.
@@ -90,6 +92,7 @@ impl Default for Config {
             demo_backend: None,
             listeners: BTreeMap::new(),
             upstreams: BTreeMap::new(),
+            resolver: Resolver::default(),
             sites: BTreeMap::new(),
             services: BTreeMap::new(),
             apps: BTreeMap::new(),

@@ -52,23 +52,95 @@ pub struct Upstream {
     pub circuit_breaker: Option<CircuitBreaker>,
 }
 
-/// One endpoint; written as `"ip:port"` or as a map.
+/// One target of an upstream; written as `"ip:port"`, `"name:port"` or as a map.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Target {
-    /// Endpoint address.
-    pub address: SocketAddr,
-    /// Relative weight, 1 to 1000.
+    /// Where its endpoints are.
+    pub address: Address,
+    /// Relative weight, 1 to 1000 (for SRV targets, the records' weights are used).
     pub weight: u32,
-    /// Concurrent requests allowed to this endpoint (0: no limit).
+    /// Concurrent requests allowed to each of its endpoints (0: no limit).
     pub max_conns: u32,
+}
+
+/// Where a target's endpoints are.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Address {
+    /// One endpoint, an IP literal and port.
+    Ip(SocketAddr),
+    /// A host name, resolved (A and AAAA records): every address is an endpoint on `port`.
+    Name {
+        /// The name.
+        host: String,
+        /// The port.
+        port: u16,
+    },
+    /// An SRV record name (`_http._tcp.api.internal`): each record gives a host, port and weight.
+    Srv(String),
+}
+
+impl Address {
+    /// Reads `ip:port`, `[ipv6]:port` or `name:port`.
+    pub fn parse(text: &str) -> Result<Address, String> {
+        if let Ok(addr) = text.parse::<SocketAddr>() {
+            return Ok(Address::Ip(addr));
+        }
+        let expected = || format!("invalid address `{text}`: expected ip:port or name:port");
+        let (host, port) = text.rsplit_once(':').ok_or_else(expected)?;
+        let port: u16 = port.parse().map_err(|_| expected())?;
+        if host.parse::<std::net::IpAddr>().is_ok() || host.starts_with('[') {
+            return Err(expected());
+        }
+        if !valid_dns_name(host) {
+            return Err(format!("invalid host name `{host}` in `{text}`"));
+        }
+        Ok(Address::Name { host: host.to_ascii_lowercase(), port })
+    }
+
+    /// The host name to resolve, if any.
+    pub fn host(&self) -> Option<&str> {
+        match self {
+            Address::Name { host, .. } => Some(host),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Address {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Address::Ip(a) => a.fmt(f),
+            Address::Name { host, port } => write!(f, "{host}:{port}"),
+            Address::Srv(name) => write!(f, "srv {name}"),
+        }
+    }
+}
+
+/// Whether `name` is a DNS name: dot-separated labels of letters, digits, `-` and `_` (service
+/// labels), each 1 to 63 bytes, 253 in all; a final dot is allowed.
+pub fn valid_dns_name(name: &str) -> bool {
+    let name = name.strip_suffix('.').unwrap_or(name);
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+        && !name.bytes().all(|b| b.is_ascii_digit() || b == b'.')
 }
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct TargetMap {
-    address: SocketAddr,
-    #[serde(default = "defaults::weight")]
-    weight: u32,
+    #[serde(default)]
+    address: Option<String>,
+    #[serde(default)]
+    srv: Option<String>,
+    #[serde(default)]
+    weight: Option<u32>,
     #[serde(default)]
     max_conns: u32,
 }
@@ -79,19 +151,80 @@ impl<'de> Deserialize<'de> for Target {
         impl<'de> Visitor<'de> for V {
             type Value = Target;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("an address `ip:port` or a map with `address`, `weight`, `max_conns`")
+                f.write_str(
+                    "an address `ip:port` or `name:port`, or a map with `address` (or `srv`), `weight`, `max_conns`",
+                )
             }
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Target, E> {
-                let address = v.parse().map_err(|_| E::custom(format!("invalid address `{v}`: expected ip:port")))?;
+                let address = Address::parse(v).map_err(E::custom)?;
                 Ok(Target { address, weight: 1, max_conns: 0 })
             }
             fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Target, A::Error> {
                 let m = TargetMap::deserialize(de::value::MapAccessDeserializer::new(map))?;
-                Ok(Target { address: m.address, weight: m.weight, max_conns: m.max_conns })
+                let address = match (m.address, m.srv) {
+                    (Some(a), None) => Address::parse(&a).map_err(de::Error::custom)?,
+                    (None, Some(srv)) if m.weight.is_some() => {
+                        return Err(de::Error::custom(format!(
+                            "`{srv}`: an SRV target takes its weights from the records; remove `weight`"
+                        )))
+                    }
+                    (None, Some(srv)) if valid_dns_name(&srv) => Address::Srv(srv.to_ascii_lowercase()),
+                    (None, Some(srv)) => return Err(de::Error::custom(format!("invalid SRV name `{srv}`"))),
+                    (Some(_), Some(_)) => return Err(de::Error::custom("set either `address` or `srv`, not both")),
+                    (None, None) => return Err(de::Error::custom("missing field `address`")),
+                };
+                Ok(Target { address, weight: m.weight.unwrap_or_else(defaults::weight), max_conns: m.max_conns })
             }
         }
         d.deserialize_any(V)
     }
+}
+
+/// How upstream host names are resolved (the top-level `resolver` section).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Resolver {
+    /// DNS servers (`ip:port`) asked instead of those of `/etc/resolv.conf`.
+    pub nameservers: Vec<SocketAddr>,
+    /// Time allowed for one query to one server.
+    pub timeout: Duration,
+    /// Queries sent for one lookup before it fails.
+    pub attempts: u32,
+    /// Shortest time an answer is used before it is asked again, whatever its TTL.
+    pub min_ttl: Duration,
+    /// Longest time an answer is used before it is asked again, whatever its TTL.
+    pub max_ttl: Duration,
+    /// Time before a failed lookup is tried again (the last good answer is kept meanwhile).
+    pub failure_retry: Duration,
+    /// Which addresses of a name become endpoints.
+    pub prefer: IpPreference,
+}
+
+impl Default for Resolver {
+    fn default() -> Self {
+        Resolver {
+            nameservers: Vec::new(),
+            timeout: Duration::secs(2),
+            attempts: 2,
+            min_ttl: Duration::secs(1),
+            max_ttl: Duration::secs(300),
+            failure_retry: Duration::secs(5),
+            prefer: IpPreference::Ipv4,
+        }
+    }
+}
+
+/// Which addresses of a host name become endpoints.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IpPreference {
+    /// The IPv4 addresses; the IPv6 ones only when the name has no IPv4 address.
+    #[default]
+    Ipv4,
+    /// The IPv6 addresses; the IPv4 ones only when the name has no IPv6 address.
+    Ipv6,
+    /// Every address, IPv4 and IPv6.
+    Both,
 }
 
 /// Balancing policy of an upstream.

@@ -330,7 +330,7 @@ services:
     let limits: Vec<u32> = api.targets.iter().map(|t| t.max_conns).collect();
     assert_eq!(limits, [50, 0, 0]);
     assert!(has_note(&c, "services[0].upstreams[1].max_conn", "no limit"));
-    assert_eq!(api.targets[2].address, "[::1]:8081".parse().expect("addr"));
+    assert_eq!(api.targets[2].address, gatehouse_config::Address::parse("[::1]:8081").expect("addr"));
     assert_eq!((api.timeouts.connect, api.timeouts.read), (Duration::secs(7), Duration::secs(7)));
     assert_eq!((api.retries, api.passive_health.failures), (0, 0));
     assert_eq!(config.upstreams["open"].circuit_breaker, None);
@@ -515,13 +515,12 @@ clients:
     );
     assert_eq!(config.listeners["http"].bind, "127.0.0.1:9999".parse().expect("addr"));
     let targets: Vec<String> = config.upstreams["s"].targets.iter().map(|t| t.address.to_string()).collect();
-    assert_eq!(targets, ["192.0.2.1:8080", "192.0.2.2:443"]);
+    assert_eq!(targets, ["backend.internal:8080"]);
     for (path, fragment) in [
         ("metrics", "not a hyperapi 0.2.2 setting"),
         ("services[0].protocol", "never read"),
-        ("services[0].upstreams[0].target", "not an IP address"),
         ("services[0].upstreams[0].target", "path `/v1`"),
-        ("services[0].upstreams[1].target", "plain HTTP"),
+        ("services[0].upstreams[1].target", "all TLS or all plain"),
         ("services[0].upstreams[2].target", "scheme `ftp`"),
         ("services[0].upstreams", "X-UPSTREAM-ID"),
         ("services[1].auth.type", "service dropped"),
@@ -537,6 +536,35 @@ clients:
     assert_eq!(cache.to_string(), "services[0].filters[1]: filter type Cache has no Gatehouse equivalent; dropped");
     assert!(config.services.len() == 1 && config.apps.is_empty());
     assert!(c.yaml.contains("#   services[0].filters[1]: filter type Cache has no Gatehouse equivalent; dropped\n"));
+}
+
+#[test]
+fn https_targets_become_a_tls_upstream_and_names_named_targets() {
+    let (c, config) = convert(
+        r#"
+services:
+  - service_id: pay
+    path: /pay
+    auth: { type: None }
+    upstreams:
+      - { target: "https://Pay.Internal" }
+      - { target: "https://10.0.0.9:8443" }
+  - service_id: web
+    path: /web
+    auth: { type: None }
+    upstreams: [{ target: "http://web.internal:8080" }]
+"#,
+    );
+    let pay = &config.upstreams["pay"];
+    let targets: Vec<String> = pay.targets.iter().map(|t| t.address.to_string()).collect();
+    assert_eq!(targets, ["pay.internal:443", "10.0.0.9:8443"]);
+    let tls = pay.tls.as_ref().expect("a TLS upstream");
+    assert!(tls.verify && tls.ca.is_none());
+    assert!(has_note(&c, "services[0].upstreams", "set `tls.ca` for a private CA"));
+    let web = &config.upstreams["web"];
+    assert!(web.tls.is_none());
+    assert_eq!(web.targets[0].address.host(), Some("web.internal"));
+    assert!(!c.yaml.contains("192.0.2."), "no placeholder: {}", c.yaml);
 }
 
 #[test]

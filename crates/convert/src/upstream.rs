@@ -4,7 +4,7 @@
 use super::hyperapi::{Service, Upstream};
 use super::{entry, Report, Untranslatable};
 use serde_yaml::{Mapping, Value};
-use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::net::{IpAddr, SocketAddr};
 
 /// Gatehouse's largest target weight.
 const MAX_WEIGHT: u64 = 1000;
@@ -54,21 +54,41 @@ pub(super) fn parse_target(url: &str) -> Result<TargetUrl, Untranslatable> {
 
 /// One Gatehouse target being assembled.
 struct Target {
-    address: SocketAddr,
+    /// `ip:port` or `name:port`.
+    address: String,
     weight: u64,
     max_conns: u64,
+}
+
+/// A target URL made into a Gatehouse address, and whether it is reached over TLS.
+struct Endpoint {
+    address: String,
+    tls: bool,
 }
 
 /// Builds the upstream of service `s` (at `p`, e.g. `services[2]`); `None` when no endpoint is left.
 pub(super) fn upstream(report: &mut Report, p: &str, s: &Service) -> Option<Mapping> {
     let mut targets: Vec<Target> = Vec::new();
-    let mut placeholders = 0u8;
     let mut labels = false;
+    // One Gatehouse upstream is all TLS or all plain: the first usable target decides.
+    let mut tls = None;
     for (k, u) in s.upstreams.iter().enumerate() {
         let up = format!("{p}.upstreams[{k}]");
         report.extra(&up, &u.extra);
         labels |= u.id.is_some() || u.version.is_some();
-        let Some(address) = address(report, &up, &u.target, &mut placeholders) else { continue };
+        let Some(Endpoint { address, tls: this_tls }) = address(report, &up, &u.target) else { continue };
+        match tls {
+            None => tls = Some(this_tls),
+            Some(first) if first != this_tls => {
+                let (kind, other) = if first { ("https", "http") } else { ("http", "https") };
+                report.note(
+                    format!("{up}.target"),
+                    format!("{other} target in a service whose first target is {kind}: one Gatehouse upstream is all TLS or all plain; target dropped (give it a service of its own)"),
+                );
+                continue;
+            }
+            Some(_) => {}
+        }
         let weight = match u.weight {
             Some(0) => {
                 report.note(
@@ -121,6 +141,14 @@ pub(super) fn upstream(report: &mut Report, p: &str, s: &Service) -> Option<Mapp
         })
         .collect();
     entry(&mut out, "targets", Value::Sequence(list));
+    if tls == Some(true) {
+        // Verified against the system's roots, for the target's host name (or IP address).
+        entry(&mut out, "tls", Mapping::new());
+        report.note(
+            format!("{p}.upstreams"),
+            "https targets: TLS verified against the system's roots for each target's host; set `tls.ca` for a private CA, or `tls.server_name`",
+        );
+    }
     match s.timeout {
         Some(0) => {
             report.note(format!("{p}.timeout"), "0 failed every request in hyperapi; Gatehouse's default timeouts used")
@@ -145,9 +173,9 @@ pub(super) fn upstream(report: &mut Report, p: &str, s: &Service) -> Option<Mapp
     Some(out)
 }
 
-/// The endpoint address of one target URL: its `ip:port`, or a placeholder in TEST-NET-1
-/// (192.0.2.0/24, RFC 5737), which is never routed, when the URL cannot be used as it is.
-fn address(report: &mut Report, up: &str, url: &str, placeholders: &mut u8) -> Option<SocketAddr> {
+/// The Gatehouse address of one target URL (`ip:port`, `[v6]:port` or `name:port`) and whether it
+/// is HTTPS.
+fn address(report: &mut Report, up: &str, url: &str) -> Option<Endpoint> {
     let at = format!("{up}.target");
     let t = match parse_target(url) {
         Ok(t) => t,
@@ -165,23 +193,23 @@ fn address(report: &mut Report, up: &str, url: &str, placeholders: &mut u8) -> O
             ),
         );
     }
-    let usable = match (t.scheme.as_str(), t.host.parse::<IpAddr>()) {
-        ("http", Ok(ip)) => return Some(SocketAddr::new(ip, t.port)),
-        ("http", Err(_)) => format!("host `{}` is not an IP address and Gatehouse targets are ip:port", t.host),
-        ("https", _) => "https: Gatehouse speaks plain HTTP to upstreams".to_string(),
-        (other, _) => {
+    let tls = match t.scheme.as_str() {
+        "http" => false,
+        "https" => true,
+        other => {
             report.note(at, format!("scheme `{other}` is not HTTP; target dropped"));
             return None;
         }
     };
-    let Some(n) = placeholders.checked_add(1).filter(|n| *n < 255) else {
-        report.note(at, format!("{usable}; no placeholder address left in 192.0.2.0/24; target dropped"));
-        return None;
+    let address = match t.host.parse::<IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, t.port).to_string(),
+        Err(_) if gatehouse_config::valid_dns_name(&t.host) => format!("{}:{}", t.host.to_ascii_lowercase(), t.port),
+        Err(_) => {
+            report.note(at, format!("host `{}` is neither an IP address nor a DNS name; target dropped", t.host));
+            return None;
+        }
     };
-    *placeholders = n;
-    let placeholder = SocketAddr::new(IpAddr::V4(Ipv4Addr::new(192, 0, 2, n)), t.port);
-    report.note(at, format!("{usable}; written as the unroutable placeholder {placeholder}: replace it"));
-    Some(placeholder)
+    Some(Endpoint { address, tls })
 }
 
 /// Gatehouse weights go from 1 to 1000; larger ones are scaled down together.

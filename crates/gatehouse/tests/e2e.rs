@@ -15,6 +15,8 @@ mod control_cluster;
 mod control_contract;
 #[path = "e2e/dashboard.rs"]
 mod dashboard;
+#[path = "e2e/dns.rs"]
+mod dns;
 #[path = "e2e/dos.rs"]
 mod dos;
 #[path = "e2e/drain.rs"]

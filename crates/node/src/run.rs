@@ -15,6 +15,7 @@ use crate::upgrade::{self, Inherited};
 use apply::Builders;
 use gatehouse_admin::StatusDoc;
 use gatehouse_config::{AccessLog as AccessLogConfig, Config, Workers as WorkerCount};
+use gatehouse_discovery::Discovery;
 use gatehouse_listener::{ServeContext, Workers};
 use gatehouse_plugins::Registry as PluginRegistry;
 use gatehouse_proxy::{RouteStatsRegistry, Shared, Snapshot};
@@ -57,6 +58,9 @@ struct Control {
     /// configured address, a copy of the socket.
     other_sockets: Vec<(String, String, std::net::TcpListener)>,
     retired: Option<Arc<Snapshot>>,
+    /// Resolves named upstream targets and publishes their answers.
+    discovery: Arc<Discovery>,
+    discovery_task: Option<JoinHandle<()>>,
 }
 
 /// The configuration file's text (or the quick start's) and what to call it in errors.
@@ -214,13 +218,15 @@ impl Control {
             gatehouse_clock::set_worker_index,
         )
         .map_err(|source| NodeError::Start { what: "start workers", source })?;
-        let registry = Registry::new(n);
+        let registry = Arc::new(Registry::new(n));
         let route_stats = RouteStatsRegistry::default();
         let access_log = open_log(&config.access_log)?;
         let tls = TlsRuntime::new(config).await?;
         let mut follower = Follower::new(config, tls.cluster())?;
         let config = follower.initial_config(&base, file_config.clone()).await;
         let plugins = PluginRegistry::new(tls.cluster().cloned());
+        let discovery = Discovery::new(&config.resolver, registry.clone());
+        discovery.prime(&config).await;
         let snapshot = Snapshot::build(
             Arc::new(config.clone()),
             1,
@@ -228,6 +234,7 @@ impl Control {
             &route_stats,
             &plugins,
             access_log.as_ref().map(|(_, l)| l.clone()),
+            &discovery.answers(),
         )
         .map_err(NodeError::Snapshot)?;
         let shared = Shared::new(snapshot);
@@ -239,11 +246,7 @@ impl Control {
             path,
             events,
             workers,
-            builders: Builders {
-                registry: Arc::new(registry),
-                route_stats: Arc::new(route_stats),
-                plugins: Arc::new(plugins),
-            },
+            builders: Builders { registry, route_stats: Arc::new(route_stats), plugins: Arc::new(plugins) },
             compiler: Compiler::start()?,
             shared: shared.clone(),
             listeners: ListenerSet::default(),
@@ -260,8 +263,11 @@ impl Control {
             other_tasks,
             other_sockets,
             retired: None,
+            discovery_task: Some(tokio::spawn(discovery.clone().run())),
+            discovery,
         };
         control.listeners.apply(&config, &control.workers, &control.ctx, config.reuse_port, &acceptors, inherited)?;
+        control.discovery.watch(shared.snapshot.load().upstreams.values().cloned());
         control.restart_health_checks();
         for w in &control.workers.workers {
             w.handle.spawn(worker_maintenance(shared.clone()));
@@ -477,6 +483,9 @@ impl Control {
         }
         for h in self.health.drain(..) {
             h.abort();
+        }
+        if let Some(t) = self.discovery_task.take() {
+            t.abort();
         }
         if let Some((_, log)) = &self.access_log {
             // Each worker hands over its buffered lines, then the writer confirms they are out.

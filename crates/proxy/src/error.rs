@@ -35,6 +35,13 @@ pub enum ProxyError {
         /// Upstream name.
         upstream: String,
     },
+    /// The upstream has no endpoint: none of its names has resolved yet.
+    Unresolved {
+        /// Upstream name.
+        upstream: String,
+        /// Each target left out, with why.
+        why: String,
+    },
     /// The last endpoint tried failed: no connection, no answer in time, or a broken exchange
     /// (reset, protocol error).
     Upstream {
@@ -57,7 +64,7 @@ impl ProxyError {
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             ProxyError::ClientTimeout => StatusCode::REQUEST_TIMEOUT,
-            ProxyError::NoHealthyEndpoint { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ProxyError::NoHealthyEndpoint { .. } | ProxyError::Unresolved { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Upstream { source, .. } if source.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Upstream { .. } => StatusCode::BAD_GATEWAY,
         }
@@ -81,6 +88,9 @@ impl ProxyError {
             ProxyError::ClientTimeout => tracing::debug!(%status, "the client stopped sending its body"),
             ProxyError::NoHealthyEndpoint { upstream } => {
                 tracing::warn!(%status, upstream, "no healthy endpoint")
+            }
+            ProxyError::Unresolved { upstream, why } => {
+                tracing::warn!(%status, upstream, unresolved = %why, "no endpoint: no target has resolved")
             }
             ProxyError::Upstream { endpoint, source } if source.is_connect() => {
                 tracing::warn!(%status, endpoint, reason = %source, "connect failed")

@@ -81,8 +81,8 @@ where
             r.status = status;
             if let Some(route) = &outcome.route {
                 r.route = route.id.to_string();
-                if let Some(ep) = outcome.endpoint.and_then(|i| route.upstream.endpoints.get(i)) {
-                    r.upstream = ep.state.addr_text.to_string();
+                if let Some(addr) = outcome.endpoint {
+                    r.upstream = addr.to_string();
                 }
             }
             if let Some(app) = outcome.admitted.as_ref().and_then(|a| a.app.as_ref()) {
@@ -100,8 +100,8 @@ where
 /// What the request path learned, for metrics and the log.
 struct Outcome {
     route: Option<Arc<RouteEntry>>,
-    /// Index of the last endpoint tried, in the route's upstream.
-    endpoint: Option<usize>,
+    /// The last endpoint tried.
+    endpoint: Option<std::net::SocketAddr>,
     /// What the service's Admit stage found, for the response rewrite and the log.
     admitted: Option<Admitted>,
     /// The target without the app key the client put in it, for the log.
@@ -252,21 +252,24 @@ where
         let key =
             SelectKey { client_ip: conn.peer.ip(), uri: &key_uri, headers: select_headers.as_ref().unwrap_or(&empty) };
 
+        // Read once: the endpoints stay the same for every attempt, even if a new DNS answer is
+        // published meanwhile.
+        let members = upstream.members();
         let mut tried = [0usize; MAX_ATTEMPTS];
         let attempts = (settings.retries as usize + 1).min(MAX_ATTEMPTS);
         let mut last_error = None;
         // A retryable status answer, returned as it is if no other endpoint does better.
         let mut fallback: Option<Response<ResponseBody>> = None;
         for attempt in 0..attempts {
-            let Some(idx) = upstream.select(&key, &tried[..attempt]) else {
+            let Some(idx) = upstream.select(&members, &key, &tried[..attempt]) else {
                 break;
             };
             tried[attempt] = idx;
             if attempt > 0 {
                 shared.stats.retries.inc();
             }
-            let ep = &upstream.endpoints[idx].state;
-            outcome.endpoint = Some(idx);
+            let ep = &members.endpoints[idx].state;
+            outcome.endpoint = Some(ep.addr);
             let Some(mut request) = pending.take().or_else(|| rebuild(&template)) else {
                 break;
             };
@@ -284,7 +287,7 @@ where
             let lease = match acquired {
                 Ok(lease) => lease,
                 Err(e) => {
-                    upstream.record_failure(idx);
+                    upstream.record_failure(&members, idx);
                     // Never sent (`Retry::Unsent`): the same request can go elsewhere, whatever its method.
                     debug_assert_eq!(e.retry(), Retry::Unsent);
                     last_error = Some(ProxyError::Upstream { endpoint: ep.addr_text.to_string(), source: e });
@@ -296,7 +299,7 @@ where
             match lease.send(request, settings.read_timeout).await {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
-                    upstream.record_outcome(idx, status >= 500);
+                    upstream.record_outcome(&members, idx, status >= 500);
                     if settings.retry_on_status.contains(&status) {
                         ep.record_failure(settings.eject_after, settings.eject_for);
                         if attempt + 1 < attempts && template.is_some() {
@@ -317,7 +320,7 @@ where
                         Retry::Unsent => failure.request,
                         Retry::IfIdempotent => failure.request.filter(|_| replayable),
                     };
-                    upstream.record_failure(idx);
+                    upstream.record_failure(&members, idx);
                     last_error =
                         Some(ProxyError::Upstream { endpoint: ep.addr_text.to_string(), source: failure.error });
                     match again {
@@ -331,7 +334,10 @@ where
         if let Some(resp) = fallback {
             return Ok(resp);
         }
-        Err(last_error.unwrap_or(ProxyError::NoHealthyEndpoint { upstream: upstream.name.to_string() }))
+        Err(last_error.unwrap_or_else(|| match members.endpoints.is_empty() {
+            true => ProxyError::Unresolved { upstream: upstream.name.to_string(), why: members.unresolved.join("; ") },
+            false => ProxyError::NoHealthyEndpoint { upstream: upstream.name.to_string() },
+        }))
     }
 }
 

@@ -7,7 +7,7 @@ use gatehouse_plugins::{Gateway, GatewayError, ServiceGate};
 use gatehouse_router::{BuildError, Router};
 use gatehouse_telemetry::access_log::AccessLog;
 use gatehouse_telemetry::RouteStats;
-use gatehouse_upstream::{Registry, TlsSetupError, Upstream};
+use gatehouse_upstream::{Answers, Registry, TlsSetupError, Upstream};
 use http::HeaderValue;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -173,13 +173,14 @@ impl Snapshot {
         route_stats: &RouteStatsRegistry,
         plugins: &gatehouse_plugins::Registry,
         access_log: Option<AccessLog>,
+        answers: &Answers,
     ) -> Result<Snapshot, SnapshotError> {
         route_stats.sweep();
         let gateway = Gateway::build(&config, plugins).map_err(SnapshotError::Gateway)?;
         let upstreams: BTreeMap<String, Arc<Upstream>> = config
             .upstreams
             .iter()
-            .map(|(name, u)| match Upstream::new(name, u, registry) {
+            .map(|(name, u)| match Upstream::new(name, u, registry, answers) {
                 Ok(u) => Ok((name.clone(), Arc::new(u))),
                 Err(source) => Err(SnapshotError::UpstreamTls { upstream: name.clone(), source }),
             })

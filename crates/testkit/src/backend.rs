@@ -84,7 +84,13 @@ impl Backend {
     /// Starts a backend called `name`. By default it answers `200` with body `name` and header
     /// `x-backend: name`, and `/healthz` answers `200`.
     pub fn start(name: &str) -> Backend {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind a backend on 127.0.0.1:0");
+        Backend::start_at(name, SocketAddr::from(([127, 0, 0, 1], 0)))
+    }
+
+    /// [`Backend::start`] on `addr`: another loopback address (`127.0.0.2:0`), or the port of a
+    /// backend already on another address, so that one DNS name can point at either.
+    pub fn start_at(name: &str, addr: SocketAddr) -> Backend {
+        let listener = TcpListener::bind(addr).unwrap_or_else(|e| panic!("bind a backend on {addr}: {e}"));
         listener.set_nonblocking(true).expect("make the backend socket non-blocking");
         let addr = listener.local_addr().expect("backend address");
         let state = Arc::new(State {

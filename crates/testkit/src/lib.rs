@@ -11,6 +11,7 @@
 
 mod backend;
 mod client;
+mod dns;
 mod gateway;
 pub mod h2raw;
 mod haproxy;
@@ -24,6 +25,7 @@ mod wait;
 
 pub use backend::{Backend, Recorded};
 pub use client::{curl, http_get, http_request, HttpConn, Response};
+pub use dns::DnsServer;
 pub use gateway::{metric_value, Gateway, TempDir};
 pub use haproxy::Haproxy;
 pub use load::{Load, LoadReport};
@@ -40,4 +42,10 @@ pub const IO_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// The first value of header `name` (case-insensitive) in a recorded header list.
 pub(crate) fn first_header<'a>(headers: &'a [(String, String)], name: &str) -> Option<&'a str> {
     headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+}
+
+/// Whether the tests run as root: servers that drop privileges (nginx, dnsmasq) are then told to
+/// stay root, so they can read the test's private files.
+pub(crate) fn is_root() -> bool {
+    std::process::Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"))
 }

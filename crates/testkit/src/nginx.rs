@@ -45,7 +45,7 @@ impl Nginx {
             body = body.replace(&format!("{{port{i}}}"), &p.to_string());
         }
         let d = dir.path().display();
-        let user = if is_root() { "user root;" } else { "" };
+        let user = if crate::is_root() { "user root;" } else { "" };
         let conf = format!(
             "{user}\ndaemon off;\nmaster_process on;\nworker_processes 1;\npid {d}/nginx.pid;\nerror_log {d}/error.log info;\n\
              events {{ worker_connections 1024; }}\nhttp {{\n\
@@ -137,8 +137,4 @@ fn nginx_binary() -> &'static str {
     } else {
         "nginx"
     }
-}
-
-fn is_root() -> bool {
-    Command::new("id").arg("-u").output().is_ok_and(|o| o.stdout.starts_with(b"0\n"))
 }

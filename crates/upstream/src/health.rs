@@ -53,8 +53,10 @@ pub async fn run_health_checks(upstream: Arc<Upstream>) {
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tick.tick().await;
+        // The endpoints as now known: a name's new addresses are checked from the next round.
+        let members = upstream.members_full();
         let checks =
-            upstream.endpoints.iter().map(|ep| {
+            members.endpoints.iter().map(|ep| {
                 let spec = &spec;
                 let settings = &upstream.settings;
                 async move {
@@ -62,6 +64,7 @@ pub async fn run_health_checks(upstream: Arc<Upstream>) {
                 }
             });
         let results = join_all(checks).await;
+        streaks.retain(|addr, _| members.endpoints.iter().any(|e| e.state.addr == *addr));
         for (ep, ok) in results {
             let streak = streaks.entry(ep.state.addr).or_default();
             if ok {

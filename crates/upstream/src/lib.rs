@@ -12,6 +12,7 @@ mod error;
 mod h1;
 mod health;
 mod io;
+mod members;
 mod pool;
 mod random;
 mod registry;
@@ -25,11 +26,13 @@ pub use endpoint::{Endpoint, EndpointState, EndpointStats};
 pub use error::{Retry, UpstreamError};
 pub use health::{run_health_checks, HealthCheckSpec};
 pub use io::{TimedIo, UpstreamIo};
+pub use members::{Answer, Answers, Members, Query, ServiceRecord};
 pub use pool::{Lease, SendFailure};
 pub use registry::Registry;
 pub use response::{UpstreamBody, UpstreamBodyError};
 pub use tls::{TlsClient, TlsFailure, TlsSetupError, TlsStats};
 
+use arc_swap::ArcSwap;
 use gatehouse_clock::now_ms;
 use gatehouse_config as config;
 use std::sync::Arc;
@@ -73,35 +76,33 @@ pub struct Settings {
     pub breaker: Option<BreakerSettings>,
 }
 
-/// A compiled upstream pool: immutable, part of a configuration snapshot.
+/// A compiled upstream pool, part of a configuration snapshot. Its settings are immutable; its
+/// [`Members`] (endpoints and balancer) are swapped whole when a host name's addresses change.
 #[derive(Debug)]
 pub struct Upstream {
     /// Name from the configuration.
     pub name: Arc<str>,
-    /// Endpoints, in configuration order.
-    pub endpoints: Box<[Endpoint]>,
-    /// Balancing policy with its precomputed tables.
-    pub balancer: Balancer,
     /// Request-path settings.
     pub settings: Settings,
     /// Active health check, if configured.
     pub health_check: Option<HealthCheckSpec>,
+    members: ArcSwap<Members>,
+    targets: Box<[config::Target]>,
+    tls: Option<TlsClient>,
+    balance: config::Balance,
+    hash_key: Option<config::HashKey>,
 }
 
 impl Upstream {
-    /// Compiles one upstream, taking endpoint state from the registry; reads the TLS files.
-    pub fn new(name: &str, cfg: &config::Upstream, registry: &Registry) -> Result<Self, TlsSetupError> {
+    /// Compiles one upstream, taking endpoint state from the registry and the addresses of its
+    /// named targets from `answers`; reads the TLS files.
+    pub fn new(
+        name: &str,
+        cfg: &config::Upstream,
+        registry: &Registry,
+        answers: &Answers,
+    ) -> Result<Self, TlsSetupError> {
         let tls = cfg.tls.as_ref().map(|t| TlsClient::new(t, cfg.protocol)).transpose()?;
-        let endpoints: Box<[Endpoint]> = cfg
-            .targets
-            .iter()
-            .map(|t| Endpoint {
-                state: registry.endpoint(name, t.address, None, tls.as_ref()),
-                weight: t.weight.max(1),
-                max_conns: t.max_conns,
-            })
-            .collect();
-        let balancer = Balancer::new(cfg.balance, cfg.hash_key.clone(), &endpoints);
         let settings = Settings {
             protocol: match (cfg.protocol, &cfg.tls) {
                 (config::UpstreamProtocol::Http1, _) | (config::UpstreamProtocol::Auto, None) => Protocol::Http1,
@@ -123,24 +124,71 @@ impl Upstream {
         if cfg.tls.as_ref().is_some_and(|t| !t.verify) {
             tracing::warn!(upstream = name, "TLS to the upstream does not verify certificates (`tls.verify: false`)");
         }
-        Ok(Upstream { name: name.into(), endpoints, balancer, settings, health_check })
+        let mut upstream = Upstream {
+            name: name.into(),
+            settings,
+            health_check,
+            members: ArcSwap::from_pointee(Members::default()),
+            targets: cfg.targets.clone().into(),
+            tls,
+            balance: cfg.balance,
+            hash_key: cfg.hash_key.clone(),
+        };
+        upstream.members = ArcSwap::from_pointee(upstream.compile_members(registry, answers));
+        Ok(upstream)
     }
 
-    /// Picks an available endpoint not in `tried`, or `None` when every endpoint is down, ejected,
-    /// at its connection limit or already tried.
-    pub fn select(&self, key: &SelectKey<'_>, tried: &[usize]) -> Option<usize> {
+    /// The endpoints as now known, and their balancer. A request reads them once and keeps them
+    /// for all its attempts, so indexes stay valid while new answers are published.
+    #[inline]
+    pub fn members(&self) -> arc_swap::Guard<Arc<Members>> {
+        self.members.load()
+    }
+
+    /// The members, held for long (a health-check round): an `Arc` rather than a guard.
+    pub fn members_full(&self) -> Arc<Members> {
+        self.members.load_full()
+    }
+
+    /// The names this upstream's targets are resolved by.
+    pub fn queries(&self) -> impl Iterator<Item = Query> + '_ {
+        self.targets.iter().filter_map(|t| Query::of(&t.address))
+    }
+
+    /// Publishes the endpoints `answers` now give, when they differ from the current ones:
+    /// endpoints that stay keep their state (health, breaker, latency, pooled connections); the
+    /// ones that go are freed when the last request holding them ends. Returns whether anything
+    /// changed.
+    pub fn refresh(&self, registry: &Registry, answers: &Answers) -> bool {
+        let next = self.compile_members(registry, answers);
+        if next.same_as(&self.members.load()) {
+            return false;
+        }
+        let added: Vec<&str> = next.endpoints.iter().map(|e| &*e.state.addr_text).collect();
+        tracing::info!(upstream = %self.name, endpoints = ?added, unresolved = ?next.unresolved, "endpoints changed");
+        self.members.store(Arc::new(next));
+        true
+    }
+
+    fn compile_members(&self, registry: &Registry, answers: &Answers) -> Members {
+        members::compile(&self.name, &self.targets, self.tls.as_ref(), self.balance, &self.hash_key, registry, answers)
+    }
+
+    /// Picks an available endpoint of `m` not in `tried`, or `None` when every endpoint is down,
+    /// ejected, at its connection limit or already tried.
+    pub fn select(&self, m: &Members, key: &SelectKey<'_>, tried: &[usize]) -> Option<usize> {
         let now = now_ms();
-        let idx = self.balancer.select(&self.endpoints, key, tried, now)?;
+        let idx = m.balancer.select(&m.endpoints, key, tried, now)?;
         let Some(b) = &self.settings.breaker else { return Some(idx) };
-        if self.endpoints[idx].state.breaker.admit(now, b.open_ms) {
+        if m.endpoints[idx].state.breaker.admit(now, b.open_ms) {
             return Some(idx);
         }
         // Another request took the probe of this open breaker: choose among the others.
         let mut skip = tried.to_vec();
         skip.push(idx);
-        while skip.len() <= self.endpoints.len() {
-            let idx = self.balancer.select(&self.endpoints, key, &skip, now)?;
-            if self.endpoints[idx].state.breaker.admit(now, b.open_ms) {
+        while skip.len() <= m.endpoints.len() {
+            let idx = m.balancer.select(&m.endpoints, key, &skip, now)?;
+            if m.endpoints[idx].state.breaker.admit(now, b.open_ms) {
                 return Some(idx);
             }
             skip.push(idx);
@@ -148,19 +196,19 @@ impl Upstream {
         None
     }
 
-    /// Records an exchange with endpoint `idx` that failed without an answer (connect error,
-    /// timeout, broken exchange): for passive health and for the circuit breaker.
-    pub fn record_failure(&self, idx: usize) {
-        if let Some(ep) = self.endpoints.get(idx) {
+    /// Records an exchange with endpoint `idx` of `m` that failed without an answer (connect
+    /// error, timeout, broken exchange): for passive health and for the circuit breaker.
+    pub fn record_failure(&self, m: &Members, idx: usize) {
+        if let Some(ep) = m.endpoints.get(idx) {
             ep.state.record_failure(self.settings.eject_after, self.settings.eject_for);
         }
-        self.record_outcome(idx, true);
+        self.record_outcome(m, idx, true);
     }
 
-    /// Records the outcome of an exchange with endpoint `idx` for its circuit breaker: `failed`
-    /// for a 5xx answer, a connect error or a timeout.
-    pub fn record_outcome(&self, idx: usize, failed: bool) {
-        let (Some(b), Some(ep)) = (&self.settings.breaker, self.endpoints.get(idx)) else { return };
+    /// Records the outcome of an exchange with endpoint `idx` of `m` for its circuit breaker:
+    /// `failed` for a 5xx answer, a connect error or a timeout.
+    pub fn record_outcome(&self, m: &Members, idx: usize, failed: bool) {
+        let (Some(b), Some(ep)) = (&self.settings.breaker, m.endpoints.get(idx)) else { return };
         if failed {
             if ep.state.breaker.on_failure(now_ms(), b) {
                 tracing::warn!(upstream = %self.name, endpoint = %ep.state.addr, open_for = ?Duration::from_millis(b.open_ms), "circuit breaker opened");
@@ -173,24 +221,24 @@ impl Upstream {
     /// Whether the balancer reads request headers (so the caller keeps them for selection).
     pub fn balancer_needs_headers(&self) -> bool {
         matches!(
-            &self.balancer,
-            Balancer::ConsistentHash { key: config::HashKey::Header(_) | config::HashKey::Cookie(_), .. }
+            (&self.balance, &self.hash_key),
+            (config::Balance::ConsistentHash, Some(config::HashKey::Header(_) | config::HashKey::Cookie(_)))
         )
     }
 
     /// Whether the balancer reads the request target.
     pub fn balancer_needs_uri(&self) -> bool {
-        matches!(&self.balancer, Balancer::ConsistentHash { key: config::HashKey::Uri, .. })
+        matches!((&self.balance, &self.hash_key), (config::Balance::ConsistentHash, Some(config::HashKey::Uri)))
     }
 
     /// Whether response times feed the balancer (only `ewma` uses them).
     pub fn tracks_latency(&self) -> bool {
-        matches!(self.balancer, Balancer::Ewma)
+        self.balance == config::Balance::Ewma
     }
 
     /// Closes this worker's idle connections that outlived the idle timeout.
     pub fn sweep_idle(&self) {
-        for ep in self.endpoints.iter() {
+        for ep in self.members().endpoints.iter() {
             ep.state.sweep_idle(self.settings.idle_timeout);
         }
     }

@@ -1,4 +1,4 @@
-//! The command line: `check` and `version`.
+//! The command line: `check`, `convert` and `version`.
 
 use gatehouse_testkit::TempDir;
 use std::process::Command;
@@ -64,4 +64,42 @@ fn version_prints_the_version() {
     assert!(out.status.success());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains(env!("CARGO_PKG_VERSION")), "version output: {stdout:?}");
+}
+
+#[test]
+fn a_converted_hyperapi_file_with_https_and_named_targets_passes_check() {
+    let dir = TempDir::new();
+    let input = dir.join("hyperapi.yaml");
+    std::fs::write(
+        &input,
+        r#"
+listen: "127.0.0.1:0"
+services:
+  - service_id: pay
+    path: /pay
+    auth: { type: None }
+    upstreams: [{ target: "https://pay.internal" }, { target: "https://10.0.0.9:8443" }]
+  - service_id: web
+    path: /web
+    auth: { type: None }
+    upstreams: [{ target: "http://web.internal:8080" }]
+"#,
+    )
+    .expect("write");
+    let output = dir.join("gatehouse.yaml");
+    let out = Command::new(BIN)
+        .args(["convert", "--from", "hyperapi"])
+        .arg(&input)
+        .arg("-o")
+        .arg(&output)
+        .output()
+        .expect("run gatehouse convert");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let converted = std::fs::read_to_string(&output).expect("read the output");
+    assert!(converted.contains("pay.internal:443") && converted.contains("web.internal:8080"), "{converted}");
+    assert!(converted.contains("tls: {}"), "{converted}");
+    assert!(!converted.contains("192.0.2."), "no placeholder: {converted}");
+    // `check` resolves no name.
+    let out = Command::new(BIN).arg("check").arg(&output).output().expect("run gatehouse check");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
 }

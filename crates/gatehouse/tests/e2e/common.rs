@@ -144,3 +144,16 @@ impl Traffic {
         (steady, churn)
     }
 }
+
+/// Runs `gatehouse check` on `yaml`: whether it passed, and what it printed on stderr.
+pub fn check(yaml: &str) -> (bool, String) {
+    let dir = TempDir::new();
+    let file = dir.join("gatehouse.yaml");
+    std::fs::write(&file, yaml).expect("write the configuration");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .arg("check")
+        .arg(&file)
+        .output()
+        .expect("run gatehouse check");
+    (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+}

@@ -4,7 +4,7 @@
 //! metric), client certificates, HTTP/2 chosen by ALPN, pooled connections, session resumption
 //! seen by the backend, and health checks over the same TLS.
 
-use crate::common::{head, start, HOST, SETTLE};
+use crate::common::{check, head, start, HOST, SETTLE};
 use crate::tls::Pki;
 use gatehouse_testkit::{http_get, metric_value, wait_until, Gateway, Nginx};
 use gatehouse_tls::issue::Algorithm;
@@ -256,16 +256,7 @@ fn health_checks_go_over_the_upstreams_tls() {
 
 #[test]
 fn check_reads_the_upstream_tls_files() {
-    let dir = gatehouse_testkit::TempDir::new();
-    let file = dir.join("gatehouse.yaml");
-    std::fs::write(
-        &file,
-        "listeners:\n  http: {bind: \"127.0.0.1:0\"}\nupstreams:\n  u: {targets: [\"127.0.0.1:1\"], tls: {ca: /nonexistent/ca.pem, cert: /nonexistent/c.pem, key: /nonexistent/k.pem}}\nsites:\n  main: {hosts: [\"*\"], routes: [{path: /, upstream: u}]}\n",
-    )
-    .expect("write");
-    let out =
-        std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse")).arg("check").arg(&file).output().expect("run");
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success());
+    let (ok, err) = check("listeners:\n  http: {bind: \"127.0.0.1:0\"}\nupstreams:\n  u: {targets: [\"127.0.0.1:1\"], tls: {ca: /nonexistent/ca.pem, cert: /nonexistent/c.pem, key: /nonexistent/k.pem}}\nsites:\n  main: {hosts: [\"*\"], routes: [{path: /, upstream: u}]}\n");
+    assert!(!ok);
     assert!(err.contains("upstreams.u: tls.ca: cannot read /nonexistent/ca.pem"), "{err}");
 }

@@ -11,7 +11,7 @@ use gatehouse_config::{AccessLog as AccessLogConfig, Config};
 use gatehouse_plugins::Registry as PluginRegistry;
 use gatehouse_proxy::{RouteStatsRegistry, Snapshot};
 use gatehouse_telemetry::access_log::AccessLog;
-use gatehouse_upstream::Registry;
+use gatehouse_upstream::{Answers, Registry};
 use serde_json::json;
 use std::sync::Arc;
 use std::time::Instant;
@@ -23,6 +23,10 @@ pub(super) struct Builders {
     pub(super) route_stats: Arc<RouteStatsRegistry>,
     pub(super) plugins: Arc<PluginRegistry>,
 }
+
+/// A configuration compiled on the compile thread, waiting for its names to be resolved before
+/// its snapshot is built.
+type Compiled<T> = Result<(Config, T), NodeError>;
 
 /// A compiled configuration with its snapshot, ready to install.
 pub(super) struct Built {
@@ -39,6 +43,7 @@ impl Builders {
         config: Config,
         generation: u64,
         log: Option<(AccessLogConfig, AccessLog)>,
+        answers: &Answers,
     ) -> Result<Built, NodeError> {
         let log = match log {
             Some((cfg, log)) if cfg == config.access_log => Some((cfg, log)),
@@ -51,6 +56,7 @@ impl Builders {
             &self.route_stats,
             &self.plugins,
             log.as_ref().map(|(_, l)| l.clone()),
+            answers,
         )
         .map_err(NodeError::Snapshot)?;
         Ok(Built { config, snapshot, log })
@@ -84,31 +90,36 @@ impl Control {
     async fn try_reload(&mut self) -> Result<(), NodeError> {
         let (base, source) = read_base(self.path.as_deref())?;
         let running = self.follower.running.as_ref().map(|r| (r.number, r.document.clone()));
-        let (builders, generation, log, text) =
-            (self.builders.clone(), self.generation + 1, self.access_log.clone(), base.clone());
-        let built = self
+        let text = base.clone();
+        let config = self
             .compiler
-            .run(move || {
-                let config = match running {
-                    Some((number, document)) => {
-                        let merged =
-                            gatehouse_control::document::merge(&text, &document).map_err(NodeError::Document)?;
-                        gatehouse_config::compile_value(merged).map_err(|errors| NodeError::Config {
-                            file: source,
-                            revision: Some(number),
-                            errors,
-                        })?
-                    }
-                    None => compile_text(&text, &source)?,
-                };
-                builders.build(config, generation, log)
+            .run(move || match running {
+                Some((number, document)) => {
+                    let merged = gatehouse_control::document::merge(&text, &document).map_err(NodeError::Document)?;
+                    gatehouse_config::compile_value(merged).map_err(|errors| NodeError::Config {
+                        file: source,
+                        revision: Some(number),
+                        errors,
+                    })
+                }
+                None => compile_text(&text, &source),
             })
             .await??;
+        let built = self.build(config).await?;
         self.install(built)?;
         *self.base.lock().unwrap_or_else(|p| p.into_inner()) = base;
         // The new file may be what a refused revision needed.
         self.follower.failed = None;
         Ok(())
+    }
+
+    /// Resolves the new names of `config`, then builds its snapshot on the compile thread.
+    async fn build(&mut self, config: Config) -> Result<Built, NodeError> {
+        self.discovery.configure(&config.resolver);
+        self.discovery.prime(&config).await;
+        let answers = self.discovery.answers();
+        let (builders, generation, log) = (self.builders.clone(), self.generation + 1, self.access_log.clone());
+        self.compiler.run(move || builders.build(config, generation, log, &answers)).await?
     }
 
     /// Installs a built configuration: certificates, listeners, the snapshot, health checks. On
@@ -149,6 +160,7 @@ impl Control {
         let old = self.retired.replace(self.shared.snapshot.swap(Arc::new(snapshot)));
         self.compiler.spawn(move || drop(old));
         self.access_log = log;
+        self.discovery.watch(self.shared.snapshot.load().upstreams.values().cloned());
         self.restart_health_checks();
         Ok(())
     }
@@ -159,22 +171,24 @@ impl Control {
             let started = Instant::now();
             let number = rev.meta.number;
             let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
-            let (builders, generation, log) = (self.builders.clone(), self.generation + 1, self.access_log.clone());
             // The revision goes to the compile thread and comes back with the result, rather than
             // being copied here (a 10,000-route document is megabytes).
             let outcome = self
                 .compiler
                 .run(move || {
-                    let built = Follower::merged(&base, &rev)
-                        .and_then(|(config, running)| builders.build(config, generation, log).map(|b| (b, running)));
-                    (rev, built)
+                    let merged: Compiled<_> = Follower::merged(&base, &rev);
+                    (rev, merged)
                 })
                 .await;
+            let result = match outcome {
+                Err(e) => Err(e),
+                Ok((rev, merged)) => match merged {
+                    Err(e) => Err(e),
+                    Ok((config, running)) => self.build(config).await.map(|built| (rev, built, running)),
+                },
+            };
             let compiled = started.elapsed();
-            let result = outcome.and_then(|(rev, built)| {
-                let (built, running) = built?;
-                self.install(built).map(|()| (rev, running))
-            });
+            let result = result.and_then(|(rev, built, running)| self.install(built).map(|()| (rev, running)));
             match result {
                 Ok((rev, running)) => {
                     let keep_copy = self.follower.applied(rev, running);

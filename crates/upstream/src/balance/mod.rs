@@ -58,6 +58,13 @@ pub enum Balancer {
     },
 }
 
+impl Default for Balancer {
+    /// A balancer over no endpoints.
+    fn default() -> Self {
+        Balancer::LeastConn
+    }
+}
+
 impl Balancer {
     /// Builds the tables for `policy` over `endpoints`.
     pub fn new(policy: Balance, key: Option<HashKey>, endpoints: &[Endpoint]) -> Self {
