@@ -297,6 +297,12 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
         if let Some(t) = &u.tls {
             validate_upstream_tls(&p, t, &mut err);
         }
+        if u.send_proxy_protocol.is_some() && u.protocol != crate::UpstreamProtocol::Http1 {
+            err(
+                format!("{p}.send_proxy_protocol"),
+                "needs `protocol: http1`: an HTTP/2 connection carries many clients' requests, and a PROXY header names one client".into(),
+            );
+        }
         if let Some(hc) = &u.health_check {
             if !hc.path.starts_with('/') {
                 err(format!("{p}.health_check.path"), "must start with `/`".into());

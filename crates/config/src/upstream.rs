@@ -29,6 +29,9 @@ pub struct Upstream {
     /// TLS to the endpoints (`tls: {}`: verified against the system's roots).
     #[serde(default)]
     pub tls: Option<UpstreamTls>,
+    /// Open each connection to an endpoint with a PROXY protocol header naming the client.
+    #[serde(default)]
+    pub send_proxy_protocol: Option<ProxyProtocolVersion>,
     /// Keep-alive pool settings.
     #[serde(default)]
     pub keepalive: Keepalive,
@@ -297,6 +300,16 @@ pub enum UpstreamProtocol {
     Http2,
     /// Over TLS, what the endpoint picks by ALPN among `h2` and `http/1.1`; in plain text, HTTP/1.1.
     Auto,
+}
+
+/// A PROXY protocol version sent to upstreams.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ProxyProtocolVersion {
+    /// The text header (`PROXY TCP4 ...`).
+    V1,
+    /// The binary header.
+    V2,
 }
 
 /// TLS from the proxy to an upstream's endpoints.

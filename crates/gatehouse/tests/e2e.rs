@@ -51,6 +51,8 @@ mod pool;
 mod reload;
 #[path = "e2e/request_id.rs"]
 mod request_id;
+#[path = "e2e/send_proxy_protocol.rs"]
+mod send_proxy_protocol;
 #[path = "e2e/smuggling.rs"]
 mod smuggling;
 #[path = "e2e/tls.rs"]

@@ -12,7 +12,7 @@ use crate::{ClientCert, ConnInfo, Shared};
 use bytes::Bytes;
 use gatehouse_config::HostHeader;
 use gatehouse_plugins::Admitted;
-use gatehouse_upstream::{Lease, Protocol, RequestBody, Retry, SelectKey, UpstreamBody, UpstreamError};
+use gatehouse_upstream::{Lease, Origin, Protocol, RequestBody, Retry, SelectKey, UpstreamBody, UpstreamError};
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, Version};
 use http_body::Body;
@@ -280,9 +280,10 @@ where
             }
             // A new connection (or HTTP/2) only when the pool has none; boxed, so the state of
             // connecting does not size every request's future.
-            let acquired = match Lease::pooled(ep, settings, upgrade) {
+            let origin = Origin { client: conn.peer, local: conn.local };
+            let acquired = match Lease::pooled(ep, settings, upgrade, origin) {
                 Some(lease) => Ok(lease),
-                None => Box::pin(Lease::open(ep, settings, upgrade)).await,
+                None => Box::pin(Lease::open(ep, settings, upgrade, origin)).await,
             };
             let lease = match acquired {
                 Ok(lease) => lease,

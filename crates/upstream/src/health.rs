@@ -96,7 +96,7 @@ async fn join_all<F: std::future::Future>(futures: impl Iterator<Item = F>) -> V
 /// the upstream speaks HTTP/2 only, or the endpoint chose it by ALPN.
 async fn probe(ep: &EndpointState, settings: &Settings, spec: &HealthCheckSpec) -> bool {
     let h1_only = settings.protocol != Protocol::Http2;
-    let Ok(io) = connect(ep, settings, h1_only, Counted::No).await else {
+    let Ok(io) = connect(ep, settings, h1_only, Counted::No, None).await else {
         return false;
     };
     let h2 = settings.protocol == Protocol::Http2 || io.alpn_h2();

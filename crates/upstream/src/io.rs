@@ -6,6 +6,7 @@
 
 use crate::endpoint::EndpointState;
 use crate::error::UpstreamError;
+use crate::proxy_header::Origin;
 use crate::tls::TlsFailure;
 use crate::Settings;
 use bytes::BytesMut;
@@ -28,13 +29,15 @@ pub(crate) enum Counted {
     No,
 }
 
-/// Opens a connection to `ep`: TCP, then TLS when the upstream has it. `h1_only` offers only
+/// Opens a connection to `ep`: TCP, the PROXY header when the upstream sends one (naming `origin`,
+/// or none for a health check), then TLS when the upstream has it. `h1_only` offers only
 /// `http/1.1` by ALPN (a protocol switch under `protocol: auto`).
 pub(crate) async fn connect(
     ep: &EndpointState,
     s: &Settings,
     h1_only: bool,
     counted: Counted,
+    origin: Option<Origin>,
 ) -> Result<UpstreamIo, UpstreamError> {
     let started = Instant::now();
     let count = |c: &std::sync::atomic::AtomicU64| {
@@ -42,7 +45,7 @@ pub(crate) async fn connect(
             c.fetch_add(1, Relaxed);
         }
     };
-    let stream = match tokio::time::timeout(s.connect_timeout, TcpStream::connect(ep.addr)).await {
+    let mut stream = match tokio::time::timeout(s.connect_timeout, TcpStream::connect(ep.addr)).await {
         Ok(Ok(stream)) => stream,
         Ok(Err(e)) => {
             count(&ep.stats.connect_errors);
@@ -55,6 +58,15 @@ pub(crate) async fn connect(
     };
     count(&ep.stats.connects);
     let _ = stream.set_nodelay(true);
+    if let Some(version) = s.send_proxy_protocol {
+        let header = crate::proxy_header::header(version, origin);
+        let left = s.connect_timeout.saturating_sub(started.elapsed());
+        match tokio::time::timeout(left, tokio::io::AsyncWriteExt::write_all(&mut stream, &header)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(source)) => return Err(UpstreamError::Write { source, sent: false }),
+            Err(_) => return Err(UpstreamError::ConnectTimeout),
+        }
+    }
     let io = TimedIo { inner: stream, write_timeout: s.write_timeout, deadline: None };
     let Some(tls) = &ep.tls else {
         return Ok(UpstreamIo::Plain(io));

@@ -14,6 +14,7 @@ mod health;
 mod io;
 mod members;
 mod pool;
+mod proxy_header;
 mod random;
 mod registry;
 mod response;
@@ -28,7 +29,8 @@ pub use health::{run_health_checks, HealthCheckSpec};
 pub use io::{TimedIo, UpstreamIo};
 pub use members::{Answer, Answers, Members, Query, ServiceRecord};
 pub use pool::{Lease, SendFailure};
-pub use registry::Registry;
+pub use proxy_header::Origin;
+pub use registry::{Registry, Transport};
 pub use response::{UpstreamBody, UpstreamBodyError};
 pub use tls::{TlsClient, TlsFailure, TlsSetupError, TlsStats};
 
@@ -74,6 +76,8 @@ pub struct Settings {
     pub eject_for: Duration,
     /// Circuit breaker of each endpoint.
     pub breaker: Option<BreakerSettings>,
+    /// PROXY protocol header opening each connection.
+    pub send_proxy_protocol: Option<config::ProxyProtocolVersion>,
 }
 
 /// A compiled upstream pool, part of a configuration snapshot. Its settings are immutable; its
@@ -119,6 +123,7 @@ impl Upstream {
             eject_after: cfg.passive_health.failures,
             eject_for: cfg.passive_health.eject.0,
             breaker: cfg.circuit_breaker.as_ref().map(BreakerSettings::new),
+            send_proxy_protocol: cfg.send_proxy_protocol,
         };
         let health_check = cfg.health_check.as_ref().map(HealthCheckSpec::from_config);
         if cfg.tls.as_ref().is_some_and(|t| !t.verify) {
@@ -171,7 +176,8 @@ impl Upstream {
     }
 
     fn compile_members(&self, registry: &Registry, answers: &Answers) -> Members {
-        members::compile(&self.name, &self.targets, self.tls.as_ref(), self.balance, &self.hash_key, registry, answers)
+        let transport = Transport { tls: self.tls.as_ref(), proxy_protocol: self.settings.send_proxy_protocol };
+        members::compile(&self.name, &self.targets, transport, self.balance, &self.hash_key, registry, answers)
     }
 
     /// Picks an available endpoint of `m` not in `tried`, or `None` when every endpoint is down,

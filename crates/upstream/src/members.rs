@@ -5,8 +5,7 @@
 
 use crate::balance::Balancer;
 use crate::endpoint::Endpoint;
-use crate::registry::Registry;
-use crate::tls::TlsClient;
+use crate::registry::{Registry, Transport};
 use gatehouse_config as config;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
@@ -95,7 +94,7 @@ impl Members {
 pub(crate) fn compile(
     upstream: &str,
     targets: &[config::Target],
-    tls: Option<&TlsClient>,
+    transport: Transport<'_>,
     balance: config::Balance,
     hash_key: &Option<config::HashKey>,
     registry: &Registry,
@@ -105,7 +104,7 @@ pub(crate) fn compile(
     let mut unresolved = Vec::new();
     let mut add = |addr: SocketAddr, host: Option<&str>, weight: u32, max_conns: u32| {
         endpoints.push(Endpoint {
-            state: registry.endpoint(upstream, addr, host, tls),
+            state: registry.endpoint(upstream, addr, host, transport),
             weight: weight.clamp(1, 1000),
             max_conns,
         });
@@ -143,6 +142,8 @@ pub(crate) fn compile(
 mod tests {
     use super::*;
 
+    const PLAIN: Transport<'static> = Transport { tls: None, proxy_protocol: None };
+
     fn target(text: &str) -> config::Target {
         config::Target { address: config::Address::parse(text).expect("address"), weight: 2, max_conns: 0 }
     }
@@ -152,7 +153,7 @@ mod tests {
         let registry = Registry::new(1);
         let targets = [target("127.0.0.1:80"), target("api.internal:8080")];
         let compile =
-            |answers: &Answers| compile("u", &targets, None, config::Balance::RoundRobin, &None, &registry, answers);
+            |answers: &Answers| compile("u", &targets, PLAIN, config::Balance::RoundRobin, &None, &registry, answers);
         let none = compile(&Answers::new());
         assert_eq!(none.endpoints.len(), 1);
         assert_eq!(&*none.unresolved, ["api.internal:8080: no answer yet"]);
@@ -190,7 +191,7 @@ mod tests {
             Query::Srv("_http._tcp.api".into()),
             Answer::Services(vec![record("a.api", 8001, 10, "10.0.0.1"), record("b.api", 8002, 0, "10.0.0.2")]),
         );
-        let m = compile("u", &[srv], None, config::Balance::RoundRobin, &None, &registry, &answers);
+        let m = compile("u", &[srv], PLAIN, config::Balance::RoundRobin, &None, &registry, &answers);
         let got: Vec<(&str, u32, u32)> =
             m.endpoints.iter().map(|e| (&*e.state.authority, e.weight, e.max_conns)).collect();
         assert_eq!(got, [("a.api:8001", 10, 5), ("b.api:8002", 1, 5)]);

@@ -7,6 +7,7 @@ use crate::endpoint::EndpointState;
 use crate::error::UpstreamError;
 use crate::h1::H1Conn;
 use crate::io::{connect, Counted, UpstreamIo};
+use crate::proxy_header::Origin;
 use crate::response::UpstreamBody;
 use crate::{Protocol, Settings};
 use hyper::client::conn::http2;
@@ -20,6 +21,8 @@ use std::time::{Duration, Instant};
 pub(crate) struct Idle {
     conn: Box<H1Conn>,
     since: Instant,
+    /// The client connection whose PROXY header opened it, for an upstream that sends one.
+    origin: Option<Origin>,
 }
 
 impl Idle {
@@ -44,6 +47,8 @@ pub struct Lease {
     max_idle: usize,
     /// Whether the connection came from the idle pool.
     pub reused: bool,
+    /// The client connection a PROXY header named, when the upstream sends one.
+    origin: Option<Origin>,
 }
 
 impl Drop for Lease {
@@ -79,13 +84,15 @@ impl SendFailure {
 impl Lease {
     /// An in-flight slot on `ep` and an idle HTTP/1.1 connection to it from this worker's pool,
     /// if it has one: the usual case, with no future to build and await. `switching`: the request
-    /// asks to switch protocols, which only HTTP/1.1 can carry.
-    pub fn pooled(ep: &Arc<EndpointState>, s: &Settings, switching: bool) -> Option<Lease> {
+    /// asks to switch protocols, which only HTTP/1.1 can carry. `origin`: the client connection
+    /// it came on, which a connection that opened with a PROXY header must match.
+    pub fn pooled(ep: &Arc<EndpointState>, s: &Settings, switching: bool, origin: Origin) -> Option<Lease> {
         if s.protocol == Protocol::Http2 || (s.protocol == Protocol::Auto && !switching && ep.speaks_h2()) {
             return None;
         }
         ep.inflight.fetch_add(1, Relaxed);
-        let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: true };
+        let origin = s.send_proxy_protocol.map(|_| origin);
+        let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: true, origin };
         lease.conn = Some(Conn::H1(lease.checkout(s.idle_timeout)?));
         Some(lease)
     }
@@ -93,9 +100,15 @@ impl Lease {
     /// An in-flight slot on `ep` and a connection made for it: the shared HTTP/2 one, or a new
     /// one when [`Lease::pooled`] found none idle. Under `protocol: auto` the endpoint's ALPN
     /// choice on the new connection decides which, and is remembered.
-    pub async fn open(ep: &Arc<EndpointState>, s: &Settings, switching: bool) -> Result<Lease, UpstreamError> {
+    pub async fn open(
+        ep: &Arc<EndpointState>,
+        s: &Settings,
+        switching: bool,
+        origin: Origin,
+    ) -> Result<Lease, UpstreamError> {
         ep.inflight.fetch_add(1, Relaxed);
-        let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: false };
+        let origin = s.send_proxy_protocol.map(|_| origin);
+        let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: false, origin };
         let h2 = match s.protocol {
             Protocol::Http1 => false,
             Protocol::Http2 => true,
@@ -105,7 +118,7 @@ impl Lease {
                     lease.conn = Some(Conn::H2(sender));
                     return Ok(lease);
                 }
-                let io = connect(ep, s, false, Counted::Yes).await?;
+                let io = connect(ep, s, false, Counted::Yes, origin).await?;
                 let h2 = io.alpn_h2();
                 ep.set_speaks_h2(h2);
                 lease.conn = Some(if h2 {
@@ -119,16 +132,26 @@ impl Lease {
         lease.conn = Some(if h2 {
             match lease.live_h2() {
                 Some(sender) => Conn::H2(sender),
-                None => Conn::H2(lease.h2_handshake(connect(ep, s, false, Counted::Yes).await?).await?),
+                None => Conn::H2(lease.h2_handshake(connect(ep, s, false, Counted::Yes, origin).await?).await?),
             }
         } else {
-            Conn::H1(Box::new(H1Conn::new(connect(ep, s, switching, Counted::Yes).await?)))
+            Conn::H1(Box::new(H1Conn::new(connect(ep, s, switching, Counted::Yes, origin).await?)))
         });
         Ok(lease)
     }
 
     fn checkout(&self, idle_timeout: Duration) -> Option<Box<H1Conn>> {
         let mut pool = self.ep.my_pool().lock().ok()?;
+        if self.origin.is_some() {
+            // Only a connection opened for this client connection: its header named it.
+            while let Some(i) = pool.iter().rposition(|idle| idle.origin == self.origin) {
+                let mut idle = pool.swap_remove(i);
+                if idle.fresh(idle_timeout) {
+                    return Some(idle.conn);
+                }
+            }
+            return None;
+        }
         while let Some(mut idle) = pool.pop() {
             if idle.fresh(idle_timeout) {
                 return Some(idle.conn);
@@ -238,7 +261,7 @@ impl Lease {
         if let Some(Conn::H1(conn)) = self.conn.take() {
             if let Ok(mut pool) = self.ep.my_pool().lock() {
                 if pool.len() < self.max_idle {
-                    pool.push(Idle { conn, since: gatehouse_clock::now() });
+                    pool.push(Idle { conn, since: gatehouse_clock::now(), origin: self.origin });
                 }
             }
         }
