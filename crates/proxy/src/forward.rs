@@ -81,8 +81,8 @@ where
             r.status = status;
             if let Some(route) = &outcome.route {
                 r.route = route.id.to_string();
-                if let Some(addr) = outcome.endpoint {
-                    r.upstream = addr.to_string();
+                if let Some(addr) = outcome.endpoint.take() {
+                    r.upstream = addr.into();
                 }
             }
             if let Some(app) = outcome.admitted.as_ref().and_then(|a| a.app.as_ref()) {
@@ -100,8 +100,8 @@ where
 /// What the request path learned, for metrics and the log.
 struct Outcome {
     route: Option<Arc<RouteEntry>>,
-    /// The last endpoint tried.
-    endpoint: Option<std::net::SocketAddr>,
+    /// The last endpoint tried, for the access log (only kept when there is one).
+    endpoint: Option<Box<str>>,
     /// What the service's Admit stage found, for the response rewrite and the log.
     admitted: Option<Admitted>,
     /// The target without the app key the client put in it, for the log.
@@ -269,7 +269,9 @@ where
                 shared.stats.retries.inc();
             }
             let ep = &members.endpoints[idx].state;
-            outcome.endpoint = Some(ep.addr);
+            if snap.access_log.is_some() {
+                outcome.endpoint = Some(ep.addr_text.clone());
+            }
             let Some(mut request) = pending.take().or_else(|| rebuild(&template)) else {
                 break;
             };

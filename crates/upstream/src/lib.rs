@@ -80,6 +80,35 @@ pub struct Settings {
     pub send_proxy_protocol: Option<config::ProxyProtocolVersion>,
 }
 
+/// An upstream's members: fixed when every target is an IP literal (read with no atomic
+/// operation), swappable when a target is resolved by name.
+#[derive(Debug)]
+enum MemberSet {
+    Fixed(Arc<Members>),
+    Named(ArcSwap<Members>),
+}
+
+/// An upstream's members as one request reads them ([`Upstream::members`]).
+#[derive(Debug)]
+pub enum MembersRef<'a> {
+    /// Targets that are all IP literals.
+    Fixed(&'a Members),
+    /// The current answer for named targets, held until the request is done with it.
+    Named(arc_swap::Guard<Arc<Members>>),
+}
+
+impl std::ops::Deref for MembersRef<'_> {
+    type Target = Members;
+
+    #[inline]
+    fn deref(&self) -> &Members {
+        match self {
+            MembersRef::Fixed(m) => m,
+            MembersRef::Named(g) => g,
+        }
+    }
+}
+
 /// A compiled upstream pool, part of a configuration snapshot. Its settings are immutable; its
 /// [`Members`] (endpoints and balancer) are swapped whole when a host name's addresses change.
 #[derive(Debug)]
@@ -90,7 +119,7 @@ pub struct Upstream {
     pub settings: Settings,
     /// Active health check, if configured.
     pub health_check: Option<HealthCheckSpec>,
-    members: ArcSwap<Members>,
+    members: MemberSet,
     targets: Box<[config::Target]>,
     tls: Option<TlsClient>,
     balance: config::Balance,
@@ -133,26 +162,37 @@ impl Upstream {
             name: name.into(),
             settings,
             health_check,
-            members: ArcSwap::from_pointee(Members::default()),
+            members: MemberSet::Fixed(Arc::default()),
             targets: cfg.targets.clone().into(),
             tls,
             balance: cfg.balance,
             hash_key: cfg.hash_key.clone(),
         };
-        upstream.members = ArcSwap::from_pointee(upstream.compile_members(registry, answers));
+        let first = Arc::new(upstream.compile_members(registry, answers));
+        let named = upstream.queries().next().is_some();
+        upstream.members = match named {
+            false => MemberSet::Fixed(first),
+            true => MemberSet::Named(ArcSwap::new(first)),
+        };
         Ok(upstream)
     }
 
     /// The endpoints as now known, and their balancer. A request reads them once and keeps them
     /// for all its attempts, so indexes stay valid while new answers are published.
     #[inline]
-    pub fn members(&self) -> arc_swap::Guard<Arc<Members>> {
-        self.members.load()
+    pub fn members(&self) -> MembersRef<'_> {
+        match &self.members {
+            MemberSet::Fixed(m) => MembersRef::Fixed(m),
+            MemberSet::Named(m) => MembersRef::Named(m.load()),
+        }
     }
 
     /// The members, held for long (a health-check round): an `Arc` rather than a guard.
     pub fn members_full(&self) -> Arc<Members> {
-        self.members.load_full()
+        match &self.members {
+            MemberSet::Fixed(m) => m.clone(),
+            MemberSet::Named(m) => m.load_full(),
+        }
     }
 
     /// The names this upstream's targets are resolved by.
@@ -165,13 +205,14 @@ impl Upstream {
     /// ones that go are freed when the last request holding them ends. Returns whether anything
     /// changed.
     pub fn refresh(&self, registry: &Registry, answers: &Answers) -> bool {
+        let MemberSet::Named(current) = &self.members else { return false };
         let next = self.compile_members(registry, answers);
-        if next.same_as(&self.members.load()) {
+        if next.same_as(&current.load()) {
             return false;
         }
         let added: Vec<&str> = next.endpoints.iter().map(|e| &*e.state.addr_text).collect();
         tracing::info!(upstream = %self.name, endpoints = ?added, unresolved = ?next.unresolved, "endpoints changed");
-        self.members.store(Arc::new(next));
+        current.store(Arc::new(next));
         true
     }
 

@@ -22,7 +22,7 @@ pub(crate) struct Idle {
     conn: Box<H1Conn>,
     since: Instant,
     /// The client connection whose PROXY header opened it, for an upstream that sends one.
-    origin: Option<Origin>,
+    origin: Option<Box<Origin>>,
 }
 
 impl Idle {
@@ -47,8 +47,9 @@ pub struct Lease {
     max_idle: usize,
     /// Whether the connection came from the idle pool.
     pub reused: bool,
-    /// The client connection a PROXY header named, when the upstream sends one.
-    origin: Option<Origin>,
+    /// The client connection a PROXY header named, when the upstream sends one (boxed: a lease
+    /// lives in every request's future, which must stay small).
+    origin: Option<Box<Origin>>,
 }
 
 impl Drop for Lease {
@@ -91,7 +92,7 @@ impl Lease {
             return None;
         }
         ep.inflight.fetch_add(1, Relaxed);
-        let origin = s.send_proxy_protocol.map(|_| origin);
+        let origin = s.send_proxy_protocol.map(|_| Box::new(origin));
         let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: true, origin };
         lease.conn = Some(Conn::H1(lease.checkout(s.idle_timeout)?));
         Some(lease)
@@ -107,7 +108,7 @@ impl Lease {
         origin: Origin,
     ) -> Result<Lease, UpstreamError> {
         ep.inflight.fetch_add(1, Relaxed);
-        let origin = s.send_proxy_protocol.map(|_| origin);
+        let origin = s.send_proxy_protocol.map(|_| Box::new(origin));
         let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: false, origin };
         let h2 = match s.protocol {
             Protocol::Http1 => false,
@@ -118,7 +119,7 @@ impl Lease {
                     lease.conn = Some(Conn::H2(sender));
                     return Ok(lease);
                 }
-                let io = connect(ep, s, false, Counted::Yes, origin).await?;
+                let io = connect(ep, s, false, Counted::Yes, lease.origin.as_deref().copied()).await?;
                 let h2 = io.alpn_h2();
                 ep.set_speaks_h2(h2);
                 lease.conn = Some(if h2 {
@@ -132,10 +133,16 @@ impl Lease {
         lease.conn = Some(if h2 {
             match lease.live_h2() {
                 Some(sender) => Conn::H2(sender),
-                None => Conn::H2(lease.h2_handshake(connect(ep, s, false, Counted::Yes, origin).await?).await?),
+                None => Conn::H2(
+                    lease
+                        .h2_handshake(connect(ep, s, false, Counted::Yes, lease.origin.as_deref().copied()).await?)
+                        .await?,
+                ),
             }
         } else {
-            Conn::H1(Box::new(H1Conn::new(connect(ep, s, switching, Counted::Yes, origin).await?)))
+            Conn::H1(Box::new(H1Conn::new(
+                connect(ep, s, switching, Counted::Yes, lease.origin.as_deref().copied()).await?,
+            )))
         });
         Ok(lease)
     }
@@ -261,7 +268,7 @@ impl Lease {
         if let Some(Conn::H1(conn)) = self.conn.take() {
             if let Ok(mut pool) = self.ep.my_pool().lock() {
                 if pool.len() < self.max_idle {
-                    pool.push(Idle { conn, since: gatehouse_clock::now(), origin: self.origin });
+                    pool.push(Idle { conn, since: gatehouse_clock::now(), origin: self.origin.take() });
                 }
             }
         }
