@@ -1,12 +1,15 @@
-//! Serve stage: accept with a per-worker connection limit, pick HTTP/1.1 or HTTP/2 (prior
+//! Serve stage: accept with a per-worker connection limit (and, on `proxy_protocol` listeners,
+//! only from trusted balancers, whose header names the client), pick HTTP/1.1 or HTTP/2 (prior
 //! knowledge) from the first bytes or refuse a broken HTTP/2 preface, run hyper, and drain on
 //! shutdown.
 
+use crate::first_bytes::{read_until, Undecided};
 use crate::io::{BusyGuard, ConnIo, ConnState, StallMark};
 use crate::per_ip::{PerIpGuard, PerIpLimit};
+use crate::proxy_protocol::{self as pp, Trusted};
 use crate::transport::Transport;
 use bytes::{Bytes, BytesMut};
-use gatehouse_clock::{ClockScoped, TaskDeadline};
+use gatehouse_clock::ClockScoped;
 use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_proxy::{ClientCert, ConnInfo, ResponseBody, Shared};
 use gatehouse_tls::TlsAcceptor;
@@ -44,15 +47,18 @@ pub struct ServeContext {
 /// authentication, so the accept tasks keep running.
 pub type AcceptorCell = Arc<arc_swap::ArcSwap<TlsAcceptor>>;
 
-/// A connection's places under the listener's limits, given back when it closes.
+/// A connection's places under the listener's limits, given back when it closes, and its count
+/// as open.
 struct Admitted {
     _permit: OwnedSemaphorePermit,
     _per_ip: Option<PerIpGuard>,
+    _active: ActiveGuard,
 }
 
 /// Accepts connections on `socket` until the task is aborted; `tls` terminates TLS first.
 /// `per_ip`, shared by the listener's workers, closes a connection at once when its address
-/// already has the listener's `max_connections_per_ip` open.
+/// already has the listener's `max_connections_per_ip` open (on a `proxy_protocol` listener, the
+/// client's address once the header has named it).
 pub async fn accept_loop(
     socket: std::net::TcpListener,
     config: Arc<Listener>,
@@ -72,6 +78,7 @@ pub async fn accept_loop(
     let limit = Arc::new(Semaphore::new(config.max_connections));
     let mut backoff = AcceptBackoff::default();
     let name = config.bind.to_string();
+    let trusted = config.proxy_protocol.as_ref().map(Trusted::new);
     loop {
         // At the limit, new connections wait in the kernel's backlog.
         let Ok(permit) = limit.clone().acquire_owned().await else {
@@ -80,6 +87,29 @@ pub async fn accept_loop(
         match listener.accept().await {
             Ok((stream, peer)) => {
                 backoff.succeeded(&name);
+                // Each connection's future is spawned boxed: tokio moves a task's future by value
+                // several times (into the task, and its stage again as it finishes), and these are
+                // hundreds of bytes (plain) to kilobytes (TLS); a box is moved as a pointer, and
+                // the task itself stays small enough for the allocator's per-thread cache. Each
+                // poll reads the clock at most once (`ClockScoped`).
+                if let Some(trusted) = &trusted {
+                    if !trusted.admits(peer.ip()) {
+                        ctx.shared.stats.proxy_protocol_refused(gatehouse_telemetry::ProxyRefusal::Untrusted);
+                        tracing::debug!(listener = %name, %peer, "PROXY protocol: refused a peer that is not trusted");
+                        continue;
+                    }
+                    let admitted =
+                        Admitted { _permit: permit, _per_ip: None, _active: opened(&stream, tls.is_some(), &ctx) };
+                    tokio::spawn(ClockScoped(Box::pin(serve_proxied(
+                        stream,
+                        (peer, local),
+                        config.clone(),
+                        tls.as_ref().map(|t| t.load_full()),
+                        ctx.clone(),
+                        (admitted, per_ip.clone()),
+                    ))));
+                    continue;
+                }
                 let per_ip = match per_ip.as_ref().map(|t| t.admit(peer.ip())) {
                     None => None,
                     Some(Ok(guard)) => guard,
@@ -88,12 +118,8 @@ pub async fn accept_loop(
                         continue;
                     }
                 };
-                let admitted = Admitted { _permit: permit, _per_ip: per_ip };
-                // Each connection's future is spawned boxed: tokio moves a task's future by value
-                // several times (into the task, and its stage again as it finishes), and these are
-                // hundreds of bytes (plain) to kilobytes (TLS); a box is moved as a pointer, and
-                // the task itself stays small enough for the allocator's per-thread cache. Each
-                // poll reads the clock at most once (`ClockScoped`).
+                let admitted =
+                    Admitted { _permit: permit, _per_ip: per_ip, _active: opened(&stream, tls.is_some(), &ctx) };
                 match &tls {
                     None => tokio::spawn(ClockScoped(Box::pin(serve_connection(
                         stream,
@@ -101,6 +127,7 @@ pub async fn accept_loop(
                         config.clone(),
                         ctx.clone(),
                         admitted,
+                        BytesMut::new(),
                     )))),
                     Some(tls) => tokio::spawn(ClockScoped(Box::pin(serve_tls(
                         stream,
@@ -188,58 +215,16 @@ impl Opening {
     }
 }
 
-/// Reads what the client sent first into a read buffer from the worker's pool, and how it opens
-/// (with [`Opening::H2`], the whole preface is in the buffer, maybe frames after it).
-/// The first read goes straight to the socket: a client sends its request right after connecting,
-/// so it is usually there already, and the reactor does not know that yet for a new socket (this
-/// saves one trip through it per connection, as nginx's deferred accept does).
-/// While it waits, a connection that has sent nothing holds no buffer (as an idle HTTP/1.1 one).
-/// `None` when the socket fails or nothing came within `timeout`.
-async fn sniff(stream: &TcpStream, timeout: Duration) -> Option<(BytesMut, Opening)> {
-    use crate::h1::pool;
+/// Reads what the client sent first, after what `prefix` holds already (a pooled buffer, or
+/// none), and how it opens (with [`Opening::H2`], the whole preface is in the buffer, maybe frames
+/// after it). `None` when the socket fails or nothing came within `timeout`.
+async fn sniff(stream: &TcpStream, timeout: Duration, prefix: BytesMut) -> Option<(BytesMut, Opening)> {
     let due = gatehouse_clock::now_ms().saturating_add(timeout.as_millis() as u64);
-    // Armed only when the first bytes are not there yet (with deferred accept, they usually are).
-    let mut deadline = TaskDeadline::default();
-    let mut buf = pool::take_read();
-    let mut got = read_now(stream, &mut buf);
-    loop {
-        match got {
-            Ok(0) => return Some((buf, Opening::Http1)),
-            Ok(_) => {
-                if let Some(opening) = Opening::of(&buf) {
-                    return Some((buf, opening));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(_) => return None,
-        }
-        if buf.is_empty() {
-            pool::give_read(std::mem::take(&mut buf));
-        }
-        let readable = std::future::poll_fn(|cx| match stream.poll_read_ready(cx) {
-            Poll::Ready(ready) => Poll::Ready(ready.is_ok()),
-            Poll::Pending if deadline.expired(cx, due) => Poll::Ready(false),
-            Poll::Pending => Poll::Pending,
-        });
-        if !readable.await {
-            return None;
-        }
-        if buf.capacity() == 0 {
-            buf = pool::take_read();
-        }
-        got = stream.try_read_buf(&mut buf);
+    match read_until(stream, due, prefix, Opening::of).await {
+        Ok(sniffed) => Some(sniffed),
+        Err(Undecided::Ended(buf)) => Some((buf, Opening::Http1)),
+        Err(Undecided::TimedOut | Undecided::Failed) => None,
     }
-}
-
-/// One read from the socket into the spare room of `buf`, whatever the reactor last saw.
-fn read_now(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<usize> {
-    use std::io::Read;
-    let start = buf.len();
-    buf.resize(buf.capacity().max(start + 1), 0);
-    let sock = socket2::SockRef::from(stream);
-    let got = (&*sock).read(&mut buf[start..]);
-    buf.truncate(start + got.as_ref().map_or(0, |n| *n));
-    got
 }
 
 /// Closes a connection that did not open with the HTTP/2 preface where one is required: FIN
@@ -273,18 +258,20 @@ fn opened(stream: &TcpStream, tls: bool, ctx: &ServeContext) -> ActiveGuard {
     ActiveGuard(shared.clone())
 }
 
+/// Serves a connection on a cleartext listener from `peer` (the client); `prefix` holds what was
+/// read of it already (after a PROXY protocol header), or nothing.
 async fn serve_connection(
     stream: TcpStream,
     (peer, local): (SocketAddr, SocketAddr),
     config: Arc<Listener>,
     ctx: ServeContext,
     _admitted: Admitted,
+    prefix: BytesMut,
 ) {
-    let _active = opened(&stream, false, &ctx);
     let header_timeout = config.header_read_timeout.0;
     let (prefix, h2) = match config.protocol {
-        ListenerProtocol::Http1 => (BytesMut::new(), false),
-        protocol => match sniff(&stream, header_timeout).await {
+        ListenerProtocol::Http1 => (prefix, false),
+        protocol => match sniff(&stream, header_timeout, prefix).await {
             Some((prefix, Opening::H2)) => (prefix, true),
             Some((prefix, Opening::Http1)) if protocol == ListenerProtocol::Auto => (prefix, false),
             Some(_) => return Box::pin(refuse_gracefully(stream)).await,
@@ -311,7 +298,6 @@ async fn serve_tls(
     ctx: ServeContext,
     _admitted: Admitted,
 ) {
-    let _active = opened(&stream, true, &ctx);
     let timeout = config.tls.as_ref().map_or(config.header_read_timeout.0, |t| t.handshake_timeout.0);
     let established = match tokio::time::timeout(timeout, Box::pin(tls.accept(stream))).await {
         Ok(Ok(est)) => est,
@@ -326,6 +312,51 @@ async fn serve_tls(
         Box::pin(serve_h2(transport, Bytes::new(), info, config, ctx)).await;
     } else {
         Box::pin(crate::h1::serve(transport, BytesMut::new(), info, config, ctx)).await;
+    }
+}
+
+/// Serves a connection from a trusted balancer: its PROXY protocol header first, within
+/// `header_read_timeout`, then the connection as the listener serves any, from the client the
+/// header names (from the balancer itself for `LOCAL` and `UNKNOWN`). `per_ip` counts the client's
+/// address, known only now.
+async fn serve_proxied(
+    stream: TcpStream,
+    (peer, local): (SocketAddr, SocketAddr),
+    config: Arc<Listener>,
+    tls: Option<Arc<TlsAcceptor>>,
+    ctx: ServeContext,
+    (mut admitted, per_ip): (Admitted, Option<Arc<PerIpLimit>>),
+) {
+    let due = gatehouse_clock::now_ms().saturating_add(config.header_read_timeout.0.as_millis() as u64);
+    // Not boxed: the header's reading is over before the connection is served, so its state
+    // shares the task's room with the serving's.
+    let read = match tls {
+        None => pp::read_buffered(&stream, due).await,
+        Some(_) => pp::read_exact(&stream, due).await.map(|header| (header, BytesMut::new())),
+    };
+    let stats = &ctx.shared.stats;
+    let (header, prefix) = match read {
+        Ok(read) => read,
+        Err(why) => {
+            stats.proxy_protocol_refused(why.reason());
+            tracing::debug!(%peer, reason = %why, "PROXY protocol: connection refused");
+            return;
+        }
+    };
+    stats.proxy_protocol_header(header.version.number());
+    let client = header.addresses.map_or(peer, |a| a.source);
+    if let Some(table) = per_ip {
+        match table.admit(client.ip()) {
+            Ok(guard) => admitted._per_ip = guard,
+            Err(_) => {
+                stats.connections_over_ip_limit.inc();
+                return;
+            }
+        }
+    }
+    match tls {
+        None => serve_connection(stream, (client, local), config, ctx, admitted, prefix).await,
+        Some(tls) => serve_tls(stream, (client, local), config, tls, ctx, admitted).await,
     }
 }
 
