@@ -6,7 +6,9 @@
 //! Parsing is monotone, so it can run on whatever has arrived: a prefix of a valid header is
 //! always [`Parsed::Incomplete`], never an error, and a header parses the same whatever follows
 //! it. (`ppp` alone refuses some prefixes of valid v1 lines, e.g. one that ends just after the
-//! source port's space; a v1 line is therefore handed to it only once its `\n` has arrived.)
+//! source port's space, so a v1 line is handed to it only once its `\n` has arrived; and it takes
+//! some lines that end without `\r`, which are refused here: the fuzz target `proxy_header`
+//! found that one.)
 
 use ppp::PartialResult;
 use std::fmt;
@@ -142,8 +144,14 @@ fn v1(bytes: &[u8]) -> Result<Parsed, HeaderError> {
     let Some(end) = window.iter().position(|&b| b == b'\n') else {
         return if bytes.len() >= MAX_V1 { Err(HeaderError::V1TooLong) } else { Ok(Parsed::Incomplete) };
     };
-    // The line is whole: whatever `ppp` finds missing now is missing for good.
-    let header = ppp::v1::Header::try_from(&bytes[..=end]).map_err(HeaderError::V1)?;
+    // The line is whole: whatever `ppp` finds missing now is missing for good. `ppp` takes a
+    // line that ends in ` \n` without the `\r` (`PROXY UNKNOWN \n`), which the specification
+    // does not: the line must end in CRLF, and be all that `ppp` read.
+    let line = &bytes[..=end];
+    let header = ppp::v1::Header::try_from(line).map_err(HeaderError::V1)?;
+    if !line.ends_with(b"\r\n") || header.header.len() != line.len() {
+        return Err(HeaderError::V1(ppp::v1::ParseError::InvalidSuffix.into()));
+    }
     let addresses = match header.addresses {
         ppp::v1::Addresses::Tcp4(a) => Some(Addresses {
             source: (a.source_address, a.source_port).into(),
@@ -275,6 +283,7 @@ mod tests {
             (b"PROXY\r\n", "no space after PROXY"),
             (b"proxy TCP4", "lower case"),
             (b"PROXY TCP4 192.0.2.7 198.51.100.1 51000 443\n", "LF without CR"),
+            (b"PROXY UNKNOWN \n", "LF without CR after UNKNOWN (ppp takes it)"),
             (b"PROXY TCP4 2001:db8::7 198.51.100.1 51000 443\r\n", "IPv6 in TCP4"),
             (b"PROXY TCP4 192.0.2.7 198.51.100.1 51000 65536\r\n", "port out of range"),
             (b"PROXY UDP4 192.0.2.7 198.51.100.1 51000 443\r\n", "not TCP"),
