@@ -27,43 +27,47 @@ pub(crate) enum Undecided {
 /// bytes are usually there already, and the reactor does not know that yet for a new socket (this
 /// saves one trip through it per connection, as nginx's deferred accept does). While it waits, a
 /// connection that has sent nothing holds no buffer (as an idle HTTP/1.1 one). The deadline's
-/// timer is armed only when a wait is needed.
-pub(crate) async fn read_until<T>(
-    stream: &TcpStream,
+/// timer is armed only when a wait is needed. (An `async move` block, which keeps its arguments
+/// once in a connection's task, where an `async fn` keeps them twice.)
+#[allow(clippy::manual_async_fn)] // an `async fn` would keep its arguments twice in its state
+pub(crate) fn read_until<'a, T: 'a>(
+    stream: &'a TcpStream,
     due: u64,
     mut buf: BytesMut,
-    mut decide: impl FnMut(&[u8]) -> Option<T>,
-) -> Result<(BytesMut, T), Undecided> {
-    let mut deadline = TaskDeadline::default();
-    if buf.capacity() == 0 {
-        buf = pool::take_read();
-    }
-    let mut got = if buf.is_empty() { read_now(stream, &mut buf) } else { Ok(buf.len()) };
-    loop {
-        match got {
-            Ok(0) => return Err(Undecided::Ended(buf)),
-            Ok(_) => {
-                if let Some(decided) = decide(&buf) {
-                    return Ok((buf, decided));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(_) => return Err(Undecided::Failed),
-        }
-        if buf.is_empty() {
-            pool::give_read(std::mem::take(&mut buf));
-        }
-        let readable = std::future::poll_fn(|cx| match stream.poll_read_ready(cx) {
-            Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
-            Poll::Ready(Err(_)) => Poll::Ready(Err(Undecided::Failed)),
-            Poll::Pending if deadline.expired(cx, due) => Poll::Ready(Err(Undecided::TimedOut)),
-            Poll::Pending => Poll::Pending,
-        });
-        readable.await?;
+    mut decide: impl FnMut(&[u8]) -> Option<T> + 'a,
+) -> impl std::future::Future<Output = Result<(BytesMut, T), Undecided>> + 'a {
+    async move {
+        let mut deadline = TaskDeadline::default();
         if buf.capacity() == 0 {
             buf = pool::take_read();
         }
-        got = stream.try_read_buf(&mut buf);
+        let mut got = if buf.is_empty() { read_now(stream, &mut buf) } else { Ok(buf.len()) };
+        loop {
+            match got {
+                Ok(0) => return Err(Undecided::Ended(buf)),
+                Ok(_) => {
+                    if let Some(decided) = decide(&buf) {
+                        return Ok((buf, decided));
+                    }
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+                Err(_) => return Err(Undecided::Failed),
+            }
+            if buf.is_empty() {
+                pool::give_read(std::mem::take(&mut buf));
+            }
+            let readable = std::future::poll_fn(|cx| match stream.poll_read_ready(cx) {
+                Poll::Ready(Ok(())) => Poll::Ready(Ok(())),
+                Poll::Ready(Err(_)) => Poll::Ready(Err(Undecided::Failed)),
+                Poll::Pending if deadline.expired(cx, due) => Poll::Ready(Err(Undecided::TimedOut)),
+                Poll::Pending => Poll::Pending,
+            });
+            readable.await?;
+            if buf.capacity() == 0 {
+                buf = pool::take_read();
+            }
+            got = stream.try_read_buf(&mut buf);
+        }
     }
 }
 

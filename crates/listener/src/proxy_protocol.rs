@@ -21,12 +21,16 @@
 
 use crate::first_bytes::{read_until, Undecided};
 use crate::h1::pool;
+use crate::per_ip::PerIpLimit;
 use crate::proxy_header::{self, HeaderError, Parsed, ProxyHeader, MAX_HEADER};
+use crate::serve::{due, serve_connection, serve_tls, Admitted, ServeContext};
 use bytes::{Buf, BytesMut};
 use gatehouse_clock::TaskDeadline;
-use gatehouse_config::{IpNet, ProxyProtocol};
+use gatehouse_config::{IpNet, Listener, ProxyProtocol};
 use gatehouse_telemetry::ProxyRefusal;
-use std::net::IpAddr;
+use gatehouse_tls::TlsAcceptor;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::task::Poll;
 use tokio::io::ReadBuf;
 use tokio::net::TcpStream;
@@ -85,6 +89,74 @@ impl From<Undecided> for Refused {
             Undecided::TimedOut => Refused::Timeout,
         }
     }
+}
+
+/// Serves a connection from a trusted balancer on a cleartext listener: the header, then the
+/// connection as the listener serves any, from the client the header names, with what followed
+/// the header.
+pub(crate) async fn serve_proxied(
+    stream: TcpStream,
+    (peer, local): (SocketAddr, SocketAddr),
+    config: Arc<Listener>,
+    ctx: ServeContext,
+    (mut admitted, per_ip): (Admitted, Option<Arc<PerIpLimit>>),
+) {
+    // The header must be whole within `header_read_timeout` of accept.
+    let due = due(&config);
+    let Some((client, prefix)) = admit(read_buffered(&stream, due).await, peer, &ctx, &mut admitted, per_ip) else {
+        return;
+    };
+    serve_connection(stream, (client, local), config, ctx, admitted, prefix).await;
+}
+
+/// [`serve_proxied`] on a TLS listener: the handshake reads the socket after the header.
+pub(crate) async fn serve_proxied_tls(
+    stream: TcpStream,
+    (peer, local): (SocketAddr, SocketAddr),
+    config: Arc<Listener>,
+    tls: Arc<TlsAcceptor>,
+    ctx: ServeContext,
+    (mut admitted, per_ip): (Admitted, Option<Arc<PerIpLimit>>),
+) {
+    let due = due(&config);
+    let read = read_exact(&stream, due).await.map(|header| (header, BytesMut::new()));
+    let Some((client, _)) = admit(read, peer, &ctx, &mut admitted, per_ip) else {
+        return;
+    };
+    serve_tls(stream, (client, local), config, tls, ctx, admitted).await;
+}
+
+/// The client a header names (the peer itself for `LOCAL` and `UNKNOWN`) and what followed the
+/// header, once it has its place under `max_connections_per_ip`; `None` (counted) when the
+/// header failed or the client is over its limit.
+fn admit(
+    read: Result<(ProxyHeader, BytesMut), Refused>,
+    peer: SocketAddr,
+    ctx: &ServeContext,
+    admitted: &mut Admitted,
+    per_ip: Option<Arc<PerIpLimit>>,
+) -> Option<(SocketAddr, BytesMut)> {
+    let stats = &ctx.shared.stats;
+    let (header, prefix) = match read {
+        Ok(read) => read,
+        Err(why) => {
+            stats.proxy_protocol_refused(why.reason());
+            tracing::debug!(%peer, reason = %why, "PROXY protocol: connection refused");
+            return None;
+        }
+    };
+    stats.proxy_protocol_header(header.version.number());
+    let client = header.addresses.map_or(peer, |a| a.source);
+    if let Some(table) = per_ip {
+        match table.admit(client.ip()) {
+            Ok(guard) => admitted._per_ip = guard,
+            Err(_) => {
+                stats.connections_over_ip_limit.inc();
+                return None;
+            }
+        }
+    }
+    Some((client, prefix))
 }
 
 /// What the bytes so far come to, for [`read_until`]: `None` while more are needed.

@@ -6,7 +6,7 @@
 use crate::first_bytes::{read_until, Undecided};
 use crate::io::{BusyGuard, ConnIo, ConnState, StallMark};
 use crate::per_ip::{PerIpGuard, PerIpLimit};
-use crate::proxy_protocol::{self as pp, Trusted};
+use crate::proxy_protocol::{serve_proxied, serve_proxied_tls, Trusted};
 use crate::transport::Transport;
 use bytes::{Bytes, BytesMut};
 use gatehouse_clock::ClockScoped;
@@ -49,9 +49,11 @@ pub type AcceptorCell = Arc<arc_swap::ArcSwap<TlsAcceptor>>;
 
 /// A connection's places under the listener's limits, given back when it closes, and its count
 /// as open.
-struct Admitted {
+pub(crate) struct Admitted {
     _permit: OwnedSemaphorePermit,
-    _per_ip: Option<PerIpGuard>,
+    /// Its place under `max_connections_per_ip`, taken at accept, or once a PROXY protocol header
+    /// has named the client.
+    pub(crate) _per_ip: Option<PerIpGuard>,
     _active: ActiveGuard,
 }
 
@@ -100,14 +102,26 @@ pub async fn accept_loop(
                     }
                     let admitted =
                         Admitted { _permit: permit, _per_ip: None, _active: opened(&stream, tls.is_some(), &ctx) };
-                    tokio::spawn(ClockScoped(Box::pin(serve_proxied(
-                        stream,
-                        (peer, local),
-                        config.clone(),
-                        tls.as_ref().map(|t| t.load_full()),
-                        ctx.clone(),
-                        (admitted, per_ip.clone()),
-                    ))));
+                    let (config, ctx, per_ip) = (config.clone(), ctx.clone(), per_ip.clone());
+                    // One future per transport, so a cleartext connection's task is not as large
+                    // as a TLS one's.
+                    match &tls {
+                        None => tokio::spawn(ClockScoped(Box::pin(serve_proxied(
+                            stream,
+                            (peer, local),
+                            config,
+                            ctx,
+                            (admitted, per_ip),
+                        )))),
+                        Some(tls) => tokio::spawn(ClockScoped(Box::pin(serve_proxied_tls(
+                            stream,
+                            (peer, local),
+                            config,
+                            tls.load_full(),
+                            ctx,
+                            (admitted, per_ip),
+                        )))),
+                    };
                     continue;
                 }
                 let per_ip = match per_ip.as_ref().map(|t| t.admit(peer.ip())) {
@@ -215,12 +229,12 @@ impl Opening {
     }
 }
 
-/// Reads what the client sent first, after what `prefix` holds already (a pooled buffer, or
-/// none), and how it opens (with [`Opening::H2`], the whole preface is in the buffer, maybe frames
-/// after it). `None` when the socket fails or nothing came within `timeout`.
-async fn sniff(stream: &TcpStream, timeout: Duration, prefix: BytesMut) -> Option<(BytesMut, Opening)> {
-    let due = gatehouse_clock::now_ms().saturating_add(timeout.as_millis() as u64);
-    match read_until(stream, due, prefix, Opening::of).await {
+/// How the client's first bytes open (with [`Opening::H2`], the whole preface is in the buffer,
+/// maybe frames after it), from the sniff's read: `None` when the socket failed or nothing came
+/// within the time. A plain function: the read's future is awaited in the connection's task
+/// itself, as a wrapping future would hold it a second time.
+fn sniffed(read: Result<(BytesMut, Opening), Undecided>) -> Option<(BytesMut, Opening)> {
+    match read {
         Ok(sniffed) => Some(sniffed),
         Err(Undecided::Ended(buf)) => Some((buf, Opening::Http1)),
         Err(Undecided::TimedOut | Undecided::Failed) => None,
@@ -259,38 +273,51 @@ fn opened(stream: &TcpStream, tls: bool, ctx: &ServeContext) -> ActiveGuard {
 }
 
 /// Serves a connection on a cleartext listener from `peer` (the client); `prefix` holds what was
-/// read of it already (after a PROXY protocol header), or nothing.
-async fn serve_connection(
+/// read of it already (after a PROXY protocol header), or nothing. An `async move` block rather
+/// than an `async fn`, which would keep every argument twice in the connection's task (as passed,
+/// and moved into its local).
+#[allow(clippy::manual_async_fn)] // as `read_until`: arguments kept once
+pub(crate) fn serve_connection(
     stream: TcpStream,
     (peer, local): (SocketAddr, SocketAddr),
     config: Arc<Listener>,
     ctx: ServeContext,
-    _admitted: Admitted,
+    admitted: Admitted,
     prefix: BytesMut,
-) {
-    let header_timeout = config.header_read_timeout.0;
-    let (prefix, h2) = match config.protocol {
-        ListenerProtocol::Http1 => (prefix, false),
-        protocol => match sniff(&stream, header_timeout, prefix).await {
-            Some((prefix, Opening::H2)) => (prefix, true),
-            Some((prefix, Opening::Http1)) if protocol == ListenerProtocol::Auto => (prefix, false),
-            Some(_) => return Box::pin(refuse_gracefully(stream)).await,
-            None => return,
-        },
-    };
-    let info = conn_info(peer, local, false, None, &config);
-    // Each protocol's connection state is boxed, so a connection's task is only as large as the
-    // protocol it speaks needs (an idle HTTP/1.1 connection must stay small).
-    if h2 {
-        Box::pin(serve_h2(Transport::tcp(stream), prefix.freeze(), info, config, ctx)).await;
-    } else {
-        Box::pin(crate::h1::serve(Transport::tcp(stream), prefix, info, config, ctx)).await;
+) -> impl std::future::Future<Output = ()> {
+    async move {
+        // Held (by the block, once) until the connection ends.
+        let _admitted = &admitted;
+        let (prefix, h2) = match config.protocol {
+            ListenerProtocol::Http1 => (prefix, false),
+            // The first bytes, after what `prefix` holds, within `header_read_timeout`.
+            protocol => match sniffed(read_until(&stream, due(&config), prefix, Opening::of).await) {
+                Some((prefix, Opening::H2)) => (prefix, true),
+                Some((prefix, Opening::Http1)) if protocol == ListenerProtocol::Auto => (prefix, false),
+                Some(_) => return Box::pin(refuse_gracefully(stream)).await,
+                None => return,
+            },
+        };
+        let info = conn_info(peer, local, false, None, &config);
+        // Each protocol's connection state is boxed, so a connection's task is only as large as
+        // the protocol it speaks needs (an idle HTTP/1.1 connection must stay small).
+        if h2 {
+            Box::pin(serve_h2(Transport::tcp(stream), prefix.freeze(), info, config, ctx)).await;
+        } else {
+            Box::pin(crate::h1::serve(Transport::tcp(stream), prefix, info, config, ctx)).await;
+        }
     }
+}
+
+/// When the opening bytes must have arrived: `header_read_timeout` from now.
+pub(crate) fn due(config: &Listener) -> u64 {
+    let timeout = u64::try_from(config.header_read_timeout.0.as_millis()).unwrap_or(u64::MAX);
+    gatehouse_clock::now_ms().saturating_add(timeout)
 }
 
 /// Serves a connection on a TLS listener: handshake within the listener's handshake timeout,
 /// then HTTP/2 when ALPN chose it (or the listener speaks nothing else), HTTP/1.1 otherwise.
-async fn serve_tls(
+pub(crate) async fn serve_tls(
     stream: TcpStream,
     (peer, local): (SocketAddr, SocketAddr),
     config: Arc<Listener>,
@@ -312,51 +339,6 @@ async fn serve_tls(
         Box::pin(serve_h2(transport, Bytes::new(), info, config, ctx)).await;
     } else {
         Box::pin(crate::h1::serve(transport, BytesMut::new(), info, config, ctx)).await;
-    }
-}
-
-/// Serves a connection from a trusted balancer: its PROXY protocol header first, within
-/// `header_read_timeout`, then the connection as the listener serves any, from the client the
-/// header names (from the balancer itself for `LOCAL` and `UNKNOWN`). `per_ip` counts the client's
-/// address, known only now.
-async fn serve_proxied(
-    stream: TcpStream,
-    (peer, local): (SocketAddr, SocketAddr),
-    config: Arc<Listener>,
-    tls: Option<Arc<TlsAcceptor>>,
-    ctx: ServeContext,
-    (mut admitted, per_ip): (Admitted, Option<Arc<PerIpLimit>>),
-) {
-    let due = gatehouse_clock::now_ms().saturating_add(config.header_read_timeout.0.as_millis() as u64);
-    // Not boxed: the header's reading is over before the connection is served, so its state
-    // shares the task's room with the serving's.
-    let read = match tls {
-        None => pp::read_buffered(&stream, due).await,
-        Some(_) => pp::read_exact(&stream, due).await.map(|header| (header, BytesMut::new())),
-    };
-    let stats = &ctx.shared.stats;
-    let (header, prefix) = match read {
-        Ok(read) => read,
-        Err(why) => {
-            stats.proxy_protocol_refused(why.reason());
-            tracing::debug!(%peer, reason = %why, "PROXY protocol: connection refused");
-            return;
-        }
-    };
-    stats.proxy_protocol_header(header.version.number());
-    let client = header.addresses.map_or(peer, |a| a.source);
-    if let Some(table) = per_ip {
-        match table.admit(client.ip()) {
-            Ok(guard) => admitted._per_ip = guard,
-            Err(_) => {
-                stats.connections_over_ip_limit.inc();
-                return;
-            }
-        }
-    }
-    match tls {
-        None => serve_connection(stream, (client, local), config, ctx, admitted, prefix).await,
-        Some(tls) => serve_tls(stream, (client, local), config, tls, ctx, admitted).await,
     }
 }
 
