@@ -16,7 +16,7 @@ use std::net::SocketAddr;
 
 /// The longest header accepted, in bytes. A v1 line is at most 107 bytes (the specification's
 /// limit); a v2 header is 16 bytes and the length its 15th and 16th give, which could say 64 KiB.
-/// Balancers send addresses and a few small TLVs (AWS, GCP and Azure send well under 200 bytes).
+/// Balancers send addresses and a few small TLVs (an AWS endpoint id, an Azure link id), far less.
 pub const MAX_HEADER: usize = 4096;
 
 /// The longest v1 line, `\r\n` included (the specification's limit).
