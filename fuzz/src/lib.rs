@@ -11,6 +11,7 @@
 //! | `response_head` | what an endpoint answers, as it arrives | `crates/upstream` (`h1`) |
 //! | `request_head` | what a client sends, as it arrives | `crates/listener` (`h1`) |
 //! | `resp` | what a Redis server answers, as it arrives | `crates/redis` (`resp`) |
+//! | `proxy_header` | a connection's first bytes on a `proxy_protocol` listener, as they arrive | `crates/listener` (`proxy_header`) |
 //!
 //! Each module uses only the products' public API, so the products' tests include the same file
 //! (`#[path]`) and replay `corpus/<target>/` and `regressions/<target>/` with [`replay`] on
@@ -23,6 +24,7 @@ pub mod body_framing;
 pub mod client_hello;
 pub mod config;
 pub mod jwt;
+pub mod proxy_header;
 pub mod replay;
 pub mod request_head;
 pub mod resp;

@@ -114,7 +114,8 @@ pub fn render_metrics(shared: &Shared) -> String {
     out
 }
 
-/// Process-wide counters: connections, refusals, retries, reloads, HTTP/2 offenders.
+/// Process-wide counters: connections, refusals, retries, reloads, HTTP/2 offenders, PROXY
+/// protocol headers.
 fn render_process(out: &mut String, s: &gatehouse_telemetry::ProcessStats, snap: &Snapshot) {
     let process: [(&str, &str, &str, i64); 13] = [
         (
@@ -175,14 +176,37 @@ fn render_process(out: &mut String, s: &gatehouse_telemetry::ProcessStats, snap:
         help(out, name, kind, text);
         let _ = writeln!(out, "{name} {value}");
     }
-    help(
+    use gatehouse_telemetry::{H2Offence, ProxyRefusal};
+    counters_by(
         out,
-        "gatehouse_http2_offenders_total",
-        "counter",
+        ("gatehouse_http2_offenders_total", "reason"),
         "HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM, by what the client did.",
+        H2Offence::ALL.iter().map(|o| o.label()).zip(&s.h2_offenders),
     );
-    for (offence, c) in gatehouse_telemetry::H2Offence::ALL.iter().zip(&s.h2_offenders) {
-        let _ = writeln!(out, "gatehouse_http2_offenders_total{{reason=\"{}\"}} {}", offence.label(), c.get());
+    counters_by(
+        out,
+        ("gatehouse_proxy_protocol_headers_total", "version"),
+        "Client connections that opened with a valid PROXY protocol header, by version.",
+        ["1", "2"].into_iter().zip(&s.proxy_protocol_headers),
+    );
+    counters_by(
+        out,
+        ("gatehouse_proxy_protocol_refused_total", "reason"),
+        "Client connections to proxy_protocol listeners closed unserved, by reason.",
+        ProxyRefusal::ALL.iter().map(|r| r.label()).zip(&s.proxy_protocol_refused),
+    );
+}
+
+/// A counter with one label, every value of which is always present.
+fn counters_by<'a>(
+    out: &mut String,
+    (name, label): (&str, &str),
+    text: &str,
+    values: impl Iterator<Item = (&'static str, &'a gatehouse_telemetry::Counter)>,
+) {
+    help(out, name, "counter", text);
+    for (value, c) in values {
+        let _ = writeln!(out, "{name}{{{label}=\"{value}\"}} {}", c.get());
     }
 }
 

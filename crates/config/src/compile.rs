@@ -202,6 +202,7 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
     crate::validate_gateway::validate(c, &mut err);
     crate::control::validate(c, &mut err);
     crate::request_id::validate(c, &mut err);
+    crate::proxy_protocol::validate(c, &mut err);
 
     if c.listeners.is_empty() {
         err("listeners".into(), "at least one listener is required".into());

@@ -258,6 +258,10 @@ pub struct Listener {
     /// Serve HTTPS: TLS is terminated here and ALPN chooses the HTTP version.
     #[serde(default)]
     pub tls: Option<ListenerTls>,
+    /// Connections come through balancers that open each with a PROXY protocol header naming the
+    /// client; only the balancers listed may connect.
+    #[serde(default)]
+    pub proxy_protocol: Option<crate::proxy_protocol::ProxyProtocol>,
 }
 
 /// TLS settings of one listener.

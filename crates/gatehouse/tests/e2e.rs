@@ -47,6 +47,8 @@ mod limits;
 mod metrics;
 #[path = "e2e/pool.rs"]
 mod pool;
+#[path = "e2e/proxy_protocol.rs"]
+mod proxy_protocol;
 #[path = "e2e/reload.rs"]
 mod reload;
 #[path = "e2e/request_id.rs"]

@@ -1,12 +1,15 @@
-//! Serve stage: accept with a per-worker connection limit, pick HTTP/1.1 or HTTP/2 (prior
+//! Serve stage: accept with a per-worker connection limit (and, on `proxy_protocol` listeners,
+//! only from trusted balancers, whose header names the client), pick HTTP/1.1 or HTTP/2 (prior
 //! knowledge) from the first bytes or refuse a broken HTTP/2 preface, run hyper, and drain on
 //! shutdown.
 
+use crate::first_bytes::{read_until, Undecided};
 use crate::io::{BusyGuard, ConnIo, ConnState, StallMark};
 use crate::per_ip::{PerIpGuard, PerIpLimit};
+use crate::proxy_protocol::{serve_proxied, serve_proxied_tls, Trusted};
 use crate::transport::Transport;
 use bytes::{Bytes, BytesMut};
-use gatehouse_clock::{ClockScoped, TaskDeadline};
+use gatehouse_clock::ClockScoped;
 use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_proxy::{ClientCert, ConnInfo, ResponseBody, Shared};
 use gatehouse_tls::TlsAcceptor;
@@ -44,15 +47,20 @@ pub struct ServeContext {
 /// authentication, so the accept tasks keep running.
 pub type AcceptorCell = Arc<arc_swap::ArcSwap<TlsAcceptor>>;
 
-/// A connection's places under the listener's limits, given back when it closes.
-struct Admitted {
+/// A connection's places under the listener's limits, given back when it closes, and its count
+/// as open.
+pub(crate) struct Admitted {
     _permit: OwnedSemaphorePermit,
-    _per_ip: Option<PerIpGuard>,
+    /// Its place under `max_connections_per_ip`, taken at accept, or once a PROXY protocol header
+    /// has named the client.
+    pub(crate) _per_ip: Option<PerIpGuard>,
+    _active: ActiveGuard,
 }
 
 /// Accepts connections on `socket` until the task is aborted; `tls` terminates TLS first.
 /// `per_ip`, shared by the listener's workers, closes a connection at once when its address
-/// already has the listener's `max_connections_per_ip` open.
+/// already has the listener's `max_connections_per_ip` open (on a `proxy_protocol` listener, the
+/// client's address once the header has named it).
 pub async fn accept_loop(
     socket: std::net::TcpListener,
     config: Arc<Listener>,
@@ -72,6 +80,7 @@ pub async fn accept_loop(
     let limit = Arc::new(Semaphore::new(config.max_connections));
     let mut backoff = AcceptBackoff::default();
     let name = config.bind.to_string();
+    let trusted = config.proxy_protocol.as_ref().map(Trusted::new);
     loop {
         // At the limit, new connections wait in the kernel's backlog.
         let Ok(permit) = limit.clone().acquire_owned().await else {
@@ -80,6 +89,41 @@ pub async fn accept_loop(
         match listener.accept().await {
             Ok((stream, peer)) => {
                 backoff.succeeded(&name);
+                // Each connection's future is spawned boxed: tokio moves a task's future by value
+                // several times (into the task, and its stage again as it finishes), and these are
+                // hundreds of bytes (plain) to kilobytes (TLS); a box is moved as a pointer, and
+                // the task itself stays small enough for the allocator's per-thread cache. Each
+                // poll reads the clock at most once (`ClockScoped`).
+                if let Some(trusted) = &trusted {
+                    if !trusted.admits(peer.ip()) {
+                        ctx.shared.stats.proxy_protocol_refused(gatehouse_telemetry::ProxyRefusal::Untrusted);
+                        tracing::debug!(listener = %name, %peer, "PROXY protocol: refused a peer that is not trusted");
+                        continue;
+                    }
+                    let admitted =
+                        Admitted { _permit: permit, _per_ip: None, _active: opened(&stream, tls.is_some(), &ctx) };
+                    let (config, ctx, per_ip) = (config.clone(), ctx.clone(), per_ip.clone());
+                    // One future per transport, so a cleartext connection's task is not as large
+                    // as a TLS one's.
+                    match &tls {
+                        None => tokio::spawn(ClockScoped(Box::pin(serve_proxied(
+                            stream,
+                            (peer, local),
+                            config,
+                            ctx,
+                            (admitted, per_ip),
+                        )))),
+                        Some(tls) => tokio::spawn(ClockScoped(Box::pin(serve_proxied_tls(
+                            stream,
+                            (peer, local),
+                            config,
+                            tls.load_full(),
+                            ctx,
+                            (admitted, per_ip),
+                        )))),
+                    };
+                    continue;
+                }
                 let per_ip = match per_ip.as_ref().map(|t| t.admit(peer.ip())) {
                     None => None,
                     Some(Ok(guard)) => guard,
@@ -88,12 +132,8 @@ pub async fn accept_loop(
                         continue;
                     }
                 };
-                let admitted = Admitted { _permit: permit, _per_ip: per_ip };
-                // Each connection's future is spawned boxed: tokio moves a task's future by value
-                // several times (into the task, and its stage again as it finishes), and these are
-                // hundreds of bytes (plain) to kilobytes (TLS); a box is moved as a pointer, and
-                // the task itself stays small enough for the allocator's per-thread cache. Each
-                // poll reads the clock at most once (`ClockScoped`).
+                let admitted =
+                    Admitted { _permit: permit, _per_ip: per_ip, _active: opened(&stream, tls.is_some(), &ctx) };
                 match &tls {
                     None => tokio::spawn(ClockScoped(Box::pin(serve_connection(
                         stream,
@@ -101,6 +141,7 @@ pub async fn accept_loop(
                         config.clone(),
                         ctx.clone(),
                         admitted,
+                        BytesMut::new(),
                     )))),
                     Some(tls) => tokio::spawn(ClockScoped(Box::pin(serve_tls(
                         stream,
@@ -188,58 +229,16 @@ impl Opening {
     }
 }
 
-/// Reads what the client sent first into a read buffer from the worker's pool, and how it opens
-/// (with [`Opening::H2`], the whole preface is in the buffer, maybe frames after it).
-/// The first read goes straight to the socket: a client sends its request right after connecting,
-/// so it is usually there already, and the reactor does not know that yet for a new socket (this
-/// saves one trip through it per connection, as nginx's deferred accept does).
-/// While it waits, a connection that has sent nothing holds no buffer (as an idle HTTP/1.1 one).
-/// `None` when the socket fails or nothing came within `timeout`.
-async fn sniff(stream: &TcpStream, timeout: Duration) -> Option<(BytesMut, Opening)> {
-    use crate::h1::pool;
-    let due = gatehouse_clock::now_ms().saturating_add(timeout.as_millis() as u64);
-    // Armed only when the first bytes are not there yet (with deferred accept, they usually are).
-    let mut deadline = TaskDeadline::default();
-    let mut buf = pool::take_read();
-    let mut got = read_now(stream, &mut buf);
-    loop {
-        match got {
-            Ok(0) => return Some((buf, Opening::Http1)),
-            Ok(_) => {
-                if let Some(opening) = Opening::of(&buf) {
-                    return Some((buf, opening));
-                }
-            }
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(_) => return None,
-        }
-        if buf.is_empty() {
-            pool::give_read(std::mem::take(&mut buf));
-        }
-        let readable = std::future::poll_fn(|cx| match stream.poll_read_ready(cx) {
-            Poll::Ready(ready) => Poll::Ready(ready.is_ok()),
-            Poll::Pending if deadline.expired(cx, due) => Poll::Ready(false),
-            Poll::Pending => Poll::Pending,
-        });
-        if !readable.await {
-            return None;
-        }
-        if buf.capacity() == 0 {
-            buf = pool::take_read();
-        }
-        got = stream.try_read_buf(&mut buf);
+/// How the client's first bytes open (with [`Opening::H2`], the whole preface is in the buffer,
+/// maybe frames after it), from the sniff's read: `None` when the socket failed or nothing came
+/// within the time. A plain function: the read's future is awaited in the connection's task
+/// itself, as a wrapping future would hold it a second time.
+fn sniffed(read: Result<(BytesMut, Opening), Undecided>) -> Option<(BytesMut, Opening)> {
+    match read {
+        Ok(sniffed) => Some(sniffed),
+        Err(Undecided::Ended(buf)) => Some((buf, Opening::Http1)),
+        Err(Undecided::TimedOut | Undecided::Failed) => None,
     }
-}
-
-/// One read from the socket into the spare room of `buf`, whatever the reactor last saw.
-fn read_now(stream: &TcpStream, buf: &mut BytesMut) -> std::io::Result<usize> {
-    use std::io::Read;
-    let start = buf.len();
-    buf.resize(buf.capacity().max(start + 1), 0);
-    let sock = socket2::SockRef::from(stream);
-    let got = (&*sock).read(&mut buf[start..]);
-    buf.truncate(start + got.as_ref().map_or(0, |n| *n));
-    got
 }
 
 /// Closes a connection that did not open with the HTTP/2 preface where one is required: FIN
@@ -273,37 +272,52 @@ fn opened(stream: &TcpStream, tls: bool, ctx: &ServeContext) -> ActiveGuard {
     ActiveGuard(shared.clone())
 }
 
-async fn serve_connection(
+/// Serves a connection on a cleartext listener from `peer` (the client); `prefix` holds what was
+/// read of it already (after a PROXY protocol header), or nothing. An `async move` block rather
+/// than an `async fn`, which would keep every argument twice in the connection's task (as passed,
+/// and moved into its local).
+#[allow(clippy::manual_async_fn)] // as `read_until`: arguments kept once
+pub(crate) fn serve_connection(
     stream: TcpStream,
     (peer, local): (SocketAddr, SocketAddr),
     config: Arc<Listener>,
     ctx: ServeContext,
-    _admitted: Admitted,
-) {
-    let _active = opened(&stream, false, &ctx);
-    let header_timeout = config.header_read_timeout.0;
-    let (prefix, h2) = match config.protocol {
-        ListenerProtocol::Http1 => (BytesMut::new(), false),
-        protocol => match sniff(&stream, header_timeout).await {
-            Some((prefix, Opening::H2)) => (prefix, true),
-            Some((prefix, Opening::Http1)) if protocol == ListenerProtocol::Auto => (prefix, false),
-            Some(_) => return Box::pin(refuse_gracefully(stream)).await,
-            None => return,
-        },
-    };
-    let info = conn_info(peer, local, false, None, &config);
-    // Each protocol's connection state is boxed, so a connection's task is only as large as the
-    // protocol it speaks needs (an idle HTTP/1.1 connection must stay small).
-    if h2 {
-        Box::pin(serve_h2(Transport::tcp(stream), prefix.freeze(), info, config, ctx)).await;
-    } else {
-        Box::pin(crate::h1::serve(Transport::tcp(stream), prefix, info, config, ctx)).await;
+    admitted: Admitted,
+    prefix: BytesMut,
+) -> impl std::future::Future<Output = ()> {
+    async move {
+        // Held (by the block, once) until the connection ends.
+        let _admitted = &admitted;
+        let (prefix, h2) = match config.protocol {
+            ListenerProtocol::Http1 => (prefix, false),
+            // The first bytes, after what `prefix` holds, within `header_read_timeout`.
+            protocol => match sniffed(read_until(&stream, due(&config), prefix, Opening::of).await) {
+                Some((prefix, Opening::H2)) => (prefix, true),
+                Some((prefix, Opening::Http1)) if protocol == ListenerProtocol::Auto => (prefix, false),
+                Some(_) => return Box::pin(refuse_gracefully(stream)).await,
+                None => return,
+            },
+        };
+        let info = conn_info(peer, local, false, None, &config);
+        // Each protocol's connection state is boxed, so a connection's task is only as large as
+        // the protocol it speaks needs (an idle HTTP/1.1 connection must stay small).
+        if h2 {
+            Box::pin(serve_h2(Transport::tcp(stream), prefix.freeze(), info, config, ctx)).await;
+        } else {
+            Box::pin(crate::h1::serve(Transport::tcp(stream), prefix, info, config, ctx)).await;
+        }
     }
+}
+
+/// When the opening bytes must have arrived: `header_read_timeout` from now.
+pub(crate) fn due(config: &Listener) -> u64 {
+    let timeout = u64::try_from(config.header_read_timeout.0.as_millis()).unwrap_or(u64::MAX);
+    gatehouse_clock::now_ms().saturating_add(timeout)
 }
 
 /// Serves a connection on a TLS listener: handshake within the listener's handshake timeout,
 /// then HTTP/2 when ALPN chose it (or the listener speaks nothing else), HTTP/1.1 otherwise.
-async fn serve_tls(
+pub(crate) async fn serve_tls(
     stream: TcpStream,
     (peer, local): (SocketAddr, SocketAddr),
     config: Arc<Listener>,
@@ -311,7 +325,6 @@ async fn serve_tls(
     ctx: ServeContext,
     _admitted: Admitted,
 ) {
-    let _active = opened(&stream, true, &ctx);
     let timeout = config.tls.as_ref().map_or(config.header_read_timeout.0, |t| t.handshake_timeout.0);
     let established = match tokio::time::timeout(timeout, Box::pin(tls.accept(stream))).await {
         Ok(Ok(est)) => est,

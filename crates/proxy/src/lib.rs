@@ -48,13 +48,15 @@ impl Shared {
 /// Facts about the downstream connection a request came on.
 #[derive(Debug, Clone)]
 pub struct ConnInfo {
-    /// Client address.
+    /// Client address: the connection's peer, or on a `proxy_protocol` listener the source its
+    /// balancer's header names. Every use of the client's address (forwarding headers, the
+    /// access log, `allow_ips`, rate limits and balancing by client IP) reads this.
     pub peer: SocketAddr,
     /// The client IP as a header value, made once per connection for `X-Real-IP` and
     /// `X-Forwarded-For`.
     pub peer_ip: http::HeaderValue,
-    /// Local address the client connected to: the listener's (for a listener on an unspecified
-    /// address, that address: it is not looked up per connection).
+    /// Local address of the connection: the listener's (for a listener on an unspecified address,
+    /// that address: it is not looked up per connection), also behind a balancer.
     pub local: SocketAddr,
     /// Whether the client connection is TLS.
     pub tls: bool,

@@ -139,12 +139,58 @@ pub struct ProcessStats {
     pub reload_failures: Counter,
     /// HTTP/2 connections closed with GOAWAY ENHANCE_YOUR_CALM, indexed by [`H2Offence`].
     pub h2_offenders: [Counter; H2Offence::ALL.len()],
+    /// Connections that opened with a valid PROXY protocol header: version 1 (text), version 2
+    /// (binary).
+    pub proxy_protocol_headers: [Counter; 2],
+    /// Connections to `proxy_protocol` listeners closed unserved, indexed by [`ProxyRefusal`].
+    pub proxy_protocol_refused: [Counter; ProxyRefusal::ALL.len()],
 }
 
 impl ProcessStats {
     /// Counts an HTTP/2 connection closed for `offence`.
     pub fn h2_offender(&self, offence: H2Offence) {
         self.h2_offenders[offence as usize].inc();
+    }
+
+    /// Counts a connection that opened with a PROXY protocol header of `version` (1 or 2).
+    pub fn proxy_protocol_header(&self, version: u8) {
+        if let Some(c) = self.proxy_protocol_headers.get(usize::from(version).wrapping_sub(1)) {
+            c.inc();
+        }
+    }
+
+    /// Counts a connection to a `proxy_protocol` listener closed unserved for `why`.
+    pub fn proxy_protocol_refused(&self, why: ProxyRefusal) {
+        self.proxy_protocol_refused[why as usize].inc();
+    }
+}
+
+/// Why a connection to a `proxy_protocol` listener was closed before it was served.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProxyRefusal {
+    /// The peer is none of the listener's trusted balancers.
+    Untrusted,
+    /// The first bytes are not a valid PROXY protocol header.
+    BadHeader,
+    /// No whole header within `header_read_timeout`.
+    Timeout,
+    /// The peer closed the connection (or it failed) before a whole header arrived.
+    Closed,
+}
+
+impl ProxyRefusal {
+    /// Every reason, in index order.
+    pub const ALL: [ProxyRefusal; 4] =
+        [ProxyRefusal::Untrusted, ProxyRefusal::BadHeader, ProxyRefusal::Timeout, ProxyRefusal::Closed];
+
+    /// The `reason` label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            ProxyRefusal::Untrusted => "untrusted",
+            ProxyRefusal::BadHeader => "bad_header",
+            ProxyRefusal::Timeout => "timeout",
+            ProxyRefusal::Closed => "closed",
+        }
     }
 }
 
@@ -216,13 +262,22 @@ mod tests {
     }
 
     #[test]
-    fn offences_index_their_own_counter() {
+    fn reasons_index_their_own_counter() {
         let s = ProcessStats::default();
         for (i, o) in H2Offence::ALL.iter().enumerate() {
             assert_eq!(*o as usize, i);
         }
         s.h2_offender(H2Offence::Other);
         assert_eq!(s.h2_offenders[H2Offence::ALL.len() - 1].get(), 1);
+        for (i, r) in ProxyRefusal::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i);
+        }
+        s.proxy_protocol_refused(ProxyRefusal::Closed);
+        assert_eq!(s.proxy_protocol_refused[ProxyRefusal::ALL.len() - 1].get(), 1);
+        for v in [0, 1, 2, 2, 3] {
+            s.proxy_protocol_header(v);
+        }
+        assert_eq!([s.proxy_protocol_headers[0].get(), s.proxy_protocol_headers[1].get()], [1, 2]);
     }
 
     #[test]
