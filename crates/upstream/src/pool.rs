@@ -92,9 +92,11 @@ impl Lease {
             return None;
         }
         ep.inflight.fetch_add(1, Relaxed);
-        let origin = s.send_proxy_protocol.map(|_| Box::new(origin));
-        let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: true, origin };
-        lease.conn = Some(Conn::H1(lease.checkout(s.idle_timeout)?));
+        let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: true, origin: None };
+        let (conn, tag) = lease.checkout(s.idle_timeout, s.send_proxy_protocol.map(|_| origin))?;
+        lease.conn = Some(Conn::H1(conn));
+        // The connection's own tag comes with it: nothing to allocate on reuse.
+        lease.origin = tag;
         Some(lease)
     }
 
@@ -147,21 +149,24 @@ impl Lease {
         Ok(lease)
     }
 
-    fn checkout(&self, idle_timeout: Duration) -> Option<Box<H1Conn>> {
+    /// An idle connection of this worker's pool, and the client connection its PROXY header
+    /// named. `origin`: for an upstream that sends the header, the client connection it must have
+    /// named.
+    fn checkout(&self, idle_timeout: Duration, origin: Option<Origin>) -> Option<(Box<H1Conn>, Option<Box<Origin>>)> {
         let mut pool = self.ep.my_pool().lock().ok()?;
-        if self.origin.is_some() {
+        if let Some(want) = origin {
             // Only a connection opened for this client connection: its header named it.
-            while let Some(i) = pool.iter().rposition(|idle| idle.origin == self.origin) {
+            while let Some(i) = pool.iter().rposition(|idle| idle.origin.as_deref() == Some(&want)) {
                 let mut idle = pool.swap_remove(i);
                 if idle.fresh(idle_timeout) {
-                    return Some(idle.conn);
+                    return Some((idle.conn, idle.origin));
                 }
             }
             return None;
         }
         while let Some(mut idle) = pool.pop() {
             if idle.fresh(idle_timeout) {
-                return Some(idle.conn);
+                return Some((idle.conn, None));
             }
         }
         None
