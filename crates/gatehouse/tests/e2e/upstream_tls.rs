@@ -260,3 +260,30 @@ fn check_reads_the_upstream_tls_files() {
     assert!(!ok);
     assert!(err.contains("upstreams.u: tls.ca: cannot read /nonexistent/ca.pem"), "{err}");
 }
+
+/// A target written by name is verified for that name, with no `server_name`, and sends it as SNI.
+#[test]
+fn a_named_target_is_verified_for_its_name() {
+    let pki = Pki::new();
+    let cert = pki.issue(&["backend.test"], Algorithm::EcdsaP256, "backend.pem", None);
+    let backend = https_backend(&cert, "");
+    let dns = gatehouse_testkit::DnsServer::start(
+        &[("backend.test", "127.0.0.1".parse().expect("ip")), ("other.test", "127.0.0.1".parse().expect("ip"))],
+        &[],
+    );
+    let config = |name: &str| {
+        format!(
+            "{}resolver: {{nameservers: [\"{}\"]}}\nupstreams:\n  u: {{targets: [\"{name}:{}\"], retries: 0, tls: {{ca: \"{}\"}}}}\nsites:\n  main: {{hosts: [\"{HOST}\"], routes: [{{path: /, upstream: u}}]}}\n",
+            head(""),
+            dns.addr(),
+            backend.port(0),
+            pki.ca_file().display()
+        )
+    };
+    let gw = start(&config("backend.test"));
+    assert_eq!(get(&gw).status, 200, "{}", gw.stderr());
+    let mut gw = start(&config("other.test"));
+    assert_eq!(get(&gw).status, 502);
+    let (_, _) = gw.terminate();
+    assert!(gw.stderr().contains("upstream certificate not valid for other.test"), "{}", gw.stderr());
+}
