@@ -78,6 +78,10 @@
 #   PRIME [1]       1 = before each measured pooled or dns run, refill the proxy's upstream pool
 #                   with a short clean ab -k burst (CONNS x 10 requests), as bench/proxy.sh; 0 = off
 #   SETTLE [1/0.2]  seconds of sleep before each measured run
+#   QUIET_WAIT [30/0]  then wait up to this many seconds for processes outside the bench and
+#                   hypervisor steal to drop below QUIET_PCT % of a core (a build on a shared
+#                   machine); the others' CPU column shows what was left
+#   QUIET_PCT [20]
 #   DNS_TTL [1]     TTL of dnsmasq's answer for backend.test, seconds
 #   HAPROXY_MAXCONN [4096]
 #   BENCHMARKS_MD [<repo>/BENCHMARKS.md/none]   file to update; "none" = don't
@@ -98,6 +102,8 @@ CONNS=${CONNS:-100}
 WARMUP=${WARMUP:-$(pick 2 1)}
 PRIME=${PRIME:-1}
 SETTLE=${SETTLE:-$(pick 1 0.2)}
+QUIET_WAIT=${QUIET_WAIT:-$(pick 30 0)}
+QUIET_PCT=${QUIET_PCT:-20}
 DNS_TTL=${DNS_TTL:-1}
 HAPROXY_MAXCONN=${HAPROXY_MAXCONN:-4096}
 # A smoke run's numbers are not for the record.
@@ -111,7 +117,7 @@ log() { printf '[reencrypt.sh %3ss] %s\n' "$SECONDS" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
 # ---------------------------------------------------------------- validation
-check_integers DURATION REPS DNS_REPS CONNS WARMUP PRIME DNS_TTL HAPROXY_MAXCONN
+check_integers DURATION REPS DNS_REPS CONNS WARMUP PRIME DNS_TTL QUIET_WAIT QUIET_PCT HAPROXY_MAXCONN
 [[ $SETTLE =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "SETTLE must be a number of seconds (got '$SETTLE')"
 ((DURATION >= 1 && REPS >= 1 && DNS_REPS >= 1 && CONNS >= 1 && DNS_TTL >= 1)) ||
 	die "DURATION, REPS, DNS_REPS, CONNS and DNS_TTL must be at least 1"
@@ -390,6 +396,7 @@ for ((rep = 1; rep <= max_reps; rep++)); do
 		log "rep $rep/$max_reps, $row: order ${REPLY_TARGETS[*]}"
 		for t in "${REPLY_TARGETS[@]}"; do
 			sleep "$SETTLE"
+			((QUIET_WAIT)) && quiet "$QUIET_WAIT"
 			measure "$rep" "$row" "$t"
 		done
 	done
@@ -409,7 +416,7 @@ versions+=("gatehouse: ${GATEHOUSE_VERSION% }")
 	printf -v vline '%s; ' "${versions[@]}"
 	echo "- Versions: ${vline%; }"
 	echo "- Source: git $(git_source)"
-	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS DNS_REPS=$DNS_REPS DURATION=${DURATION}s (wrk -t1 -c$CONNS --latency, test.html = 75 B) WARMUP=${WARMUP}s PRIME=$PRIME DNS_TTL=${DNS_TTL}s"
+	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS DNS_REPS=$DNS_REPS DURATION=${DURATION}s (wrk -t1 -c$CONNS --latency, test.html = 75 B) WARMUP=${WARMUP}s PRIME=$PRIME DNS_TTL=${DNS_TTL}s QUIET_WAIT=${QUIET_WAIT}s QUIET_PCT=$QUIET_PCT"
 	echo "- Layout: backend nginx (1 worker), dnsmasq and wrk on CPU 0; the proxy under test alone on CPU 1 with one worker/thread. Targets of a row rotated by one each rep; rows interleaved."
 	echo "- TLS: a test CA made by openssl; one ECDSA P-256 certificate for the backend (verified by every proxy for backend.test, sent as SNI) and the proxies' listeners. Client -> proxy: wrk (OpenSSL) over TLS keep-alive. Proxy -> backend: TLS 1.2/1.3 offered by all; session resumption on in every proxy."
 	if ((TLS_ROWS)); then

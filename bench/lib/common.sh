@@ -514,6 +514,29 @@ snap_deltas() { # snap_deltas S0 S1 -> REPLY_KV: wall_s, backend_j, server_ns an
 	done
 }
 
+# quiet SECONDS_MAX: wait (at most SECONDS_MAX) until the machine's busy + steal time is below QUIET_PCT
+# % of a core.  Called between runs, while the bench's own processes idle, so what it sees is other
+# work: a build elsewhere on a shared machine.  Needs CLK_TCK and QUIET_PCT.
+quiet() {
+	local waited=0 pct
+	local -a a b
+	while :; do
+		read -r -a a </proc/stat
+		sleep 1
+		read -r -a b </proc/stat
+		# user nice system irq softirq steal over all CPUs, jiffies in 1 s -> % of one core.  Steal
+		# counts: CPU the hypervisor gives to other guests is CPU our runs will not get.
+		pct=$(((b[1] + b[2] + b[3] + b[6] + b[7] + b[8] - a[1] - a[2] - a[3] - a[6] - a[7] - a[8]) * 100 / CLK_TCK))
+		((pct < QUIET_PCT)) && return 0
+		if ((waited >= $1)); then
+			log "warning: the machine is busy outside the bench (${pct} % of a core incl. steal); measuring anyway"
+			return 0
+		fi
+		((waited == 0)) && log "machine busy outside the bench (${pct} % of a core incl. steal); waiting up to $1 s"
+		waited=$((waited + 1))
+	done
+}
+
 # ------------------------------------------------------------------ report
 results_csv() { # results_csv CSV NAME: the per-run CSV copied to bench/results/NAME
 	mkdir -p "$BENCH/results"
