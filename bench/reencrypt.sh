@@ -432,7 +432,8 @@ versions+=("gatehouse: ${GATEHOUSE_VERSION% }")
 	echo "- Machine: $(nproc) CPUs, $(cpu_model), Linux $(uname -r); at start: $LOAD_START"
 	printf -v vline '%s; ' "${versions[@]}"
 	echo "- Versions: ${vline%; }"
-	echo "- Source: git $(git_source)"
+	# The code's state, not BENCHMARKS.md's (an earlier run's section there is no change to what ran).
+	echo "- Source: git $(git_source crates bench Cargo.toml Cargo.lock)"
 	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS DNS_REPS=$DNS_REPS DURATION=${DURATION}s (wrk -t1 -c$CONNS --latency, test.html = 75 B) WARMUP=${WARMUP}s PRIME=$PRIME DNS_TTL=${DNS_TTL}s QUIET_WAIT=${QUIET_WAIT}s QUIET_PCT=$QUIET_PCT RETRIES=$RETRIES; runs measured again for a disturbance: $REMEASURED"
 	echo "- Layout: backend nginx (1 worker), dnsmasq and wrk on CPU 0; the proxy under test alone on CPU 1 with one worker/thread. Targets of a row rotated by one each rep; rows interleaved."
 	echo "- TLS: a test CA made by openssl; one ECDSA P-256 certificate for the backend (verified by every proxy for backend.test, sent as SNI) and the proxies' listeners. Client -> proxy: wrk (OpenSSL) over TLS keep-alive. Proxy -> backend: TLS 1.2/1.3 offered by all; session resumption on in every proxy."
