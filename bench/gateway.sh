@@ -265,26 +265,6 @@ log "sanity checks passed: every row serves test.html ($BODY_SIZE bytes); the se
 CSV=$WORK/gateway-runs.csv
 SEQ=0
 
-quiet() { # quiet SECONDS_MAX: wait until busy + steal time is below QUIET_PCT % of a core
-	local waited=0 pct
-	local -a a b
-	while :; do
-		read -r -a a </proc/stat
-		sleep 1
-		read -r -a b </proc/stat
-		# user nice system irq softirq steal over all CPUs, jiffies in 1 s -> % of one core.  Steal
-		# counts: CPU the hypervisor gives to other guests is CPU our runs will not get.
-		pct=$(((b[1] + b[2] + b[3] + b[6] + b[7] + b[8] - a[1] - a[2] - a[3] - a[6] - a[7] - a[8]) * 100 / CLK_TCK))
-		((pct < QUIET_PCT)) && return 0
-		if ((waited >= $1)); then
-			log "warning: the machine is busy outside the bench (${pct} % of a core incl. steal); measuring anyway"
-			return 0
-		fi
-		((waited == 0)) && log "machine busy outside the bench (${pct} % of a core incl. steal); waiting up to $1 s"
-		waited=$((waited + 1))
-	done
-}
-
 ab_args() { # ab_args TARGET -> REPLY_AB (the header option, if any)
 	REPLY_AB=()
 	[[ -n ${HEADER[$1]:-} ]] && REPLY_AB=(-H "${HEADER[$1]}")

@@ -244,10 +244,19 @@ nginx_forwarding() { # nginx_forwarding INDENT -> the location lines adding the 
 	rig_constant NGINX_FORWARDING_LINES | sed "s/^/$1/"
 }
 
-# nginx_proxy_conf DIR LISTEN_PORT BACKEND_PORT [WORKERS] [SERVER_LINES] -> nginx.conf of a reverse
-# proxy (1 worker by default); SERVER_LINES (more listen sockets, certificates, timeouts that
-# override the http-level ones, locations) go into its server block.
+# nginx_proxy_conf DIR LISTEN_PORT BACKEND [WORKERS] [SERVER_LINES] [LOCATION_LINES] [KEEPALIVE]
+# -> nginx.conf of a reverse proxy (1 worker by default).  BACKEND is the backend's port (plain
+# HTTP) or https://PORT (TLS; LOCATION_LINES then carry the proxy_ssl_* settings).  SERVER_LINES
+# (more listen sockets, certificates, timeouts that override the http-level ones, locations) go
+# into its server block, LOCATION_LINES into `location /`.  KEEPALIVE: idle upstream connections
+# kept per worker (256); 0 = none, so a new upstream connection per request.
 nginx_proxy_conf() {
+	local scheme=http port=$3 keepalive=${7:-256} pool='' location=${6:+$'\n'$6}
+	[[ $3 == https://* ]] && scheme=https port=${3#https://}
+	((keepalive > 0)) && pool="
+        keepalive $keepalive;
+        keepalive_requests 1000000;
+        keepalive_timeout 60s;"
 	nginx_head "$1" "${4:-1}"
 	cat <<EOF
 http {
@@ -256,18 +265,15 @@ $(nginx_temp_paths "$1")
     keepalive_timeout 75s;
     keepalive_requests 1000000;
     upstream backend {
-        server 127.0.0.1:$3;
-        keepalive 256;
-        keepalive_requests 1000000;
-        keepalive_timeout 60s;
+        server 127.0.0.1:$port;$pool
     }
     server {
         listen 127.0.0.1:$2 backlog=4096;
         location / {
-            proxy_pass http://backend;
+            proxy_pass $scheme://backend;
             proxy_http_version 1.1;
             proxy_set_header Connection "";
-$(nginx_forwarding "            ")
+$(nginx_forwarding "            ")$location
         }
 ${5:-}
     }
@@ -275,7 +281,9 @@ ${5:-}
 EOF
 }
 
-haproxy_cfg() { # haproxy_cfg THREADS BIND_LINES [GLOBAL_LINES]: HTTP keep-alive to the backend
+# haproxy_cfg THREADS BIND_LINES [GLOBAL_LINES] [BACKEND_LINES]: by default HTTP keep-alive to the
+# backend (`http-reuse always`, one plain server line); BACKEND_LINES replace those two lines.
+haproxy_cfg() {
 	cat <<EOF
 global
     nbthread $1
@@ -295,18 +303,22 @@ ${2}$(rig_constant HAPROXY_FORWARDING)
     default_backend be
 
 backend be
-    http-reuse always
-    server backend 127.0.0.1:$P_BACKEND
+${4:-    http-reuse always
+    server backend 127.0.0.1:$P_BACKEND}
 EOF
 }
 
-gatehouse_upstream() { # gatehouse_upstream MAX_IDLE -> YAML: every request to the backend, keep-alive
+# gatehouse_upstream MAX_IDLE [TARGET] [UPSTREAM_LINES] -> YAML: every request to the backend
+# (TARGET, default 127.0.0.1:P_BACKEND), keep-alive; UPSTREAM_LINES (e.g. `    tls: {...}`) are
+# added to the upstream.
+gatehouse_upstream() {
+	local more=${3:+$'\n'$3}
 	cat <<EOF
 upstreams:
   backend:
-    targets: ["127.0.0.1:$P_BACKEND"]
+    targets: ["${2:-127.0.0.1:$P_BACKEND}"]
     keepalive: { max_idle: $1, idle_timeout: 60s }
-    retries: 0
+    retries: 0$more
 sites:
   all:
     hosts: ["*"]
@@ -350,7 +362,9 @@ wait_http() { # wait_http INSTANCE URL EXPECTED_SIZE [ERROR_LOG]; at most ~10 s
 	die "$name not ready after 10 s: GET $url -> '${got:-no answer}' (want '200 $size')"
 }
 
-start_backend() { # start_backend CPU: nginx with 1 worker serving $WORK/www -> P_BACKEND
+# start_backend CPU [HTTP_LINES]: nginx with 1 worker serving $WORK/www -> P_BACKEND; HTTP_LINES
+# (say a TLS server block on a port of its own) are added to its http block.
+start_backend() {
 	free_ports 1
 	P_BACKEND=${REPLY_PORTS[0]}
 	mkdir -p "$WORK/backend"
@@ -374,6 +388,7 @@ $(nginx_temp_paths "$WORK/backend")
         location / { }
         location = /nginx_status { stub_status; allow 127.0.0.1; deny all; }
     }
+${2:-}
 }
 EOF
 	} >"$WORK/backend/nginx.conf"
@@ -496,6 +511,29 @@ snap_deltas() { # snap_deltas S0 S1 -> REPLY_KV: wall_s, backend_j, server_ns an
 		"backend_j=$((b[backend] - a[backend]))" "server_ns=$ns")
 	for k in user nice system idle iowait irq softirq steal cpu0_busy cpu0_total cpu1_busy cpu1_total; do
 		REPLY_KV+=("${k}_j=$((b[$k] - a[$k]))")
+	done
+}
+
+# quiet SECONDS_MAX: wait (at most SECONDS_MAX) until the machine's busy + steal time is below QUIET_PCT
+# % of a core.  Called between runs, while the bench's own processes idle, so what it sees is other
+# work: a build elsewhere on a shared machine.  Needs CLK_TCK and QUIET_PCT.
+quiet() {
+	local waited=0 pct
+	local -a a b
+	while :; do
+		read -r -a a </proc/stat
+		sleep 1
+		read -r -a b </proc/stat
+		# user nice system irq softirq steal over all CPUs, jiffies in 1 s -> % of one core.  Steal
+		# counts: CPU the hypervisor gives to other guests is CPU our runs will not get.
+		pct=$(((b[1] + b[2] + b[3] + b[6] + b[7] + b[8] - a[1] - a[2] - a[3] - a[6] - a[7] - a[8]) * 100 / CLK_TCK))
+		((pct < QUIET_PCT)) && return 0
+		if ((waited >= $1)); then
+			log "warning: the machine is busy outside the bench (${pct} % of a core incl. steal); measuring anyway"
+			return 0
+		fi
+		((waited == 0)) && log "machine busy outside the bench (${pct} % of a core incl. steal); waiting up to $1 s"
+		waited=$((waited + 1))
 	done
 }
 

@@ -18,6 +18,9 @@ Raw keys passed by proxy.sh (all integers unless noted):
     cpu0_busy_j, cpu0_total_j, cpu1_busy_j, cpu1_total_j
     accepts_before, accepts_after      backend nginx stub_status "accepts"
 
+--extra KEY,KEY...  more raw keys kept as columns after those (bench/reencrypt.sh: its row
+                    and the backend's TLS handshake counts).
+
 Prints a one-line human summary of the run on stderr.
 """
 
@@ -147,6 +150,7 @@ def main():
     ap.add_argument("--csv", required=True)
     ap.add_argument("--tool", required=True, choices=["wrk", "ab"])
     ap.add_argument("--output", required=True)
+    ap.add_argument("--extra", default="", help="comma-separated raw keys kept as extra columns")
     ap.add_argument("kv", nargs="*")
     a = ap.parse_args()
 
@@ -165,8 +169,9 @@ def main():
     def i(k):
         return int(raw.get(k) or 0)
 
-    row = {k: "" for k in FIELDS}
-    row.update({k: raw.get(k, "") for k in FIELDS if k in raw})
+    fields = FIELDS + [k for k in a.extra.split(",") if k and k not in FIELDS]
+    row = {k: "" for k in fields}
+    row.update({k: raw.get(k, "") for k in fields if k in raw})
     row["tool"] = a.tool
     row.update(parsed)
 
@@ -221,7 +226,7 @@ def main():
     row["req_per_cpu_s"] = round(req / (proxy_j / tck), 1) if req and proxy_j else ""
 
     add_backend_conns(row, raw, req)
-    append_row(a.csv, FIELDS, row)
+    append_row(a.csv, fields, row)
 
     print(
         f"  rep {row['rep']} {a.tool:3} {row['target']:9} {row['file']:9} "

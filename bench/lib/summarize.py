@@ -235,10 +235,12 @@ def emit_section(heading, meta_path, body, update_path):
         replace_section(update_path, heading, section)
 
 
-def main():
+def cli(summarize_rows, heading=DEFAULT_HEADING):
+    """The command line of a summariser: RUNS.csv [--heading] [--meta] [--update]; the CSV's rows
+    go through summarize_rows (rows -> Markdown body) into one section (emit_section)."""
     ap = argparse.ArgumentParser()
     ap.add_argument("csv")
-    ap.add_argument("--heading", default=DEFAULT_HEADING)
+    ap.add_argument("--heading", default=heading)
     ap.add_argument("--meta", help="Markdown file inserted between heading and table")
     ap.add_argument("--update", help="Markdown file whose section to replace/append")
     a = ap.parse_args()
@@ -246,9 +248,13 @@ def main():
     with open(a.csv, newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:
-        sys.exit("summarize.py: no runs in " + a.csv)
+        sys.exit(f"{os.path.basename(sys.argv[0])}: no runs in {a.csv}")
 
-    emit_section(a.heading, a.meta, summarize(rows), a.update)
+    emit_section(a.heading, a.meta, summarize_rows(rows), a.update)
+
+
+def main():
+    cli(summarize)
 
 
 if __name__ == "__main__":
