@@ -18,6 +18,7 @@ mod proxy_header;
 mod random;
 mod registry;
 mod response;
+mod sessions;
 mod tls;
 
 pub use balance::{Balancer, SelectKey};

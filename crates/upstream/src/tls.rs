@@ -4,9 +4,10 @@
 //! of a full handshake. A failed handshake is sorted into a [`TlsFailure`] reason for the log and
 //! the metrics.
 
+use crate::sessions::EndpointSessions;
 use gatehouse_config as config;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::client::{ClientSessionMemoryCache, Resumption};
+use rustls::client::Resumption;
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName, UnixTime};
@@ -180,7 +181,7 @@ impl TlsClient {
         let resumption = if self.session_cache == 0 {
             Resumption::disabled()
         } else {
-            Resumption::store(Arc::new(ClientSessionMemoryCache::new(self.session_cache)))
+            Resumption::store(Arc::new(EndpointSessions::new(self.session_cache)))
         };
         let mut config = self.config.clone();
         config.resumption = resumption;

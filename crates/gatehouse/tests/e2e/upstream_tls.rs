@@ -287,3 +287,27 @@ fn a_named_target_is_verified_for_its_name() {
     let (_, _) = gw.terminate();
     assert!(gw.stderr().contains("upstream certificate not valid for other.test"), "{}", gw.stderr());
 }
+
+/// Twenty clients at once, each request on a new upstream connection: after the first wave of full
+/// handshakes, connections resume. rustls' own cache keeps 8 tickets per name, each used once, and
+/// ran dry here; the endpoint's store keeps `session_cache` of them.
+#[test]
+fn a_burst_of_new_upstream_connections_resumes() {
+    let pki = Pki::new();
+    let cert = pki.issue(&["backend.test"], Algorithm::EcdsaP256, "backend.pem", None);
+    let backend = https_backend(&cert, "");
+    let gw = gateway(
+        &backend,
+        &format!(
+            "keepalive: {{max_idle: 0}}, tls: {{ca: \"{}\", server_name: backend.test, versions: [tls1.3]}}",
+            pki.ca_file().display()
+        ),
+    );
+    let report = gatehouse_testkit::Load::run(gw.addr("http"), HOST, "/", 20, 15);
+    assert_eq!((report.ok, report.failed), (300, 0), "{report:?}");
+    let full = tls_metric(&gw, &series("gatehouse_upstream_tls_handshakes_total", &backend, ",kind=\"full\""));
+    let resumed = tls_metric(&gw, &series("gatehouse_upstream_tls_handshakes_total", &backend, ",kind=\"resumed\""));
+    assert_eq!(full + resumed, 300.0);
+    // At most the first wave (one per client) is full.
+    assert!(full <= 25.0, "full {full}, resumed {resumed}");
+}
