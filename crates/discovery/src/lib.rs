@@ -122,24 +122,39 @@ impl Discovery {
             qs.dedup();
             qs
         };
-        if queries.is_empty() {
-            return;
+        if !queries.is_empty() {
+            self.ask(&queries, true).await;
         }
-        let Some((resolver, settings)) = self.resolver() else { return };
-        let bound = settings.timeout.0 * settings.attempts.max(1) + Duration::from_millis(100);
-        let lookups = queries.into_iter().map(|q| {
-            let resolver = resolver.clone();
-            tokio::spawn(async move {
-                let found = tokio::time::timeout(bound, lookup(&resolver, &q)).await;
-                (q, found.unwrap_or_else(|_| Err("timed out".to_string())))
+    }
+
+    /// Asks `queries` all at once and records each outcome; `false` when no resolver could be
+    /// made. `priming`: for a configuration about to be applied, which waits for it, so each
+    /// lookup is bounded by the resolver's timeout × attempts; the loop relies on the resolver's
+    /// own timeouts.
+    async fn ask(&self, queries: &[Query], priming: bool) -> bool {
+        let Some((resolver, settings)) = self.resolver() else { return false };
+        let bound = priming.then(|| settings.timeout.0 * settings.attempts.max(1) + Duration::from_millis(100));
+        let handles: Vec<_> = queries
+            .iter()
+            .map(|q| {
+                let (resolver, q) = (resolver.clone(), q.clone());
+                tokio::spawn(async move {
+                    let found = match bound {
+                        Some(b) => tokio::time::timeout(b, lookup(&resolver, &q))
+                            .await
+                            .unwrap_or_else(|_| Err("timed out".to_string())),
+                        None => lookup(&resolver, &q).await,
+                    };
+                    (q, found)
+                })
             })
-        });
-        let handles: Vec<_> = lookups.collect();
+            .collect();
         for h in handles {
             if let Ok((q, found)) = h.await {
-                self.record(q, found, &settings, true);
+                self.record(q, found, &settings, priming);
             }
         }
+        true
     }
 
     /// Follows the named targets of these upstreams (the snapshot just installed); names no
@@ -186,25 +201,9 @@ impl Discovery {
                 }
                 continue;
             }
-            let Some((resolver, settings)) = self.resolver() else {
+            if !self.ask(&due_now, false).await {
                 // No resolver could be made: ask again after the retry interval.
                 self.postpone(&due_now);
-                continue;
-            };
-            let handles: Vec<_> = due_now
-                .into_iter()
-                .map(|q| {
-                    let resolver = resolver.clone();
-                    tokio::spawn(async move {
-                        let found = lookup(&resolver, &q).await;
-                        (q, found)
-                    })
-                })
-                .collect();
-            for h in handles {
-                if let Ok((q, found)) = h.await {
-                    self.record(q, found, &settings, false);
-                }
             }
         }
     }

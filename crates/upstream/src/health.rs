@@ -101,15 +101,18 @@ async fn probe(ep: &EndpointState, settings: &Settings, spec: &HealthCheckSpec) 
     };
     let h2 = settings.protocol == Protocol::Http2 || io.alpn_h2();
     let host = spec.host.as_deref().unwrap_or(&ep.authority);
-    let scheme = if ep.tls_name().is_some() { "https" } else { "http" };
-    let target = if h2 { format!("{scheme}://{host}{}", spec.path) } else { spec.path.clone() };
-    let mut req = http::Request::get(target).header(http::header::USER_AGENT, "gatehouse-health-check");
-    if !h2 {
-        req = req.header(http::header::HOST, host).header(http::header::CONNECTION, "close");
-    }
-    let Ok(req) = req.body(RequestBody::empty()) else {
+    let Ok(mut req) = http::Request::get(&spec.path)
+        .header(http::header::HOST, host)
+        .header(http::header::USER_AGENT, "gatehouse-health-check")
+        .header(http::header::CONNECTION, "close")
+        .body(RequestBody::empty())
+    else {
         return false;
     };
+    if h2 {
+        // As requests are sent over HTTP/2: authority and scheme in the target, no `Connection`.
+        crate::pool::h2_form(&mut req, &ep.authority, ep.tls_name().is_some());
+    }
     let io = TokioIo::new(io);
     let resp = if h2 {
         let Ok((mut sender, conn)) = http2::handshake(TokioExecutor::new(), io).await else {

@@ -282,7 +282,7 @@ impl Lease {
 
 /// The request as HTTP/2 carries it: the authority and scheme in the target instead of `Host`, and
 /// none of the connection-specific headers HTTP/2 forbids (RFC 9113 §8.2.2).
-fn h2_form(req: &mut http::Request<RequestBody>, endpoint: &str, tls: bool) {
+pub(crate) fn h2_form(req: &mut http::Request<RequestBody>, endpoint: &str, tls: bool) {
     use http::header;
     *req.version_mut() = http::Version::HTTP_2;
     let headers = req.headers_mut();
