@@ -85,6 +85,12 @@
 #   RETRIES [2/0]   a run during which processes outside the bench used more than QUIET_PCT % of
 #                   a core is measured again, at most this many times (the report counts them)
 #   DNS_TTL [1]     TTL of dnsmasq's answer for backend.test, seconds
+#   SUITES [same]   same = nginx and HAProxy offer (upstream) and prefer (listener) the TLS 1.3
+#                   suites in Gatehouse's order, AES-128-GCM-SHA256 first, so every proxy does the
+#                   same cryptography (`proxy_ssl_conf_command` / `ssl_conf_command Ciphersuites`
+#                   and `ssl_prefer_server_ciphers`; HAProxy `ssl-default-server-ciphersuites`,
+#                   `ssl-default-bind-ciphersuites`); openssl = their OpenSSL defaults (AES-256-GCM
+#                   with SHA-384 first)
 #   HAPROXY_MAXCONN [4096]
 #   BENCHMARKS_MD [<repo>/BENCHMARKS.md/none]   file to update; "none" = don't
 #   KEEP_WORKDIR [0]         1 = keep the temp dir (configs, logs, raw outputs)
@@ -109,6 +115,9 @@ QUIET_PCT=${QUIET_PCT:-20}
 RETRIES=${RETRIES:-$(pick 2 0)}
 DNS_TTL=${DNS_TTL:-1}
 HAPROXY_MAXCONN=${HAPROXY_MAXCONN:-4096}
+SUITES=${SUITES:-same}
+# Gatehouse's TLS 1.3 order, upstream and on its listeners (crates/upstream/src/tls.rs).
+TLS13_ORDER=TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256
 # A smoke run's numbers are not for the record.
 BENCHMARKS_MD=${BENCHMARKS_MD:-$(pick "$ROOT/BENCHMARKS.md" none)}
 RESULTS_NAME=$(pick reencrypt-latest.csv reencrypt-quick.csv)
@@ -124,6 +133,7 @@ check_integers DURATION REPS DNS_REPS CONNS WARMUP PRIME DNS_TTL QUIET_WAIT QUIE
 [[ $SETTLE =~ ^[0-9]+(\.[0-9]+)?$ ]] || die "SETTLE must be a number of seconds (got '$SETTLE')"
 ((DURATION >= 1 && REPS >= 1 && DNS_REPS >= 1 && CONNS >= 1 && DNS_TTL >= 1)) ||
 	die "DURATION, REPS, DNS_REPS, CONNS and DNS_TTL must be at least 1"
+[[ $SUITES == same || $SUITES == openssl ]] || die "SUITES must be same or openssl (got '$SUITES')"
 read -r -a ROW_LIST <<<"$ROWS"
 read -r -a TARGET_LIST <<<"$TARGETS"
 ((${#ROW_LIST[@]})) || die "ROWS must not be empty"
@@ -234,6 +244,12 @@ NGINX_FRONT_TLS="        ssl_certificate $BUNDLE; ssl_certificate_key $BUNDLE;
         ssl_protocols TLSv1.2 TLSv1.3;
         ssl_session_cache shared:SSL:10m;
         ssl_session_tickets on;"
+HAPROXY_GLOBAL_TLS=
+if [[ $SUITES == same ]]; then
+	NGINX_UPSTREAM_TLS+=$'\n'"            proxy_ssl_conf_command Ciphersuites $TLS13_ORDER;"
+	NGINX_FRONT_TLS+=$'\n'"        ssl_conf_command Ciphersuites $TLS13_ORDER; ssl_prefer_server_ciphers on;"
+	HAPROXY_GLOBAL_TLS="    ssl-default-server-ciphersuites $TLS13_ORDER"$'\n'"    ssl-default-bind-ciphersuites $TLS13_ORDER"
+fi
 
 gatehouse_yaml() { # gatehouse_yaml PORT ADMIN TLS(0|1) MAX_IDLE TARGET [UPSTREAM_LINES] -> YAML
 	cat <<EOF
@@ -289,7 +305,7 @@ start_proxy() { # start_proxy ROW TARGET: the instance ROW-TARGET written and st
 		else
 			backend="    http-reuse always"$'\n'"$backend"
 		fi
-		haproxy_cfg 1 "    bind 127.0.0.1:$port ssl crt $BUNDLE ssl-min-ver TLSv1.2"$'\n' "" "$backend" >"$dir/haproxy.cfg"
+		haproxy_cfg 1 "    bind 127.0.0.1:$port ssl crt $BUNDLE ssl-min-ver TLSv1.2"$'\n' "$HAPROXY_GLOBAL_TLS" "$backend" >"$dir/haproxy.cfg"
 		haproxy -c -q -f "$dir/haproxy.cfg" >&2 || die "haproxy rejected $dir/haproxy.cfg"
 		start_proc "$inst" 1 haproxy -db -f "$dir/haproxy.cfg"
 		;;
@@ -434,7 +450,7 @@ versions+=("gatehouse: ${GATEHOUSE_VERSION% }")
 	echo "- Versions: ${vline%; }"
 	# The code's state, not BENCHMARKS.md's (an earlier run's section there is no change to what ran).
 	echo "- Source: git $(git_source crates bench Cargo.toml Cargo.lock)"
-	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS DNS_REPS=$DNS_REPS DURATION=${DURATION}s (wrk -t1 -c$CONNS --latency, test.html = 75 B) WARMUP=${WARMUP}s PRIME=$PRIME DNS_TTL=${DNS_TTL}s QUIET_WAIT=${QUIET_WAIT}s QUIET_PCT=$QUIET_PCT RETRIES=$RETRIES; runs measured again for a disturbance: $REMEASURED"
+	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS DNS_REPS=$DNS_REPS DURATION=${DURATION}s (wrk -t1 -c$CONNS --latency, test.html = 75 B) WARMUP=${WARMUP}s PRIME=$PRIME DNS_TTL=${DNS_TTL}s QUIET_WAIT=${QUIET_WAIT}s QUIET_PCT=$QUIET_PCT RETRIES=$RETRIES SUITES=$SUITES; runs measured again for a disturbance: $REMEASURED"
 	echo "- Layout: backend nginx (1 worker), dnsmasq and wrk on CPU 0; the proxy under test alone on CPU 1 with one worker/thread. Targets of a row rotated by one each rep; rows interleaved."
 	echo "- TLS: a test CA made by openssl; one ECDSA P-256 certificate for the backend (verified by every proxy for backend.test, sent as SNI) and the proxies' listeners. Client -> proxy: wrk (OpenSSL) over TLS keep-alive. Proxy -> backend: TLS 1.2/1.3 offered by all; session resumption on in every proxy."
 	if ((TLS_ROWS)); then

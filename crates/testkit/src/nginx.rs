@@ -25,7 +25,7 @@ impl Nginx {
     /// The log format `test` is defined for `access_log {dir}/access.log test;`: remote address,
     /// protocol, TLS protocol, session reuse (`r` or `.`), client certificate subject, `Host`,
     /// user agent, request line, connection serial number (`c=`), PROXY protocol client address
-    /// (`pp=`).
+    /// (`pp=`), TLS cipher suite in OpenSSL's naming (`cipher=`).
     pub fn start(servers: &str, ports: usize) -> Nginx {
         let mut last = String::new();
         // A free port may be taken before nginx binds it: try other ones.
@@ -52,7 +52,7 @@ impl Nginx {
              events {{ worker_connections 1024; }}\nhttp {{\n\
              client_body_temp_path {d}/client_body;\nproxy_temp_path {d}/proxy;\nfastcgi_temp_path {d}/fastcgi;\n\
              uwsgi_temp_path {d}/uwsgi;\nscgi_temp_path {d}/scgi;\n\
-             log_format test '$remote_addr $server_protocol ${{ssl_protocol}}- ${{ssl_session_reused}}- [$ssl_client_s_dn] $http_host \"$http_user_agent\" \"$request\" c=$connection pp=$proxy_protocol_addr';\n\
+             log_format test '$remote_addr $server_protocol ${{ssl_protocol}}- ${{ssl_session_reused}}- [$ssl_client_s_dn] $http_host \"$http_user_agent\" \"$request\" c=$connection pp=$proxy_protocol_addr cipher=$ssl_cipher';\n\
              {body}\n}}\n"
         );
         std::fs::write(dir.join("nginx.conf"), conf).map_err(|e| format!("write nginx.conf: {e}"))?;

@@ -59,7 +59,11 @@ fn verified_tls_1_2_and_1_3_with_a_private_ca() {
     let cert = pki.issue(&["backend.test"], Algorithm::EcdsaP256, "backend.pem", None);
     let backend = https_backend(&cert, "");
     let ca = pki.ca_file();
-    for (version, seen) in [("tls1.2", "TLSv1.2"), ("tls1.3", "TLSv1.3")] {
+    // AES-128-GCM with SHA-256 is offered first (a backend that follows the client's order, as
+    // nginx does by default, takes it).
+    for (version, seen, cipher) in
+        [("tls1.2", "TLSv1.2", "ECDHE-ECDSA-AES128-GCM-SHA256"), ("tls1.3", "TLSv1.3", "TLS_AES_128_GCM_SHA256")]
+    {
         let gw = gateway(
             &backend,
             &format!("tls: {{ca: \"{}\", server_name: backend.test, versions: [{version}]}}", ca.display()),
@@ -70,6 +74,7 @@ fn verified_tls_1_2_and_1_3_with_a_private_ca() {
         let log = logged(&backend, if version == "tls1.2" { 1 } else { 2 });
         let last = log.last().expect("nginx logged the request");
         assert!(last.contains(&format!(" {seen}- ")), "{version}: {last}");
+        assert!(last.ends_with(&format!(" cipher={cipher}")), "{version}: {last}");
         // `Host` is the client's (host_header: preserve), not the TLS name.
         assert!(last.contains(&format!(" {HOST} ")), "{last}");
         assert_eq!(
