@@ -33,6 +33,8 @@ mod gateway;
 mod gateway_cluster;
 #[path = "e2e/gateway_jwt.rs"]
 mod gateway_jwt;
+#[path = "e2e/grpc.rs"]
+mod grpc;
 #[path = "e2e/h2_dos.rs"]
 mod h2_dos;
 #[path = "e2e/h2c.rs"]

@@ -5,7 +5,7 @@
 use crate::body::{LogRecord, ResponseBody};
 use crate::error::ProxyError;
 use crate::headers::{
-    add_forwarding, keyless_target, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade, ResponseHeaders,
+    add_forwarding, keyless_target, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade, Keep, ResponseHeaders,
 };
 use crate::snapshot::{RouteEntry, Snapshot};
 use crate::{ClientCert, ConnInfo, Shared};
@@ -420,7 +420,7 @@ fn rewrite_headers(
     upgrade: bool,
     h2_downstream: bool,
 ) {
-    strip_hop_by_hop(headers, upgrade);
+    strip_hop_by_hop(headers, Keep { upgrade, te_trailers: true });
     add_forwarding(headers, snap, conn, h2_downstream);
     if let (Some(svc), Some(a)) = (&route.service, admitted) {
         svc.rewrite_request(a, headers);
@@ -478,7 +478,7 @@ fn rebuild(template: &Option<(Method, http::Uri, http::HeaderMap)>) -> Option<Re
 fn respond(resp: Response<UpstreamBody>, switching: bool, h2_downstream: bool) -> Response<ResponseBody> {
     let (mut parts, mut body) = resp.into_parts();
     if body.raw_head_mut().is_none() {
-        strip_hop_by_hop(&mut parts.headers, switching);
+        strip_hop_by_hop(&mut parts.headers, Keep { upgrade: switching, te_trailers: false });
     } else if h2_downstream {
         // The lines left out as the head was read were the hop-by-hop ones.
         if let Some(raw) = body.take_raw_head() {

@@ -46,9 +46,18 @@ fn hop_by_hop_bit(name: &str) -> u16 {
     1 << i
 }
 
-/// Removes hop-by-hop headers and those named in `Connection`. With `keep_upgrade`, `Upgrade` is
-/// kept and `Connection: upgrade` restored, for protocol switches.
-pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
+/// Which hop-by-hop headers a message keeps on its way through.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Keep {
+    /// `Upgrade`, with `Connection: upgrade` restored: a protocol switch.
+    pub upgrade: bool,
+    /// `TE: trailers` when the client's `TE` names `trailers` (requests): the one `TE` value
+    /// HTTP/2 allows, which gRPC requires and which says that the client takes trailers.
+    pub te_trailers: bool,
+}
+
+/// Removes hop-by-hop headers and those named in `Connection`, but what `keep` keeps.
+pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep: Keep) {
     // One pass over the names marks which hop-by-hop headers are present; then only those are
     // removed. The usual `Connection: keep-alive` costs no allocation.
     let mut present = 0u16;
@@ -73,14 +82,28 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep_upgrade: bool) {
             headers.remove(name);
         }
     }
+    let te_trailers = keep.te_trailers && present & (1 << 3) != 0 && names_trailers(headers);
     for (i, name) in HOP_BY_HOP.iter().enumerate() {
-        if present & (1 << i) != 0 && !(keep_upgrade && **name == header::UPGRADE) {
+        if present & (1 << i) != 0 && !(keep.upgrade && **name == header::UPGRADE) {
             headers.remove(*name);
         }
     }
-    if keep_upgrade {
+    if keep.upgrade {
         headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
     }
+    if te_trailers {
+        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    }
+}
+
+/// Whether a `TE` header names `trailers` (its other codings, with or without a weight, are
+/// for this hop only).
+fn names_trailers(headers: &HeaderMap) -> bool {
+    headers.get_all(header::TE).iter().any(|v| {
+        v.to_str().is_ok_and(|v| {
+            v.split(',').any(|t| t.split(';').next().unwrap_or("").trim().eq_ignore_ascii_case("trailers"))
+        })
+    })
 }
 
 /// A response's headers as the proxy edits them on its way to the client: the response's map, and
@@ -260,10 +283,36 @@ mod tests {
         h.insert(header::TE, HeaderValue::from_static("trailers"));
         h.append("x-keep", HeaderValue::from_static("a"));
         h.append("x-keep", HeaderValue::from_static("b"));
-        strip_hop_by_hop(&mut h, false);
+        strip_hop_by_hop(&mut h, Keep::default());
         assert_eq!(h.len(), 2);
         let kept: Vec<_> = h.get_all("x-keep").iter().collect();
         assert_eq!(kept, ["a", "b"]);
+    }
+
+    #[test]
+    fn te_trailers_is_kept_on_requests_and_other_codings_go() {
+        let keep = Keep { te_trailers: true, ..Keep::default() };
+        for (sent, kept) in [
+            (&["trailers"][..], Some("trailers")),
+            (&["gzip;q=0.5, Trailers"], Some("trailers")),
+            (&["deflate", "trailers"], Some("trailers")),
+            (&["gzip, deflate"], None),
+            (&["x-trailers"], None),
+        ] {
+            let mut h = HeaderMap::new();
+            h.insert(header::CONNECTION, HeaderValue::from_static("TE"));
+            for v in sent {
+                h.append(header::TE, HeaderValue::from_static(v));
+            }
+            strip_hop_by_hop(&mut h, keep);
+            let te: Vec<_> = h.get_all(header::TE).iter().map(|v| v.to_str().unwrap_or("")).collect();
+            assert_eq!(te, kept.into_iter().collect::<Vec<_>>(), "{sent:?}");
+            assert!(h.get(header::CONNECTION).is_none(), "{sent:?}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert(header::TE, HeaderValue::from_static("trailers"));
+        strip_hop_by_hop(&mut h, Keep::default());
+        assert!(h.is_empty(), "responses drop TE");
     }
 
     #[test]
@@ -282,7 +331,7 @@ mod tests {
         h.insert(header::CONNECTION, HeaderValue::from_static("Upgrade"));
         h.insert(header::UPGRADE, HeaderValue::from_static("websocket"));
         assert!(wants_upgrade(&h));
-        strip_hop_by_hop(&mut h, true);
+        strip_hop_by_hop(&mut h, Keep { upgrade: true, ..Keep::default() });
         assert_eq!(h.get(header::UPGRADE).map(|v| v.as_bytes()), Some(&b"websocket"[..]));
         assert_eq!(h.get(header::CONNECTION).map(|v| v.as_bytes()), Some(&b"upgrade"[..]));
     }

@@ -59,12 +59,23 @@ impl H1Conn {
         w.extend_from_slice(target.as_bytes());
         w.extend_from_slice(b" HTTP/1.1\r\n");
         let mut host = false;
+        // A `TE` header (the proxy passes `TE: trailers` only) is for the next hop alone, so it
+        // is named in `Connection` (RFC 9110 §10.1.4).
+        let te = req.headers().contains_key(header::TE);
+        let mut connection = false;
         for (name, value) in req.headers() {
             host |= name == header::HOST;
             w.extend_from_slice(name.as_str().as_bytes());
             w.extend_from_slice(b": ");
             w.extend_from_slice(value.as_bytes());
+            if te && name == header::CONNECTION && !connection {
+                connection = true;
+                w.extend_from_slice(b", te");
+            }
             w.extend_from_slice(b"\r\n");
+        }
+        if te && !connection {
+            w.extend_from_slice(b"connection: te\r\n");
         }
         if !host {
             let _ = write!(w, "host: {default_host}\r\n");

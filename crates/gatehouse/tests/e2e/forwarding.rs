@@ -54,6 +54,31 @@ fn forwarding_headers_are_added_and_hop_by_hop_headers_removed() {
     assert_eq!(r.header("host"), Some(HOST), "Host is preserved by default");
 }
 
+/// `TE: trailers` (what gRPC sends, and a client that takes trailers) reaches an HTTP/1.1
+/// upstream, named in `Connection` as RFC 9110 §10.1.4 asks; any other coding of `TE` is for the
+/// client's hop only.
+#[test]
+fn te_trailers_is_forwarded_and_other_te_codings_are_not() {
+    let b = Backend::start("a");
+    let gw = start(&simple(&format!("targets: {}", targets(&[&b]))));
+    for (te, forwarded) in [("trailers", Some("trailers")), ("gzip, trailers;q=1", Some("trailers")), ("gzip", None)] {
+        let resp = curl(&[
+            &url(&gw, "/te"),
+            "-H",
+            &format!("Host: {HOST}"),
+            "-H",
+            &format!("TE: {te}"),
+            "-H",
+            "Connection: TE",
+        ]);
+        assert_eq!(resp.status, 200, "{resp:?}");
+        let reqs = b.requests();
+        let r = reqs.last().expect("the backend got the request");
+        assert_eq!(r.header("te"), forwarded, "TE: {te}: {r:?}");
+        assert_eq!(r.header("connection"), forwarded.map(|_| "te"), "TE: {te}: {r:?}");
+    }
+}
+
 #[test]
 fn host_header_policies() {
     let b = Backend::start("a");

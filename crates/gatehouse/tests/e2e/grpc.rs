@@ -1,0 +1,122 @@
+//! gRPC through the gateway with a real gRPC implementation on both sides (grpcio, the Python
+//! binding of gRPC's C core): `tests/grpc/peer.py` is the server behind an `http2` upstream and
+//! the client in front, through the h2c listener and through the TLS listener (ALPN h2). CI
+//! installs grpcio; elsewhere the tests say they were skipped, unless `CI` is set.
+
+use crate::common::start;
+use crate::tls::{certificates, Pki};
+use gatehouse_testkit::Gateway;
+use gatehouse_tls::issue::Algorithm;
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, ChildStdin, Command, Stdio};
+
+/// The authority the client asks for.
+const AUTHORITY: &str = "grpc.test";
+
+fn peer_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/grpc/peer.py")
+}
+
+/// Whether Python's grpcio is there; without it (and without `CI`) a test is skipped.
+fn grpcio(test: &str) -> bool {
+    let found = Command::new("python3")
+        .args(["-c", "import grpc"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "python3 with grpcio is needed but CI is set");
+        eprintln!("{test}: skipped, python3 cannot import grpc");
+    }
+    found
+}
+
+/// A grpcio server on a free port; it stops when dropped (its stdin closes).
+struct GrpcServer {
+    child: Child,
+    _stdin: ChildStdin,
+    port: u16,
+}
+
+impl GrpcServer {
+    fn start() -> GrpcServer {
+        let mut child = Command::new("python3")
+            .arg(peer_script())
+            .arg("server")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the grpcio server");
+        let stdin = child.stdin.take().expect("server stdin");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("server stdout")).read_line(&mut line).expect("read the port");
+        let port = line.trim().parse().unwrap_or_else(|_| panic!("the server printed {line:?}, not its port"));
+        GrpcServer { child, _stdin: stdin, port }
+    }
+}
+
+impl Drop for GrpcServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Runs the grpcio client's calls against `address` (TLS when `ca` is given) and returns what it
+/// saw, as JSON.
+fn client(address: &str, ca: Option<&std::path::Path>) -> serde_json::Value {
+    let mut cmd = Command::new("python3");
+    cmd.arg(peer_script()).args(["client", address, AUTHORITY]);
+    if let Some(ca) = ca {
+        cmd.arg(ca);
+    }
+    let out = cmd.output().expect("run the grpcio client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "client failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("client output {text:?}: {e}"))
+}
+
+/// A gateway with an h2c listener and a TLS listener for [`AUTHORITY`], in front of `server` as
+/// an `http2` upstream.
+fn gateway(server: &GrpcServer, pki: &Pki) -> Gateway {
+    let cert = pki.issue(&[AUTHORITY], Algorithm::EcdsaP256, "grpc.pem", None);
+    start(&format!(
+        "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  h2c: {{bind: \"127.0.0.1:0\", protocol: h2c}}\n  tls: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  g: {{targets: [\"127.0.0.1:{}\"], protocol: http2}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: g}}]}}\n",
+        certificates(&[&cert]),
+        server.port
+    ))
+}
+
+/// The calls the client makes, as a real gRPC client sees them: the answer, metadata both ways,
+/// the trailing metadata, an application's own error status, and calls after that error (an
+/// application error is not an endpoint failure).
+fn check_calls(seen: &serde_json::Value, via: &str) {
+    let unary = &seen["unary"];
+    assert_eq!(unary["code"], "OK", "{via}: {seen}");
+    assert_eq!(unary["response"], "hello", "{via}: {seen}");
+    assert_eq!(unary["initial"]["x-echo"], "metadata", "{via}: request metadata reached the server: {seen}");
+    assert_eq!(unary["trailing"]["x-trailer"], "done", "{via}: trailing metadata came back: {seen}");
+    let error = &seen["error"];
+    assert_eq!(
+        (&error["code"], &error["details"]),
+        (&"INVALID_ARGUMENT".into(), &"asked to fail".into()),
+        "{via}: {seen}"
+    );
+    assert_eq!(error["trailing"]["x-trailer"], "done", "{via}: {seen}");
+    assert_eq!(seen["again"], serde_json::json!(["OK", "OK", "OK", "OK"]), "{via}: {seen}");
+}
+
+#[test]
+fn unary_calls_pass_through_the_h2c_and_the_tls_listener() {
+    if !grpcio("unary_calls_pass_through_the_h2c_and_the_tls_listener") {
+        return;
+    }
+    let server = GrpcServer::start();
+    let pki = Pki::new();
+    let gw = gateway(&server, &pki);
+    check_calls(&client(&gw.addr("h2c").to_string(), None), "h2c");
+    check_calls(&client(&format!("localhost:{}", gw.addr("tls").port()), Some(&pki.ca_file())), "tls");
+}
