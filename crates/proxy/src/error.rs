@@ -2,6 +2,7 @@
 //! detail in the log.
 
 use crate::body::ResponseBody;
+use crate::grpc::Code;
 use gatehouse_plugins::{quota_headers, Denial};
 use gatehouse_upstream::UpstreamError;
 use http::header::HeaderValue;
@@ -70,10 +71,54 @@ impl ProxyError {
         }
     }
 
-    /// Logs the detail and builds the client's response.
-    pub fn into_response(self) -> Response<ResponseBody> {
-        let status = self.status();
-        match &self {
+    /// The gRPC status a gRPC client gets for this failure, and the message that goes with it
+    /// (as generic as the HTTP answer's body: the detail is in the log).
+    pub fn grpc_status(&self) -> (Code, &'static str) {
+        match self {
+            ProxyError::RedirectHttps(_) => (Code::Unavailable, "the site is served over HTTPS only"),
+            ProxyError::MisdirectedRequest => (Code::Unavailable, "misdirected request: connect again for this site"),
+            ProxyError::ClientCertRequired => (Code::Unauthenticated, "a client certificate is required"),
+            ProxyError::BadRequest(_) => (Code::Internal, "bad request"),
+            ProxyError::Denied(d) => match d {
+                Denial::MissingCredentials { .. } | Denial::InvalidCredentials { .. } => {
+                    (Code::Unauthenticated, d.public().1)
+                }
+                Denial::AddressRefused { .. } | Denial::NotGranted { .. } | Denial::AclDenied => {
+                    (Code::PermissionDenied, d.public().1)
+                }
+                Denial::RateLimited { .. } => (Code::ResourceExhausted, d.public().1),
+                Denial::LimiterUnavailable => (Code::Unavailable, d.public().1),
+                Denial::BadTarget => (Code::Internal, d.public().1),
+            },
+            ProxyError::NoRoute => (Code::Unimplemented, "no route"),
+            ProxyError::ClientTimeout => (Code::DeadlineExceeded, "the request body stopped arriving"),
+            ProxyError::BodyTooLarge { .. } => (Code::ResourceExhausted, "request body too large"),
+            ProxyError::NoHealthyEndpoint { .. } => (Code::Unavailable, "no healthy upstream"),
+            ProxyError::Unresolved { .. } => (Code::Unavailable, "no upstream address"),
+            ProxyError::Upstream { source, .. } if source.is_timeout() => {
+                (Code::DeadlineExceeded, "upstream timed out")
+            }
+            ProxyError::Upstream { source, .. } if source.is_connect() => {
+                (Code::Unavailable, "upstream connect failed")
+            }
+            ProxyError::Upstream { .. } => (Code::Unavailable, "upstream failed"),
+        }
+    }
+
+    /// Logs the detail and builds a gRPC client's answer: trailers-only, with
+    /// [`ProxyError::grpc_status`] and what a refusal adds (a challenge, a wait).
+    pub fn into_grpc_response(self) -> Response<ResponseBody> {
+        self.log(self.status());
+        let (code, message) = self.grpc_status();
+        let mut headers = http::HeaderMap::new();
+        if let ProxyError::Denied(d) = self {
+            denial_headers(d, &mut headers);
+        }
+        crate::grpc::answer(code, message, headers)
+    }
+
+    fn log(&self, status: StatusCode) {
+        match self {
             ProxyError::RedirectHttps(_) => {}
             ProxyError::MisdirectedRequest => {
                 tracing::debug!(%status, "request for a client-certificate site on another site's connection")
@@ -102,6 +147,12 @@ impl ProxyError {
                 tracing::warn!(%status, endpoint, reason = %source, "upstream failed")
             }
         }
+    }
+
+    /// Logs the detail and builds the client's response.
+    pub fn into_response(self) -> Response<ResponseBody> {
+        let status = self.status();
+        self.log(status);
         if let ProxyError::Denied(d) = self {
             return denied(status, d);
         }
@@ -138,6 +189,12 @@ fn denied(status: StatusCode, d: Denial) -> Response<ResponseBody> {
     *resp.status_mut() = status;
     let h = resp.headers_mut();
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    denial_headers(d, h);
+    resp
+}
+
+/// What a refusal tells beside its status: the challenge of a 401, the wait of a 429.
+fn denial_headers(d: Denial, h: &mut http::HeaderMap) {
     match d {
         Denial::MissingCredentials { challenge } | Denial::InvalidCredentials { challenge, .. } => {
             h.insert(header::WWW_AUTHENTICATE, challenge);
@@ -148,5 +205,4 @@ fn denied(status: StatusCode, d: Denial) -> Response<ResponseBody> {
         }
         _ => {}
     }
-    resp
 }

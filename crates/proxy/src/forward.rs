@@ -44,6 +44,7 @@ where
         let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
         let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start, request_id.clone()));
         let mut outcome = Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None };
+        let grpc = crate::grpc::is_call(req.headers());
         let (rewrite, resp) = match forward(&shared, &snap, req, &conn, &mut outcome).await {
             Ok(resp) => {
                 let rewrite = match (&outcome.route, &outcome.admitted) {
@@ -58,7 +59,7 @@ where
                     ProxyError::NoRoute => shared.stats.unrouted.inc(),
                     _ => {}
                 }
-                (None, e.into_response())
+                (None, if grpc { e.into_grpc_response() } else { e.into_response() })
             }
         };
         let echo = snap.request_ids.as_ref().zip(request_id);

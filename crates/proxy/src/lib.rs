@@ -6,13 +6,15 @@
 //!                     400        404       413                  503       502    504   └► retry (bounded)
 //! ```
 //! Everything reads one [`Snapshot`], loaded once per request; errors become responses in exactly
-//! one place ([`error::ProxyError::into_response`]).
+//! one place ([`error::ProxyError::into_response`], or [`error::ProxyError::into_grpc_response`]
+//! for a gRPC call).
 
 #![forbid(unsafe_code)]
 
 mod body;
 pub mod error;
 mod forward;
+pub mod grpc;
 mod headers;
 pub mod request_id;
 mod snapshot;

@@ -6,6 +6,8 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -22,6 +24,18 @@ pub struct RequestBody {
     idle_ms: u64,
     last_ms: u64,
     deadline: gatehouse_clock::LazyDeadline,
+    /// Where the body says why it stopped ([`Fault`]), for a sender that does not pass the body's
+    /// error on (hyper's HTTP/2 client resets the stream and reports only the reset).
+    fault: Option<Arc<AtomicU8>>,
+}
+
+/// Why a body ended in an error, as [`RequestBody::watch`] reports it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// Over the route's limit.
+    TooLarge = 1,
+    /// The client stopped sending it.
+    Timeout = 2,
 }
 
 impl std::fmt::Debug for RequestBody {
@@ -63,6 +77,7 @@ impl RequestBody {
             idle_ms: 0,
             last_ms: 0,
             deadline: gatehouse_clock::LazyDeadline::default(),
+            fault: None,
         }
     }
 
@@ -82,12 +97,34 @@ impl RequestBody {
             idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
             last_ms: gatehouse_clock::now_ms(),
             deadline: gatehouse_clock::LazyDeadline::default(),
+            fault: None,
+        }
+    }
+
+    /// A cell where the body records why it fails, if it does (read it with [`fault`]).
+    pub(crate) fn watch(&mut self) -> Arc<AtomicU8> {
+        self.fault.get_or_insert_with(|| Arc::new(AtomicU8::new(0))).clone()
+    }
+
+    fn failed(&mut self, fault: Fault) {
+        self.inner = None;
+        if let Some(cell) = &self.fault {
+            cell.store(fault as u8, Ordering::Relaxed);
         }
     }
 
     /// True when there is nothing to send (so the request can be replayed on a retry).
     pub fn is_empty(&self) -> bool {
         self.inner.is_none()
+    }
+}
+
+/// What a [`RequestBody::watch`] cell says.
+pub(crate) fn fault(cell: &AtomicU8) -> Option<Fault> {
+    match cell.load(Ordering::Relaxed) {
+        1 => Some(Fault::TooLarge),
+        2 => Some(Fault::Timeout),
+        _ => None,
     }
 }
 
@@ -105,7 +142,7 @@ impl Body for RequestBody {
                 if let Some(data) = frame.data_ref() {
                     let n = data.len() as u64;
                     if n > this.remaining {
-                        this.inner = None;
+                        this.failed(Fault::TooLarge);
                         return Poll::Ready(Some(Err(Box::new(BodyTooLarge))));
                     }
                     this.remaining -= n;
@@ -119,7 +156,7 @@ impl Body for RequestBody {
                 Poll::Ready(None)
             }
             Poll::Pending if this.deadline.expired(cx, this.last_ms.saturating_add(this.idle_ms)) => {
-                this.inner = None;
+                this.failed(Fault::Timeout);
                 Poll::Ready(Some(Err(Box::new(BodyTimeout))))
             }
             Poll::Pending => Poll::Pending,

@@ -247,14 +247,18 @@ impl Lease {
         read_timeout: Duration,
     ) -> Result<http::Response<UpstreamBody>, SendFailure> {
         h2_form(&mut req, &self.ep.authority, self.ep.tls.is_some());
+        // hyper sends the body from a task of its own and reports a body's failure only as the
+        // stream's reset: the body says why it failed here.
+        let fault = (!req.body().is_empty()).then(|| req.body_mut().watch());
+        let faulted = |f: crate::body::Fault| fault.as_deref().and_then(crate::body::fault) == Some(f);
         match tokio::time::timeout(read_timeout, sender.try_send_request(req)).await {
             Err(_) => Err(SendFailure::new(UpstreamError::Timeout)),
             Ok(Err(mut e)) => {
                 let unsent = e.take_message();
                 let source = e.into_error();
-                let error = if caused_by::<crate::BodyTooLarge>(&source) {
+                let error = if caused_by::<crate::BodyTooLarge>(&source) || faulted(crate::body::Fault::TooLarge) {
                     UpstreamError::BodyTooLarge
-                } else if caused_by::<crate::BodyTimeout>(&source) {
+                } else if caused_by::<crate::BodyTimeout>(&source) || faulted(crate::body::Fault::Timeout) {
                     UpstreamError::ClientTimeout
                 } else {
                     UpstreamError::H2 { source, sent: unsent.is_none() }

@@ -5,6 +5,7 @@
 
 use crate::common::start;
 use crate::tls::{certificates, Pki};
+use gatehouse_testkit::Backend;
 use gatehouse_testkit::Gateway;
 use gatehouse_tls::issue::Algorithm;
 use std::io::{BufRead, BufReader};
@@ -119,4 +120,93 @@ fn unary_calls_pass_through_the_h2c_and_the_tls_listener() {
     let gw = gateway(&server, &pki);
     check_calls(&client(&gw.addr("h2c").to_string(), None), "h2c");
     check_calls(&client(&format!("localhost:{}", gw.addr("tls").port()), Some(&pki.ca_file())), "tls");
+}
+
+/// Makes `calls` (method, message size, metadata) one after another over one cleartext channel
+/// to `address`; what each got: `{"code", "details", ...}`.
+fn calls(address: &str, calls: serde_json::Value) -> Vec<serde_json::Value> {
+    let out = Command::new("python3")
+        .arg(peer_script())
+        .args(["calls", address, AUTHORITY, &calls.to_string()])
+        .output()
+        .expect("run the grpcio client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "client failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("client output {text:?}: {e}"))
+}
+
+/// Every answer the gateway makes itself reaches a gRPC client as the gRPC status of the mapping
+/// (docs/gateway.md), decoded by grpcio: no route, app key missing or unknown, ACL, rate limit,
+/// message over `max_body`, upstream timeout, connect failure, no healthy endpoint.
+#[test]
+fn the_gateways_own_refusals_are_grpc_statuses() {
+    if !grpcio("the_gateways_own_refusals_are_grpc_statuses") {
+        return;
+    }
+    let server = GrpcServer::start();
+    let gw = start(&format!(
+        r#"workers: 1
+admin: {{bind: "127.0.0.1:0"}}
+listeners:
+  h2c: {{bind: "127.0.0.1:0", protocol: h2c}}
+upstreams:
+  g: {{targets: ["127.0.0.1:{port}"], protocol: http2, timeouts: {{read: 500ms}}}}
+  dead: {{targets: ["{closed}"], protocol: http2, retries: 0, passive_health: {{failures: 1, eject: 1h}}}}
+services:
+  echo:
+    path: /test.Echo
+    strip_prefix: false
+    upstream: g
+    auth: app_key
+    max_body: 1k
+    acl: {{deny: [{{paths: ["/Forbidden"]}}]}}
+  dead:
+    path: /test.Dead
+    strip_prefix: false
+    upstream: dead
+apps:
+  caller: {{key: K-caller, grants: {{echo: gold}}}}
+plans:
+  gold: {{rate_limits: [{{limit: 4, interval: 1h}}]}}
+"#,
+        port = server.port,
+        closed = Backend::closed_port(),
+    ));
+    let key = serde_json::json!({"x-app-key": "K-caller"});
+    let seen = calls(
+        &gw.addr("h2c").to_string(),
+        serde_json::json!([
+            {"method": "/other.Service/Method", "metadata": key},
+            {"method": "/test.Echo/Unary"},
+            {"method": "/test.Echo/Unary", "metadata": {"x-app-key": "K-nobody"}},
+            {"method": "/test.Echo/Unary", "metadata": key},
+            {"method": "/test.Echo/Forbidden", "metadata": key},
+            {"method": "/test.Echo/Unary", "metadata": key, "size": 4096},
+            {"method": "/test.Echo/Slow", "metadata": key},
+            {"method": "/test.Echo/Unary", "metadata": key},
+            {"method": "/test.Echo/Unary", "metadata": key},
+            {"method": "/test.Dead/Unary"},
+            {"method": "/test.Dead/Unary"},
+        ]),
+    );
+    let got: Vec<(String, String)> = seen
+        .iter()
+        .map(|s| (s["code"].as_str().unwrap_or("?").to_string(), s["details"].as_str().unwrap_or("").to_string()))
+        .collect();
+    let want = [
+        ("UNIMPLEMENTED", "no route"),
+        ("UNAUTHENTICATED", "credentials are required"),
+        ("UNAUTHENTICATED", "invalid credentials"),
+        ("OK", ""),
+        ("PERMISSION_DENIED", "not allowed"),
+        ("RESOURCE_EXHAUSTED", "request body too large"),
+        ("DEADLINE_EXCEEDED", "upstream timed out"),
+        ("OK", ""),
+        // The plan's fifth call in the hour (counted: OK, ACL-refused, too large, slow, OK).
+        ("RESOURCE_EXHAUSTED", "too many requests"),
+        ("UNAVAILABLE", "upstream connect failed"),
+        ("UNAVAILABLE", "no healthy upstream"),
+    ];
+    let want: Vec<(String, String)> = want.iter().map(|(c, d)| (c.to_string(), d.to_string())).collect();
+    assert_eq!(got, want, "{seen:?}");
 }
