@@ -343,6 +343,9 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
             if !c.upstreams.contains_key(&r.upstream) {
                 err(format!("{rp}.upstream"), format!("unknown upstream `{}`", r.upstream));
             }
+            if r.stream_timeout.is_some_and(|d| d.0.is_zero()) {
+                err(format!("{rp}.stream_timeout"), "must be more than 0 (leave it out for none)".into());
+            }
             if let Some(rw) = &r.rewrite {
                 if !rw.starts_with('/') {
                     err(format!("{rp}.rewrite"), "must start with `/`".into());

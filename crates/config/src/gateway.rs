@@ -31,6 +31,9 @@ pub struct Service {
     /// Largest request body accepted.
     #[serde(default = "max_body")]
     pub max_body: ByteSize,
+    /// Longest a request may take, head to the end of the response, as for routes.
+    #[serde(default)]
+    pub stream_timeout: Option<Duration>,
     /// How callers prove who they are: `none`, `app_key`, `jwt`, or a list of those accepted.
     #[serde(default)]
     pub auth: Auth,

@@ -485,6 +485,10 @@ pub struct Route {
     /// Largest request body accepted (413 beyond it).
     #[serde(default = "defaults::max_body")]
     pub max_body: ByteSize,
+    /// Longest a request may take, from its head to the end of the response (a long-lived
+    /// stream's bound); none by default. A gRPC call's `grpc-timeout` may shorten it.
+    #[serde(default)]
+    pub stream_timeout: Option<Duration>,
 }
 
 /// Host header policy.

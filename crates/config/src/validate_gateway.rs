@@ -22,6 +22,9 @@ pub(crate) fn validate(c: &Config, err: &mut impl FnMut(String, String)) {
         if !c.upstreams.contains_key(&s.upstream) {
             err(format!("{p}.upstream"), format!("unknown upstream `{}`", s.upstream));
         }
+        if s.stream_timeout.is_some_and(|d| d.0.is_zero()) {
+            err(format!("{p}.stream_timeout"), "must be more than 0 (leave it out for none)".into());
+        }
         for (i, h) in s.hosts.iter().enumerate() {
             if let Err(e) = check_host_pattern(&h.to_ascii_lowercase()) {
                 err(format!("{p}.hosts[{i}]"), e.to_string());

@@ -2,10 +2,11 @@
 //! by frame. The upstream connection goes back to the pool as soon as its body has ended, and the
 //! access log line is written when the body is done or dropped.
 
+use crate::grpc::Code;
 use bytes::Bytes;
 use gatehouse_http1::RawHead;
 use gatehouse_telemetry::access_log::{AccessLog, Entry};
-use gatehouse_upstream::UpstreamBody;
+use gatehouse_upstream::{UpstreamBody, UpstreamBodyError};
 use http_body::{Body, Frame, SizeHint};
 use std::net::IpAddr;
 use std::pin::Pin;
@@ -24,7 +25,34 @@ pub struct ResponseBody {
 enum Kind {
     Full(Option<Bytes>),
     Upstream(UpstreamBody),
+    /// A gRPC call's answer, or one with a deadline.
+    Call(Box<Call>),
 }
+
+/// An upstream body that ends in a gRPC status when it fails or its time is up, or is cut off at
+/// a deadline.
+#[derive(Debug)]
+struct Call {
+    /// `None` once dropped: the upstream stream is reset then.
+    body: Option<UpstreamBody>,
+    /// Failures end in trailers with a `grpc-status` (the client sees a gRPC status, not a reset).
+    grpc: bool,
+    /// When the answer must have ended ([`gatehouse_clock::now_ms`]; `u64::MAX`: no bound).
+    due_ms: u64,
+    deadline: gatehouse_clock::LazyDeadline,
+}
+
+/// The request's time (`stream_timeout`, `grpc-timeout`) ran out before its answer ended.
+#[derive(Debug)]
+pub struct DeadlineExceeded;
+
+impl std::fmt::Display for DeadlineExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the request's deadline passed before its answer ended")
+    }
+}
+
+impl std::error::Error for DeadlineExceeded {}
 
 /// What the access log needs, captured at request time when logging is on.
 #[derive(Debug)]
@@ -67,6 +95,7 @@ impl ResponseBody {
     pub fn take_upgrade(&mut self) -> Option<(gatehouse_upstream::UpstreamIo, Bytes)> {
         match &mut self.kind {
             Kind::Upstream(body) => body.take_upgrade(),
+            Kind::Call(call) => call.body.as_mut()?.take_upgrade(),
             Kind::Full(_) => None,
         }
     }
@@ -75,6 +104,7 @@ impl ResponseBody {
     pub fn raw_head_mut(&mut self) -> Option<&mut RawHead> {
         match &mut self.kind {
             Kind::Upstream(body) => body.raw_head_mut(),
+            Kind::Call(call) => call.body.as_mut()?.raw_head_mut(),
             Kind::Full(_) => None,
         }
     }
@@ -83,12 +113,27 @@ impl ResponseBody {
     pub fn take_raw_head(&mut self) -> Option<RawHead> {
         match &mut self.kind {
             Kind::Upstream(body) => body.take_raw_head(),
+            Kind::Call(call) => call.body.as_mut()?.take_raw_head(),
             Kind::Full(_) => None,
         }
     }
 
     pub(crate) fn set_record(&mut self, record: Box<LogRecord>) {
         self.record = Some(record);
+    }
+
+    /// Makes an upstream body a gRPC call's (`grpc`: failures end in a `grpc-status`) and bounds
+    /// it by `due_ms`; a local body is left as it is.
+    pub(crate) fn bound(&mut self, grpc: bool, due_ms: Option<u64>) {
+        if let Kind::Upstream(_) = self.kind {
+            let Kind::Upstream(body) = std::mem::replace(&mut self.kind, Kind::Full(None)) else { return };
+            self.kind = Kind::Call(Box::new(Call {
+                body: Some(body),
+                grpc,
+                due_ms: due_ms.unwrap_or(u64::MAX),
+                deadline: gatehouse_clock::LazyDeadline::default(),
+            }));
+        }
     }
 }
 
@@ -133,6 +178,7 @@ impl Body for ResponseBody {
                 Poll::Ready(None) => Poll::Ready(None),
                 Poll::Pending => Poll::Pending,
             },
+            Kind::Call(call) => call.poll(cx),
         };
         if let Poll::Ready(Some(Ok(frame))) = &polled {
             if let Some(d) = frame.data_ref() {
@@ -146,6 +192,8 @@ impl Body for ResponseBody {
         match &self.kind {
             Kind::Full(b) => b.is_none(),
             Kind::Upstream(body) => body.is_end_stream(),
+            // An answer that has ended (a trailers-only one) can fail no more.
+            Kind::Call(call) => call.body.as_ref().is_none_or(|b| b.is_end_stream()),
         }
     }
 
@@ -153,6 +201,47 @@ impl Body for ResponseBody {
         match &self.kind {
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Kind::Upstream(body) => body.size_hint(),
+            Kind::Call(call) => call.body.as_ref().map_or_else(SizeHint::default, |b| b.size_hint()),
         }
+    }
+}
+
+type Polled = Poll<Option<Result<Frame<Bytes>, Box<dyn std::error::Error + Send + Sync>>>>;
+
+impl Call {
+    fn poll(&mut self, cx: &mut Context<'_>) -> Polled {
+        let Some(body) = self.body.as_mut() else {
+            return Poll::Ready(None);
+        };
+        match Pin::new(body).poll_frame(cx) {
+            Poll::Ready(Some(Ok(frame))) => Poll::Ready(Some(Ok(frame))),
+            Poll::Ready(None) => {
+                self.body = None;
+                Poll::Ready(None)
+            }
+            Poll::Ready(Some(Err(e))) => {
+                tracing::warn!(error = %e, "upstream response body failed");
+                let (code, message) = match e {
+                    UpstreamBodyError::Timeout => (Code::DeadlineExceeded, "upstream timed out"),
+                    _ => (Code::Unavailable, "upstream failed"),
+                };
+                self.end(code, message, Box::new(e))
+            }
+            Poll::Pending if self.due_ms != u64::MAX && self.deadline.expired(cx, self.due_ms) => {
+                tracing::debug!("deadline passed before the answer ended");
+                self.end(Code::DeadlineExceeded, "deadline exceeded", Box::new(DeadlineExceeded))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// Drops the upstream body (resetting its stream) and ends the answer: with trailers that
+    /// carry `code` for a gRPC call, with `error` (a reset) for any other.
+    fn end(&mut self, code: Code, message: &str, error: Box<dyn std::error::Error + Send + Sync>) -> Polled {
+        self.body = None;
+        if !self.grpc {
+            return Poll::Ready(Some(Err(error)));
+        }
+        Poll::Ready(Some(Ok(Frame::trailers(crate::grpc::status_trailers(code, message)))))
     }
 }

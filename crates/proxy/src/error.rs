@@ -43,6 +43,8 @@ pub enum ProxyError {
         /// Each target left out, with why.
         why: String,
     },
+    /// The request's time (`stream_timeout`, `grpc-timeout`) ran out before an answer came.
+    DeadlineExceeded,
     /// The last endpoint tried failed: no connection, no answer in time, or a broken exchange
     /// (reset, protocol error).
     Upstream {
@@ -67,6 +69,7 @@ impl ProxyError {
             ProxyError::ClientTimeout => StatusCode::REQUEST_TIMEOUT,
             ProxyError::NoHealthyEndpoint { .. } | ProxyError::Unresolved { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Upstream { source, .. } if source.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
+            ProxyError::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::Upstream { .. } => StatusCode::BAD_GATEWAY,
         }
     }
@@ -91,6 +94,7 @@ impl ProxyError {
                 Denial::BadTarget => (Code::Internal, d.public().1),
             },
             ProxyError::NoRoute => (Code::Unimplemented, "no route"),
+            ProxyError::DeadlineExceeded => (Code::DeadlineExceeded, "deadline exceeded"),
             ProxyError::ClientTimeout => (Code::DeadlineExceeded, "the request body stopped arriving"),
             ProxyError::BodyTooLarge { .. } => (Code::ResourceExhausted, "request body too large"),
             ProxyError::NoHealthyEndpoint { .. } => (Code::Unavailable, "no healthy upstream"),
@@ -131,6 +135,7 @@ impl ProxyError {
                 tracing::debug!(%status, limit, "request body too large")
             }
             ProxyError::ClientTimeout => tracing::debug!(%status, "the client stopped sending its body"),
+            ProxyError::DeadlineExceeded => tracing::debug!(%status, "the request's deadline passed"),
             ProxyError::NoHealthyEndpoint { upstream } => {
                 tracing::warn!(%status, upstream, "no healthy endpoint")
             }

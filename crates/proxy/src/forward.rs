@@ -43,10 +43,14 @@ where
         // Before anything can fail, so refusals and errors carry the id too.
         let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
         let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start, request_id.clone()));
-        let mut outcome = Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None };
         let grpc = crate::grpc::is_call(req.headers());
+        let mut outcome =
+            Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None, grpc, due_ms: None };
         let (rewrite, resp) = match forward(&shared, &snap, req, &conn, &mut outcome).await {
-            Ok(resp) => {
+            Ok(mut resp) => {
+                if grpc || outcome.due_ms.is_some() {
+                    resp.body_mut().bound(grpc, outcome.due_ms);
+                }
                 let rewrite = match (&outcome.route, &outcome.admitted) {
                     (Some(route), Some(a)) => route.service.as_ref().map(|svc| (svc, a)),
                     _ => None,
@@ -107,6 +111,11 @@ struct Outcome {
     admitted: Option<Admitted>,
     /// The target without the app key the client put in it, for the log.
     keyless_uri: Option<String>,
+    /// A gRPC call (answers of the gateway's own are gRPC statuses).
+    grpc: bool,
+    /// When the request's time is up (`stream_timeout`, `grpc-timeout`), on
+    /// [`gatehouse_clock::now_ms`].
+    due_ms: Option<u64>,
 }
 
 fn capture<B>(
@@ -235,7 +244,18 @@ where
         parts.uri = target;
         // HTTP/2 towards the endpoint is made of it when the connection turns out to be one.
         parts.version = Version::HTTP_11;
-        let body = RequestBody::streaming(body, route.max_body, conn.body_timeout);
+        // A request's time: the route's `stream_timeout`, shortened by a gRPC call's own.
+        let limit = match (route.stream_timeout, outcome.grpc.then(|| crate::grpc::timeout(&parts.headers)).flatten()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let due_ms =
+            limit.map(|d| gatehouse_clock::now_ms().saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
+        outcome.due_ms = due_ms;
+        // A gRPC stream may pause as long as the call lasts: what bounds a silent client is the
+        // upstream's wait for the answer, counted from the request's last part.
+        let idle = if outcome.grpc { std::time::Duration::MAX } else { conn.body_timeout };
+        let body = RequestBody::streaming(body, route.max_body, idle).until(due_ms);
         let method = parts.method.clone();
         let replayable = idempotent(&method) && body.is_empty() && !upgrade;
         // A copy for replay, only when a replay may happen and the request cannot be had back from the
@@ -300,7 +320,18 @@ where
                 }
             };
             let sent_at = upstream.tracks_latency().then(Instant::now);
-            match lease.send(request, settings.read_timeout).await {
+            let answer = match due_ms {
+                None => lease.send(request, settings.read_timeout).await,
+                Some(due) => {
+                    let left = std::time::Duration::from_millis(due.saturating_sub(gatehouse_clock::now_ms()));
+                    // Dropping the attempt resets its HTTP/2 stream (or closes its connection).
+                    match Box::pin(tokio::time::timeout(left, lease.send(request, settings.read_timeout))).await {
+                        Ok(answer) => answer,
+                        Err(_) => return Err(ProxyError::DeadlineExceeded),
+                    }
+                }
+            };
+            match answer {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
                     upstream.record_outcome(&members, idx, status >= 500);

@@ -63,11 +63,43 @@ pub(crate) fn answer(code: Code, message: &str, headers: HeaderMap) -> Response<
     let h = resp.headers_mut();
     *h = headers;
     h.insert(header::CONTENT_TYPE, HeaderValue::from_static("application/grpc"));
+    put_status(h, code, message);
+    resp
+}
+
+/// Trailers that end a call the gateway cut off with `code`.
+pub(crate) fn status_trailers(code: Code, message: &str) -> HeaderMap {
+    let mut h = HeaderMap::new();
+    put_status(&mut h, code, message);
+    h
+}
+
+fn put_status(h: &mut HeaderMap, code: Code, message: &str) {
     h.insert("grpc-status", HeaderValue::from(u16::from(code as u8)));
     if let Ok(v) = HeaderValue::try_from(percent_encode(message)) {
         h.insert("grpc-message", v);
     }
-    resp
+}
+
+/// A call's `grpc-timeout`: one to eight digits and a unit (`H`, `M`, `S`, `m`, `u`, `n`), as
+/// gRPC's HTTP/2 protocol says; `None` when absent or not so.
+pub(crate) fn timeout(headers: &HeaderMap) -> Option<std::time::Duration> {
+    use std::time::Duration;
+    let v = headers.get("grpc-timeout")?.as_bytes();
+    let (&unit, digits) = v.split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let n = digits.iter().fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
+    Some(match unit {
+        b'H' => Duration::from_secs(n * 3600),
+        b'M' => Duration::from_secs(n * 60),
+        b'S' => Duration::from_secs(n),
+        b'm' => Duration::from_millis(n),
+        b'u' => Duration::from_micros(n),
+        b'n' => Duration::from_nanos(n),
+        _ => return None,
+    })
 }
 
 /// `grpc-message`'s encoding: bytes outside printable ASCII, and `%`, as `%XX`.
@@ -108,6 +140,25 @@ mod tests {
             assert_eq!(is_call(&with_type(value)), call, "{value}");
         }
         assert!(!is_call(&HeaderMap::new()));
+    }
+
+    #[test]
+    fn grpc_timeouts_are_read_as_grpc_writes_them() {
+        use std::time::Duration;
+        let of = |v: &'static str| {
+            let mut h = HeaderMap::new();
+            h.insert("grpc-timeout", HeaderValue::from_static(v));
+            timeout(&h)
+        };
+        assert_eq!(of("1H"), Some(Duration::from_secs(3600)));
+        assert_eq!(of("2M"), Some(Duration::from_secs(120)));
+        assert_eq!(of("30S"), Some(Duration::from_secs(30)));
+        assert_eq!(of("99999999m"), Some(Duration::from_millis(99_999_999)));
+        assert_eq!(of("250u"), Some(Duration::from_micros(250)));
+        assert_eq!(of("7n"), Some(Duration::from_nanos(7)));
+        for bad in ["", "S", "100", "123456789m", "1x", "-1S", "1.5S", " 1S"] {
+            assert_eq!(of(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

@@ -104,6 +104,8 @@ pub struct RouteEntry {
     pub host_header: HostHeader,
     /// Largest accepted request body.
     pub max_body: u64,
+    /// Longest a request may take, head to the end of the response.
+    pub stream_timeout: Option<std::time::Duration>,
     /// Counters, kept across reloads.
     pub stats: Arc<RouteStats>,
     /// The site's name.
@@ -284,6 +286,7 @@ impl<'a> RouteTable<'a> {
                     rewrite,
                     host_header: r.host_header.clone(),
                     max_body: r.max_body.0,
+                    stream_timeout: r.stream_timeout.map(|d| d.0),
                     site: site_id.clone(),
                     https_redirect: site.https_redirect.then_some(site.https_port),
                     client_auth: site.client_auth.as_ref().map(|c| c.required),
@@ -322,6 +325,7 @@ impl<'a> RouteTable<'a> {
                 rewrite: if svc.strip_prefix { Rewrite::Prefix(String::new()) } else { Rewrite::Keep },
                 host_header: svc.host_header.clone(),
                 max_body: svc.max_body.0,
+                stream_timeout: svc.stream_timeout.map(|d| d.0),
                 stats: stats.clone(),
                 site: site.map_or("", |(n, _)| n).into(),
                 https_redirect: site.and_then(|(_, s)| s.https_redirect.then_some(s.https_port)),

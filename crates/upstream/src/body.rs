@@ -6,7 +6,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -23,10 +23,36 @@ pub struct RequestBody {
     /// Longest wait for the next part of the body, and when the last part came.
     idle_ms: u64,
     last_ms: u64,
+    /// When the whole body must have come ([`gatehouse_clock::now_ms`]; `u64::MAX`: no bound).
+    due_ms: u64,
     deadline: gatehouse_clock::LazyDeadline,
-    /// Where the body says why it stopped ([`Fault`]), for a sender that does not pass the body's
-    /// error on (hyper's HTTP/2 client resets the stream and reports only the reset).
-    fault: Option<Arc<AtomicU8>>,
+    /// What the body tells a sender that does not see it (hyper's HTTP/2 client sends it from a
+    /// task of its own and reports its failure only as the stream's reset).
+    watch: Option<Arc<Watch>>,
+}
+
+/// What a body being sent tells its sender: why it failed, if it did ([`Fault`]), and when its
+/// last part went (so a wait for the answer can count from there).
+#[derive(Debug, Default)]
+pub(crate) struct Watch {
+    fault: AtomicU8,
+    last_ms: AtomicU64,
+}
+
+impl Watch {
+    /// Why the body failed, if it did.
+    pub(crate) fn fault(&self) -> Option<Fault> {
+        match self.fault.load(Ordering::Relaxed) {
+            1 => Some(Fault::TooLarge),
+            2 => Some(Fault::Timeout),
+            _ => None,
+        }
+    }
+
+    /// When the body's last part went (or when the watch began).
+    pub(crate) fn last_ms(&self) -> u64 {
+        self.last_ms.load(Ordering::Relaxed)
+    }
 }
 
 /// Why a body ended in an error, as [`RequestBody::watch`] reports it.
@@ -76,8 +102,9 @@ impl RequestBody {
             remaining: 0,
             idle_ms: 0,
             last_ms: 0,
+            due_ms: u64::MAX,
             deadline: gatehouse_clock::LazyDeadline::default(),
-            fault: None,
+            watch: None,
         }
     }
 
@@ -96,20 +123,31 @@ impl RequestBody {
             remaining: limit,
             idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
             last_ms: gatehouse_clock::now_ms(),
+            due_ms: u64::MAX,
             deadline: gatehouse_clock::LazyDeadline::default(),
-            fault: None,
+            watch: None,
         }
     }
 
-    /// A cell where the body records why it fails, if it does (read it with [`fault`]).
-    pub(crate) fn watch(&mut self) -> Arc<AtomicU8> {
-        self.fault.get_or_insert_with(|| Arc::new(AtomicU8::new(0))).clone()
+    /// The body must have come whole by `due_ms` ([`gatehouse_clock::now_ms`]), whatever the
+    /// pauses between its parts.
+    pub fn until(mut self, due_ms: Option<u64>) -> Self {
+        self.due_ms = due_ms.unwrap_or(u64::MAX);
+        self
+    }
+
+    /// What the body will tell its sender ([`Watch`]).
+    pub(crate) fn watch(&mut self) -> Arc<Watch> {
+        let last_ms = self.last_ms;
+        self.watch
+            .get_or_insert_with(|| Arc::new(Watch { fault: AtomicU8::new(0), last_ms: AtomicU64::new(last_ms) }))
+            .clone()
     }
 
     fn failed(&mut self, fault: Fault) {
         self.inner = None;
-        if let Some(cell) = &self.fault {
-            cell.store(fault as u8, Ordering::Relaxed);
+        if let Some(watch) = &self.watch {
+            watch.fault.store(fault as u8, Ordering::Relaxed);
         }
     }
 
@@ -119,12 +157,12 @@ impl RequestBody {
     }
 }
 
-/// What a [`RequestBody::watch`] cell says.
-pub(crate) fn fault(cell: &AtomicU8) -> Option<Fault> {
-    match cell.load(Ordering::Relaxed) {
-        1 => Some(Fault::TooLarge),
-        2 => Some(Fault::Timeout),
-        _ => None,
+impl RequestBody {
+    /// Whether the next part is late: the idle wait since the last one, or the whole body's
+    /// bound, has passed (otherwise the task is woken by then).
+    fn due(&mut self, cx: &mut Context<'_>) -> bool {
+        let due = self.last_ms.saturating_add(self.idle_ms).min(self.due_ms);
+        due != u64::MAX && self.deadline.expired(cx, due)
     }
 }
 
@@ -148,6 +186,9 @@ impl Body for RequestBody {
                     this.remaining -= n;
                 }
                 this.last_ms = gatehouse_clock::now_ms();
+                if let Some(watch) = &this.watch {
+                    watch.last_ms.store(this.last_ms, Ordering::Relaxed);
+                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
@@ -155,7 +196,7 @@ impl Body for RequestBody {
                 this.inner = None;
                 Poll::Ready(None)
             }
-            Poll::Pending if this.deadline.expired(cx, this.last_ms.saturating_add(this.idle_ms)) => {
+            Poll::Pending if this.due(cx) => {
                 this.failed(Fault::Timeout);
                 Poll::Ready(Some(Err(Box::new(BodyTimeout))))
             }

@@ -249,11 +249,26 @@ impl Lease {
         h2_form(&mut req, &self.ep.authority, self.ep.tls.is_some());
         // hyper sends the body from a task of its own and reports a body's failure only as the
         // stream's reset: the body says why it failed here.
-        let fault = (!req.body().is_empty()).then(|| req.body_mut().watch());
-        let faulted = |f: crate::body::Fault| fault.as_deref().and_then(crate::body::fault) == Some(f);
-        match tokio::time::timeout(read_timeout, sender.try_send_request(req)).await {
-            Err(_) => Err(SendFailure::new(UpstreamError::Timeout)),
-            Ok(Err(mut e)) => {
+        let watch = (!req.body().is_empty()).then(|| req.body_mut().watch());
+        let faulted = |f: crate::body::Fault| watch.as_deref().and_then(crate::body::Watch::fault) == Some(f);
+        // The wait for the answer's head counts from the request's last part: a client that
+        // streams its body for longer than `read_timeout` (a gRPC upload) is not cut off.
+        let sent_ms = gatehouse_clock::now_ms();
+        let read_ms = u64::try_from(read_timeout.as_millis()).unwrap_or(u64::MAX);
+        let mut send = std::pin::pin!(sender.try_send_request(req));
+        let answered = loop {
+            let from = watch.as_deref().map_or(sent_ms, |w| w.last_ms().max(sent_ms));
+            let left = from.saturating_add(read_ms).saturating_sub(gatehouse_clock::now_ms());
+            if left == 0 {
+                break None;
+            }
+            if let Ok(answer) = tokio::time::timeout(Duration::from_millis(left), send.as_mut()).await {
+                break Some(answer);
+            }
+        };
+        match answered {
+            None => Err(SendFailure::new(UpstreamError::Timeout)),
+            Some(Err(mut e)) => {
                 let unsent = e.take_message();
                 let source = e.into_error();
                 let error = if caused_by::<crate::BodyTooLarge>(&source) || faulted(crate::body::Fault::TooLarge) {
@@ -265,7 +280,7 @@ impl Lease {
                 };
                 Err(SendFailure { request: unsent, error })
             }
-            Ok(Ok(resp)) => {
+            Some(Ok(resp)) => {
                 self.conn = Some(Conn::H2(sender));
                 Ok(resp.map(|incoming| UpstreamBody::h2(incoming, self, read_timeout)))
             }

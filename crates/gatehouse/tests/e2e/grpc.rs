@@ -43,9 +43,15 @@ struct GrpcServer {
 
 impl GrpcServer {
     fn start() -> GrpcServer {
+        GrpcServer::start_with(None)
+    }
+
+    /// A server that writes what happened to calls (`cancelled`) to `events`.
+    fn start_with(events: Option<&std::path::Path>) -> GrpcServer {
         let mut child = Command::new("python3")
             .arg(peer_script())
             .arg("server")
+            .args(events)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -66,11 +72,23 @@ impl Drop for GrpcServer {
     }
 }
 
+/// Waits until the server's events file says `n` calls were cancelled.
+fn cancelled(events: &std::path::Path, n: usize) {
+    let count = || std::fs::read_to_string(events).unwrap_or_default().lines().filter(|l| *l == "cancelled").count();
+    gatehouse_testkit::wait_until(crate::common::SETTLE, || (count() == n).then_some(()))
+        .unwrap_or_else(|| panic!("the server saw {} calls cancelled, not {n}", count()));
+}
+
 /// Runs the grpcio client's calls against `address` (TLS when `ca` is given) and returns what it
 /// saw, as JSON.
 fn client(address: &str, ca: Option<&std::path::Path>) -> serde_json::Value {
+    run_client("client", address, ca)
+}
+
+/// Runs the client in `mode` (`client`, `streams`).
+fn run_client(mode: &str, address: &str, ca: Option<&std::path::Path>) -> serde_json::Value {
     let mut cmd = Command::new("python3");
-    cmd.arg(peer_script()).args(["client", address, AUTHORITY]);
+    cmd.arg(peer_script()).args([mode, address, AUTHORITY]);
     if let Some(ca) = ca {
         cmd.arg(ca);
     }
@@ -209,4 +227,108 @@ plans:
     ];
     let want: Vec<(String, String)> = want.iter().map(|(c, d)| (c.to_string(), d.to_string())).collect();
     assert_eq!(got, want, "{seen:?}");
+}
+
+/// Streaming calls flow message by message through both listeners: server streaming, client
+/// streaming and bidirectional with 1,000 messages each way, a 4 MiB message, 1,000 concurrent
+/// calls on one connection; and a call whose deadline passes ends as DEADLINE_EXCEEDED with its
+/// upstream stream reset (the server sees the call cancelled).
+#[test]
+fn streams_large_messages_concurrency_and_deadlines() {
+    if !grpcio("streams_large_messages_concurrency_and_deadlines") {
+        return;
+    }
+    let dir = gatehouse_testkit::TempDir::new();
+    let events = dir.join("events");
+    let server = GrpcServer::start_with(Some(&events));
+    let pki = Pki::new();
+    let gw = gateway(&server, &pki);
+    let tls = format!("localhost:{}", gw.addr("tls").port());
+    for (via, address, ca) in [("h2c", gw.addr("h2c").to_string(), None), ("tls", tls, Some(pki.ca_file()))] {
+        let seen = run_client("streams", &address, ca.as_deref());
+        let want = serde_json::json!({
+            "server_streaming": [1000, 100000, "00000999"],
+            "client_streaming": "1000/8000",
+            "bidirectional": [1000, true],
+            "four_mib": true,
+            "concurrent": 1000,
+            "deadline": "DEADLINE_EXCEEDED",
+        });
+        assert_eq!(seen, want, "{via}");
+    }
+    cancelled(&events, 2);
+}
+
+/// Long streams are not cut by the timeouts of a request/response exchange: a client stream
+/// whose parts come slower than `body_read_timeout` and last longer than the upstream's read
+/// timeout passes (the wait for the answer counts from the last part), while a server that does
+/// not answer within the read timeout is cut off. A service's `stream_timeout` bounds a server
+/// stream (trailers with DEADLINE_EXCEEDED after the messages so far), and a `grpc-timeout` sent
+/// by the client (here by curl, which keeps no deadline of its own) bounds the wait for the
+/// answer (a trailers-only DEADLINE_EXCEEDED). Each time the upstream stream is reset, which the
+/// server sees.
+#[test]
+fn long_streams_pass_and_deadlines_cut_calls_off() {
+    if !grpcio("long_streams_pass_and_deadlines_cut_calls_off") {
+        return;
+    }
+    let dir = gatehouse_testkit::TempDir::new();
+    let events = dir.join("events");
+    let server = GrpcServer::start_with(Some(&events));
+    let gw = start(&format!(
+        r#"workers: 1
+admin: {{bind: "127.0.0.1:0"}}
+listeners:
+  h2c: {{bind: "127.0.0.1:0", protocol: h2c, body_read_timeout: 300ms}}
+upstreams:
+  g: {{targets: ["127.0.0.1:{port}"], protocol: http2, timeouts: {{read: 500ms}}}}
+services:
+  echo: {{path: /test.Echo, strip_prefix: false, upstream: g, stream_timeout: 1500ms}}
+"#,
+        port = server.port,
+    ));
+    let address = gw.addr("h2c").to_string();
+    let seen = calls(
+        &address,
+        serde_json::json!([
+            {"method": "/test.Echo/Count", "shape": "client", "messages": 3, "pause_ms": 350, "size": 3},
+            {"method": "/test.Echo/Slow"},
+            {"method": "/test.Echo/Trickle", "shape": "server", "size": 30},
+        ]),
+    );
+    assert_eq!(seen[0], serde_json::json!({"code": "OK", "response": "3/9"}), "{seen:?}");
+    assert_eq!(
+        (&seen[1]["code"], &seen[1]["details"]),
+        (&"DEADLINE_EXCEEDED".into(), &"upstream timed out".into()),
+        "{seen:?}"
+    );
+    assert_eq!(
+        (&seen[2]["code"], &seen[2]["details"]),
+        (&"DEADLINE_EXCEEDED".into(), &"deadline exceeded".into()),
+        "{seen:?}"
+    );
+    let received = seen[2]["received"].as_u64().unwrap_or(0);
+    assert!((5..=16).contains(&received), "about 15 messages in the 1.5 s before the deadline: {seen:?}");
+
+    // grpc-timeout from the client: one frame (not compressed, 5 bytes) to the slow method.
+    let frame = dir.join("frame");
+    std::fs::write(&frame, b"\0\0\0\0\x05hello").expect("write the frame");
+    let url = format!("http://{address}/test.Echo/Slow");
+    let data = format!("@{}", frame.display());
+    let resp = gatehouse_testkit::curl(&[
+        "--http2-prior-knowledge",
+        "-H",
+        "content-type: application/grpc",
+        "-H",
+        "te: trailers",
+        "-H",
+        "grpc-timeout: 300m",
+        "--data-binary",
+        &data,
+        &url,
+    ]);
+    assert_eq!((resp.status, resp.header("grpc-status")), (200, Some("4")), "{resp:?}");
+    assert_eq!(resp.header("grpc-message"), Some("deadline exceeded"), "{resp:?}");
+
+    cancelled(&events, 3);
 }

@@ -5,18 +5,32 @@ Messages are raw bytes (generic handlers, no generated code), on the service `te
                 sends the trailing metadata `x-trailer: done`; a request of b"fail" is answered
                 with INVALID_ARGUMENT "asked to fail" (an application error, in trailers).
   Forbidden     the same (a method for the gateway to refuse)
-  Slow          the same, two seconds later
+  Slow          the same, two seconds later; a call cancelled before (its deadline passed, its
+                stream reset) writes "cancelled" to the server's events file
+  Count         client streaming: answers with the number of messages and their bytes, "N/B"
+  Repeat        server streaming: a request "N" is answered with N messages of 100 bytes
+  Echo          bidirectional: every message is sent back as it comes
+  Trickle       server streaming: a request "N" is answered with N messages, 100 ms apart; a call
+                cancelled before the end writes "cancelled" to the events file
 
-  python3 peer.py server                     serves on 127.0.0.1, a free port, prints it, and
+  python3 peer.py server [EVENTS_FILE]       serves on 127.0.0.1, a free port, prints it, and
                                              stops when stdin closes
+
   python3 peer.py client ADDRESS AUTHORITY [CA_FILE]
                                              runs the calls through ADDRESS (TLS with CA_FILE)
                                              and prints one JSON object of what it saw
+  python3 peer.py streams ADDRESS AUTHORITY [CA_FILE]
+                                             streams 1,000 messages each way, a 4 MiB message,
+                                             1,000 concurrent calls on one channel and a call
+                                             whose deadline passes; prints what it saw
   python3 peer.py calls ADDRESS AUTHORITY CALLS
-                                             makes the unary calls CALLS (JSON: a list of
+                                             makes the calls CALLS (JSON: a list of
                                              {"method": "/pkg.Service/Method", "size": bytes,
-                                             "metadata": {...}}) over one cleartext channel and
-                                             prints the list of what each got
+                                             "metadata": {...}, "shape": "unary" | "server"
+                                             (request "size", answers counted) | "client"
+                                             ("messages" of "size" bytes, "pause_ms" apart)})
+                                             over one cleartext channel and prints the list of
+                                             what each got
 """
 
 import json
@@ -41,9 +55,51 @@ def unary(request, context):
     return request
 
 
+EVENTS = None
+
+
 def slow(request, context):
-    time.sleep(2)
+    for _ in range(40):
+        if not context.is_active():
+            cancelled()
+            return b""
+        time.sleep(0.05)
     return unary(request, context)
+
+
+def cancelled():
+    if EVENTS:
+        with open(EVENTS, "a") as f:
+            f.write("cancelled\n")
+
+
+def trickle(request, context):
+    for i in range(int(request)):
+        if not context.is_active():
+            cancelled()
+            return
+        yield b"t%07d" % i
+        time.sleep(0.1)
+    if not context.is_active():
+        cancelled()
+
+
+def count(requests, context):
+    n = size = 0
+    for message in requests:
+        n += 1
+        size += len(message)
+    return b"%d/%d" % (n, size)
+
+
+def repeat(request, context):
+    for i in range(int(request)):
+        yield (b"%08d" % i) * 12 + b"0123"
+
+
+def echo(requests, context):
+    for message in requests:
+        yield message
 
 
 def serve():
@@ -52,6 +108,10 @@ def serve():
         "Unary": grpc.unary_unary_rpc_method_handler(unary),
         "Forbidden": grpc.unary_unary_rpc_method_handler(unary),
         "Slow": grpc.unary_unary_rpc_method_handler(slow),
+        "Count": grpc.stream_unary_rpc_method_handler(count),
+        "Repeat": grpc.unary_stream_rpc_method_handler(repeat),
+        "Echo": grpc.stream_stream_rpc_method_handler(echo),
+        "Trickle": grpc.unary_stream_rpc_method_handler(trickle),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
     port = server.add_insecure_port("127.0.0.1:0")
@@ -75,15 +135,18 @@ def call(stub, request, metadata=()):
         return {"code": e.code().name, "details": e.details(), "trailing": dict(e.trailing_metadata() or ())}
 
 
-def client(address, authority, ca_file=None):
+def channel_to(address, authority, ca_file=None):
     options = OPTIONS + [("grpc.default_authority", authority)]
     if ca_file:
         with open(ca_file, "rb") as f:
             credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
         options.append(("grpc.ssl_target_name_override", authority))
-        channel = grpc.secure_channel(address, credentials, options=options)
-    else:
-        channel = grpc.insecure_channel(address, options=options)
+        return grpc.secure_channel(address, credentials, options=options)
+    return grpc.insecure_channel(address, options=options)
+
+
+def client(address, authority, ca_file=None):
+    channel = channel_to(address, authority, ca_file)
     stub = channel.unary_unary(f"/{SERVICE}/Unary")
     seen = {
         "unary": call(stub, b"hello", (("x-echo", "metadata"),)),
@@ -94,19 +157,72 @@ def client(address, authority, ca_file=None):
     print(json.dumps(seen), flush=True)
 
 
+def code_of(f):
+    """The status a call ends with, or what it raised."""
+    try:
+        f()
+        return "OK"
+    except grpc.RpcError as e:
+        return e.code().name
+
+
+def streams(address, authority, ca_file=None):
+    channel = channel_to(address, authority, ca_file)
+    seen = {}
+    repeated = list(channel.unary_stream(f"/{SERVICE}/Repeat")(b"1000", timeout=30))
+    seen["server_streaming"] = [len(repeated), sum(map(len, repeated)), repeated[-1][:8].decode()]
+    messages = (b"m%07d" % i for i in range(1000))
+    seen["client_streaming"] = channel.stream_unary(f"/{SERVICE}/Count")(messages, timeout=30).decode()
+    sent = [b"b%07d" % i for i in range(1000)]
+    echoed = list(channel.stream_stream(f"/{SERVICE}/Echo")(iter(sent), timeout=30))
+    seen["bidirectional"] = [len(echoed), echoed == sent]
+    big = bytes(range(256)) * (4 * 4096)
+    seen["four_mib"] = channel.unary_unary(f"/{SERVICE}/Unary")(big, timeout=30) == big
+    unary = channel.unary_unary(f"/{SERVICE}/Unary")
+    calls = [unary.future(b"c%d" % i, timeout=60) for i in range(1000)]
+    seen["concurrent"] = sum(1 for i, c in enumerate(calls) if c.result() == b"c%d" % i)
+    seen["deadline"] = code_of(lambda: channel.unary_unary(f"/{SERVICE}/Slow")(b"late", timeout=0.5))
+    channel.close()
+    print(json.dumps(seen), flush=True)
+
+
 def calls(address, authority, listed):
     channel = grpc.insecure_channel(address, options=OPTIONS + [("grpc.default_authority", authority)])
     seen = []
     for c in json.loads(listed):
-        stub = channel.unary_unary(c["method"])
-        seen.append(call(stub, b"x" * c.get("size", 5), tuple(c.get("metadata", {}).items())))
+        metadata = tuple(c.get("metadata", {}).items())
+        shape = c.get("shape", "unary")
+        if shape == "unary":
+            seen.append(call(channel.unary_unary(c["method"]), b"x" * c.get("size", 5), metadata))
+        elif shape == "server":
+            got = []
+            try:
+                for message in channel.unary_stream(c["method"])(b"%d" % c["size"], metadata=metadata, timeout=30):
+                    got.append(message)
+                seen.append({"code": "OK", "received": len(got)})
+            except grpc.RpcError as e:
+                seen.append({"code": e.code().name, "details": e.details(), "received": len(got)})
+        else:
+            def messages():
+                for i in range(c["messages"]):
+                    if i:
+                        time.sleep(c.get("pause_ms", 0) / 1000)
+                    yield b"x" * c.get("size", 5)
+            try:
+                answer = channel.stream_unary(c["method"])(messages(), metadata=metadata, timeout=30)
+                seen.append({"code": "OK", "response": answer.decode()})
+            except grpc.RpcError as e:
+                seen.append({"code": e.code().name, "details": e.details()})
     channel.close()
     print(json.dumps(seen), flush=True)
 
 
 if __name__ == "__main__":
     if sys.argv[1] == "server":
+        EVENTS = sys.argv[2] if len(sys.argv) > 2 else None
         serve()
+    elif sys.argv[1] == "streams":
+        streams(*sys.argv[2:])
     elif sys.argv[1] == "calls":
         calls(*sys.argv[2:])
     else:
