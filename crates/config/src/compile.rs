@@ -238,6 +238,9 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
         if !(1..=10_000).contains(&l.http2_max_concurrent_streams) {
             err(format!("{p}.http2_max_concurrent_streams"), "must be between 1 and 10000".into());
         }
+        if l.http2_ping_timeout.0.is_zero() {
+            err(format!("{p}.http2_ping_timeout"), "must be greater than zero".into());
+        }
     }
 
     let r = &c.resolver;
@@ -294,6 +297,9 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
             if d.0.is_zero() {
                 err(format!("{p}.timeouts.{field}"), "must be greater than zero".into());
             }
+        }
+        if u.keepalive.ping_timeout.0.is_zero() {
+            err(format!("{p}.keepalive.ping_timeout"), "must be greater than zero".into());
         }
         if let Some(t) = &u.tls {
             validate_upstream_tls(&p, t, &mut err);

@@ -255,6 +255,12 @@ pub struct Listener {
     /// Streams an HTTP/2 client may have open at once on one connection; more are refused.
     #[serde(default = "defaults::http2_max_concurrent_streams")]
     pub http2_max_concurrent_streams: u32,
+    /// HTTP/2 PING to a client after this long without a frame from it (`0s`: none).
+    #[serde(default = "defaults::zero")]
+    pub http2_ping_interval: Duration,
+    /// A PING unanswered for this long closes the connection.
+    #[serde(default = "defaults::ping_timeout")]
+    pub http2_ping_timeout: Duration,
     /// Serve HTTPS: TLS is terminated here and ALPN chooses the HTTP version.
     #[serde(default)]
     pub tls: Option<ListenerTls>,
@@ -560,6 +566,12 @@ pub(crate) mod defaults {
     }
     pub fn http2_max_concurrent_streams() -> u32 {
         256
+    }
+    pub fn zero() -> Duration {
+        Duration::secs(0)
+    }
+    pub fn ping_timeout() -> Duration {
+        Duration::secs(20)
     }
     pub fn weight() -> u32 {
         1

@@ -362,11 +362,22 @@ pub struct Keepalive {
     pub max_idle: usize,
     /// Idle connections older than this are closed.
     pub idle_timeout: Duration,
+    /// HTTP/2 PING on a connection with open streams after this long without a frame from the
+    /// endpoint (`0s`: none). Five minutes by default: gRPC servers answer more frequent pings
+    /// on a stream that sends no data with GOAWAY `too_many_pings`.
+    pub ping_interval: Duration,
+    /// A PING unanswered for this long closes the connection and fails its streams.
+    pub ping_timeout: Duration,
 }
 
 impl Default for Keepalive {
     fn default() -> Self {
-        Keepalive { max_idle: 256, idle_timeout: Duration::secs(60) }
+        Keepalive {
+            max_idle: 256,
+            idle_timeout: Duration::secs(60),
+            ping_interval: Duration::secs(300),
+            ping_timeout: Duration::secs(20),
+        }
     }
 }
 

@@ -394,6 +394,8 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
     let conn = hyper::server::conn::http2::Builder::new(TokioExecutor::new())
         .timer(TokioTimer::new())
         .max_concurrent_streams(config.http2_max_concurrent_streams)
+        .keep_alive_interval(Some(config.http2_ping_interval.0).filter(|d| !d.is_zero()))
+        .keep_alive_timeout(config.http2_ping_timeout.0)
         .max_header_list_size(u32::try_from(config.max_header_bytes.0).unwrap_or(u32::MAX))
         .max_send_buf_size(H2_SEND_BUFFER)
         .serve_connection(io, service);

@@ -61,6 +61,10 @@ pub struct Settings {
     pub max_idle: usize,
     /// Idle connections older than this are closed.
     pub idle_timeout: Duration,
+    /// HTTP/2 PING after this long without a frame from the endpoint, while streams are open.
+    pub ping_interval: Option<Duration>,
+    /// A PING unanswered for this long closes the HTTP/2 connection.
+    pub ping_timeout: Duration,
     /// TCP connect timeout.
     pub connect_timeout: Duration,
     /// Response head timeout, and the longest gap between two body reads.
@@ -145,6 +149,8 @@ impl Upstream {
             },
             max_idle: cfg.keepalive.max_idle,
             idle_timeout: cfg.keepalive.idle_timeout.0,
+            ping_interval: Some(cfg.keepalive.ping_interval.0).filter(|d| !d.is_zero()),
+            ping_timeout: cfg.keepalive.ping_timeout.0,
             connect_timeout: cfg.timeouts.connect.0,
             read_timeout: cfg.timeouts.read.0,
             write_timeout: cfg.timeouts.write.0,

@@ -125,7 +125,7 @@ impl Lease {
                 let h2 = io.alpn_h2();
                 ep.set_speaks_h2(h2);
                 lease.conn = Some(if h2 {
-                    Conn::H2(lease.h2_handshake(io).await?)
+                    Conn::H2(lease.h2_handshake(io, s).await?)
                 } else {
                     Conn::H1(Box::new(H1Conn::new(io)))
                 });
@@ -137,7 +137,7 @@ impl Lease {
                 Some(sender) => Conn::H2(sender),
                 None => Conn::H2(
                     lease
-                        .h2_handshake(connect(ep, s, false, Counted::Yes, lease.origin.as_deref().copied()).await?)
+                        .h2_handshake(connect(ep, s, false, Counted::Yes, lease.origin.as_deref().copied()).await?, s)
                         .await?,
                 ),
             }
@@ -182,10 +182,15 @@ impl Lease {
     }
 
     /// Starts HTTP/2 on a new connection and makes it this worker's for the endpoint.
-    async fn h2_handshake(&self, io: UpstreamIo) -> Result<http2::SendRequest<RequestBody>, UpstreamError> {
+    async fn h2_handshake(
+        &self,
+        io: UpstreamIo,
+        s: &Settings,
+    ) -> Result<http2::SendRequest<RequestBody>, UpstreamError> {
         let (sender, conn) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
-            .keep_alive_interval(Duration::from_secs(30))
+            .keep_alive_interval(s.ping_interval)
+            .keep_alive_timeout(s.ping_timeout)
             .handshake(TokioIo::new(io))
             .await
             .map_err(UpstreamError::Handshake)?;

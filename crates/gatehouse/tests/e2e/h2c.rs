@@ -125,3 +125,68 @@ pub(crate) fn find_in_path(name: &str) -> Option<std::path::PathBuf> {
     let dirs = std::env::var_os("PATH")?;
     std::env::split_paths(&dirs).map(|d| d.join(name)).find(|p| p.is_file())
 }
+
+/// `http2_ping_interval`: a client that says nothing for the interval is sent a PING. One that
+/// answers keeps its connection; one that does not is closed once `http2_ping_timeout` passes
+/// (how a dead peer behind a NAT is found while its streams wait).
+#[test]
+fn quiet_http2_clients_are_pinged_and_closed_when_they_do_not_answer() {
+    use gatehouse_testkit::h2raw::{flag, kind, H2Conn, ReadEnd};
+    let b = Backend::start("a");
+    let gw = start(&format!(
+        "workers: 1\nlisteners:\n  h2c: {{bind: \"127.0.0.1:0\", protocol: h2c, http2_ping_interval: 200ms, http2_ping_timeout: 300ms}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        targets(&[&b])
+    ));
+    let is_ping = |f: &gatehouse_testkit::h2raw::Frame| f.kind == kind::PING && f.flags & flag::ACK == 0;
+    let mut answering = H2Conn::connect(gw.addr("h2c"));
+    answering.handshake(SETTLE).expect("handshake");
+    for round in 0..3 {
+        let ping = answering.read_until(SETTLE, is_ping, |_| {}).unwrap_or_else(|e| panic!("no PING {round}: {e:?}"));
+        let mut data = [0u8; 8];
+        data.copy_from_slice(&ping.payload[..8]);
+        answering.ping(data, true).expect("answer the PING");
+    }
+    let mut silent = H2Conn::connect(gw.addr("h2c"));
+    silent.handshake(SETTLE).expect("handshake");
+    silent.read_until(SETTLE, is_ping, |_| {}).expect("a PING");
+    // Then the connection ends: a GOAWAY first, or just the close.
+    match silent.read_until(SETTLE, |f| f.kind == kind::GOAWAY, |_| {}) {
+        Ok(_) | Err(ReadEnd::Closed) => {}
+        Err(e) => panic!("the silent client's connection stayed open: {e:?}"),
+    }
+}
+
+/// `keepalive.ping_interval` of an HTTP/2 upstream: while a request waits on a quiet endpoint,
+/// Gatehouse PINGs it at the interval (an endpoint that answers keeps the connection and
+/// answers the request in the end), as a raw HTTP/2 server here sees frame by frame.
+#[test]
+fn http2_upstreams_with_open_streams_are_pinged_at_the_interval() {
+    use gatehouse_testkit::h2raw::{flag, kind, H2Conn};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let gw = start(&format!(
+        "workers: 1\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  u: {{targets: [\"{}\"], protocol: http2, keepalive: {{ping_interval: 200ms}}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        listener.local_addr().expect("address")
+    ));
+    let url = format!("http://{}/slow", gw.addr("http"));
+    let client = std::thread::spawn(move || curl(&[&url, "-H", &format!("Host: {HOST}")]));
+    let (stream, _) = listener.accept().expect("the gateway connects");
+    let mut endpoint = H2Conn::accept(stream, SETTLE).expect("the gateway's preface");
+    let request = endpoint.read_until(SETTLE, |f| f.kind == kind::HEADERS, |_| {}).expect("the request");
+    let mut pings = 0;
+    while pings < 3 {
+        let frame = endpoint.read_frame(SETTLE).expect("a frame while the request waits");
+        if frame.kind == kind::SETTINGS && frame.flags & flag::ACK == 0 {
+            endpoint.frame(kind::SETTINGS, flag::ACK, 0, &[]).expect("ack the settings");
+        } else if frame.kind == kind::PING && frame.flags & flag::ACK == 0 {
+            let mut data = [0u8; 8];
+            data.copy_from_slice(&frame.payload[..8]);
+            endpoint.ping(data, true).expect("answer the PING");
+            pings += 1;
+        }
+    }
+    // `:status: 200` (HPACK static index 8), then a body.
+    endpoint.headers(request.stream, &[0x88], false, true).expect("answer");
+    endpoint.data(request.stream, b"pinged", true).expect("body");
+    let resp = client.join().expect("curl");
+    assert_eq!((resp.status, resp.text()), (200, "pinged".to_string()), "{resp:?}");
+}

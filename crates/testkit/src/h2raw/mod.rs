@@ -190,6 +190,23 @@ impl H2Conn {
         H2Conn::connect_with(addr, &[])
     }
 
+    /// The server's side of a connection a client opened: reads the client's preface within
+    /// `timeout` and sends an empty SETTINGS frame (the client's SETTINGS is the first frame
+    /// read after).
+    pub fn accept(stream: TcpStream, timeout: Duration) -> Result<H2Conn, ReadEnd> {
+        let _ = stream.set_nodelay(true);
+        let _ = stream.set_write_timeout(Some(crate::IO_TIMEOUT));
+        let _ = stream.set_read_timeout(Some(timeout));
+        let mut conn = H2Conn { stream, buf: Vec::new() };
+        let mut preface = [0u8; PREFACE.len()];
+        conn.stream.read_exact(&mut preface).map_err(|_| ReadEnd::Closed)?;
+        if &preface != PREFACE {
+            return Err(ReadEnd::Closed);
+        }
+        conn.settings(&[]).map_err(|_| ReadEnd::Closed)?;
+        Ok(conn)
+    }
+
     /// Connects and sends the preface and a SETTINGS frame carrying `settings`.
     pub fn connect_with(addr: SocketAddr, settings: &[(u16, u32)]) -> H2Conn {
         let stream =
