@@ -48,10 +48,21 @@ impl GrpcServer {
 
     /// A server that writes what happened to calls (`cancelled`) to `events`.
     fn start_with(events: Option<&std::path::Path>) -> GrpcServer {
+        GrpcServer::start_full(events, None)
+    }
+
+    /// A server over TLS with the certificate and key of `bundle`.
+    fn start_tls(bundle: &std::path::Path) -> GrpcServer {
+        GrpcServer::start_full(None, Some(bundle))
+    }
+
+    fn start_full(events: Option<&std::path::Path>, bundle: Option<&std::path::Path>) -> GrpcServer {
+        let events = events.map_or_else(|| "-".into(), |e| e.as_os_str().to_owned());
         let mut child = Command::new("python3")
             .arg(peer_script())
             .arg("server")
-            .args(events)
+            .arg(events)
+            .args(bundle)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -331,4 +342,32 @@ services:
     assert_eq!(resp.header("grpc-message"), Some("deadline exceeded"), "{resp:?}");
 
     cancelled(&events, 3);
+}
+
+/// A gRPC backend over TLS (`protocol: http2` with `tls`: h2 by ALPN, the certificate verified
+/// against a private CA for its name), reached from both listeners: unary calls with metadata and
+/// an application error, and the streaming kinds.
+#[test]
+fn calls_reach_a_tls_backend_by_alpn() {
+    if !grpcio("calls_reach_a_tls_backend_by_alpn") {
+        return;
+    }
+    let pki = Pki::new();
+    let backend_cert = pki.issue(&["grpc-backend.test"], Algorithm::EcdsaP256, "backend.pem", None);
+    let server = GrpcServer::start_tls(&backend_cert);
+    let cert = pki.issue(&[AUTHORITY], Algorithm::EcdsaP256, "grpc.pem", None);
+    let gw = start(&format!(
+        "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  h2c: {{bind: \"127.0.0.1:0\", protocol: h2c}}\n  tls: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  g: {{targets: [\"127.0.0.1:{}\"], protocol: http2, tls: {{ca: \"{}\", server_name: grpc-backend.test}}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: g}}]}}\n",
+        certificates(&[&cert]),
+        server.port,
+        pki.ca_file().display()
+    ));
+    let tls = format!("localhost:{}", gw.addr("tls").port());
+    check_calls(&client(&gw.addr("h2c").to_string(), None), "h2c to TLS");
+    check_calls(&client(&tls, Some(&pki.ca_file())), "TLS to TLS");
+    let seen = run_client("streams", &tls, Some(&pki.ca_file()));
+    assert_eq!(seen["server_streaming"], serde_json::json!([1000, 100000, "00000999"]), "{seen}");
+    assert_eq!(seen["client_streaming"], "1000/8000", "{seen}");
+    assert_eq!(seen["bidirectional"], serde_json::json!([1000, true]), "{seen}");
+    assert_eq!((seen["four_mib"].as_bool(), seen["concurrent"].as_u64()), (Some(true), Some(1000)), "{seen}");
 }

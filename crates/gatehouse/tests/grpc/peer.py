@@ -13,8 +13,10 @@ Messages are raw bytes (generic handlers, no generated code), on the service `te
   Trickle       server streaming: a request "N" is answered with N messages, 100 ms apart; a call
                 cancelled before the end writes "cancelled" to the events file
 
-  python3 peer.py server [EVENTS_FILE]       serves on 127.0.0.1, a free port, prints it, and
-                                             stops when stdin closes
+  python3 peer.py server [EVENTS_FILE [BUNDLE]]
+                                             serves on 127.0.0.1, a free port, prints it, and
+                                             stops when stdin closes; with BUNDLE (a PEM file
+                                             with the certificate chain and its key) over TLS
 
   python3 peer.py client ADDRESS AUTHORITY [CA_FILE]
                                              runs the calls through ADDRESS (TLS with CA_FILE)
@@ -34,6 +36,7 @@ Messages are raw bytes (generic handlers, no generated code), on the service `te
 """
 
 import json
+import re
 import sys
 import time
 from concurrent import futures
@@ -102,7 +105,7 @@ def echo(requests, context):
         yield message
 
 
-def serve():
+def serve(bundle=None):
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=16), options=OPTIONS)
     handlers = {
         "Unary": grpc.unary_unary_rpc_method_handler(unary),
@@ -114,7 +117,17 @@ def serve():
         "Trickle": grpc.unary_stream_rpc_method_handler(trickle),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-    port = server.add_insecure_port("127.0.0.1:0")
+    if bundle:
+        with open(bundle) as f:
+            pem = f.read()
+        blocks = re.findall(r"-----BEGIN ([A-Z ]+)-----.*?-----END \1-----\n?", pem, re.S)
+        whole = re.findall(r"-----BEGIN [A-Z ]+-----.*?-----END [A-Z ]+-----\n?", pem, re.S)
+        key = "".join(b for b, kind in zip(whole, blocks) if "PRIVATE KEY" in kind)
+        chain = "".join(b for b, kind in zip(whole, blocks) if kind == "CERTIFICATE")
+        credentials = grpc.ssl_server_credentials([(key.encode(), chain.encode())])
+        port = server.add_secure_port("127.0.0.1:0", credentials)
+    else:
+        port = server.add_insecure_port("127.0.0.1:0")
     server.start()
     print(port, flush=True)
     sys.stdin.read()
@@ -219,8 +232,8 @@ def calls(address, authority, listed):
 
 if __name__ == "__main__":
     if sys.argv[1] == "server":
-        EVENTS = sys.argv[2] if len(sys.argv) > 2 else None
-        serve()
+        EVENTS = sys.argv[2] if len(sys.argv) > 2 and sys.argv[2] != "-" else None
+        serve(sys.argv[3] if len(sys.argv) > 3 else None)
     elif sys.argv[1] == "streams":
         streams(*sys.argv[2:])
     elif sys.argv[1] == "calls":
