@@ -12,8 +12,9 @@ use gatehouse_http1::framing::Framing;
 use gatehouse_http1::{parse_response_head, ResponseHead as ParsedHead};
 
 /// Headers that belong to one hop and are never passed on in the forwarded lines.
-const HOP_BY_HOP: [&str; 8] =
-    ["connection", "keep-alive", "proxy-connection", "te", "trailer", "transfer-encoding", "upgrade", "expect"];
+/// `Trailer` is not among them: it announces trailer fields, end to end (RFC 9110 §6.6.2).
+const HOP_BY_HOP: [&str; 7] =
+    ["connection", "keep-alive", "proxy-connection", "te", "transfer-encoding", "upgrade", "expect"];
 
 /// What a parse came to, comparable across prefixes.
 #[derive(Debug, PartialEq, Eq)]

@@ -63,6 +63,8 @@ mod smuggling;
 mod tls;
 #[path = "e2e/tls_cluster.rs"]
 mod tls_cluster;
+#[path = "e2e/trailers.rs"]
+mod trailers;
 #[path = "e2e/upgrade.rs"]
 mod upgrade;
 #[path = "e2e/upstream_tls.rs"]

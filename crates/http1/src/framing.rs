@@ -34,8 +34,89 @@ pub enum Chunk {
     Data(u64),
     /// Expecting the CRLF after a chunk.
     DataEnd,
-    /// Reading (and dropping) trailer lines.
+    /// Reading trailer lines.
     Trailers,
+}
+
+/// A piece of a body as [`Framing::decode_piece`] reads it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Piece {
+    /// Body bytes.
+    Data(Bytes),
+    /// One line of a chunked body's trailer section, its CRLF gone (see [`Trailers::push`]).
+    Trailer(Bytes),
+}
+
+/// The trailer fields of a chunked body, kept as they come and bounded: at most
+/// [`Trailers::MAX_BYTES`] of names and values; fields beyond that, fields that must not be
+/// trailers (framing, routing, connection fields) and lines that are not fields are dropped.
+#[derive(Debug, Default)]
+pub struct Trailers {
+    map: Option<Box<http::HeaderMap>>,
+    bytes: usize,
+}
+
+impl Trailers {
+    /// The most bytes of names and values kept.
+    pub const MAX_BYTES: usize = 16 * 1024;
+
+    /// Keeps the field of one trailer line.
+    pub fn push(&mut self, line: &[u8]) {
+        let Some((name, value)) = trailer_field(line) else { return };
+        let size = name.as_str().len() + value.len();
+        if self.bytes + size > Self::MAX_BYTES {
+            return;
+        }
+        self.bytes += size;
+        self.map.get_or_insert_with(Default::default).append(name, value);
+    }
+
+    /// The fields kept, if any; the collection starts over.
+    pub fn take(&mut self) -> Option<http::HeaderMap> {
+        self.bytes = 0;
+        self.map.take().map(|m| *m)
+    }
+}
+
+/// Writes the end of a chunked body to `out`: the last chunk, the trailer fields, the empty line.
+pub fn encode_last_chunk(out: &mut Vec<u8>, trailers: Option<&http::HeaderMap>) {
+    out.extend_from_slice(b"0\r\n");
+    for (name, value) in trailers.into_iter().flatten() {
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// The field of a trailer line (`name: value`, optional whitespace around the value), unless it
+/// is not one (no colon, an invalid name or value, an obsolete line folding) or names a field
+/// that must not be a trailer: those that frame or route the message or belong to the
+/// connection (RFC 9110 §6.5.1).
+pub fn trailer_field(line: &[u8]) -> Option<(http::HeaderName, http::HeaderValue)> {
+    if line.first().is_some_and(|&b| b == b' ' || b == b'\t') {
+        return None;
+    }
+    let colon = line.iter().position(|&b| b == b':')?;
+    let name = http::HeaderName::from_bytes(&line[..colon]).ok()?;
+    let value = line[colon + 1..].trim_ascii();
+    let value = http::HeaderValue::from_bytes(value).ok()?;
+    const NEVER: [&str; 12] = [
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "transfer-encoding",
+        "upgrade",
+        "trailer",
+        "content-length",
+        "host",
+        "expect",
+        "content-encoding",
+        "content-type",
+    ];
+    (!NEVER.contains(&name.as_str())).then_some((name, value))
 }
 
 /// Why a body cannot be read on: its chunked framing is broken, and the connection with it.
@@ -72,8 +153,21 @@ impl Framing {
     }
 
     /// The next piece of body from `buf`, or `None` when more bytes are needed. Advances the
-    /// framing; a finished body leaves any following bytes (a pipelined message) in `buf`.
+    /// framing; a finished body leaves any following bytes (a pipelined message) in `buf`. Trailer
+    /// lines are read and dropped ([`Framing::decode_piece`] returns them).
+    #[inline]
     pub fn decode(&mut self, buf: &mut BytesMut) -> Result<Option<Bytes>, BodyError> {
+        loop {
+            match self.decode_piece(buf)? {
+                Some(Piece::Data(bytes)) => return Ok(Some(bytes)),
+                Some(Piece::Trailer(_)) => {}
+                None => return Ok(None),
+            }
+        }
+    }
+
+    /// [`Framing::decode`], with each trailer line of a chunked body as a piece of its own.
+    pub fn decode_piece(&mut self, buf: &mut BytesMut) -> Result<Option<Piece>, BodyError> {
         loop {
             match self {
                 Framing::Empty | Framing::Length(0) => return Ok(None),
@@ -83,10 +177,10 @@ impl Framing {
                     }
                     let take = (*left).min(buf.len() as u64) as usize;
                     *left -= take as u64;
-                    return Ok(Some(buf.split_to(take).freeze()));
+                    return Ok(Some(Piece::Data(buf.split_to(take).freeze())));
                 }
                 Framing::Close => {
-                    return Ok((!buf.is_empty()).then(|| buf.split().freeze()));
+                    return Ok((!buf.is_empty()).then(|| Piece::Data(buf.split().freeze())));
                 }
                 Framing::Chunked(state) => match *state {
                     Chunk::Size => {
@@ -100,7 +194,7 @@ impl Framing {
                         }
                         let take = left.min(buf.len() as u64) as usize;
                         *state = if left == take as u64 { Chunk::DataEnd } else { Chunk::Data(left - take as u64) };
-                        return Ok(Some(buf.split_to(take).freeze()));
+                        return Ok(Some(Piece::Data(buf.split_to(take).freeze())));
                     }
                     Chunk::DataEnd => {
                         if buf.len() < 2 {
@@ -116,6 +210,8 @@ impl Framing {
                         let Some(line) = take_line(buf)? else { return Ok(None) };
                         if line.is_empty() {
                             *self = Framing::Length(0);
+                        } else {
+                            return Ok(Some(Piece::Trailer(line)));
                         }
                     }
                 },
@@ -341,6 +437,33 @@ mod tests {
     fn chunked_bodies_decode_with_extensions_and_trailers() {
         assert_eq!(decode_all(b"5;ext=1\r\nhello\r\n1 ; a=\"b\"\r\n!\r\n0\r\nX-T: 1\r\n\r\n"), Ok(b"hello!".to_vec()));
         assert_eq!(decode_all(b"A\r\n0123456789\r\n0\r\n\r\n"), Ok(b"0123456789".to_vec()));
+    }
+
+    #[test]
+    fn trailer_lines_come_as_pieces_and_fields_that_must_not_be_trailers_are_dropped() {
+        let body = b"5\r\nhello\r\n0\r\ngrpc-status: 0\r\nGrpc-Message:  fine  \r\nX-Multi: a\r\nx-multi: b\r\n\
+                     Content-Length: 9\r\nTransfer-Encoding: chunked\r\nHost: evil\r\n folded\r\nno colon\r\n\r\nNEXT";
+        let mut buf = BytesMut::from(&body[..]);
+        let mut framing = Framing::Chunked(Chunk::Size);
+        let (mut data, mut trailers) = (Vec::new(), Trailers::default());
+        while let Some(piece) = framing.decode_piece(&mut buf).expect("valid") {
+            match piece {
+                Piece::Data(b) => data.extend_from_slice(&b),
+                Piece::Trailer(line) => trailers.push(&line),
+            }
+        }
+        assert!(framing.finished());
+        assert_eq!((&data[..], &buf[..]), (&b"hello"[..], &b"NEXT"[..]));
+        let map = trailers.take().expect("trailers");
+        let fields: Vec<String> = map.iter().map(|(k, v)| format!("{k}={}", v.to_str().unwrap_or("?"))).collect();
+        assert_eq!(fields, ["grpc-status=0", "grpc-message=fine", "x-multi=a", "x-multi=b"]);
+        assert!(trailers.take().is_none(), "taken once");
+        let mut many = Trailers::default();
+        for i in 0..2000 {
+            many.push(format!("x-field-{i}: {}", "v".repeat(20)).as_bytes());
+        }
+        let kept = many.take().expect("some kept");
+        assert!(kept.len() < 2000 && kept.len() > 100, "{} kept", kept.len());
     }
 
     #[test]

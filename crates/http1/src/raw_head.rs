@@ -162,7 +162,8 @@ pub(crate) fn role(name: &[u8]) -> Role {
         4 if is!("date") => Role::Date,
         16 if is!("proxy-connection") => Role::HopByHop,
         2 if is!("te") => Role::HopByHop,
-        7 if is!("trailer") || is!("upgrade") => Role::HopByHop,
+        // `Trailer` is end to end (RFC 9110 §6.6.2): it announces the trailer fields that follow.
+        7 if is!("upgrade") => Role::HopByHop,
         6 if is!("expect") => Role::HopByHop,
         _ => Role::EndToEnd,
     }
@@ -180,7 +181,7 @@ mod tests {
         (&header::CONTENT_LENGTH, Role::ContentLength),
         (&header::DATE, Role::Date),
         (&header::TE, Role::HopByHop),
-        (&header::TRAILER, Role::HopByHop),
+        (&header::TRAILER, Role::EndToEnd),
         (&header::UPGRADE, Role::HopByHop),
         (&header::SERVER, Role::EndToEnd),
         (&header::CONTENT_TYPE, Role::EndToEnd),

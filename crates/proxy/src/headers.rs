@@ -17,13 +17,13 @@ static KEEP_ALIVE: HeaderName = HeaderName::from_static("keep-alive");
 static PROXY_CONNECTION: HeaderName = HeaderName::from_static("proxy-connection");
 
 /// Hop-by-hop headers of RFC 9110 §7.6.1 plus the legacy `Proxy-Connection`, and `Expect`, which
-/// the client-side server answers itself (`100 Continue` before the body is forwarded).
-const HOP_BY_HOP: [&HeaderName; 8] = [
+/// the client-side server answers itself (`100 Continue` before the body is forwarded). `Trailer`
+/// is not one: it announces the trailer fields, which pass end to end (RFC 9110 §6.6.2).
+const HOP_BY_HOP: [&HeaderName; 7] = [
     &header::CONNECTION,
     &KEEP_ALIVE,
     &PROXY_CONNECTION,
     &header::TE,
-    &header::TRAILER,
     &header::TRANSFER_ENCODING,
     &header::UPGRADE,
     &header::EXPECT,
@@ -37,10 +37,9 @@ fn hop_by_hop_bit(name: &str) -> u16 {
         (10, "keep-alive") => 1,
         (16, "proxy-connection") => 2,
         (2, "te") => 3,
-        (7, "trailer") => 4,
-        (17, "transfer-encoding") => 5,
-        (7, "upgrade") => 6,
-        (6, "expect") => 7,
+        (17, "transfer-encoding") => 4,
+        (7, "upgrade") => 5,
+        (6, "expect") => 6,
         _ => return 0,
     };
     1 << i

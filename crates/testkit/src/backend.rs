@@ -4,7 +4,8 @@
 
 use bytes::Bytes;
 use http::{HeaderValue, Request, Response, StatusCode, Version};
-use http_body_util::{BodyExt, Full};
+use http_body::Frame;
+use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
@@ -35,6 +36,8 @@ pub struct Recorded {
     pub body: Vec<u8>,
     /// The body ended in an error: the sender gave up mid-body, so the request never arrived whole.
     pub aborted: bool,
+    /// The body's trailer fields, names in lower case.
+    pub trailers: Vec<(String, String)>,
 }
 
 impl Recorded {
@@ -69,6 +72,7 @@ struct State {
     delay_ms: AtomicU64,
     extra_headers: Mutex<Vec<(String, String)>>,
     body: Mutex<Option<Bytes>>,
+    trailers: Mutex<Vec<(String, String)>>,
 }
 
 /// A running backend; stopped when dropped.
@@ -103,6 +107,7 @@ impl Backend {
             delay_ms: AtomicU64::new(0),
             extra_headers: Mutex::new(Vec::new()),
             body: Mutex::new(None),
+            trailers: Mutex::new(Vec::new()),
         });
         let (tx, rx) = oneshot::channel();
         let st = state.clone();
@@ -193,6 +198,15 @@ impl Backend {
         }
     }
 
+    /// Trailer fields of the answers to ordinary requests from now on (the body is then sent
+    /// without a length; over HTTP/1.1 chunked, with a `Trailer` header naming them, to clients
+    /// that sent `TE: trailers`, as hyper does).
+    pub fn set_trailers(&self, fields: &[(&str, &str)]) {
+        if let Ok(mut t) = self.state.trailers.lock() {
+            *t = fields.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        }
+    }
+
     /// Delay before answering ordinary requests from now on (health checks are answered at once).
     pub fn set_delay(&self, delay: Duration) {
         self.state.delay_ms.store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), SeqCst);
@@ -229,8 +243,47 @@ async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: oneshot::
     }
 }
 
-fn response(status: u16, name: &str, body: Bytes) -> Response<Full<Bytes>> {
-    let mut resp = Response::new(Full::new(body));
+/// A body of data and, maybe, trailers; its length is known unless it has trailers.
+#[derive(Debug)]
+pub(crate) struct Frames {
+    frames: std::collections::VecDeque<Frame<Bytes>>,
+    exact: Option<u64>,
+}
+
+impl Frames {
+    pub(crate) fn new(data: Bytes, trailers: Option<http::HeaderMap>) -> Frames {
+        let exact = trailers.is_none().then_some(data.len() as u64);
+        let mut frames = std::collections::VecDeque::new();
+        if !data.is_empty() {
+            frames.push_back(Frame::data(data));
+        }
+        frames.extend(trailers.map(Frame::trailers));
+        Frames { frames, exact }
+    }
+}
+
+impl http_body::Body for Frames {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        std::task::Poll::Ready(self.frames.pop_front().map(Ok))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.frames.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.exact.map_or_else(http_body::SizeHint::default, http_body::SizeHint::with_exact)
+    }
+}
+
+fn response(status: u16, name: &str, body: Bytes) -> Response<Frames> {
+    let mut resp = Response::new(Frames::new(body, None));
     *resp.status_mut() = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     if let Ok(v) = HeaderValue::try_from(name) {
         resp.headers_mut().insert("x-backend", v);
@@ -238,7 +291,7 @@ fn response(status: u16, name: &str, body: Bytes) -> Response<Full<Bytes>> {
     resp
 }
 
-async fn answer(state: Arc<State>, mut req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+async fn answer(state: Arc<State>, mut req: Request<Incoming>) -> Result<Response<Frames>, Infallible> {
     if req.uri().path() == HEALTH_PATH {
         state.health_checks.fetch_add(1, SeqCst);
         let status = state.health_status.load(SeqCst);
@@ -247,12 +300,19 @@ async fn answer(state: Arc<State>, mut req: Request<Incoming>) -> Result<Respons
     let upgrade = req.headers().get(http::header::UPGRADE).cloned();
     let on_upgrade = upgrade.as_ref().map(|_| hyper::upgrade::on(&mut req));
     let (parts, body) = req.into_parts();
-    let (body, aborted) = if on_upgrade.is_some() {
-        (Vec::new(), false)
+    let (body, aborted, trailers) = if on_upgrade.is_some() {
+        (Vec::new(), false, Vec::new())
     } else {
         match body.collect().await {
-            Ok(b) => (b.to_bytes().to_vec(), false),
-            Err(_) => (Vec::new(), true),
+            Ok(b) => {
+                let trailers = b.trailers().map_or_else(Vec::new, |t| {
+                    t.iter()
+                        .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                        .collect()
+                });
+                (b.to_bytes().to_vec(), false, trailers)
+            }
+            Err(_) => (Vec::new(), true, Vec::new()),
         }
     };
     let recorded = Recorded {
@@ -266,6 +326,7 @@ async fn answer(state: Arc<State>, mut req: Request<Incoming>) -> Result<Respons
             .collect(),
         body,
         aborted,
+        trailers,
     };
     if let Ok(mut r) = state.requests.lock() {
         r.push(recorded);
@@ -283,7 +344,21 @@ async fn answer(state: Arc<State>, mut req: Request<Incoming>) -> Result<Respons
     }
     let status = state.status.load(SeqCst);
     let body = state.body.lock().ok().and_then(|b| b.clone()).unwrap_or_else(|| Bytes::from(state.name.clone()));
-    let mut resp = response(status, &state.name, body);
+    let mut resp = response(status, &state.name, body.clone());
+    let trailers = state.trailers.lock().map(|t| t.clone()).unwrap_or_default();
+    if !trailers.is_empty() {
+        let mut map = http::HeaderMap::new();
+        for (k, v) in &trailers {
+            if let (Ok(k), Ok(v)) = (http::HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) {
+                map.append(k, v);
+            }
+        }
+        let names: Vec<&str> = trailers.iter().map(|(k, _)| k.as_str()).collect();
+        if let Ok(v) = HeaderValue::try_from(names.join(", ")) {
+            resp.headers_mut().insert(http::header::TRAILER, v);
+        }
+        *resp.body_mut() = Frames::new(body, Some(map));
+    }
     if let Ok(extra) = state.extra_headers.lock() {
         for (k, v) in extra.iter() {
             if let (Ok(k), Ok(v)) = (http::HeaderName::try_from(k.as_str()), HeaderValue::try_from(v.as_str())) {

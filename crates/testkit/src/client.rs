@@ -195,3 +195,55 @@ fn parse_curl(out: &[u8]) -> Result<Response, String> {
 pub(crate) fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
+
+/// What [`h2c_exchange`] got: the response and its trailer fields.
+#[derive(Clone, Debug)]
+pub struct H2Answer {
+    /// The response (version `HTTP/2`).
+    pub response: Response,
+    /// Trailer fields, names in lower case, in order.
+    pub trailers: Vec<(String, String)>,
+}
+
+/// One `POST` over cleartext HTTP/2 (prior knowledge) by hyper's client, with `body` and the
+/// trailer fields `trailers` (and `te: trailers`); the answer read whole, trailers included.
+pub fn h2c_exchange(addr: SocketAddr, host: &str, path: &str, body: &[u8], trailers: &[(&str, &str)]) -> H2Answer {
+    let fields = |map: &http::HeaderMap| -> Vec<(String, String)> {
+        map.iter().map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect()
+    };
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let stream = tokio::time::timeout(IO_TIMEOUT, tokio::net::TcpStream::connect(addr))
+            .await
+            .expect("connect in time")
+            .expect("connect");
+        let (mut sender, conn) =
+            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), TokioIo::new(stream))
+                .await
+                .expect("HTTP/2 handshake");
+        tokio::spawn(conn);
+        let mut map = http::HeaderMap::new();
+        for (k, v) in trailers {
+            map.append(http::HeaderName::try_from(*k).expect("name"), http::HeaderValue::try_from(*v).expect("value"));
+        }
+        let req = Request::post(format!("http://{host}{path}"))
+            .header("te", "trailers")
+            .body(crate::backend::Frames::new(Bytes::copy_from_slice(body), (!map.is_empty()).then_some(map)))
+            .expect("request");
+        let resp =
+            tokio::time::timeout(IO_TIMEOUT, sender.send_request(req)).await.expect("answer in time").expect("answer");
+        let (parts, incoming) = resp.into_parts();
+        let collected =
+            tokio::time::timeout(IO_TIMEOUT, incoming.collect()).await.expect("body in time").expect("body");
+        let trailers = collected.trailers().map(fields).unwrap_or_default();
+        H2Answer {
+            response: Response {
+                status: parts.status.as_u16(),
+                version: "HTTP/2".into(),
+                headers: fields(&parts.headers),
+                body: collected.to_bytes().to_vec(),
+            },
+            trailers,
+        }
+    })
+}

@@ -20,6 +20,8 @@ pub struct RawResponse {
     pub headers: Vec<(String, String)>,
     /// The body (by `Content-Length`, chunked, or none for 1xx/204/304).
     pub body: Vec<u8>,
+    /// A chunked body's trailer fields, names in lower case.
+    pub trailers: Vec<(String, String)>,
 }
 
 impl RawResponse {
@@ -28,6 +30,9 @@ impl RawResponse {
         crate::first_header(&self.headers, name)
     }
 }
+
+/// Header or trailer fields, names in lower case.
+type Fields = Vec<(String, String)>;
 
 /// What a read found besides data.
 enum Read1 {
@@ -164,12 +169,12 @@ impl RawConn {
             .filter_map(|l| l.split_once(':'))
             .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
             .collect();
-        let mut resp = RawResponse { status, head, headers, body: Vec::new() };
+        let mut resp = RawResponse { status, head, headers, body: Vec::new(), trailers: Vec::new() };
         if (100..200).contains(&status) || status == 204 || status == 304 {
             return Ok(resp);
         }
         if resp.header("transfer-encoding").is_some_and(|v| v.eq_ignore_ascii_case("chunked")) {
-            resp.body = self.read_chunked(deadline)?;
+            (resp.body, resp.trailers) = self.read_chunked(deadline)?;
         } else if let Some(len) = resp.header("content-length").and_then(|v| v.parse::<usize>().ok()) {
             let left = deadline.saturating_duration_since(Instant::now());
             resp.body = self.read_exact(len, left)?;
@@ -196,7 +201,7 @@ impl RawConn {
         }
     }
 
-    fn read_chunked(&mut self, deadline: Instant) -> Result<Vec<u8>, String> {
+    fn read_chunked(&mut self, deadline: Instant) -> Result<(Vec<u8>, Fields), String> {
         let mut body = Vec::new();
         // A chunk per iteration; the count is bounded by the deadline inside each read.
         loop {
@@ -205,8 +210,16 @@ impl RawConn {
                 .map_err(|_| format!("bad chunk size {size_line:?}"))?;
             if size == 0 {
                 // Trailers until the empty line.
-                while !self.read_line(deadline)?.is_empty() {}
-                return Ok(body);
+                let mut trailers = Vec::new();
+                loop {
+                    let line = self.read_line(deadline)?;
+                    if line.is_empty() {
+                        return Ok((body, trailers));
+                    }
+                    if let Some((k, v)) = line.split_once(':') {
+                        trailers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+                    }
+                }
             }
             let left = deadline.saturating_duration_since(Instant::now());
             body.extend(self.read_exact(size + 2, left)?.into_iter().take(size));

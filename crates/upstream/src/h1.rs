@@ -6,7 +6,7 @@
 use crate::body::RequestBody;
 use crate::error::UpstreamError;
 use bytes::{Bytes, BytesMut};
-pub(crate) use gatehouse_http1::framing::{BodyError, Framing};
+pub(crate) use gatehouse_http1::framing::{BodyError, Framing, Piece, Trailers};
 use gatehouse_http1::response::{parse_head, Span};
 pub(crate) use gatehouse_http1::ResponseHead as Head;
 use http::header;
@@ -114,13 +114,18 @@ impl H1Conn {
             return Ok(());
         }
         let body = req.body_mut();
+        let mut trailers = None;
         loop {
             let frame = std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await;
             let data = match frame {
                 None => break,
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => data,
-                    Err(_) => continue, // request trailers are not forwarded
+                    Err(frame) => {
+                        // Trailers go after the last chunk; a body with a length has no place for them.
+                        trailers = frame.into_trailers().ok();
+                        continue;
+                    }
                 },
                 Some(Err(e)) if e.is::<crate::BodyTooLarge>() => return Err(UpstreamError::BodyTooLarge),
                 Some(Err(e)) if e.is::<crate::BodyTimeout>() => return Err(UpstreamError::ClientTimeout),
@@ -145,7 +150,9 @@ impl H1Conn {
             io_result.map_err(|source| UpstreamError::Write { source, sent: true })?;
         }
         if chunked {
-            self.io.write_all(b"0\r\n\r\n").await.map_err(|source| UpstreamError::Write { source, sent: true })?;
+            let mut end = Vec::with_capacity(5);
+            gatehouse_http1::framing::encode_last_chunk(&mut end, trailers.as_ref());
+            self.io.write_all(&end).await.map_err(|source| UpstreamError::Write { source, sent: true })?;
         }
         Ok(())
     }
@@ -194,9 +201,10 @@ impl H1Conn {
         self.io.poll_fill(&mut self.rbuf, cx)
     }
 
-    /// The next piece of body per `framing` from the buffer, or `None` when more bytes are needed.
-    pub(crate) fn decode(&mut self, framing: &mut Framing) -> Result<Option<Bytes>, BodyError> {
-        framing.decode(&mut self.rbuf)
+    /// The next piece of body per `framing` from the buffer (data, or a trailer line), or `None`
+    /// when more bytes are needed.
+    pub(crate) fn decode_piece(&mut self, framing: &mut Framing) -> Result<Option<Piece>, BodyError> {
+        framing.decode_piece(&mut self.rbuf)
     }
 
     /// The raw stream and any bytes already read past the head, for a protocol switch.

@@ -3,7 +3,7 @@
 //! whole gives its connection back to the pool; a broken or abandoned one closes it. A gap longer
 //! than the read timeout between two reads fails the body.
 
-use crate::h1::{BodyError, Framing};
+use crate::h1::{BodyError, Framing, Piece, Trailers};
 use crate::pool::{Conn, Lease};
 use bytes::Bytes;
 use gatehouse_http1::RawHead;
@@ -28,7 +28,7 @@ pub struct UpstreamBody {
 
 #[derive(Debug)]
 enum Kind {
-    H1 { framing: Framing, reusable: bool },
+    H1 { framing: Framing, reusable: bool, trailers: Trailers },
     H2(Incoming),
     Done,
 }
@@ -82,8 +82,13 @@ impl UpstreamBody {
         switching: bool,
         raw: Option<RawHead>,
     ) -> Self {
-        let mut body =
-            UpstreamBody { lease: Some(lease), raw, kind: Kind::H1 { framing, reusable }, read_timeout, timer: None };
+        let mut body = UpstreamBody {
+            lease: Some(lease),
+            raw,
+            kind: Kind::H1 { framing, reusable, trailers: Trailers::default() },
+            read_timeout,
+            timer: None,
+        };
         // A 101's connection is about to become a tunnel (see `take_upgrade`): never pool it.
         if framing.finished() && !switching {
             body.finish(reusable);
@@ -153,7 +158,7 @@ impl Body for UpstreamBody {
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         loop {
-            let (framing, reusable) = match &mut this.kind {
+            let (framing, reusable, trailers) = match &mut this.kind {
                 Kind::Done => return Poll::Ready(None),
                 Kind::H2(incoming) => {
                     return match Pin::new(incoming).poll_frame(cx) {
@@ -170,23 +175,29 @@ impl Body for UpstreamBody {
                         Poll::Pending => Poll::Pending,
                     };
                 }
-                Kind::H1 { framing, reusable } => (framing, *reusable),
+                Kind::H1 { framing, reusable, trailers } => (framing, *reusable, trailers),
             };
             let Some(Some(Conn::H1(conn))) = this.lease.as_mut().map(|l| l.conn.as_mut()) else {
                 return Poll::Ready(None);
             };
-            match conn.decode(framing) {
+            match conn.decode_piece(framing) {
                 Err(e) => return this.fail(UpstreamBodyError::Framing(e)),
-                Ok(Some(bytes)) => {
+                Ok(Some(Piece::Data(bytes))) => {
                     this.timer = None;
                     if framing.finished() {
                         this.finish(reusable);
                     }
                     return Poll::Ready(Some(Ok(Frame::data(bytes))));
                 }
+                Ok(Some(Piece::Trailer(line))) => {
+                    trailers.push(&line);
+                    continue;
+                }
                 Ok(None) if framing.finished() => {
+                    // A chunked body's trailer fields end it (as HTTP/2 trailers further on).
+                    let fields = trailers.take();
                     this.finish(reusable);
-                    return Poll::Ready(None);
+                    return Poll::Ready(fields.map(|t| Ok(Frame::trailers(t))));
                 }
                 Ok(None) => {}
             }

@@ -4,7 +4,7 @@
 
 use crate::transport::Transport;
 use bytes::{Bytes, BytesMut};
-use gatehouse_http1::framing::{BodyError, Framing};
+use gatehouse_http1::framing::{BodyError, Framing, Piece, Trailers};
 use http_body::{Body, Frame, SizeHint};
 use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -16,6 +16,8 @@ pub(crate) struct ReadState {
     pub rbuf: BytesMut,
     /// Framing of the current request's body; `Empty` between requests.
     pub framing: Framing,
+    /// The trailer fields of the current request's chunked body, until it ends.
+    pub trailers: Trailers,
 }
 
 impl Drop for ReadState {
@@ -80,10 +82,17 @@ impl Body for ClientBody {
         let mut st = lock(&self.state);
         let st = &mut *st;
         loop {
-            match st.framing.decode(&mut st.rbuf) {
+            match st.framing.decode_piece(&mut st.rbuf) {
                 Err(e) => return Poll::Ready(Some(Err(ClientBodyError::Framing(e)))),
-                Ok(Some(bytes)) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
-                Ok(None) if st.framing.finished() => return Poll::Ready(None),
+                Ok(Some(Piece::Data(bytes))) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                Ok(Some(Piece::Trailer(line))) => {
+                    st.trailers.push(&line);
+                    continue;
+                }
+                // The trailer fields, if any, end the body.
+                Ok(None) if st.framing.finished() => {
+                    return Poll::Ready(st.trailers.take().map(|t| Ok(Frame::trailers(t))))
+                }
                 Ok(None) => {}
             }
             match self.stream.poll_fill(&mut st.rbuf, cx) {

@@ -56,7 +56,8 @@ pub(crate) async fn serve(
     ctx: ServeContext,
 ) {
     let stream = Arc::new(stream);
-    let state = Arc::new(Mutex::new(ReadState { rbuf: prefix, ..Default::default() }));
+    let state =
+        Arc::new(Mutex::new(ReadState { rbuf: prefix, framing: Framing::default(), trailers: Default::default() }));
     let limits = Limits::of(&config);
     let sniffed = sniffed(&config, &info);
     let mut deadline = TaskDeadline::default();

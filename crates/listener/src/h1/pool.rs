@@ -91,7 +91,7 @@ mod tests {
             // Registered first, so torn down last: after the pool, which the state's drop uses.
             HOLDER.with(|h| h.borrow_mut().take());
             give_read(take_read());
-            let state = ReadState { rbuf: take_read(), ..Default::default() };
+            let state = ReadState { rbuf: take_read(), framing: Default::default(), trailers: Default::default() };
             HOLDER.with(|h| *h.borrow_mut() = Some(state));
         })
         .join();

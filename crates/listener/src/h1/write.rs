@@ -168,6 +168,7 @@ pub(crate) async fn write_response(
         return Ok(if keep_alive { Written::KeepAlive } else { Written::Close });
     }
     let mut pending = !w.is_empty();
+    let mut trailers = None;
     loop {
         let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
         let data: Bytes = match frame {
@@ -175,7 +176,12 @@ pub(crate) async fn write_response(
             Some(Err(e)) => return Err(io::Error::other(e)),
             Some(Ok(frame)) => match frame.into_data() {
                 Ok(d) if !d.is_empty() => d,
-                _ => continue,
+                Ok(_) => continue,
+                // Sent after the last chunk; a response with a length has no place for them.
+                Err(frame) => {
+                    trailers = frame.into_trailers().ok();
+                    continue;
+                }
             },
         };
         if chunked {
@@ -206,7 +212,7 @@ pub(crate) async fn write_response(
         }
     }
     if chunked {
-        w.extend_from_slice(b"0\r\n\r\n");
+        gatehouse_http1::framing::encode_last_chunk(w, trailers.as_ref());
         pending = true;
     }
     if pending && !w.is_empty() {

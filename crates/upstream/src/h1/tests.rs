@@ -34,8 +34,9 @@ fn headers(head: &mut Head) -> HeaderMap {
 async fn body(conn: &mut H1Conn, mut framing: Framing) -> Result<Vec<u8>, String> {
     let mut out = Vec::new();
     loop {
-        match conn.decode(&mut framing).map_err(|e| e.to_string())? {
-            Some(b) => out.extend_from_slice(&b),
+        match conn.decode_piece(&mut framing).map_err(|e| e.to_string())? {
+            Some(Piece::Data(b)) => out.extend_from_slice(&b),
+            Some(Piece::Trailer(_)) => {}
             None if matches!(framing, Framing::Length(0) | Framing::Empty) => return Ok(out),
             None => {
                 let n = std::future::poll_fn(|cx| conn.poll_fill(cx)).await.map_err(|e| e.to_string())?;
