@@ -50,11 +50,9 @@ pub enum Piece {
 /// The trailer fields of a chunked body, kept as they come and bounded: at most
 /// [`Trailers::MAX_BYTES`] of names and values; fields beyond that, fields that must not be
 /// trailers (framing, routing, connection fields) and lines that are not fields are dropped.
+/// One pointer until a field comes: it sits in every HTTP/1.1 body's state.
 #[derive(Debug, Default)]
-pub struct Trailers {
-    map: Option<Box<http::HeaderMap>>,
-    bytes: usize,
-}
+pub struct Trailers(Option<Box<(http::HeaderMap, usize)>>);
 
 impl Trailers {
     /// The most bytes of names and values kept.
@@ -64,17 +62,16 @@ impl Trailers {
     pub fn push(&mut self, line: &[u8]) {
         let Some((name, value)) = trailer_field(line) else { return };
         let size = name.as_str().len() + value.len();
-        if self.bytes + size > Self::MAX_BYTES {
-            return;
+        let (map, bytes) = &mut **self.0.get_or_insert_with(Default::default);
+        if *bytes + size <= Self::MAX_BYTES {
+            *bytes += size;
+            map.append(name, value);
         }
-        self.bytes += size;
-        self.map.get_or_insert_with(Default::default).append(name, value);
     }
 
     /// The fields kept, if any; the collection starts over.
     pub fn take(&mut self) -> Option<http::HeaderMap> {
-        self.bytes = 0;
-        self.map.take().map(|m| *m)
+        self.0.take().map(|kept| kept.0).filter(|map| !map.is_empty())
     }
 }
 

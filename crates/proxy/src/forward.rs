@@ -43,7 +43,8 @@ where
         // Before anything can fail, so refusals and errors carry the id too.
         let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
         let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start, request_id.clone()));
-        let grpc = crate::grpc::is_call(req.headers());
+        // gRPC runs over HTTP/2 only: an HTTP/1.x request costs no header lookup.
+        let grpc = req.version() == Version::HTTP_2 && crate::grpc::is_call(req.headers());
         let mut outcome =
             Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None, grpc, due_ms: None };
         let (rewrite, resp) = match forward(&shared, &snap, req, &conn, &mut outcome).await {

@@ -87,11 +87,18 @@ pub(crate) fn strip_hop_by_hop(headers: &mut HeaderMap, keep: Keep) {
             headers.remove(*name);
         }
     }
-    if keep.upgrade {
-        headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
-    }
-    if te_trailers {
-        headers.insert(header::TE, HeaderValue::from_static("trailers"));
+    // A kept `TE` is for the next hop alone, so `Connection` names it (RFC 9110 §10.1.4); an
+    // HTTP/2 upstream drops `Connection` and keeps `TE: trailers`.
+    match (keep.upgrade, te_trailers) {
+        (false, false) => {}
+        (true, false) => {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("upgrade"));
+        }
+        (upgrade, true) => {
+            headers.insert(header::TE, HeaderValue::from_static("trailers"));
+            let connection = if upgrade { "upgrade, te" } else { "te" };
+            headers.insert(header::CONNECTION, HeaderValue::from_static(connection));
+        }
     }
 }
 
@@ -306,7 +313,8 @@ mod tests {
             strip_hop_by_hop(&mut h, keep);
             let te: Vec<_> = h.get_all(header::TE).iter().map(|v| v.to_str().unwrap_or("")).collect();
             assert_eq!(te, kept.into_iter().collect::<Vec<_>>(), "{sent:?}");
-            assert!(h.get(header::CONNECTION).is_none(), "{sent:?}");
+            let connection = h.get(header::CONNECTION).map(|v| v.to_str().unwrap_or(""));
+            assert_eq!(connection, kept.map(|_| "te"), "{sent:?}: Connection names a kept TE");
         }
         let mut h = HeaderMap::new();
         h.insert(header::TE, HeaderValue::from_static("trailers"));

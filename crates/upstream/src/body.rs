@@ -23,23 +23,28 @@ pub struct RequestBody {
     /// Longest wait for the next part of the body, and when the last part came.
     idle_ms: u64,
     last_ms: u64,
-    /// When the whole body must have come ([`gatehouse_clock::now_ms`]; `u64::MAX`: no bound).
-    due_ms: u64,
     deadline: gatehouse_clock::LazyDeadline,
     /// What the body tells a sender that does not see it (hyper's HTTP/2 client sends it from a
-    /// task of its own and reports its failure only as the stream's reset).
+    /// task of its own and reports its failure only as the stream's reset), and its deadline:
+    /// allocated only for those (a body is moved about with its request, so it stays small).
     watch: Option<Arc<Watch>>,
 }
 
 /// What a body being sent tells its sender: why it failed, if it did ([`Fault`]), and when its
 /// last part went (so a wait for the answer can count from there).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Watch {
     fault: AtomicU8,
     last_ms: AtomicU64,
+    /// When the whole body must have come ([`gatehouse_clock::now_ms`]; `u64::MAX`: no bound).
+    due_ms: u64,
 }
 
 impl Watch {
+    fn new(last_ms: u64, due_ms: u64) -> Watch {
+        Watch { fault: AtomicU8::new(0), last_ms: AtomicU64::new(last_ms), due_ms }
+    }
+
     /// Why the body failed, if it did.
     pub(crate) fn fault(&self) -> Option<Fault> {
         match self.fault.load(Ordering::Relaxed) {
@@ -102,7 +107,6 @@ impl RequestBody {
             remaining: 0,
             idle_ms: 0,
             last_ms: 0,
-            due_ms: u64::MAX,
             deadline: gatehouse_clock::LazyDeadline::default(),
             watch: None,
         }
@@ -123,7 +127,6 @@ impl RequestBody {
             remaining: limit,
             idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
             last_ms: gatehouse_clock::now_ms(),
-            due_ms: u64::MAX,
             deadline: gatehouse_clock::LazyDeadline::default(),
             watch: None,
         }
@@ -132,16 +135,16 @@ impl RequestBody {
     /// The body must have come whole by `due_ms` ([`gatehouse_clock::now_ms`]), whatever the
     /// pauses between its parts.
     pub fn until(mut self, due_ms: Option<u64>) -> Self {
-        self.due_ms = due_ms.unwrap_or(u64::MAX);
+        if let (Some(due_ms), false) = (due_ms, self.is_empty()) {
+            self.watch = Some(Arc::new(Watch::new(self.last_ms, due_ms)));
+        }
         self
     }
 
     /// What the body will tell its sender ([`Watch`]).
     pub(crate) fn watch(&mut self) -> Arc<Watch> {
         let last_ms = self.last_ms;
-        self.watch
-            .get_or_insert_with(|| Arc::new(Watch { fault: AtomicU8::new(0), last_ms: AtomicU64::new(last_ms) }))
-            .clone()
+        self.watch.get_or_insert_with(|| Arc::new(Watch::new(last_ms, u64::MAX))).clone()
     }
 
     fn failed(&mut self, fault: Fault) {
@@ -161,7 +164,8 @@ impl RequestBody {
     /// Whether the next part is late: the idle wait since the last one, or the whole body's
     /// bound, has passed (otherwise the task is woken by then).
     fn due(&mut self, cx: &mut Context<'_>) -> bool {
-        let due = self.last_ms.saturating_add(self.idle_ms).min(self.due_ms);
+        let due_ms = self.watch.as_ref().map_or(u64::MAX, |w| w.due_ms);
+        let due = self.last_ms.saturating_add(self.idle_ms).min(due_ms);
         due != u64::MAX && self.deadline.expired(cx, due)
     }
 }

@@ -30,6 +30,9 @@ pub(crate) struct H1Conn {
     /// Offsets of header names and values in the head being parsed; kept to reuse its allocation.
     spans: Vec<Span>,
     head_deadline: gatehouse_clock::LazyDeadline,
+    /// The trailer fields of the response body being read (here, not in the body, which is
+    /// moved about with every response).
+    pub(crate) trailers: Trailers,
 }
 
 impl H1Conn {
@@ -40,6 +43,7 @@ impl H1Conn {
             wbuf: Vec::with_capacity(1024),
             spans: Vec::new(),
             head_deadline: Default::default(),
+            trailers: Trailers::default(),
         }
     }
 
@@ -59,23 +63,12 @@ impl H1Conn {
         w.extend_from_slice(target.as_bytes());
         w.extend_from_slice(b" HTTP/1.1\r\n");
         let mut host = false;
-        // A `TE` header (the proxy passes `TE: trailers` only) is for the next hop alone, so it
-        // is named in `Connection` (RFC 9110 §10.1.4).
-        let te = req.headers().contains_key(header::TE);
-        let mut connection = false;
         for (name, value) in req.headers() {
             host |= name == header::HOST;
             w.extend_from_slice(name.as_str().as_bytes());
             w.extend_from_slice(b": ");
             w.extend_from_slice(value.as_bytes());
-            if te && name == header::CONNECTION && !connection {
-                connection = true;
-                w.extend_from_slice(b", te");
-            }
             w.extend_from_slice(b"\r\n");
-        }
-        if te && !connection {
-            w.extend_from_slice(b"connection: te\r\n");
         }
         if !host {
             let _ = write!(w, "host: {default_host}\r\n");
@@ -114,7 +107,8 @@ impl H1Conn {
             return Ok(());
         }
         let body = req.body_mut();
-        let mut trailers = None;
+        // Boxed: a header map would grow this future by its size for every response.
+        let mut trailers: Option<Box<http::HeaderMap>> = None;
         loop {
             let frame = std::future::poll_fn(|cx| Pin::new(&mut *body).poll_frame(cx)).await;
             let data = match frame {
@@ -123,7 +117,7 @@ impl H1Conn {
                     Ok(data) => data,
                     Err(frame) => {
                         // Trailers go after the last chunk; a body with a length has no place for them.
-                        trailers = frame.into_trailers().ok();
+                        trailers = frame.into_trailers().ok().map(Box::new);
                         continue;
                     }
                 },
@@ -151,7 +145,7 @@ impl H1Conn {
         }
         if chunked {
             let mut end = Vec::with_capacity(5);
-            gatehouse_http1::framing::encode_last_chunk(&mut end, trailers.as_ref());
+            gatehouse_http1::framing::encode_last_chunk(&mut end, trailers.as_deref());
             self.io.write_all(&end).await.map_err(|source| UpstreamError::Write { source, sent: true })?;
         }
         Ok(())

@@ -3,7 +3,7 @@
 //! whole gives its connection back to the pool; a broken or abandoned one closes it. A gap longer
 //! than the read timeout between two reads fails the body.
 
-use crate::h1::{BodyError, Framing, Piece, Trailers};
+use crate::h1::{BodyError, Framing, Piece};
 use crate::pool::{Conn, Lease};
 use bytes::Bytes;
 use gatehouse_http1::RawHead;
@@ -28,7 +28,7 @@ pub struct UpstreamBody {
 
 #[derive(Debug)]
 enum Kind {
-    H1 { framing: Framing, reusable: bool, trailers: Trailers },
+    H1 { framing: Framing, reusable: bool },
     H2(Incoming),
     Done,
 }
@@ -82,13 +82,8 @@ impl UpstreamBody {
         switching: bool,
         raw: Option<RawHead>,
     ) -> Self {
-        let mut body = UpstreamBody {
-            lease: Some(lease),
-            raw,
-            kind: Kind::H1 { framing, reusable, trailers: Trailers::default() },
-            read_timeout,
-            timer: None,
-        };
+        let mut body =
+            UpstreamBody { lease: Some(lease), raw, kind: Kind::H1 { framing, reusable }, read_timeout, timer: None };
         // A 101's connection is about to become a tunnel (see `take_upgrade`): never pool it.
         if framing.finished() && !switching {
             body.finish(reusable);
@@ -158,7 +153,7 @@ impl Body for UpstreamBody {
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         loop {
-            let (framing, reusable, trailers) = match &mut this.kind {
+            let (framing, reusable) = match &mut this.kind {
                 Kind::Done => return Poll::Ready(None),
                 Kind::H2(incoming) => {
                     return match Pin::new(incoming).poll_frame(cx) {
@@ -175,7 +170,7 @@ impl Body for UpstreamBody {
                         Poll::Pending => Poll::Pending,
                     };
                 }
-                Kind::H1 { framing, reusable, trailers } => (framing, *reusable, trailers),
+                Kind::H1 { framing, reusable } => (framing, *reusable),
             };
             let Some(Some(Conn::H1(conn))) = this.lease.as_mut().map(|l| l.conn.as_mut()) else {
                 return Poll::Ready(None);
@@ -190,12 +185,12 @@ impl Body for UpstreamBody {
                     return Poll::Ready(Some(Ok(Frame::data(bytes))));
                 }
                 Ok(Some(Piece::Trailer(line))) => {
-                    trailers.push(&line);
+                    conn.trailers.push(&line);
                     continue;
                 }
                 Ok(None) if framing.finished() => {
                     // A chunked body's trailer fields end it (as HTTP/2 trailers further on).
-                    let fields = trailers.take();
+                    let fields = conn.trailers.take();
                     this.finish(reusable);
                     return Poll::Ready(fields.map(|t| Ok(Frame::trailers(t))));
                 }

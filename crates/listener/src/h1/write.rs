@@ -168,7 +168,8 @@ pub(crate) async fn write_response(
         return Ok(if keep_alive { Written::KeepAlive } else { Written::Close });
     }
     let mut pending = !w.is_empty();
-    let mut trailers = None;
+    // Boxed: a header map would grow this future by its size for every response.
+    let mut trailers: Option<Box<http::HeaderMap>> = None;
     loop {
         let frame = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await;
         let data: Bytes = match frame {
@@ -179,7 +180,7 @@ pub(crate) async fn write_response(
                 Ok(_) => continue,
                 // Sent after the last chunk; a response with a length has no place for them.
                 Err(frame) => {
-                    trailers = frame.into_trailers().ok();
+                    trailers = frame.into_trailers().ok().map(Box::new);
                     continue;
                 }
             },
@@ -212,7 +213,7 @@ pub(crate) async fn write_response(
         }
     }
     if chunked {
-        gatehouse_http1::framing::encode_last_chunk(w, trailers.as_ref());
+        gatehouse_http1::framing::encode_last_chunk(w, trailers.as_deref());
         pending = true;
     }
     if pending && !w.is_empty() {
