@@ -224,6 +224,21 @@ fn render_routes(out: &mut String, snap: &Snapshot) {
             );
         }
     }
+    help(out, "gatehouse_grpc_responses_total", "counter", "gRPC calls by route and the grpc-status they ended with.");
+    for r in &snap.routes {
+        for (code, c) in r.stats.grpc.iter().enumerate() {
+            // Only the statuses a route has seen: 17 series per route would be mostly zeros.
+            let n = c.get();
+            if n > 0 {
+                let name = gatehouse_telemetry::GRPC_CODES[code];
+                let _ = writeln!(
+                    out,
+                    "gatehouse_grpc_responses_total{{route=\"{}\",grpc_status=\"{name}\"}} {n}",
+                    esc(&r.id)
+                );
+            }
+        }
+    }
     help(out, "gatehouse_request_duration_seconds", "histogram", "Time from request head to response head, by route.");
     for r in &snap.routes {
         r.stats.latency.render(out, "gatehouse_request_duration_seconds", &format!("route=\"{}\"", esc(&r.id)));

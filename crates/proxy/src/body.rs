@@ -6,10 +6,12 @@ use crate::grpc::Code;
 use bytes::Bytes;
 use gatehouse_http1::RawHead;
 use gatehouse_telemetry::access_log::{AccessLog, Entry};
+use gatehouse_telemetry::RouteStats;
 use gatehouse_upstream::{UpstreamBody, UpstreamBodyError};
 use http_body::{Body, Frame, SizeHint};
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Instant, SystemTime};
 
@@ -40,6 +42,8 @@ struct Call {
     /// When the answer must have ended ([`gatehouse_clock::now_ms`]; `u64::MAX`: no bound).
     due_ms: u64,
     deadline: gatehouse_clock::LazyDeadline,
+    /// Where a gRPC call's status is counted.
+    stats: Option<Arc<RouteStats>>,
 }
 
 /// The request's time (`stream_timeout`, `grpc-timeout`) ran out before its answer ended.
@@ -73,6 +77,8 @@ pub(crate) struct LogRecord {
     pub app: String,
     /// The request's id, unless ids are off.
     pub request_id: Option<http::HeaderValue>,
+    /// The `grpc-status` a gRPC call ended with.
+    pub grpc_status: Option<u8>,
 }
 
 impl ResponseBody {
@@ -124,7 +130,7 @@ impl ResponseBody {
 
     /// Makes an upstream body a gRPC call's (`grpc`: failures end in a `grpc-status`) and bounds
     /// it by `due_ms`; a local body is left as it is.
-    pub(crate) fn bound(&mut self, grpc: bool, due_ms: Option<u64>) {
+    pub(crate) fn bound(&mut self, grpc: bool, due_ms: Option<u64>, stats: Option<Arc<RouteStats>>) {
         if let Kind::Upstream(_) = self.kind {
             let Kind::Upstream(body) = std::mem::replace(&mut self.kind, Kind::Full(None)) else { return };
             self.kind = Kind::Call(Box::new(Call {
@@ -132,7 +138,20 @@ impl ResponseBody {
                 grpc,
                 due_ms: due_ms.unwrap_or(u64::MAX),
                 deadline: gatehouse_clock::LazyDeadline::default(),
+                stats: stats.filter(|_| grpc),
             }));
+        }
+    }
+
+    /// Counts the status a gRPC call ended with (in its trailers, or a trailers-only head's
+    /// headers) for the route and the log line.
+    pub(crate) fn grpc_status(&mut self, headers: &http::HeaderMap, stats: Option<&RouteStats>) {
+        let Some(code) = crate::grpc::status_of(headers) else { return };
+        if let Some(stats) = stats {
+            stats.record_grpc(code);
+        }
+        if let Some(r) = self.record.as_mut() {
+            r.grpc_status = Some(code);
         }
     }
 }
@@ -156,6 +175,7 @@ impl Drop for ResponseBody {
                 route: &r.route,
                 app: &r.app,
                 request_id: r.request_id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""),
+                grpc_status: r.grpc_status,
             });
         }
     }
@@ -180,6 +200,12 @@ impl Body for ResponseBody {
             },
             Kind::Call(call) => call.poll(cx),
         };
+        if let (Kind::Call(call), Poll::Ready(Some(Ok(frame)))) = (&this.kind, &polled) {
+            if let Some(trailers) = frame.trailers_ref() {
+                let stats = call.stats.clone();
+                this.grpc_status(trailers, stats.as_deref());
+            }
+        }
         if let Poll::Ready(Some(Ok(frame))) = &polled {
             if let Some(d) = frame.data_ref() {
                 this.sent += d.len() as u64;

@@ -50,7 +50,8 @@ where
         let (rewrite, resp) = match forward(&shared, &snap, req, &conn, &mut outcome).await {
             Ok(mut resp) => {
                 if grpc || outcome.due_ms.is_some() {
-                    resp.body_mut().bound(grpc, outcome.due_ms);
+                    let stats = outcome.route.as_ref().map(|r| r.stats.clone());
+                    resp.body_mut().bound(grpc, outcome.due_ms, stats);
                 }
                 let rewrite = match (&outcome.route, &outcome.admitted) {
                     (Some(route), Some(a)) => route.service.as_ref().map(|svc| (svc, a)),
@@ -98,6 +99,13 @@ where
                 r.uri = uri;
             }
             resp.body_mut().set_record(r);
+        }
+        if grpc {
+            // A trailers-only answer (the endpoint's, or the gateway's own) has its status in the
+            // head; any other gets it from its trailers as they pass (`ResponseBody`).
+            let (parts, mut body) = resp.into_parts();
+            body.grpc_status(&parts.headers, outcome.route.as_deref().map(|r| &*r.stats));
+            resp = Response::from_parts(parts, body);
         }
         resp
     }
@@ -148,6 +156,7 @@ fn capture<B>(
         route: String::new(),
         app: String::new(),
         request_id,
+        grpc_status: None,
     })
 }
 

@@ -81,6 +81,11 @@ fn put_status(h: &mut HeaderMap, code: Code, message: &str) {
     }
 }
 
+/// The `grpc-status` in `headers` (trailers, or a trailers-only answer's head), if it is one.
+pub(crate) fn status_of(headers: &HeaderMap) -> Option<u8> {
+    std::str::from_utf8(headers.get("grpc-status")?.as_bytes()).ok()?.parse().ok()
+}
+
 /// A call's `grpc-timeout`: one to eight digits and a unit (`H`, `M`, `S`, `m`, `u`, `n`), as
 /// gRPC's HTTP/2 protocol says; `None` when absent or not so.
 pub(crate) fn timeout(headers: &HeaderMap) -> Option<std::time::Duration> {

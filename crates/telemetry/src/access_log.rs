@@ -52,6 +52,8 @@ pub struct Entry<'a> {
     pub app: &'a str,
     /// The request id sent upstream and echoed to the client; empty when ids are off.
     pub request_id: &'a str,
+    /// The `grpc-status` a gRPC call ended with.
+    pub grpc_status: Option<u8>,
 }
 
 enum Msg {
@@ -190,7 +192,12 @@ fn combined(buf: &mut Vec<u8>, e: &Entry<'_>) {
     let _ = write!(buf, "\" {:.3} \"{}\" \"", e.duration.as_secs_f64(), dash(e.upstream));
     // Last, so parsers of the fields before it keep working; quoted like the upstream.
     push_escaped(buf, dash(e.request_id));
-    buf.extend_from_slice(b"\"\n");
+    buf.push(b'"');
+    // A gRPC call's status comes after everything else, so lines of other requests are as before.
+    if let Some(code) = e.grpc_status {
+        let _ = write!(buf, " grpc-status={code}");
+    }
+    buf.push(b'\n');
 }
 
 fn json_str(out: &mut String, s: &str) {
@@ -236,6 +243,9 @@ fn json(buf: &mut Vec<u8>, e: &Entry<'_>) {
         let _ = write!(s, ",\"{k}\":");
         json_str(&mut s, v);
     }
+    if let Some(code) = e.grpc_status {
+        let _ = write!(s, ",\"grpc_status\":{code}");
+    }
     s.push_str("}\n");
     buf.extend_from_slice(s.as_bytes());
 }
@@ -261,6 +271,7 @@ mod tests {
             route: "site/",
             app: "",
             request_id: "0123456789abcdef0123456789abcdef",
+            grpc_status: None,
         }
     }
 

@@ -102,7 +102,30 @@ pub struct RouteStats {
     pub by_class: [Counter; 5],
     /// Time from request head to response head.
     pub latency: Histogram,
+    /// gRPC calls by the `grpc-status` they ended with (the index; over 16 counts as 2, UNKNOWN).
+    pub grpc: [Counter; 17],
 }
+
+/// gRPC's status codes by number, as `grpc_status` labels read.
+pub const GRPC_CODES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
 
 impl RouteStats {
     /// Records one response.
@@ -110,6 +133,11 @@ impl RouteStats {
         let class = usize::from(status / 100).clamp(1, 5) - 1;
         self.by_class[class].inc();
         self.latency.observe(elapsed);
+    }
+
+    /// Records the status a gRPC call ended with.
+    pub fn record_grpc(&self, code: u8) {
+        self.grpc[if code > 16 { 2 } else { usize::from(code) }].inc();
     }
 }
 

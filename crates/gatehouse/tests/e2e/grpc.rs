@@ -149,6 +149,12 @@ fn unary_calls_pass_through_the_h2c_and_the_tls_listener() {
     let gw = gateway(&server, &pki);
     check_calls(&client(&gw.addr("h2c").to_string(), None), "h2c");
     check_calls(&client(&format!("localhost:{}", gw.addr("tls").port()), Some(&pki.ca_file())), "tls");
+    // The endpoint's statuses, from its trailers: the application error and the successes.
+    let m = gw.metrics();
+    for (status, n) in [("OK", 10.0), ("INVALID_ARGUMENT", 2.0)] {
+        let series = format!("gatehouse_grpc_responses_total{{route=\"s:/\",grpc_status=\"{status}\"}}");
+        assert_eq!(gatehouse_testkit::metric_value(&m, &series), Some(n), "{series}\n{m}");
+    }
 }
 
 /// Makes `calls` (method, message size, metadata) one after another over one cleartext channel
@@ -173,9 +179,12 @@ fn the_gateways_own_refusals_are_grpc_statuses() {
         return;
     }
     let server = GrpcServer::start();
+    let dir = gatehouse_testkit::TempDir::new();
+    let log = dir.join("access.log");
     let gw = start(&format!(
         r#"workers: 1
 admin: {{bind: "127.0.0.1:0"}}
+access_log: {{path: "{log}", format: json}}
 listeners:
   h2c: {{bind: "127.0.0.1:0", protocol: h2c}}
 upstreams:
@@ -200,6 +209,7 @@ plans:
 "#,
         port = server.port,
         closed = Backend::closed_port(),
+        log = log.display(),
     ));
     let key = serde_json::json!({"x-app-key": "K-caller"});
     let seen = calls(
@@ -238,6 +248,31 @@ plans:
     ];
     let want: Vec<(String, String)> = want.iter().map(|(c, d)| (c.to_string(), d.to_string())).collect();
     assert_eq!(got, want, "{seen:?}");
+
+    // Counted by route and status (the call without a route has none), and in the log.
+    let m = gw.metrics();
+    for (route, status, n) in [
+        ("service:echo", "OK", 2.0),
+        ("service:echo", "UNAUTHENTICATED", 2.0),
+        ("service:echo", "PERMISSION_DENIED", 1.0),
+        ("service:echo", "RESOURCE_EXHAUSTED", 2.0),
+        ("service:echo", "DEADLINE_EXCEEDED", 1.0),
+        ("service:dead", "UNAVAILABLE", 2.0),
+    ] {
+        let series = format!("gatehouse_grpc_responses_total{{route=\"{route}\",grpc_status=\"{status}\"}}");
+        assert_eq!(gatehouse_testkit::metric_value(&m, &series), Some(n), "{series}\n{m}");
+    }
+    let logged = gatehouse_testkit::wait_until(crate::common::SETTLE, || {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        let codes: Vec<i64> = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .map(|v| v["grpc_status"].as_i64().unwrap_or(-1))
+            .collect();
+        (codes.len() == 11).then_some(codes)
+    })
+    .unwrap_or_else(|| panic!("11 log lines: {:?}", std::fs::read_to_string(&log)));
+    assert_eq!(logged, [12, 16, 16, 0, 7, 8, 4, 0, 8, 14, 14]);
 }
 
 /// Streaming calls flow message by message through both listeners: server streaming, client
