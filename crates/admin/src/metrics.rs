@@ -230,7 +230,7 @@ fn render_routes(out: &mut String, snap: &Snapshot) {
             // Only the statuses a route has seen: 17 series per route would be mostly zeros.
             let n = c.get();
             if n > 0 {
-                let name = gatehouse_telemetry::GRPC_CODES[code];
+                let name = gatehouse_config::GRPC_CODE_NAMES[code];
                 let _ = writeln!(
                     out,
                     "gatehouse_grpc_responses_total{{route=\"{}\",grpc_status=\"{name}\"}} {n}",

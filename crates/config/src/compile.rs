@@ -469,6 +469,25 @@ sites:
     }
 
     #[test]
+    fn grpc_failures_are_status_names_or_numbers() {
+        let text = GOOD.replace(
+            "    balance: consistent_hash\n",
+            "    balance: consistent_hash\n    passive_health: { grpc_failures: [unavailable, 4, DATA_LOSS] }\n",
+        );
+        let c = compile(&text).expect("valid");
+        let codes: Vec<u8> = c.upstreams["api"].passive_health.grpc_failures.iter().map(|c| c.0).collect();
+        assert_eq!(codes, [14, 4, 15]);
+        for bad in ["17", "NOPE", "-1"] {
+            let text = GOOD.replace(
+                "    balance: consistent_hash\n",
+                &format!("    balance: consistent_hash\n    passive_health: {{ grpc_failures: [{bad}] }}\n"),
+            );
+            let errs = compile(&text).expect_err(bad).0;
+            assert!(errs[0].path.starts_with("upstreams.api.passive_health.grpc_failures"), "{bad}: {}", errs[0].path);
+        }
+    }
+
+    #[test]
     fn weight_zero_is_rejected() {
         let text = GOOD.replace("weight: 3", "weight: 0");
         let errs = compile(&text).expect_err("invalid").0;

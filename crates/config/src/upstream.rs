@@ -407,11 +407,59 @@ pub struct PassiveHealth {
     pub failures: u32,
     /// How long an ejected endpoint is skipped.
     pub eject: Duration,
+    /// gRPC statuses an endpoint answers with that count as its failures (for ejection and the
+    /// circuit breaker), by name (`UNAVAILABLE`) or number (`14`); none by default: an endpoint
+    /// that answers a call with a status has answered.
+    pub grpc_failures: Vec<GrpcCode>,
 }
 
 impl Default for PassiveHealth {
     fn default() -> Self {
-        PassiveHealth { failures: 3, eject: Duration::secs(10) }
+        PassiveHealth { failures: 3, eject: Duration::secs(10), grpc_failures: Vec::new() }
+    }
+}
+
+/// A gRPC status code, 0 to 16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GrpcCode(pub u8);
+
+/// gRPC's status codes by number.
+pub const GRPC_CODE_NAMES: [&str; 17] = [
+    "OK",
+    "CANCELLED",
+    "UNKNOWN",
+    "INVALID_ARGUMENT",
+    "DEADLINE_EXCEEDED",
+    "NOT_FOUND",
+    "ALREADY_EXISTS",
+    "PERMISSION_DENIED",
+    "RESOURCE_EXHAUSTED",
+    "FAILED_PRECONDITION",
+    "ABORTED",
+    "OUT_OF_RANGE",
+    "UNIMPLEMENTED",
+    "INTERNAL",
+    "UNAVAILABLE",
+    "DATA_LOSS",
+    "UNAUTHENTICATED",
+];
+
+impl<'de> Deserialize<'de> for GrpcCode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Number(u64),
+            Name(String),
+        }
+        let code = match Raw::deserialize(d)? {
+            Raw::Number(n) => u8::try_from(n).ok().filter(|&n| n <= 16),
+            Raw::Name(name) => {
+                GRPC_CODE_NAMES.iter().position(|c| c.eq_ignore_ascii_case(&name)).and_then(|i| u8::try_from(i).ok())
+            }
+        };
+        code.map(GrpcCode)
+            .ok_or_else(|| de::Error::custom("a gRPC status: a name such as UNAVAILABLE, or a number from 0 to 16"))
     }
 }
 

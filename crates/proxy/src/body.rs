@@ -44,6 +44,8 @@ struct Call {
     deadline: gatehouse_clock::LazyDeadline,
     /// Where a gRPC call's status is counted.
     stats: Option<Arc<RouteStats>>,
+    /// Who answered, when the status may count as the endpoint's failure.
+    judge: Option<crate::forward::Judge>,
 }
 
 /// The request's time (`stream_timeout`, `grpc-timeout`) ran out before its answer ended.
@@ -130,7 +132,13 @@ impl ResponseBody {
 
     /// Makes an upstream body a gRPC call's (`grpc`: failures end in a `grpc-status`) and bounds
     /// it by `due_ms`; a local body is left as it is.
-    pub(crate) fn bound(&mut self, grpc: bool, due_ms: Option<u64>, stats: Option<Arc<RouteStats>>) {
+    pub(crate) fn bound(
+        &mut self,
+        grpc: bool,
+        due_ms: Option<u64>,
+        stats: Option<Arc<RouteStats>>,
+        judge: Option<crate::forward::Judge>,
+    ) {
         if let Kind::Upstream(_) = self.kind {
             let Kind::Upstream(body) = std::mem::replace(&mut self.kind, Kind::Full(None)) else { return };
             self.kind = Kind::Call(Box::new(Call {
@@ -139,6 +147,7 @@ impl ResponseBody {
                 due_ms: due_ms.unwrap_or(u64::MAX),
                 deadline: gatehouse_clock::LazyDeadline::default(),
                 stats: stats.filter(|_| grpc),
+                judge,
             }));
         }
     }
@@ -200,8 +209,12 @@ impl Body for ResponseBody {
             },
             Kind::Call(call) => call.poll(cx),
         };
-        if let (Kind::Call(call), Poll::Ready(Some(Ok(frame)))) = (&this.kind, &polled) {
+        if let (Kind::Call(call), Poll::Ready(Some(Ok(frame)))) = (&mut this.kind, &polled) {
             if let Some(trailers) = frame.trailers_ref() {
+                if let (Some(judge), Some(code)) = (call.judge.take(), crate::grpc::status_of(trailers)) {
+                    let (upstream, ep) = &*judge;
+                    upstream.record_late_outcome(ep, upstream.grpc_failure(code));
+                }
                 let stats = call.stats.clone();
                 this.grpc_status(trailers, stats.as_deref());
             }

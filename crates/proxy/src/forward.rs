@@ -46,12 +46,12 @@ where
         // gRPC runs over HTTP/2 only: an HTTP/1.x request costs no header lookup.
         let grpc = req.version() == Version::HTTP_2 && crate::grpc::is_call(req.headers());
         let mut outcome =
-            Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None, grpc, due_ms: None };
+            Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None, grpc, due_ms: None, judge: None };
         let (rewrite, resp) = match forward(&shared, &snap, req, &conn, &mut outcome).await {
             Ok(mut resp) => {
                 if grpc || outcome.due_ms.is_some() {
                     let stats = outcome.route.as_ref().map(|r| r.stats.clone());
-                    resp.body_mut().bound(grpc, outcome.due_ms, stats);
+                    resp.body_mut().bound(grpc, outcome.due_ms, stats, outcome.judge.take());
                 }
                 let rewrite = match (&outcome.route, &outcome.admitted) {
                     (Some(route), Some(a)) => route.service.as_ref().map(|svc| (svc, a)),
@@ -125,7 +125,13 @@ struct Outcome {
     /// When the request's time is up (`stream_timeout`, `grpc-timeout`), on
     /// [`gatehouse_clock::now_ms`].
     due_ms: Option<u64>,
+    /// The upstream and endpoint of a gRPC call whose status in the trailers may count as the
+    /// endpoint's failure (`passive_health.grpc_failures`).
+    judge: Option<Judge>,
 }
+
+/// Who answered a gRPC call, to be judged by its status.
+pub(crate) type Judge = Box<(Arc<gatehouse_upstream::Upstream>, Arc<gatehouse_upstream::EndpointState>)>;
 
 fn capture<B>(
     log: &gatehouse_telemetry::access_log::AccessLog,
@@ -344,13 +350,24 @@ where
             match answer {
                 Ok(resp) => {
                     let status = resp.status().as_u16();
-                    upstream.record_outcome(&members, idx, status >= 500);
-                    if settings.retry_on_status.contains(&status) {
+                    // A gRPC status the upstream counts as a failure: in a trailers-only head
+                    // now, or in the trailers later (`ResponseBody` reports it).
+                    let grpc_judged = outcome.grpc && settings.grpc_failures != 0 && status < 500;
+                    let head_code = grpc_judged.then(|| crate::grpc::status_of(resp.headers())).flatten();
+                    let grpc_failed = head_code.is_some_and(|c| upstream.grpc_failure(c));
+                    // Judged when its trailers come, not now.
+                    let later = grpc_judged && head_code.is_none();
+                    if !later {
+                        upstream.record_outcome(&members, idx, status >= 500 || grpc_failed);
+                    }
+                    if settings.retry_on_status.contains(&status) || grpc_failed {
                         ep.record_failure(settings.eject_after, settings.eject_for);
-                        if attempt + 1 < attempts && template.is_some() {
+                        if !grpc_failed && attempt + 1 < attempts && template.is_some() {
                             fallback = Some(respond(resp, false, h2_downstream));
                             continue;
                         }
+                    } else if later {
+                        outcome.judge = Some(Box::new((route.upstream.clone(), ep.clone())));
                     } else {
                         ep.record_success(sent_at.map(|t| t.elapsed()));
                     }

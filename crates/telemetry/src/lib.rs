@@ -8,7 +8,5 @@ pub mod access_log;
 mod metrics;
 mod time;
 
-pub use metrics::{
-    Counter, Gauge, H2Offence, Histogram, ProcessStats, ProxyRefusal, RouteStats, GRPC_CODES, LATENCY_BUCKETS,
-};
+pub use metrics::{Counter, Gauge, H2Offence, Histogram, ProcessStats, ProxyRefusal, RouteStats, LATENCY_BUCKETS};
 pub use time::{clf_time, http_date, iso_date, rfc3339_time};

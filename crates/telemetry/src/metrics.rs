@@ -106,27 +106,6 @@ pub struct RouteStats {
     pub grpc: [Counter; 17],
 }
 
-/// gRPC's status codes by number, as `grpc_status` labels read.
-pub const GRPC_CODES: [&str; 17] = [
-    "OK",
-    "CANCELLED",
-    "UNKNOWN",
-    "INVALID_ARGUMENT",
-    "DEADLINE_EXCEEDED",
-    "NOT_FOUND",
-    "ALREADY_EXISTS",
-    "PERMISSION_DENIED",
-    "RESOURCE_EXHAUSTED",
-    "FAILED_PRECONDITION",
-    "ABORTED",
-    "OUT_OF_RANGE",
-    "UNIMPLEMENTED",
-    "INTERNAL",
-    "UNAVAILABLE",
-    "DATA_LOSS",
-    "UNAUTHENTICATED",
-];
-
 impl RouteStats {
     /// Records one response.
     pub fn record(&self, status: u16, elapsed: Duration) {

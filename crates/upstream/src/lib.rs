@@ -77,6 +77,9 @@ pub struct Settings {
     pub retry_on_status: Box<[u16]>,
     /// Consecutive failures that eject an endpoint (0: never).
     pub eject_after: u32,
+    /// The gRPC statuses that count as the endpoint's failures, one bit each (bit 14:
+    /// UNAVAILABLE).
+    pub grpc_failures: u32,
     /// How long an ejected endpoint is skipped.
     pub eject_for: Duration,
     /// Circuit breaker of each endpoint.
@@ -158,6 +161,7 @@ impl Upstream {
             retry_on_status: cfg.retry_on_status.clone().into(),
             eject_after: cfg.passive_health.failures,
             eject_for: cfg.passive_health.eject.0,
+            grpc_failures: cfg.passive_health.grpc_failures.iter().fold(0, |mask, c| mask | 1 << c.0),
             breaker: cfg.circuit_breaker.as_ref().map(BreakerSettings::new),
             send_proxy_protocol: cfg.send_proxy_protocol,
         };
@@ -257,6 +261,29 @@ impl Upstream {
             ep.state.record_failure(self.settings.eject_after, self.settings.eject_for);
         }
         self.record_outcome(m, idx, true);
+    }
+
+    /// Whether an endpoint's answer with gRPC status `code` counts as its failure.
+    pub fn grpc_failure(&self, code: u8) -> bool {
+        code < 32 && self.settings.grpc_failures & (1 << code) != 0
+    }
+
+    /// Records the outcome of an exchange with `ep` judged after its answer began (by the gRPC
+    /// status in its trailers), for ejection and its circuit breaker.
+    pub fn record_late_outcome(&self, ep: &EndpointState, failed: bool) {
+        if !failed {
+            ep.record_success(None);
+            if self.settings.breaker.is_some() {
+                ep.breaker.on_success();
+            }
+            return;
+        }
+        ep.record_failure(self.settings.eject_after, self.settings.eject_for);
+        if let Some(b) = &self.settings.breaker {
+            if ep.breaker.on_failure(now_ms(), b) {
+                tracing::warn!(upstream = %self.name, endpoint = %ep.addr, open_for = ?Duration::from_millis(b.open_ms), "circuit breaker opened");
+            }
+        }
     }
 
     /// Records the outcome of an exchange with endpoint `idx` of `m` for its circuit breaker:

@@ -406,3 +406,39 @@ fn calls_reach_a_tls_backend_by_alpn() {
     assert_eq!(seen["bidirectional"], serde_json::json!([1000, true]), "{seen}");
     assert_eq!((seen["four_mib"].as_bool(), seen["concurrent"].as_u64()), (Some(true), Some(1000)), "{seen}");
 }
+
+/// An application's own error status is a success for passive health: the endpoint answered.
+/// With `passive_health.grpc_failures: [UNAVAILABLE]`, that status counts as the endpoint's
+/// failure, whether it comes in a trailers-only answer or in the trailers after messages: two
+/// such calls eject the endpoint (`failures: 2`), and the next call finds no healthy one.
+#[test]
+fn chosen_grpc_statuses_count_as_endpoint_failures() {
+    if !grpcio("chosen_grpc_statuses_count_as_endpoint_failures") {
+        return;
+    }
+    let server = GrpcServer::start();
+    let config = |health: &str| {
+        format!(
+            "workers: 1\nlisteners:\n  h2c: {{bind: \"127.0.0.1:0\", protocol: h2c}}\nupstreams:\n  g: {{targets: [\"127.0.0.1:{}\"], protocol: http2, passive_health: {{failures: 2, eject: 1h{health}}}}}\nservices:\n  echo: {{path: /test.Echo, strip_prefix: false, upstream: g}}\n",
+            server.port
+        )
+    };
+    let listed = serde_json::json!([
+        {"method": "/test.Echo/Down"},
+        {"method": "/test.Echo/Flaky", "shape": "server", "size": 1},
+        {"method": "/test.Echo/Unary"},
+    ]);
+    let codes = |seen: &[serde_json::Value]| -> Vec<(String, String)> {
+        seen.iter()
+            .map(|s| (s["code"].as_str().unwrap_or("?").into(), s["details"].as_str().unwrap_or("").into()))
+            .collect()
+    };
+    let tolerant = start(&config(""));
+    let seen = calls(&tolerant.addr("h2c").to_string(), listed.clone());
+    let down = ("UNAVAILABLE".to_string(), "down".to_string());
+    assert_eq!(codes(&seen), [down.clone(), down.clone(), ("OK".into(), String::new())], "{seen:?}");
+    let strict = start(&config(", grpc_failures: [UNAVAILABLE]"));
+    let seen = calls(&strict.addr("h2c").to_string(), listed);
+    assert_eq!(seen[1]["received"], 1, "the message before the trailers: {seen:?}");
+    assert_eq!(codes(&seen), [down.clone(), down, ("UNAVAILABLE".into(), "no healthy upstream".into())], "{seen:?}");
+}

@@ -10,6 +10,8 @@ Messages are raw bytes (generic handlers, no generated code), on the service `te
   Count         client streaming: answers with the number of messages and their bytes, "N/B"
   Repeat        server streaming: a request "N" is answered with N messages of 100 bytes
   Echo          bidirectional: every message is sent back as it comes
+  Down          answers UNAVAILABLE "down" at once (trailers-only)
+  Flaky         server streaming: one message, then UNAVAILABLE "down" in the trailers
   Trickle       server streaming: a request "N" is answered with N messages, 100 ms apart; a call
                 cancelled before the end writes "cancelled" to the events file
 
@@ -87,6 +89,15 @@ def trickle(request, context):
         cancelled()
 
 
+def down(request, context):
+    context.abort(grpc.StatusCode.UNAVAILABLE, "down")
+
+
+def flaky(request, context):
+    yield b"first"
+    context.abort(grpc.StatusCode.UNAVAILABLE, "down")
+
+
 def count(requests, context):
     n = size = 0
     for message in requests:
@@ -115,6 +126,8 @@ def serve(bundle=None):
         "Repeat": grpc.unary_stream_rpc_method_handler(repeat),
         "Echo": grpc.stream_stream_rpc_method_handler(echo),
         "Trickle": grpc.unary_stream_rpc_method_handler(trickle),
+        "Down": grpc.unary_unary_rpc_method_handler(down),
+        "Flaky": grpc.unary_stream_rpc_method_handler(flaky),
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
     if bundle:
