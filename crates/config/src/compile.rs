@@ -311,8 +311,23 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
             );
         }
         if let Some(hc) = &u.health_check {
-            if !hc.path.starts_with('/') {
-                err(format!("{p}.health_check.path"), "must start with `/`".into());
+            match hc.kind {
+                crate::HealthCheckKind::Http if !hc.path.starts_with('/') => {
+                    err(format!("{p}.health_check.path"), "must start with `/`".into());
+                }
+                crate::HealthCheckKind::Http if !hc.service.is_empty() => {
+                    err(format!("{p}.health_check.service"), "only with `type: grpc`".into());
+                }
+                crate::HealthCheckKind::Grpc if !hc.path.is_empty() => {
+                    err(
+                        format!("{p}.health_check.path"),
+                        "not with `type: grpc` (it asks grpc.health.v1.Health/Check)".into(),
+                    );
+                }
+                crate::HealthCheckKind::Grpc if u.protocol != crate::UpstreamProtocol::Http2 => {
+                    err(format!("{p}.health_check.type"), "`grpc` needs the upstream's `protocol: http2`".into());
+                }
+                _ => {}
             }
             if hc.rise == 0 || hc.fall == 0 {
                 err(format!("{p}.health_check"), "rise and fall must be at least 1".into());

@@ -463,12 +463,31 @@ impl<'de> Deserialize<'de> for GrpcCode {
     }
 }
 
+/// How a health check asks.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthCheckKind {
+    /// `GET path`.
+    #[default]
+    Http,
+    /// gRPC's health checking protocol.
+    Grpc,
+}
+
 /// Active HTTP health check.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HealthCheck {
-    /// Path requested with GET.
+    /// What is asked: `http` (GET `path`, a 2xx or 3xx answer is healthy) or `grpc` (gRPC's
+    /// health protocol, `grpc.health.v1.Health/Check` for `service`).
+    #[serde(default, rename = "type")]
+    pub kind: HealthCheckKind,
+    /// Path requested with GET (`type: http`).
+    #[serde(default)]
     pub path: String,
+    /// The service asked about (`type: grpc`); empty: the server as a whole.
+    #[serde(default)]
+    pub service: String,
     /// Time between checks.
     #[serde(default = "defaults::hc_interval")]
     pub interval: Duration,

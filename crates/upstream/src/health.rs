@@ -28,11 +28,14 @@ pub struct HealthCheckSpec {
     pub fall: u32,
     /// Host header.
     pub host: Option<String>,
+    /// `type: grpc`: the service asked about through gRPC's health protocol.
+    pub grpc: Option<String>,
 }
 
 impl HealthCheckSpec {
     pub(crate) fn from_config(c: &config::HealthCheck) -> Self {
         HealthCheckSpec {
+            grpc: (c.kind == config::HealthCheckKind::Grpc).then(|| c.service.clone()),
             path: c.path.clone(),
             interval: c.interval.0,
             timeout: c.timeout.0,
@@ -101,6 +104,9 @@ async fn probe(ep: &EndpointState, settings: &Settings, spec: &HealthCheckSpec) 
     };
     let h2 = settings.protocol == Protocol::Http2 || io.alpn_h2();
     let host = spec.host.as_deref().unwrap_or(&ep.authority);
+    if let Some(service) = &spec.grpc {
+        return h2 && grpc_probe(io, ep, host, service, spec.timeout).await;
+    }
     let Ok(mut req) = http::Request::get(&spec.path)
         .header(http::header::HOST, host)
         .header(http::header::USER_AGENT, "gatehouse-health-check")
@@ -132,4 +138,63 @@ async fn probe(ep: &EndpointState, settings: &Settings, spec: &HealthCheckSpec) 
         sender.send_request(req).await
     };
     resp.is_ok_and(|r| r.status().is_success() || r.status().is_redirection())
+}
+
+/// gRPC's health checking protocol (grpc.health.v1): `Health/Check` for `service`; healthy when
+/// the call succeeds and the answer says `SERVING`.
+async fn grpc_probe(
+    io: crate::io::UpstreamIo,
+    ep: &EndpointState,
+    host: &str,
+    service: &str,
+    timeout: Duration,
+) -> bool {
+    use http_body_util::BodyExt;
+    // HealthCheckRequest { string service = 1; } in one uncompressed message.
+    let mut message = Vec::with_capacity(service.len() + 4);
+    if !service.is_empty() {
+        message.push(0x0a);
+        // The length as a varint.
+        let mut n = service.len();
+        while n >= 0x80 {
+            message.push(u8::try_from(n & 0x7f).unwrap_or(0) | 0x80);
+            n >>= 7;
+        }
+        message.push(u8::try_from(n).unwrap_or(0));
+        message.extend_from_slice(service.as_bytes());
+    }
+    let mut frame = vec![0u8];
+    frame.extend_from_slice(&u32::try_from(message.len()).unwrap_or(0).to_be_bytes());
+    frame.extend_from_slice(&message);
+    let body = RequestBody::streaming(http_body_util::Full::new(bytes::Bytes::from(frame)), u64::MAX, timeout);
+    let Ok(mut req) = http::Request::post("/grpc.health.v1.Health/Check")
+        .header(http::header::HOST, host)
+        .header(http::header::USER_AGENT, "gatehouse-health-check")
+        .header(http::header::CONTENT_TYPE, "application/grpc")
+        .header(http::header::TE, "trailers")
+        .body(body)
+    else {
+        return false;
+    };
+    crate::pool::h2_form(&mut req, &ep.authority, ep.tls_name().is_some());
+    let Ok((mut sender, conn)) = http2::handshake(TokioExecutor::new(), TokioIo::new(io)).await else {
+        return false;
+    };
+    tokio::spawn(async move {
+        let _ = conn.await;
+    });
+    let Ok(resp) = sender.send_request(req).await else {
+        return false;
+    };
+    let (parts, incoming) = resp.into_parts();
+    let Ok(collected) = incoming.collect().await else {
+        return false;
+    };
+    let status = collected.trailers().and_then(|t| t.get("grpc-status")).or_else(|| parts.headers.get("grpc-status"));
+    if parts.status != http::StatusCode::OK || status.map(|s| s.as_bytes()) != Some(b"0") {
+        return false;
+    }
+    // HealthCheckResponse { ServingStatus status = 1; }, SERVING = 1.
+    let answer = collected.to_bytes();
+    answer.len() >= 5 && answer[5..] == [0x08, 0x01]
 }

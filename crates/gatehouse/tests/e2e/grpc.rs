@@ -442,3 +442,50 @@ fn chosen_grpc_statuses_count_as_endpoint_failures() {
     assert_eq!(seen[1]["received"], 1, "the message before the trailers: {seen:?}");
     assert_eq!(codes(&seen), [down.clone(), down, ("UNAVAILABLE".into(), "no healthy upstream".into())], "{seen:?}");
 }
+
+/// `health_check: {type: grpc}` asks the endpoint through gRPC's health protocol: an endpoint
+/// that answers NOT_SERVING is taken out (calls get UNAVAILABLE from the gateway), and back in
+/// once it answers SERVING again.
+#[test]
+fn grpc_health_checks_follow_the_servers_serving_status() {
+    if !grpcio("grpc_health_checks_follow_the_servers_serving_status") {
+        return;
+    }
+    let server = GrpcServer::start();
+    let gw = start(&format!(
+        "workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\nlisteners:\n  h2c: {{bind: \"127.0.0.1:0\", protocol: h2c}}\nupstreams:\n  g: {{targets: [\"127.0.0.1:{}\"], protocol: http2, health_check: {{type: grpc, service: test.Echo, interval: 100ms, timeout: 1s, rise: 1, fall: 1}}}}\n  direct: {{targets: [\"127.0.0.1:{0}\"], protocol: http2}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /test.Echo/SetHealth, upstream: direct}}, {{path: /, upstream: g}}]}}\n",
+        server.port
+    ));
+    let address = gw.addr("h2c").to_string();
+    let healthy = |want: f64| {
+        gatehouse_testkit::wait_until(crate::common::SETTLE, || {
+            let m = gw.metrics();
+            let v = m
+                .lines()
+                .find(|l| l.starts_with("gatehouse_upstream_healthy{upstream=\"g\""))?
+                .rsplit(' ')
+                .next()?
+                .parse::<f64>()
+                .ok()?;
+            (v == want).then_some(())
+        })
+        .unwrap_or_else(|| panic!("upstream g never became healthy={want}: {}", gw.metrics()));
+    };
+    healthy(1.0);
+    let set = |status: &str| {
+        let seen = calls(&address, serde_json::json!([{"method": "/test.Echo/SetHealth", "text": status}]));
+        assert_eq!(seen[0]["code"], "OK", "{seen:?}");
+    };
+    set("NOT_SERVING");
+    healthy(0.0);
+    let seen = calls(&address, serde_json::json!([{"method": "/test.Echo/Unary"}]));
+    assert_eq!(
+        (&seen[0]["code"], &seen[0]["details"]),
+        (&"UNAVAILABLE".into(), &"no healthy upstream".into()),
+        "{seen:?}"
+    );
+    set("SERVING");
+    healthy(1.0);
+    let seen = calls(&address, serde_json::json!([{"method": "/test.Echo/Unary"}]));
+    assert_eq!(seen[0]["code"], "OK", "{seen:?}");
+}

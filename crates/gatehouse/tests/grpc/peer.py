@@ -12,6 +12,8 @@ Messages are raw bytes (generic handlers, no generated code), on the service `te
   Echo          bidirectional: every message is sent back as it comes
   Down          answers UNAVAILABLE "down" at once (trailers-only)
   Flaky         server streaming: one message, then UNAVAILABLE "down" in the trailers
+  SetHealth     the request ("SERVING", "NOT_SERVING") becomes what grpc.health.v1.Health/Check
+                answers from now on (SERVING at start; for any service name)
   Trickle       server streaming: a request "N" is answered with N messages, 100 ms apart; a call
                 cancelled before the end writes "cancelled" to the events file
 
@@ -29,7 +31,8 @@ Messages are raw bytes (generic handlers, no generated code), on the service `te
                                              whose deadline passes; prints what it saw
   python3 peer.py calls ADDRESS AUTHORITY CALLS
                                              makes the calls CALLS (JSON: a list of
-                                             {"method": "/pkg.Service/Method", "size": bytes,
+                                             {"method": "/pkg.Service/Method", "size": bytes
+                                             (or "text": the request itself),
                                              "metadata": {...}, "shape": "unary" | "server"
                                              (request "size", answers counted) | "client"
                                              ("messages" of "size" bytes, "pause_ms" apart)})
@@ -89,6 +92,21 @@ def trickle(request, context):
         cancelled()
 
 
+HEALTH = {"SERVING": b"\x08\x01", "NOT_SERVING": b"\x08\x02"}
+HEALTH_NOW = [HEALTH["SERVING"]]
+HEALTH_ASKED = []
+
+
+def set_health(request, context):
+    HEALTH_NOW[0] = HEALTH[request.decode()]
+    return request
+
+
+def health_check(request, context):
+    HEALTH_ASKED.append(request)
+    return HEALTH_NOW[0]
+
+
 def down(request, context):
     context.abort(grpc.StatusCode.UNAVAILABLE, "down")
 
@@ -129,7 +147,14 @@ def serve(bundle=None):
         "Down": grpc.unary_unary_rpc_method_handler(down),
         "Flaky": grpc.unary_stream_rpc_method_handler(flaky),
     }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    handlers["SetHealth"] = grpc.unary_unary_rpc_method_handler(set_health)
+    health = {"Check": grpc.unary_unary_rpc_method_handler(health_check)}
+    server.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(SERVICE, handlers),
+            grpc.method_handlers_generic_handler("grpc.health.v1.Health", health),
+        )
+    )
     if bundle:
         with open(bundle) as f:
             pem = f.read()
@@ -219,7 +244,8 @@ def calls(address, authority, listed):
         metadata = tuple(c.get("metadata", {}).items())
         shape = c.get("shape", "unary")
         if shape == "unary":
-            seen.append(call(channel.unary_unary(c["method"]), b"x" * c.get("size", 5), metadata))
+            request = c["text"].encode() if "text" in c else b"x" * c.get("size", 5)
+            seen.append(call(channel.unary_unary(c["method"]), request, metadata))
         elif shape == "server":
             got = []
             try:
