@@ -489,3 +489,34 @@ fn grpc_health_checks_follow_the_servers_serving_status() {
     let seen = calls(&address, serde_json::json!([{"method": "/test.Echo/Unary"}]));
     assert_eq!(seen[0]["code"], "OK", "{seen:?}");
 }
+
+/// A service with `auth: jwt` takes the token from the `authorization` metadata of a gRPC call:
+/// a good one passes, none or a forged one is UNAUTHENTICATED.
+#[test]
+fn jwt_from_the_authorization_metadata() {
+    use gatehouse_jwt::sign::{sign, SigningKey};
+    if !grpcio("jwt_from_the_authorization_metadata") {
+        return;
+    }
+    const SECRET: &str = "grpc-app-secret-0123456789abcdef";
+    let server = GrpcServer::start();
+    let gw = start(&format!(
+        "workers: 1\nlisteners:\n  h2c: {{bind: \"127.0.0.1:0\", protocol: h2c}}\nupstreams:\n  g: {{targets: [\"127.0.0.1:{}\"], protocol: http2}}\nservices:\n  echo: {{path: /test.Echo, strip_prefix: false, upstream: g, auth: jwt}}\napps:\n  caller: {{secret: \"{SECRET}\", grants: {{echo: ~}}}}\n",
+        server.port
+    ));
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+    let claims = serde_json::json!({"sub": "caller", "exp": now + 300, "iat": now});
+    let header = serde_json::json!({"alg": "HS256", "typ": "JWT"});
+    let good = sign(&header, &claims, &SigningKey::Hmac(SECRET.as_bytes().to_vec())).expect("sign");
+    let forged = sign(&header, &claims, &SigningKey::Hmac(b"not-the-secret-0123456789abcdef".to_vec())).expect("sign");
+    let seen = calls(
+        &gw.addr("h2c").to_string(),
+        serde_json::json!([
+            {"method": "/test.Echo/Unary", "metadata": {"authorization": format!("Bearer {good}")}},
+            {"method": "/test.Echo/Unary"},
+            {"method": "/test.Echo/Unary", "metadata": {"authorization": format!("Bearer {forged}")}},
+        ]),
+    );
+    let codes: Vec<&str> = seen.iter().map(|s| s["code"].as_str().unwrap_or("?")).collect();
+    assert_eq!(codes, ["OK", "UNAUTHENTICATED", "UNAUTHENTICATED"], "{seen:?}");
+}
