@@ -81,8 +81,14 @@ where
         }
         let mut resp = Response::from_parts(parts, body);
         let status = resp.status().as_u16();
+        // A trailers-only answer (the endpoint's, or the gateway's own) has its gRPC status in
+        // the head; any other gets it from its trailers as they pass (`ResponseBody`).
+        let head_grpc = if grpc { crate::grpc::status_of(resp.headers()) } else { None };
         if let Some(route) = &outcome.route {
             route.stats.record(status, gatehouse_clock::now().saturating_duration_since(start));
+            if let Some(code) = head_grpc {
+                route.stats.record_grpc(code);
+            }
         }
         if let Some(mut r) = record {
             r.status = status;
@@ -98,14 +104,8 @@ where
             if let Some(uri) = outcome.keyless_uri.take() {
                 r.uri = uri;
             }
+            r.grpc_status = head_grpc;
             resp.body_mut().set_record(r);
-        }
-        if grpc {
-            // A trailers-only answer (the endpoint's, or the gateway's own) has its status in the
-            // head; any other gets it from its trailers as they pass (`ResponseBody`).
-            let (parts, mut body) = resp.into_parts();
-            body.grpc_status(&parts.headers, outcome.route.as_deref().map(|r| &*r.stats));
-            resp = Response::from_parts(parts, body);
         }
         resp
     }

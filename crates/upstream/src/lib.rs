@@ -271,31 +271,30 @@ impl Upstream {
     /// Records the outcome of an exchange with `ep` judged after its answer began (by the gRPC
     /// status in its trailers), for ejection and its circuit breaker.
     pub fn record_late_outcome(&self, ep: &EndpointState, failed: bool) {
-        if !failed {
+        if failed {
+            ep.record_failure(self.settings.eject_after, self.settings.eject_for);
+        } else {
             ep.record_success(None);
-            if self.settings.breaker.is_some() {
-                ep.breaker.on_success();
-            }
-            return;
         }
-        ep.record_failure(self.settings.eject_after, self.settings.eject_for);
-        if let Some(b) = &self.settings.breaker {
-            if ep.breaker.on_failure(now_ms(), b) {
-                tracing::warn!(upstream = %self.name, endpoint = %ep.addr, open_for = ?Duration::from_millis(b.open_ms), "circuit breaker opened");
-            }
-        }
+        self.breaker_outcome(ep, failed);
     }
 
     /// Records the outcome of an exchange with endpoint `idx` of `m` for its circuit breaker:
     /// `failed` for a 5xx answer, a connect error or a timeout.
     pub fn record_outcome(&self, m: &Members, idx: usize, failed: bool) {
-        let (Some(b), Some(ep)) = (&self.settings.breaker, m.endpoints.get(idx)) else { return };
+        if let Some(ep) = m.endpoints.get(idx) {
+            self.breaker_outcome(&ep.state, failed);
+        }
+    }
+
+    fn breaker_outcome(&self, ep: &EndpointState, failed: bool) {
+        let Some(b) = &self.settings.breaker else { return };
         if failed {
-            if ep.state.breaker.on_failure(now_ms(), b) {
-                tracing::warn!(upstream = %self.name, endpoint = %ep.state.addr, open_for = ?Duration::from_millis(b.open_ms), "circuit breaker opened");
+            if ep.breaker.on_failure(now_ms(), b) {
+                tracing::warn!(upstream = %self.name, endpoint = %ep.addr, open_for = ?Duration::from_millis(b.open_ms), "circuit breaker opened");
             }
         } else {
-            ep.state.breaker.on_success();
+            ep.breaker.on_success();
         }
     }
 
