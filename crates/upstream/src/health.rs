@@ -104,15 +104,18 @@ async fn probe(ep: &EndpointState, settings: &Settings, spec: &HealthCheckSpec) 
     };
     let h2 = settings.protocol == Protocol::Http2 || io.alpn_h2();
     let host = spec.host.as_deref().unwrap_or(&ep.authority);
-    if let Some(service) = &spec.grpc {
-        return h2 && grpc_probe(io, ep, host, service, spec.timeout).await;
-    }
-    let Ok(mut req) = http::Request::get(&spec.path)
-        .header(http::header::HOST, host)
-        .header(http::header::USER_AGENT, "gatehouse-health-check")
-        .header(http::header::CONNECTION, "close")
-        .body(RequestBody::empty())
-    else {
+    let req = match &spec.grpc {
+        Some(service) if h2 => grpc_request(host, service, spec.timeout),
+        // gRPC's health protocol is HTTP/2 only.
+        Some(_) => return false,
+        None => http::Request::get(&spec.path)
+            .header(http::header::HOST, host)
+            .header(http::header::USER_AGENT, "gatehouse-health-check")
+            .header(http::header::CONNECTION, "close")
+            .body(RequestBody::empty())
+            .ok(),
+    };
+    let Some(mut req) = req else {
         return false;
     };
     if h2 {
@@ -137,19 +140,15 @@ async fn probe(ep: &EndpointState, settings: &Settings, spec: &HealthCheckSpec) 
         });
         sender.send_request(req).await
     };
-    resp.is_ok_and(|r| r.status().is_success() || r.status().is_redirection())
+    match (resp, &spec.grpc) {
+        (Err(_), _) => false,
+        (Ok(r), None) => r.status().is_success() || r.status().is_redirection(),
+        (Ok(r), Some(_)) => grpc_serving(r).await,
+    }
 }
 
-/// gRPC's health checking protocol (grpc.health.v1): `Health/Check` for `service`; healthy when
-/// the call succeeds and the answer says `SERVING`.
-async fn grpc_probe(
-    io: crate::io::UpstreamIo,
-    ep: &EndpointState,
-    host: &str,
-    service: &str,
-    timeout: Duration,
-) -> bool {
-    use http_body_util::BodyExt;
+/// gRPC's health checking protocol (grpc.health.v1): a call of `Health/Check` for `service`.
+fn grpc_request(host: &str, service: &str, timeout: Duration) -> Option<http::Request<RequestBody>> {
     // HealthCheckRequest { string service = 1; } in one uncompressed message.
     let mut message = Vec::with_capacity(service.len() + 4);
     if !service.is_empty() {
@@ -167,25 +166,19 @@ async fn grpc_probe(
     frame.extend_from_slice(&u32::try_from(message.len()).unwrap_or(0).to_be_bytes());
     frame.extend_from_slice(&message);
     let body = RequestBody::streaming(http_body_util::Full::new(bytes::Bytes::from(frame)), u64::MAX, timeout);
-    let Ok(mut req) = http::Request::post("/grpc.health.v1.Health/Check")
+    http::Request::post("/grpc.health.v1.Health/Check")
         .header(http::header::HOST, host)
         .header(http::header::USER_AGENT, "gatehouse-health-check")
         .header(http::header::CONTENT_TYPE, "application/grpc")
         .header(http::header::TE, "trailers")
         .body(body)
-    else {
-        return false;
-    };
-    crate::pool::h2_form(&mut req, &ep.authority, ep.tls_name().is_some());
-    let Ok((mut sender, conn)) = http2::handshake(TokioExecutor::new(), TokioIo::new(io)).await else {
-        return false;
-    };
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    let Ok(resp) = sender.send_request(req).await else {
-        return false;
-    };
+        .ok()
+}
+
+/// Whether a `Health/Check` answer says `SERVING`: the call succeeded (`grpc-status: 0`) and its
+/// message is HealthCheckResponse { ServingStatus status = 1; } with SERVING (1).
+async fn grpc_serving(resp: http::Response<hyper::body::Incoming>) -> bool {
+    use http_body_util::BodyExt;
     let (parts, incoming) = resp.into_parts();
     let Ok(collected) = incoming.collect().await else {
         return false;
@@ -194,7 +187,6 @@ async fn grpc_probe(
     if parts.status != http::StatusCode::OK || status.map(|s| s.as_bytes()) != Some(b"0") {
         return false;
     }
-    // HealthCheckResponse { ServingStatus status = 1; }, SERVING = 1.
     let answer = collected.to_bytes();
     answer.len() >= 5 && answer[5..] == [0x08, 0x01]
 }
