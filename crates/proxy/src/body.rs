@@ -46,6 +46,8 @@ struct Call {
     stats: Option<Arc<RouteStats>>,
     /// Who answered, when the status may count as the endpoint's failure.
     judge: Option<crate::forward::Judge>,
+    /// A gRPC-Web call's answer is translated back to gRPC-Web.
+    web: Option<crate::grpc_web::Encoder>,
 }
 
 /// The request's time (`stream_timeout`, `grpc-timeout`) ran out before its answer ended.
@@ -130,14 +132,15 @@ impl ResponseBody {
         self.record = Some(record);
     }
 
-    /// Makes an upstream body a gRPC call's (`grpc`: failures end in a `grpc-status`) and bounds
-    /// it by `due_ms`; a local body is left as it is.
+    /// Makes an upstream body a gRPC call's (`grpc`: failures end in a `grpc-status`; `web`: the
+    /// answer goes back as gRPC-Web) and bounds it by `due_ms`; a local body is left as it is.
     pub(crate) fn bound(
         &mut self,
         grpc: bool,
         due_ms: Option<u64>,
         stats: Option<Arc<RouteStats>>,
         judge: Option<crate::forward::Judge>,
+        web: Option<crate::grpc_web::Web>,
     ) {
         if let Kind::Upstream(_) = self.kind {
             let Kind::Upstream(body) = std::mem::replace(&mut self.kind, Kind::Full(None)) else { return };
@@ -148,6 +151,7 @@ impl ResponseBody {
                 deadline: gatehouse_clock::LazyDeadline::default(),
                 stats: stats.filter(|_| grpc),
                 judge,
+                web: web.map(crate::grpc_web::Encoder::new),
             }));
         }
     }
@@ -219,6 +223,13 @@ impl Body for ResponseBody {
                 this.grpc_status(trailers, stats.as_deref());
             }
         }
+        let polled = match &mut this.kind {
+            Kind::Call(call) => match call.web.as_mut() {
+                Some(web) => to_web(web, polled, cx),
+                None => polled,
+            },
+            _ => polled,
+        };
         if let Poll::Ready(Some(Ok(frame))) = &polled {
             if let Some(d) = frame.data_ref() {
                 this.sent += d.len() as u64;
@@ -232,7 +243,9 @@ impl Body for ResponseBody {
             Kind::Full(b) => b.is_none(),
             Kind::Upstream(body) => body.is_end_stream(),
             // An answer that has ended (a trailers-only one) can fail no more.
-            Kind::Call(call) => call.body.as_ref().is_none_or(|b| b.is_end_stream()),
+            Kind::Call(call) => {
+                call.body.as_ref().is_none_or(|b| b.is_end_stream()) && call.web.as_ref().is_none_or(|w| w.idle())
+            }
         }
     }
 
@@ -240,12 +253,37 @@ impl Body for ResponseBody {
         match &self.kind {
             Kind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
             Kind::Upstream(body) => body.size_hint(),
+            // A gRPC-Web answer's length changes on the way.
+            Kind::Call(call) if call.web.is_some() => SizeHint::default(),
             Kind::Call(call) => call.body.as_ref().map_or_else(SizeHint::default, |b| b.size_hint()),
         }
     }
 }
 
 type Polled = Poll<Option<Result<Frame<Bytes>, Box<dyn std::error::Error + Send + Sync>>>>;
+
+/// A gRPC call's frame as gRPC-Web sends it: data (base64 for text), trailers as the last data.
+fn to_web(web: &mut crate::grpc_web::Encoder, polled: Polled, cx: &mut Context<'_>) -> Polled {
+    match polled {
+        Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+            Ok(data) => {
+                let out = web.data(data);
+                if out.is_empty() {
+                    // Fewer than three bytes, carried: poll again for more.
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
+                }
+                Poll::Ready(Some(Ok(Frame::data(out))))
+            }
+            Err(frame) => match frame.trailers_ref() {
+                Some(trailers) => Poll::Ready(Some(Ok(Frame::data(web.trailers(trailers))))),
+                None => Poll::Ready(Some(Ok(frame))),
+            },
+        },
+        Poll::Ready(None) => Poll::Ready(web.finish().map(|b| Ok(Frame::data(b)))),
+        other => other,
+    }
+}
 
 impl Call {
     fn poll(&mut self, cx: &mut Context<'_>) -> Polled {

@@ -43,15 +43,23 @@ where
         // Before anything can fail, so refusals and errors carry the id too.
         let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
         let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start, request_id.clone()));
-        // gRPC runs over HTTP/2 only: an HTTP/1.x request costs no header lookup.
-        let grpc = req.version() == Version::HTTP_2 && crate::grpc::is_call(req.headers());
-        let mut outcome =
-            Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None, grpc, due_ms: None, judge: None };
+        // Calls are POSTs: any other request costs no header lookup.
+        let (grpc, web) = if req.method() == Method::POST { call_kind(&mut req) } else { (false, None) };
+        let mut outcome = Outcome {
+            route: None,
+            endpoint: None,
+            admitted: None,
+            keyless_uri: None,
+            grpc,
+            web,
+            due_ms: None,
+            judge: None,
+        };
         let (rewrite, resp) = match forward(&shared, &snap, req, &conn, &mut outcome).await {
             Ok(mut resp) => {
                 if grpc || outcome.due_ms.is_some() {
                     let stats = outcome.route.as_ref().map(|r| r.stats.clone());
-                    resp.body_mut().bound(grpc, outcome.due_ms, stats, outcome.judge.take());
+                    resp.body_mut().bound(grpc, outcome.due_ms, stats, outcome.judge.take(), web);
                 }
                 let rewrite = match (&outcome.route, &outcome.admitted) {
                     (Some(route), Some(a)) => route.service.as_ref().map(|svc| (svc, a)),
@@ -70,6 +78,12 @@ where
         };
         let echo = snap.request_ids.as_ref().zip(request_id);
         let (mut parts, mut body) = resp.into_parts();
+        if let Some(web) = web {
+            if let Some(raw) = body.take_raw_head() {
+                raw.into_map(&mut parts.headers);
+            }
+            crate::grpc_web::to_web(&mut parts.headers, web);
+        }
         if rewrite.is_some() || echo.is_some() {
             let mut headers = ResponseHeaders { map: &mut parts.headers, raw: body.raw_head_mut() };
             if let Some((svc, a)) = rewrite {
@@ -122,6 +136,8 @@ struct Outcome {
     keyless_uri: Option<String>,
     /// A gRPC call (answers of the gateway's own are gRPC statuses).
     grpc: bool,
+    /// A gRPC-Web call, translated to gRPC (`grpc` is set too).
+    web: Option<crate::grpc_web::Web>,
     /// When the request's time is up (`stream_timeout`, `grpc-timeout`), on
     /// [`gatehouse_clock::now_ms`].
     due_ms: Option<u64>,
@@ -132,6 +148,19 @@ struct Outcome {
 
 /// Who answered a gRPC call, to be judged by its status.
 pub(crate) type Judge = Box<(Arc<gatehouse_upstream::Upstream>, Arc<gatehouse_upstream::EndpointState>)>;
+
+/// Whether a POST is a gRPC call (HTTP/2 only), or a gRPC-Web one (any version), whose head is
+/// then made a gRPC call's.
+fn call_kind<B>(req: &mut Request<B>) -> (bool, Option<crate::grpc_web::Web>) {
+    if req.version() == Version::HTTP_2 && crate::grpc::is_call(req.headers()) {
+        return (true, None);
+    }
+    let web = crate::grpc_web::of(req.headers());
+    if web.is_some() {
+        crate::grpc_web::to_grpc(req.headers_mut());
+    }
+    (web.is_some(), web)
+}
 
 fn capture<B>(
     log: &gatehouse_telemetry::access_log::AccessLog,
@@ -271,7 +300,13 @@ where
         // A gRPC stream may pause as long as the call lasts: what bounds a silent client is the
         // upstream's wait for the answer, counted from the request's last part.
         let idle = if outcome.grpc { std::time::Duration::MAX } else { conn.body_timeout };
-        let body = RequestBody::streaming(body, route.max_body, idle).until(due_ms);
+        let body = match outcome.web {
+            Some(web) if web.text_in => {
+                RequestBody::streaming(crate::grpc_web::TextBody::new(Box::pin(body)), route.max_body, idle)
+            }
+            _ => RequestBody::streaming(body, route.max_body, idle),
+        }
+        .until(due_ms);
         let method = parts.method.clone();
         let replayable = idempotent(&method) && body.is_empty() && !upgrade;
         // A copy for replay, only when a replay may happen and the request cannot be had back from the

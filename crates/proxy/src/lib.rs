@@ -15,6 +15,7 @@ mod body;
 pub mod error;
 mod forward;
 pub mod grpc;
+mod grpc_web;
 mod headers;
 pub mod request_id;
 mod snapshot;

@@ -520,3 +520,149 @@ fn jwt_from_the_authorization_metadata() {
     let codes: Vec<&str> = seen.iter().map(|s| s["code"].as_str().unwrap_or("?")).collect();
     assert_eq!(codes, ["OK", "UNAUTHENTICATED", "UNAUTHENTICATED"], "{seen:?}");
 }
+
+/// The gRPC-Web client's folder (`tests/grpc/web`), when its packages are installed (`npm ci`
+/// there; CI does it). Without them (and without `CI`) a test is skipped.
+fn grpc_web_client(test: &str) -> Option<PathBuf> {
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/grpc/web");
+    let found = dir.join("node_modules/grpc-web").is_dir() && dir.join("node_modules/xhr2").is_dir();
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "tests/grpc/web needs `npm ci` but CI is set");
+        eprintln!("{test}: skipped, run `npm ci --prefix crates/gatehouse/tests/grpc/web`");
+    }
+    found.then_some(dir)
+}
+
+/// A gateway with a plain listener (HTTP/1.1 and h2c) whose one route, `/test.Echo/`, goes to
+/// `server` as an `http2` upstream: calls to other services are the gateway's to refuse.
+fn web_gateway(server: &GrpcServer) -> Gateway {
+    start(&format!(
+        "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\nlisteners:\n  web: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  g: {{targets: [\"127.0.0.1:{}\"], protocol: http2}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /test.Echo/, upstream: g}}]}}\n",
+        server.port
+    ))
+}
+
+#[test]
+fn grpc_web_calls_from_the_grpc_web_client_in_text_and_binary() {
+    if !grpcio("grpc_web_calls_from_the_grpc_web_client_in_text_and_binary") {
+        return;
+    }
+    let Some(dir) = grpc_web_client("grpc_web_calls_from_the_grpc_web_client_in_text_and_binary") else { return };
+    let server = GrpcServer::start();
+    let gw = web_gateway(&server);
+    let out = Command::new("node")
+        .arg(dir.join("client.cjs"))
+        .arg(format!("http://{}", gw.addr("web")))
+        .output()
+        .expect("run node");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "client failed: {text}{}", String::from_utf8_lossy(&out.stderr));
+    let seen: serde_json::Value = serde_json::from_str(&text).unwrap_or_else(|e| panic!("client output {text:?}: {e}"));
+    for format in ["text", "binary"] {
+        let s = &seen[format];
+        let unary = &s["unary"];
+        assert_eq!((&unary["code"], &unary["response"]), (&0.into(), &"hello".into()), "{format}: {seen}");
+        assert_eq!(unary["metadata"]["x-echo"], "metadata", "{format}: initial metadata: {seen}");
+        assert_eq!(unary["status"]["metadata"]["x-trailer"], "done", "{format}: trailing metadata: {seen}");
+        // INVALID_ARGUMENT, the application's own, in the trailer frame.
+        assert_eq!(
+            (&s["error"]["code"], &s["error"]["message"]),
+            (&3.into(), &"asked to fail".into()),
+            "{format}: {seen}"
+        );
+        // UNAVAILABLE in a trailers-only answer: the status in the head.
+        assert_eq!((&s["down"]["code"], &s["down"]["message"]), (&14.into(), &"down".into()), "{format}: {seen}");
+        let repeat = &s["repeat"];
+        assert_eq!(
+            (&repeat["code"], &repeat["messages"], &repeat["bytes"]),
+            (&0.into(), &2000.into(), &200_000.into()),
+            "{format}: {seen}"
+        );
+        // UNIMPLEMENTED, made by the gateway (no route for the service).
+        assert_eq!(s["unrouted"]["code"], 12, "{format}: {seen}");
+    }
+}
+
+/// The frames of a gRPC-Web body: (flag byte, payload) each.
+fn web_frames(mut body: &[u8]) -> Vec<(u8, Vec<u8>)> {
+    let mut frames = Vec::new();
+    while !body.is_empty() {
+        assert!(body.len() >= 5, "a frame header cut short: {body:?}");
+        let len = u32::from_be_bytes([body[1], body[2], body[3], body[4]]) as usize;
+        assert!(body.len() >= 5 + len, "a frame cut short");
+        frames.push((body[0], body[5..5 + len].to_vec()));
+        body = &body[5 + len..];
+    }
+    frames
+}
+
+/// Decodes base64 that may be padded at the end of any group of four (gRPC-Web text bodies).
+fn unbase64(text: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut start = 0;
+    for end in (4..=text.len()).step_by(4) {
+        if text[end - 1] == b'=' || end == text.len() {
+            out.extend(data_encoding::BASE64.decode(&text[start..end]).expect("base64"));
+            start = end;
+        }
+    }
+    assert_eq!(start, text.len(), "base64 in groups of four");
+    out
+}
+
+#[test]
+fn grpc_web_frames_in_each_content_type_over_http1_and_http2() {
+    use std::io::Write as _;
+    if !grpcio("grpc_web_frames_in_each_content_type_over_http1_and_http2") {
+        return;
+    }
+    let server = GrpcServer::start();
+    let gw = web_gateway(&server);
+    let url = format!("http://{}/test.Echo/Unary", gw.addr("web"));
+    // Two messages' worth of request: gRPC's frame of "hello" (a unary call takes one).
+    let message = b"\0\0\0\0\x05hello".to_vec();
+    for version in ["--http1.1", "--http2-prior-knowledge"] {
+        for content_type in [
+            "application/grpc-web",
+            "application/grpc-web+proto",
+            "application/grpc-web-text",
+            "application/grpc-web-text+proto",
+        ] {
+            let text = content_type.contains("-text");
+            // A text body padded per message (here one "hello" padded, as grpc-web's client does).
+            let body = if text { data_encoding::BASE64.encode(&message).into_bytes() } else { message.clone() };
+            let mut curl = Command::new("curl")
+                .args(["-sS", "-D", "-", "-o", "-", version, "-X", "POST", "-H"])
+                .arg(format!("content-type: {content_type}"))
+                .args(["-H", "x-grpc-web: 1", "--data-binary", "@-"])
+                .arg(&url)
+                .stdin(Stdio::piped())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .expect("run curl");
+            curl.stdin.take().expect("stdin").write_all(&body).expect("send the body");
+            let out = curl.wait_with_output().expect("curl's output");
+            assert!(out.status.success(), "{version} {content_type}: {}", String::from_utf8_lossy(&out.stderr));
+            let raw = out.stdout;
+            let split = raw.windows(4).position(|w| w == b"\r\n\r\n").expect("head end") + 4;
+            let head = String::from_utf8_lossy(&raw[..split]).to_ascii_lowercase();
+            let via = format!("{version} {content_type}: {head}");
+            assert!(head.starts_with("http/1.1 200") || head.starts_with("http/2 200"), "{via}");
+            // The endpoint's `application/grpc`, as gRPC-Web: text when the request was.
+            let answer_type = if text { "application/grpc-web-text" } else { "application/grpc-web" };
+            assert!(head.contains(&format!("content-type: {answer_type}\r\n")), "{via}");
+            assert!(!head.contains("grpc-status"), "the status goes in the body's trailer frame: {via}");
+            let body = if text { unbase64(&raw[split..]) } else { raw[split..].to_vec() };
+            let frames = web_frames(&body);
+            assert_eq!(frames.len(), 2, "{via}: {frames:?}");
+            assert_eq!(frames[0], (0, b"hello".to_vec()), "{via}");
+            assert_eq!(frames[1].0, 0x80, "{via}");
+            let trailers = String::from_utf8(frames[1].1.clone()).expect("ascii");
+            assert!(trailers.ends_with("\r\n"), "{via}: {trailers:?}");
+            let lines: Vec<&str> = trailers.split("\r\n").filter(|l| !l.is_empty()).collect();
+            assert!(lines.contains(&"grpc-status:0"), "{via}: {lines:?}");
+            assert!(lines.contains(&"x-trailer:done"), "{via}: {lines:?}");
+        }
+    }
+}
