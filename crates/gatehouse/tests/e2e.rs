@@ -71,3 +71,5 @@ mod upgrade;
 mod upstream_tls;
 #[path = "e2e/websocket.rs"]
 mod websocket;
+#[path = "e2e/websocket_h2.rs"]
+mod websocket_h2;

@@ -378,11 +378,14 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
     let io =
         TokioIo::new(ConnIo::new(stream, prefix, state.clone(), config.keepalive_timeout.0, config.send_timeout.0));
     let conn_state = state.clone();
-    let service = service_fn(move |req| {
+    let service = service_fn(move |req: http::Request<hyper::body::Incoming>| {
         let guard = BusyGuard::new(state.clone());
         let shared = shared.clone();
         let info = info.clone();
         async move {
+            if req.method() == http::Method::CONNECT && is_websocket(&req) {
+                return Ok(ClockScoped(Box::pin(websocket(shared, req, info, guard))).await);
+            }
             // Boxed: hyper spawns this future as the stream's task, and a task's future is moved
             // (copied) several times as it is spawned and finished; the request path's state is
             // kilobytes, a box is a pointer.
@@ -398,6 +401,8 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
         .keep_alive_timeout(config.http2_ping_timeout.0)
         .max_header_list_size(u32::try_from(config.max_header_bytes.0).unwrap_or(u32::MAX))
         .max_send_buf_size(H2_SEND_BUFFER)
+        // RFC 8441: WebSockets over this connection's streams.
+        .enable_connect_protocol()
         .serve_connection(io, service);
     tokio::pin!(conn);
     tokio::select! {
@@ -412,6 +417,68 @@ async fn serve_h2(stream: Transport, prefix: Bytes, info: Arc<ConnInfo>, config:
     }
     if conn_state.send_timed_out.load(std::sync::atomic::Ordering::Relaxed) {
         ctx.shared.stats.send_timeouts.inc();
+    }
+}
+
+/// Whether an HTTP/2 CONNECT is RFC 8441's extended CONNECT for a WebSocket.
+fn is_websocket<B>(req: &http::Request<B>) -> bool {
+    req.extensions().get::<hyper::ext::Protocol>().is_some_and(|p| p.as_str().eq_ignore_ascii_case("websocket"))
+}
+
+/// A WebSocket over an HTTP/2 stream (RFC 8441): forwarded as the HTTP/1.1 upgrade it stands
+/// for; when the endpoint switches, the client gets `200` and the stream is spliced with the
+/// endpoint's connection in a task of its own, which keeps the connection busy while it lasts.
+async fn websocket(
+    shared: Arc<Shared>,
+    mut req: http::Request<hyper::body::Incoming>,
+    info: Arc<ConnInfo>,
+    guard: BusyGuard,
+) -> http::Response<TrackedBody> {
+    let client = hyper::upgrade::on(&mut req);
+    let key = gatehouse_proxy::websocket::to_upgrade(&mut req);
+    let resp = gatehouse_proxy::handle(shared, req, info).await;
+    if resp.status() != http::StatusCode::SWITCHING_PROTOCOLS {
+        // A refusal, or an endpoint that did not switch: the client sees it as it is.
+        return resp.map(|inner| TrackedBody::new(inner, guard));
+    }
+    let (mut parts, mut body) = resp.into_parts();
+    let upstream = body.take_upgrade();
+    let (upstream, early) = match upstream {
+        Some(up) if gatehouse_proxy::websocket::accepts(&parts.headers, &key) => up,
+        _ => {
+            tracing::warn!("the endpoint's WebSocket handshake answer does not match the key sent");
+            let mut resp =
+                http::Response::new(TrackedBody::new(ResponseBody::full(Bytes::from_static(b"Bad Gateway\n")), guard));
+            *resp.status_mut() = http::StatusCode::BAD_GATEWAY;
+            return resp;
+        }
+    };
+    gatehouse_proxy::websocket::to_connect_answer(&mut parts);
+    // The answer's (empty) body is dropped once hyper has sent the head; the tunnel's guard
+    // stays.
+    let answer_guard = BusyGuard::new(guard.0.clone());
+    tokio::spawn(async move {
+        let _busy = guard;
+        match client.await {
+            Ok(client) => tunnel_h2(TokioIo::new(client), upstream, early).await,
+            Err(e) => tracing::debug!(error = %e, "the client's stream ended before the WebSocket began"),
+        }
+    });
+    // The body is empty: hyper sends the head and makes the stream the client's side.
+    http::Response::from_parts(parts, TrackedBody::new(ResponseBody::empty(), answer_guard))
+}
+
+/// Splices a WebSocket's HTTP/2 stream with the endpoint's connection until either side ends.
+async fn tunnel_h2<C>(mut client: C, mut upstream: gatehouse_proxy::UpstreamIo, early: Bytes)
+where
+    C: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    use tokio::io::AsyncWriteExt;
+    if !early.is_empty() && client.write_all(&early).await.is_err() {
+        return;
+    }
+    if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+        tracing::debug!(error = %e, "WebSocket over HTTP/2 ended");
     }
 }
 

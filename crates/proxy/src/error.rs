@@ -20,6 +20,9 @@ pub enum ProxyError {
     ClientCertRequired,
     /// The request is malformed; it is never forwarded.
     BadRequest(&'static str),
+    /// A request the gateway does not forward (`501`): a CONNECT other than a WebSocket's, or a
+    /// WebSocket over HTTP/2 to an upstream that speaks HTTP/2.
+    NotForwarded(&'static str),
     /// The service's Admit stage refused the request.
     Denied(Denial),
     /// No site or route matches the host and path.
@@ -63,6 +66,7 @@ impl ProxyError {
             ProxyError::MisdirectedRequest => StatusCode::MISDIRECTED_REQUEST,
             ProxyError::ClientCertRequired => StatusCode::FORBIDDEN,
             ProxyError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ProxyError::NotForwarded(_) => StatusCode::NOT_IMPLEMENTED,
             ProxyError::Denied(d) => d.status(),
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
             ProxyError::BodyTooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
@@ -82,6 +86,7 @@ impl ProxyError {
             ProxyError::MisdirectedRequest => (Code::Unavailable, "misdirected request: connect again for this site"),
             ProxyError::ClientCertRequired => (Code::Unauthenticated, "a client certificate is required"),
             ProxyError::BadRequest(_) => (Code::Internal, "bad request"),
+            ProxyError::NotForwarded(_) => (Code::Unimplemented, "not forwarded"),
             ProxyError::Denied(d) => match d {
                 Denial::MissingCredentials { .. } | Denial::InvalidCredentials { .. } => {
                     (Code::Unauthenticated, d.public().1)
@@ -129,6 +134,7 @@ impl ProxyError {
             }
             ProxyError::ClientCertRequired => tracing::debug!(%status, "client-certificate site asked over plain HTTP"),
             ProxyError::BadRequest(why) => tracing::debug!(%status, why, "rejected request"),
+            ProxyError::NotForwarded(why) => tracing::debug!(%status, why, "request not forwarded"),
             ProxyError::Denied(d) => tracing::debug!(%status, denial = ?d, "refused by the service"),
             ProxyError::NoRoute => tracing::debug!(%status, "no route"),
             ProxyError::BodyTooLarge { limit } => {

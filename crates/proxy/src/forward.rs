@@ -260,9 +260,23 @@ where
         let upstream = &route.upstream;
         let settings = &upstream.settings;
         let h2_downstream = req.version() == Version::HTTP_2;
-        let upgrade = !h2_downstream && settings.protocol != Protocol::Http2 && wants_upgrade(req.headers());
+        // Over HTTP/2 only a WebSocket's extended CONNECT, made an upgrade by the server
+        // (`websocket::to_upgrade`), has these headers: HTTP/2 forbids them.
+        let upgrade = (!h2_downstream || req.method() == Method::CONNECT)
+            && settings.protocol != Protocol::Http2
+            && wants_upgrade(req.headers());
 
+        if h2_downstream && !upgrade && req.method() == Method::CONNECT {
+            return Err(ProxyError::NotForwarded(match settings.protocol {
+                Protocol::Http2 if wants_upgrade(req.headers()) => "a WebSocket over HTTP/2 to an HTTP/2 upstream",
+                _ => "CONNECT",
+            }));
+        }
         let (mut parts, body) = req.into_parts();
+        if upgrade && h2_downstream {
+            // The handshake's method on HTTP/1.1; the log keeps the client's CONNECT.
+            parts.method = Method::GET;
+        }
         let mut cut = None;
         if let Some(svc) = &route.service {
             let len = parts.uri.path_and_query().map_or(0, |p| p.as_str().len());

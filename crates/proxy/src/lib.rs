@@ -19,6 +19,7 @@ mod grpc_web;
 mod headers;
 pub mod request_id;
 mod snapshot;
+pub mod websocket;
 
 pub use body::ResponseBody;
 pub use forward::handle;
