@@ -11,7 +11,7 @@ use hyper::service::service_fn;
 use hyper_util::rt::{TokioExecutor, TokioIo};
 use std::convert::Infallible;
 use std::net::{SocketAddr, TcpListener};
-use std::sync::atomic::{AtomicU16, AtomicU64, AtomicUsize, Ordering::SeqCst};
+use std::sync::atomic::{AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -70,6 +70,8 @@ struct State {
     status: AtomicU16,
     health_status: AtomicU16,
     delay_ms: AtomicU64,
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS` of new HTTP/2 connections (0: hyper's default).
+    h2_max_streams: AtomicU32,
     extra_headers: Mutex<Vec<(String, String)>>,
     body: Mutex<Option<Bytes>>,
     trailers: Mutex<Vec<(String, String)>>,
@@ -105,6 +107,7 @@ impl Backend {
             status: AtomicU16::new(200),
             health_status: AtomicU16::new(200),
             delay_ms: AtomicU64::new(0),
+            h2_max_streams: AtomicU32::new(0),
             extra_headers: Mutex::new(Vec::new()),
             body: Mutex::new(None),
             trailers: Mutex::new(Vec::new()),
@@ -207,6 +210,11 @@ impl Backend {
         }
     }
 
+    /// The stream limit new HTTP/2 connections announce (`SETTINGS_MAX_CONCURRENT_STREAMS`).
+    pub fn set_h2_max_streams(&self, max: u32) {
+        self.state.h2_max_streams.store(max, SeqCst);
+    }
+
     /// Delay before answering ordinary requests from now on (health checks are answered at once).
     pub fn set_delay(&self, delay: Duration) {
         self.state.delay_ms.store(u64::try_from(delay.as_millis()).unwrap_or(u64::MAX), SeqCst);
@@ -233,9 +241,13 @@ async fn serve(listener: TcpListener, state: Arc<State>, mut shutdown: oneshot::
                 let Ok((stream, _)) = accepted else { continue };
                 state.connections.fetch_add(1, SeqCst);
                 let st = state.clone();
+                let max = state.h2_max_streams.load(SeqCst);
                 tokio::spawn(async move {
                     let service = service_fn(move |req| answer(st.clone(), req));
-                    let builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+                    if max > 0 {
+                        builder.http2().max_concurrent_streams(max);
+                    }
                     let _ = builder.serve_connection_with_upgrades(TokioIo::new(stream), service).await;
                 });
             }

@@ -73,8 +73,9 @@ pub struct EndpointState {
     ewma_us: AtomicU64,
     ewma_at_ms: AtomicU64,
     pub(crate) pools: Box<[Mutex<Vec<Idle>>]>,
-    /// One multiplexed HTTP/2 connection per worker, for `protocol: http2`.
-    pub(crate) h2: Box<[Mutex<Option<hyper::client::conn::http2::SendRequest<crate::RequestBody>>>]>,
+    /// Each worker's multiplexed HTTP/2 connections (`protocol: http2`, or `auto` when the
+    /// endpoint chose it): one, and more while each is at its server's stream limit.
+    pub(crate) h2: Box<[crate::pool::H2Slot]>,
     /// Counters.
     pub stats: EndpointStats,
     /// Circuit breaker (stays closed when the upstream has none).
@@ -103,7 +104,7 @@ impl EndpointState {
             ewma_us: AtomicU64::new(0),
             ewma_at_ms: AtomicU64::new(0),
             pools: (0..workers.max(1)).map(|_| Mutex::new(Vec::new())).collect(),
-            h2: (0..workers.max(1)).map(|_| Mutex::new(None)).collect(),
+            h2: (0..workers.max(1)).map(|_| crate::pool::H2Slot::default()).collect(),
             stats: EndpointStats::default(),
             breaker: Breaker::default(),
         }

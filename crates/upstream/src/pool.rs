@@ -12,7 +12,7 @@ use crate::response::UpstreamBody;
 use crate::{Protocol, Settings};
 use hyper::client::conn::http2;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use std::sync::atomic::Ordering::Relaxed;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -35,7 +35,89 @@ impl Idle {
 pub(crate) enum Conn {
     /// Boxed: a lease travels with the response body, and moving it must stay cheap.
     H1(Box<H1Conn>),
-    H2(http2::SendRequest<RequestBody>),
+    H2(http2::SendRequest<RequestBody>, Stream),
+}
+
+/// Most HTTP/2 connections a worker keeps to one endpoint: a new one is opened when each is at
+/// the stream limit its server set (`SETTINGS_MAX_CONCURRENT_STREAMS`), up to this many; past
+/// them, streams wait for room on the least busy (HTTP/2's own queue).
+pub(crate) const MAX_H2_CONNS: usize = 8;
+
+/// One of a worker's HTTP/2 connections to an endpoint.
+#[derive(Debug)]
+pub(crate) struct H2Conn {
+    sender: http2::SendRequest<RequestBody>,
+    load: Arc<H2Load>,
+}
+
+/// The streams an HTTP/2 connection carries now, and how many its server allows.
+#[derive(Debug)]
+pub(crate) struct H2Load {
+    open: AtomicUsize,
+    /// The server's limit, as the connection's task last read it (see [`Lease::h2_handshake`]).
+    max: AtomicUsize,
+    /// The first answer came: the limit is to be read again.
+    settled: std::sync::atomic::AtomicBool,
+    /// The limit was read after the first answer: it is the server's.
+    known: std::sync::atomic::AtomicBool,
+    /// Asks the connection's task to read the limit again.
+    look: tokio::sync::Notify,
+}
+
+/// How often a connection's task reads its server's stream limit again, after the first answer.
+const H2_LIMIT_REREAD: Duration = Duration::from_secs(5);
+
+/// A worker's HTTP/2 connections to an endpoint, and news of one being opened.
+#[derive(Debug, Default)]
+pub(crate) struct H2Slot {
+    conns: std::sync::Mutex<H2Conns>,
+    /// Told when an opening ends, well or not: requests waiting for it look again.
+    opened: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct H2Conns {
+    list: Vec<H2Conn>,
+    /// A request is opening another connection.
+    opening: bool,
+}
+
+/// What a request on HTTP/2 does ([`Lease::pick_h2`]).
+enum Pick<'a> {
+    Stream(http2::SendRequest<RequestBody>, Stream),
+    Wait,
+    /// Open a connection; the guard (when there is a slot to mark) ends the opening when dropped.
+    Open(Option<OpeningGuard<'a>>),
+}
+
+/// Marks a worker's connection to an endpoint as being opened; dropped (opened, failed, or the
+/// request gone), it lets the requests waiting for it look again.
+struct OpeningGuard<'a>(&'a H2Slot);
+
+impl Drop for OpeningGuard<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut conns) = self.0.conns.lock() {
+            conns.opening = false;
+        }
+        self.0.opened.notify_waiters();
+    }
+}
+
+/// A request's stream on an HTTP/2 connection, counted until the lease is dropped.
+#[derive(Debug)]
+pub(crate) struct Stream(Arc<H2Load>);
+
+impl Stream {
+    fn take(load: &Arc<H2Load>) -> Stream {
+        load.open.fetch_add(1, Relaxed);
+        Stream(load.clone())
+    }
+}
+
+impl Drop for Stream {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Relaxed);
+    }
 }
 
 /// One request's hold on an endpoint: an in-flight slot and a connection. It travels with the
@@ -112,39 +194,17 @@ impl Lease {
         ep.inflight.fetch_add(1, Relaxed);
         let origin = s.send_proxy_protocol.map(|_| Box::new(origin));
         let mut lease = Lease { ep: ep.clone(), conn: None, max_idle: s.max_idle, reused: false, origin };
-        let h2 = match s.protocol {
-            Protocol::Http1 => false,
-            Protocol::Http2 => true,
-            Protocol::Auto if switching => false,
-            Protocol::Auto => {
-                if let Some(sender) = lease.live_h2() {
-                    lease.conn = Some(Conn::H2(sender));
-                    return Ok(lease);
-                }
-                let io = connect(ep, s, false, Counted::Yes, lease.origin.as_deref().copied()).await?;
-                let h2 = io.alpn_h2();
-                ep.set_speaks_h2(h2);
-                lease.conn = Some(if h2 {
-                    Conn::H2(lease.h2_handshake(io, s).await?)
-                } else {
-                    Conn::H1(Box::new(H1Conn::new(io)))
-                });
-                return Ok(lease);
-            }
+        let conn = match s.protocol {
+            Protocol::Http1 => None,
+            Protocol::Auto if switching => None,
+            Protocol::Http2 => Some(lease.h2_stream(s, false).await?),
+            Protocol::Auto => Some(lease.h2_stream(s, true).await?),
         };
-        lease.conn = Some(if h2 {
-            match lease.live_h2() {
-                Some(sender) => Conn::H2(sender),
-                None => Conn::H2(
-                    lease
-                        .h2_handshake(connect(ep, s, false, Counted::Yes, lease.origin.as_deref().copied()).await?, s)
-                        .await?,
-                ),
-            }
-        } else {
-            Conn::H1(Box::new(H1Conn::new(
+        lease.conn = Some(match conn {
+            Some(conn) => conn,
+            None => Conn::H1(Box::new(H1Conn::new(
                 connect(ep, s, switching, Counted::Yes, lease.origin.as_deref().copied()).await?,
-            )))
+            ))),
         });
         Ok(lease)
     }
@@ -172,21 +232,88 @@ impl Lease {
         None
     }
 
-    fn h2_slot(&self) -> &std::sync::Mutex<Option<http2::SendRequest<RequestBody>>> {
+    fn h2_slot(&self) -> &H2Slot {
         &self.ep.h2[gatehouse_clock::worker_index() % self.ep.h2.len()]
     }
 
-    /// This worker's HTTP/2 connection to the endpoint, when it has one still open.
-    fn live_h2(&self) -> Option<http2::SendRequest<RequestBody>> {
-        self.h2_slot().lock().ok().and_then(|g| g.as_ref().filter(|s| !s.is_closed()).cloned())
+    /// What a request on HTTP/2 does: take a stream on one of this worker's open connections to
+    /// the endpoint (the first with room under its server's limit; at [`MAX_H2_CONNS`], the
+    /// least busy, where it waits for room), wait for the connection another request is opening,
+    /// or open one (the caller must hold the returned guard while it does).
+    fn pick_h2(&self) -> Pick<'_> {
+        let slot = self.h2_slot();
+        let Ok(mut guard) = slot.conns.lock() else { return Pick::Open(None) };
+        let conns = &mut *guard;
+        conns.list.retain(|c| !c.sender.is_closed());
+        let list = &mut conns.list;
+        let room = list.iter().position(|c| c.load.open.load(Relaxed) < c.load.max.load(Relaxed));
+        let i = match room {
+            Some(i) => i,
+            None if conns.opening => return Pick::Wait,
+            None if list.len() < MAX_H2_CONNS => {
+                conns.opening = true;
+                return Pick::Open(Some(OpeningGuard(slot)));
+            }
+            None => match (0..list.len()).min_by_key(|&i| list[i].load.open.load(Relaxed)) {
+                Some(i) => i,
+                None => return Pick::Open(None),
+            },
+        };
+        let stream = Stream::take(&list[i].load);
+        let sender = list[i].sender.clone();
+        // Busy no more: a connection opened for a peak goes once it carries nothing and the first
+        // is at most half full (it closes when its last stream ends).
+        if i == 0 && list.len() > 1 {
+            let first = &list[0].load;
+            let last = list.len() - 1;
+            if list[last].load.open.load(Relaxed) == 0 && first.open.load(Relaxed) * 2 <= first.max.load(Relaxed) {
+                list.pop();
+            }
+        }
+        Pick::Stream(sender, stream)
     }
 
-    /// Starts HTTP/2 on a new connection and makes it this worker's for the endpoint.
+    /// A stream on this worker's HTTP/2 connections to the endpoint ([`Lease::pick_h2`]), opening
+    /// one when they are all at their limit. Under `protocol: auto` the connection opened may
+    /// turn out to be HTTP/1.1 (ALPN), which is returned as it is.
+    async fn h2_stream(&self, s: &Settings, auto: bool) -> Result<Conn, UpstreamError> {
+        loop {
+            let guard = match self.pick_h2() {
+                Pick::Stream(sender, stream) => return Ok(Conn::H2(sender, stream)),
+                Pick::Wait => {
+                    let slot = self.h2_slot();
+                    let mut opened = std::pin::pin!(slot.opened.notified());
+                    // Registered before looking again, so an opening that ends meanwhile is
+                    // not missed.
+                    opened.as_mut().enable();
+                    if slot.conns.lock().is_ok_and(|c| c.opening) {
+                        opened.await;
+                    }
+                    continue;
+                }
+                Pick::Open(guard) => guard,
+            };
+            let io = connect(&self.ep, s, false, Counted::Yes, self.origin.as_deref().copied()).await?;
+            if auto {
+                let h2 = io.alpn_h2();
+                self.ep.set_speaks_h2(h2);
+                if !h2 {
+                    return Ok(Conn::H1(Box::new(H1Conn::new(io))));
+                }
+            }
+            let (sender, stream) = self.h2_handshake(io, s).await?;
+            drop(guard);
+            return Ok(Conn::H2(sender, stream));
+        }
+    }
+
+    /// Starts HTTP/2 on a new connection, adds it to this worker's for the endpoint, and takes a
+    /// stream on it.
     async fn h2_handshake(
         &self,
         io: UpstreamIo,
         s: &Settings,
-    ) -> Result<http2::SendRequest<RequestBody>, UpstreamError> {
+    ) -> Result<(http2::SendRequest<RequestBody>, Stream), UpstreamError> {
         let (sender, conn) = http2::Builder::new(TokioExecutor::new())
             .timer(TokioTimer::new())
             .keep_alive_interval(s.ping_interval)
@@ -194,13 +321,59 @@ impl Lease {
             .handshake(TokioIo::new(io))
             .await
             .map_err(UpstreamError::Handshake)?;
-        tokio::spawn(async move {
-            let _ = conn.await;
+        // Until this server's SETTINGS are read on it, the limit its other connections have.
+        let known = self
+            .h2_slot()
+            .conns
+            .lock()
+            .ok()
+            .and_then(|c| c.list.iter().find(|c| c.load.known.load(Relaxed)).map(|c| c.load.max.load(Relaxed)));
+        let load = Arc::new(H2Load {
+            open: AtomicUsize::new(0),
+            max: AtomicUsize::new(known.unwrap_or_else(|| conn.current_max_send_streams())),
+            settled: std::sync::atomic::AtomicBool::new(false),
+            known: std::sync::atomic::AtomicBool::new(false),
+            look: tokio::sync::Notify::new(),
         });
-        if let Ok(mut g) = self.h2_slot().lock() {
-            *g = Some(sender.clone());
+        let published = load.clone();
+        tokio::spawn(async move {
+            // hyper's connection future runs rarely (the frames are read by a task of hyper's
+            // own), so the limit is read when asked to (the first answer: the server's SETTINGS
+            // came before it) and now and then, for a server that changes it later.
+            let mut conn = std::pin::pin!(conn);
+            let mut every = tokio::time::interval(H2_LIMIT_REREAD);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            let mut asked = std::pin::pin!(published.look.notified());
+            let _ = std::future::poll_fn(|cx| {
+                use std::future::Future as _;
+                let polled = conn.as_mut().poll(cx);
+                let mut look = false;
+                while every.poll_tick(cx).is_ready() {
+                    look = true;
+                }
+                let mut answered = false;
+                while asked.as_mut().poll(cx).is_ready() {
+                    asked.set(published.look.notified());
+                    answered = true;
+                }
+                if look || answered {
+                    published.max.store(conn.current_max_send_streams(), Relaxed);
+                }
+                if answered {
+                    published.known.store(true, Relaxed);
+                }
+                polled
+            })
+            .await;
+        });
+        let stream = Stream::take(&load);
+        if let Ok(mut conns) = self.h2_slot().conns.lock() {
+            conns.list.retain(|c| !c.sender.is_closed());
+            if conns.list.len() < MAX_H2_CONNS {
+                conns.list.push(H2Conn { sender: sender.clone(), load });
+            }
         }
-        Ok(sender)
+        Ok((sender, stream))
     }
 
     /// The endpoint this lease holds.
@@ -239,7 +412,7 @@ impl Lease {
                     }
                 }
                 // Boxed: its state would otherwise size every request's future, HTTP/1.1 ones too.
-                Some(Conn::H2(sender)) => Box::pin(self.send_h2(sender, req, read_timeout)).await,
+                Some(Conn::H2(sender, stream)) => Box::pin(self.send_h2(sender, stream, req, read_timeout)).await,
                 None => Err(SendFailure::with(UpstreamError::NoConnection, req)),
             }
         }
@@ -248,6 +421,7 @@ impl Lease {
     async fn send_h2(
         mut self,
         mut sender: http2::SendRequest<RequestBody>,
+        stream: Stream,
         mut req: http::Request<RequestBody>,
         read_timeout: Duration,
     ) -> Result<http::Response<UpstreamBody>, SendFailure> {
@@ -286,7 +460,11 @@ impl Lease {
                 Err(SendFailure { request: unsent, error })
             }
             Some(Ok(resp)) => {
-                self.conn = Some(Conn::H2(sender));
+                if !stream.0.settled.load(Relaxed) && !stream.0.settled.swap(true, Relaxed) {
+                    // The server's SETTINGS came before its first answer.
+                    stream.0.look.notify_one();
+                }
+                self.conn = Some(Conn::H2(sender, stream));
                 Ok(resp.map(|incoming| UpstreamBody::h2(incoming, self, read_timeout)))
             }
         }

@@ -115,7 +115,7 @@ impl UpstreamBody {
                 self.kind = Kind::Done;
                 Some((*conn).into_upgraded())
             }
-            Conn::H2(_) => None,
+            Conn::H2(..) => None,
         }
     }
 

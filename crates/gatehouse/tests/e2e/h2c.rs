@@ -190,3 +190,53 @@ fn http2_upstreams_with_open_streams_are_pinged_at_the_interval() {
     let resp = client.join().expect("curl");
     assert_eq!((resp.status, resp.text()), (200, "pinged".to_string()), "{resp:?}");
 }
+
+/// Runs h2load against `url` with `args` and returns how many requests succeeded. CI installs
+/// it (nghttp2-client); elsewhere `None` says the test was skipped, unless `CI` is set.
+fn h2load(url: &str, args: &[&str]) -> Option<(u64, String)> {
+    let out = match std::process::Command::new("h2load").args(args).arg(url).output() {
+        Ok(out) => out,
+        Err(_) => {
+            assert!(std::env::var_os("CI").is_none(), "h2load is needed but CI is set");
+            eprintln!("skipped: no h2load");
+            return None;
+        }
+    };
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    let line = text.lines().find(|l| l.starts_with("requests:")).unwrap_or_else(|| panic!("h2load said {text}"));
+    // "requests: 12 total, 12 started, 12 done, 12 succeeded, 0 failed, ..."
+    let succeeded = line
+        .split(',')
+        .find_map(|part| part.trim().strip_suffix(" succeeded"))
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("h2load said {text}"));
+    Some((succeeded, text))
+}
+
+#[test]
+fn a_second_http2_connection_opens_at_the_servers_stream_limit() {
+    let b = Backend::start("a");
+    b.set_h2_max_streams(4);
+    let yaml = simple(&format!("targets: {}, protocol: http2", targets(&[&b]))).replace("workers: 2", "workers: 1");
+    let gw = start(&yaml);
+    let url = format!("http://{}/streams", gw.addr("http"));
+    // One request first: the worker's connection is open and its server's SETTINGS are in.
+    let resp = curl(&[&url, "-H", &format!("Host: {HOST}")]);
+    assert_eq!(resp.status, 200, "{resp:?}");
+    assert_eq!(b.connections(), 1);
+    // Twelve streams at once, each answered after a while: four per connection.
+    b.set_delay(std::time::Duration::from_millis(400));
+    let Some((succeeded, said)) =
+        h2load(&url, &["-n", "12", "-c", "1", "-m", "12", "-H", &format!(":authority: {HOST}")])
+    else {
+        return;
+    };
+    assert_eq!(succeeded, 12, "{said}");
+    assert_eq!(b.connections(), 3, "12 concurrent streams, 4 allowed per connection");
+    // Quiet again: one request at a time goes on the first connection; the others close.
+    b.set_delay(std::time::Duration::ZERO);
+    for _ in 0..5 {
+        assert_eq!(curl(&[&url, "-H", &format!("Host: {HOST}")]).status, 200);
+    }
+    assert_eq!(b.connections(), 3, "no connection opened for requests the first can carry");
+}
