@@ -1,10 +1,10 @@
 #!/usr/bin/env python3
-"""Parse one load-generator output (wrk or ab), combine it with the raw CPU and
-connection counters measured by bench/proxy.sh, and append one row to the
+"""Parse one load-generator output (wrk, ab, or ghz's JSON report), combine it with the raw
+CPU and connection counters measured by bench/proxy.sh, and append one row to the
 per-run CSV.  Standard library only.
 
 Usage:
-    record_run.py --csv RUNS.csv --tool wrk|ab --output LOADGEN_OUTPUT \
+    record_run.py --csv RUNS.csv --tool wrk|ab|ghz --output LOADGEN_OUTPUT \
         key=value [key=value ...]
 
 Raw keys passed by proxy.sh (all integers unless noted):
@@ -17,15 +17,23 @@ Raw keys passed by proxy.sh (all integers unless noted):
                                         /proc/stat "cpu" line deltas (all CPUs)
     cpu0_busy_j, cpu0_total_j, cpu1_busy_j, cpu1_total_j
     accepts_before, accepts_after      backend nginx stub_status "accepts"
+    accepts_self                       connections the "after" reading itself added to the
+                                        count: 1 (nginx's stub_status, the default) or 0
+                                        (bench/grpc.sh's backend counts its gRPC listener only)
 
 --extra KEY,KEY...  more raw keys kept as columns after those (bench/reencrypt.sh: its row
-                    and the backend's TLS handshake counts).
+                    and the backend's TLS handshake counts; bench/grpc.sh: its row, the messages
+                    per call and the calls the backend served).
+
+With ghz (bench/grpc.sh), a request is a gRPC call and every call whose status is not OK is an
+error; latencies are of the OK calls (ghz without --count-errors).
 
 Prints a one-line human summary of the run on stderr.
 """
 
 import argparse
 import csv
+import json
 import os
 import re
 import sys
@@ -121,6 +129,40 @@ def parse_ab(out):
     return r
 
 
+def parse_ghz(out):
+    """The figures of ghz's `-O json` report: calls, calls/s, mean and p99 latency; errors are the
+    calls whose status was not OK, with ghz's error messages as the detail."""
+    try:
+        rep = json.loads(out)
+    except ValueError:
+        return {}
+    r, detail = {}, []
+    if isinstance(rep.get("count"), int):
+        r["requests"] = rep["count"]
+    if isinstance(rep.get("rps"), (int, float)):
+        r["rps"] = float(rep["rps"])
+    if isinstance(rep.get("average"), (int, float)):
+        r["lat_mean_ms"] = rep["average"] / 1e6
+    p99 = [x["latency"] for x in rep.get("latencyDistribution") or [] if x.get("percentage") == 99]
+    if p99:
+        r["p99_ms"] = p99[0] / 1e6
+    statuses = rep.get("statusCodeDistribution") or {}
+    errors = sum(n for status, n in statuses.items() if status != "OK")
+    if errors:
+        detail.append("status " + ", ".join(f"{s} {n}" for s, n in sorted(statuses.items()) if s != "OK"))
+    for msg, n in sorted((rep.get("errorDistribution") or {}).items(), key=lambda kv: -kv[1])[:3]:
+        detail.append(f"{n} x {msg[:120]}")
+    if rep.get("count") and not statuses:
+        errors = rep["count"]  # no status at all: nothing is known to have succeeded
+        detail.append("no status codes in the report")
+    r["errors"] = errors
+    r["error_detail"] = "; ".join(detail)
+    return r
+
+
+PARSERS = {"wrk": parse_wrk, "ab": parse_ab, "ghz": parse_ghz}
+
+
 def append_row(path, fields, row):
     """Appends row to the CSV at path, with the header line first when the file is new."""
     new_file = not os.path.exists(path) or os.path.getsize(path) == 0
@@ -134,8 +176,8 @@ def append_row(path, fields, row):
 def add_backend_conns(row, raw, req):
     """New backend connections in a run, from nginx's stub_status "accepts" before and after."""
     if raw.get("accepts_before") and raw.get("accepts_after"):
-        # The "after" stub_status request is itself one accepted connection.
-        new = int(raw["accepts_after"]) - int(raw["accepts_before"]) - 1
+        # The "after" stub_status request is itself one accepted connection (nginx's).
+        new = int(raw["accepts_after"]) - int(raw["accepts_before"]) - int(raw.get("accepts_self") or 1)
         row["backend_new_conns"] = new
         row["conns_per_100k"] = round(new * 100000.0 / req, 3) if req else ""
 
@@ -148,7 +190,7 @@ def fmt(v, spec):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--csv", required=True)
-    ap.add_argument("--tool", required=True, choices=["wrk", "ab"])
+    ap.add_argument("--tool", required=True, choices=sorted(PARSERS))
     ap.add_argument("--output", required=True)
     ap.add_argument("--extra", default="", help="comma-separated raw keys kept as extra columns")
     ap.add_argument("kv", nargs="*")
@@ -164,7 +206,7 @@ def main():
             out = f.read()
     except OSError:
         out = ""
-    parsed = parse_wrk(out) if a.tool == "wrk" else parse_ab(out)
+    parsed = PARSERS[a.tool](out)
 
     def i(k):
         return int(raw.get(k) or 0)

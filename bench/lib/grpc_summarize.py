@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""Summarise the per-run CSV written by bench/grpc.sh (via record_run.py --tool ghz --extra) into
+a Markdown section: one table row per (row, proxy) with the median and min-max spread over the
+reps of calls/s, messages/s, proxy CPU %, calls per proxy CPU-second and p99; then Gatehouse's
+ratios to nginx and HAProxy against the goals.  Section replacement in BENCHMARKS.md is
+summarize.py's.  Standard library only.
+
+Usage:
+    grpc_summarize.py RUNS.csv [--heading "## ..."] [--meta META.md] [--update BENCHMARKS.md]
+"""
+
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from reencrypt_summarize import fmt_ratios, ms_num, num, one_decimal, paired, spread, vals  # noqa: E402
+from summarize import OTHERS_WARN_PCT, cli, fmt_pct, med, ratio  # noqa: E402
+
+HEADING = "## gRPC (bench/grpc.sh)"
+ROWS = ["unary", "stream"]
+ROW_NAMES = {"unary": "unary: 1 request, 1 answer", "stream": "stream: 1 request, a stream of answers"}
+TARGET_NAMES = {"gatehouse": "**Gatehouse**", "nginx": "nginx", "haproxy": "HAProxy"}
+TARGET_ORDER = ["gatehouse", "nginx", "haproxy"]
+# Gatehouse / peer, calls per proxy CPU-second, that every row aims at.
+GOALS = [("nginx", "nginx", 1.3), ("haproxy", "HAProxy", 1.1)]
+
+
+def with_messages(rows):
+    """The rows with msgs_s (messages/s) added: calls/s times the messages of one call."""
+    for r in rows:
+        try:
+            r["msgs_s"] = float(r["rps"]) * int(r.get("msgs_per_call") or 1)
+        except (TypeError, ValueError):
+            r["msgs_s"] = ""
+    return rows
+
+
+def table(rows):
+    out = ["| row | proxy | calls/s | messages/s | proxy CPU % | calls per proxy CPU-s | p99 | "
+           "new backend conns | others' CPU % |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    groups, failures = {}, []
+    for row in ROWS:
+        for target in TARGET_ORDER:
+            g = [r for r in rows if r.get("row") == row and r["target"] == target]
+            if not g:
+                continue
+            groups.setdefault(row, {})[target] = g
+            bad = [r for r in g if str(r.get("ok")) != "1"]
+            calls = spread(g, "rps", num) + f" [{len(g)}]"
+            if bad:
+                calls = f"⚠ FAILED {len(bad)}/{len(g)}: " + calls
+                failures += [f"{row} {target} rep {r['rep']}: {r.get('error_detail') or 'errors'}" for r in bad]
+            others = med(g, "others_cpu_pct")
+            out.append("| " + " | ".join([
+                ROW_NAMES[row], TARGET_NAMES[target], calls,
+                spread(g, "msgs_s", num) if row == "stream" else "–",
+                spread(g, "proxy_cpu_pct", one_decimal, " %"), spread(g, "req_per_cpu_s", num),
+                spread(g, "p99_ms", ms_num, " ms"), spread(g, "backend_new_conns", num),
+                fmt_pct(others) + (" ⚠" if (others or 0) > OTHERS_WARN_PCT else "")]) + " |")
+    return out, groups, failures
+
+
+def ratio_lines(groups):
+    out = []
+    for row in ROWS:
+        g = groups.get(row, {})
+        gh = g.get("gatehouse")
+        if not gh:
+            continue
+        for key, name, goal in GOALS:
+            peer = g.get(key)
+            if not peer:
+                continue
+            r = ratio(med(gh, "req_per_cpu_s"), med(peer, "req_per_cpu_s"))
+            r_rps = ratio(med(gh, "rps"), med(peer, "rps"))
+            r_p99 = ratio(med(gh, "p99_ms"), med(peer, "p99_ms"))
+            verdict = "–" if r is None else ("met" if r >= goal else "**missed**")
+            out.append(f"- {row}: Gatehouse÷{name}, calls per proxy CPU-s **{'–' if r is None else f'{r:.2f}'}** "
+                       f"(per rep: {fmt_ratios(paired(g, 'gatehouse', key))}; goal ≥ {goal}: {verdict}); "
+                       f"calls/s {'–' if r_rps is None else f'{r_rps:.2f}'}, p99 {'–' if r_p99 is None else f'{r_p99:.2f}'}")
+    return out
+
+
+def summarize(rows):
+    rows = with_messages(rows)
+    out, groups, failures = table(rows)
+    out += ["", "Gatehouse against its peers (ratios of the medians above; per rep: the median and range of the "
+            "ratios of runs paired by rep). Calls per proxy CPU-s > 1: Gatehouse forwards more per CPU-second; "
+            "p99 < 1: Gatehouse's is lower.", ""]
+    out += ratio_lines(groups) or ["- (no ratios: Gatehouse and a peer were not both measured)"]
+    notes = []
+    busy = [f"{row} {med([r for g in groups[row].values() for r in g], 'cpu0_busy_pct'):.0f} %"
+            for row in ROWS if row in groups]
+    notes.append("CPU 0 (backend + ghz) busy, median of the runs: " + ", ".join(busy)
+                 + "; where it is near 100 %, the client side limits calls/s and the proxies' CPU % stays "
+                 "below a core: compare calls per proxy CPU-s, not calls/s.")
+    short = [r for r in rows if (vals([r], "backend_calls") or [0])[0] < (vals([r], "requests") or [0])[0]]
+    if short:
+        notes.append("⚠ the backend counted fewer calls than ghz completed in: "
+                     + ", ".join(f"{r.get('row')} {r['target']} rep {r['rep']}" for r in short))
+    oth = [(x, r) for x, r in ((vals([r], "others_cpu_pct"), r) for r in rows) if x]
+    if oth:
+        x, r = max(oth, key=lambda t: t[0][0])
+        st = vals(rows, "steal_pct")
+        notes.append(f"Noise: others' CPU at most {x[0]:.1f} % of a core ({r.get('row')} {r['target']} rep {r['rep']}); "
+                     f"hypervisor steal at most {max(st) if st else 0:.1f} %.")
+    if any((med(g, "others_cpu_pct") or 0) > OTHERS_WARN_PCT for row in groups.values() for g in row.values()):
+        notes.append(f"⚠ in the others' CPU column: median above {OTHERS_WARN_PCT:.0f} % of a core was used by processes "
+                     "outside the benchmark during those runs; treat those rows as disturbed.")
+    out += [""] + [f"- {n}" for n in notes]
+    if failures:
+        out += ["", "Failed runs (calls not OK, incomplete ghz report or non-zero exit):", ""]
+        out += [f"- {x}" for x in failures]
+    return "\n".join(out) + "\n"
+
+
+if __name__ == "__main__":
+    cli(summarize, HEADING)
