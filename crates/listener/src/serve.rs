@@ -493,7 +493,15 @@ struct TrackedBody {
     inner: ResponseBody,
     guard: BusyGuard,
     stall: StallMark,
+    /// What the body gave after the data gathered into the last frame (trailers, an error), for
+    /// the next poll.
+    held: Option<Box<Polled>>,
 }
+
+type Polled = Result<Frame<Bytes>, Box<dyn std::error::Error + Send + Sync>>;
+
+/// The most data gathered into one frame for the client (see [`TrackedBody::gather`]).
+const GATHER_UP_TO: usize = 32 * 1024;
 
 impl TrackedBody {
     fn new(inner: ResponseBody, guard: BusyGuard) -> Self {
@@ -502,7 +510,38 @@ impl TrackedBody {
             // The head goes to the client now; the body waits until hyper asks for it.
             stall.handed(&guard.0);
         }
-        TrackedBody { inner, guard, stall }
+        TrackedBody { inner, guard, stall, held: None }
+    }
+
+    /// `first` and the data the body has ready after it, as one frame. hyper sends a stream's
+    /// next data only once the connection has written the last, so data read from the upstream
+    /// in one go (an HTTP/2 upstream's frames, a gRPC stream's messages) would otherwise go to
+    /// the client one frame per write. Only what is ready is taken: nothing waits.
+    fn gather(&mut self, first: Bytes, cx: &mut Context<'_>) -> Bytes {
+        let mut gathered: Option<BytesMut> = None;
+        while gathered.as_ref().map_or(first.len(), |g| g.len()) < GATHER_UP_TO && !self.inner.is_end_stream() {
+            match Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    Ok(data) => gathered
+                        .get_or_insert_with(|| {
+                            let mut g = BytesMut::with_capacity(GATHER_UP_TO.max(first.len() + data.len()));
+                            g.extend_from_slice(&first);
+                            g
+                        })
+                        .extend_from_slice(&data),
+                    Err(other) => {
+                        self.held = Some(Box::new(Ok(other)));
+                        break;
+                    }
+                },
+                Poll::Ready(Some(Err(e))) => {
+                    self.held = Some(Box::new(Err(e)));
+                    break;
+                }
+                Poll::Ready(None) | Poll::Pending => break,
+            }
+        }
+        gathered.map_or(first, BytesMut::freeze)
     }
 }
 
@@ -519,14 +558,26 @@ impl Body for TrackedBody {
     fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Bytes>, Self::Error>>> {
         let this = &mut *self;
         this.stall.asked(&this.guard.0);
-        let frame = Pin::new(&mut this.inner).poll_frame(cx);
-        if matches!(&frame, Poll::Ready(Some(Ok(f))) if f.is_data()) && !this.inner.is_end_stream() {
+        if let Some(held) = this.held.take() {
+            return Poll::Ready(Some(*held));
+        }
+        let mut frame = Pin::new(&mut this.inner).poll_frame(cx);
+        if let Poll::Ready(Some(Ok(f))) = frame {
+            frame = Poll::Ready(Some(Ok(match f.into_data() {
+                Ok(data) if data.len() < GATHER_UP_TO && !this.inner.is_end_stream() => {
+                    Frame::data(this.gather(data, cx))
+                }
+                Ok(data) => Frame::data(data),
+                Err(other) => other,
+            })));
+        }
+        if matches!(&frame, Poll::Ready(Some(Ok(f))) if f.is_data()) && !this.is_end_stream() {
             this.stall.handed(&this.guard.0);
         }
         frame
     }
     fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
+        self.held.is_none() && self.inner.is_end_stream()
     }
     fn size_hint(&self) -> SizeHint {
         self.inner.size_hint()
