@@ -260,18 +260,11 @@ where
         let upstream = &route.upstream;
         let settings = &upstream.settings;
         let h2_downstream = req.version() == Version::HTTP_2;
-        // Over HTTP/2 only a WebSocket's extended CONNECT, made an upgrade by the server
-        // (`websocket::to_upgrade`), has these headers: HTTP/2 forbids them.
-        let upgrade = (!h2_downstream || req.method() == Method::CONNECT)
-            && settings.protocol != Protocol::Http2
-            && wants_upgrade(req.headers());
+        let upgrade = match h2_downstream {
+            false => settings.protocol != Protocol::Http2 && wants_upgrade(req.headers()),
+            true => h2_upgrade(&req, settings.protocol)?,
+        };
 
-        if h2_downstream && !upgrade && req.method() == Method::CONNECT {
-            return Err(ProxyError::NotForwarded(match settings.protocol {
-                Protocol::Http2 if wants_upgrade(req.headers()) => "a WebSocket over HTTP/2 to an HTTP/2 upstream",
-                _ => "CONNECT",
-            }));
-        }
         let (mut parts, body) = req.into_parts();
         if upgrade && h2_downstream {
             // The handshake's method on HTTP/1.1; the log keeps the client's CONNECT.
@@ -449,6 +442,21 @@ where
             true => ProxyError::Unresolved { upstream: upstream.name.to_string(), why: members.unresolved.join("; ") },
             false => ProxyError::NoHealthyEndpoint { upstream: upstream.name.to_string() },
         }))
+    }
+}
+
+/// Whether an HTTP/2 request is a WebSocket's extended CONNECT, made an upgrade by the server
+/// (`websocket::to_upgrade`): HTTP/2 forbids `Upgrade`, so only those have it. Any other CONNECT,
+/// and that one to an HTTP/2 upstream, is not forwarded.
+#[inline(never)]
+fn h2_upgrade<B>(req: &Request<B>, protocol: Protocol) -> Result<bool, ProxyError> {
+    if req.method() != Method::CONNECT {
+        return Ok(false);
+    }
+    match (protocol, wants_upgrade(req.headers())) {
+        (Protocol::Http2, true) => Err(ProxyError::NotForwarded("a WebSocket over HTTP/2 to an HTTP/2 upstream")),
+        (_, true) => Ok(true),
+        (_, false) => Err(ProxyError::NotForwarded("CONNECT")),
     }
 }
 

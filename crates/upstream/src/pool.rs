@@ -35,7 +35,8 @@ impl Idle {
 pub(crate) enum Conn {
     /// Boxed: a lease travels with the response body, and moving it must stay cheap.
     H1(Box<H1Conn>),
-    H2(http2::SendRequest<RequestBody>, Stream),
+    /// Boxed too: a stream's place beside the sender would make every lease bigger.
+    H2(Box<(http2::SendRequest<RequestBody>, Stream)>),
 }
 
 /// Most HTTP/2 connections a worker keeps to one endpoint: a new one is opened when each is at
@@ -279,7 +280,7 @@ impl Lease {
     async fn h2_stream(&self, s: &Settings, auto: bool) -> Result<Conn, UpstreamError> {
         loop {
             let guard = match self.pick_h2() {
-                Pick::Stream(sender, stream) => return Ok(Conn::H2(sender, stream)),
+                Pick::Stream(sender, stream) => return Ok(Conn::H2(Box::new((sender, stream)))),
                 Pick::Wait => {
                     let slot = self.h2_slot();
                     let mut opened = std::pin::pin!(slot.opened.notified());
@@ -303,7 +304,7 @@ impl Lease {
             }
             let (sender, stream) = self.h2_handshake(io, s).await?;
             drop(guard);
-            return Ok(Conn::H2(sender, stream));
+            return Ok(Conn::H2(Box::new((sender, stream))));
         }
     }
 
@@ -412,7 +413,10 @@ impl Lease {
                     }
                 }
                 // Boxed: its state would otherwise size every request's future, HTTP/1.1 ones too.
-                Some(Conn::H2(sender, stream)) => Box::pin(self.send_h2(sender, stream, req, read_timeout)).await,
+                Some(Conn::H2(h2)) => {
+                    let (sender, stream) = *h2;
+                    Box::pin(self.send_h2(sender, stream, req, read_timeout)).await
+                }
                 None => Err(SendFailure::with(UpstreamError::NoConnection, req)),
             }
         }
@@ -464,7 +468,7 @@ impl Lease {
                     // The server's SETTINGS came before its first answer.
                     stream.0.look.notify_one();
                 }
-                self.conn = Some(Conn::H2(sender, stream));
+                self.conn = Some(Conn::H2(Box::new((sender, stream))));
                 Ok(resp.map(|incoming| UpstreamBody::h2(incoming, self, read_timeout)))
             }
         }
