@@ -57,6 +57,9 @@ where
         };
         let (rewrite, resp) = match forward(&shared, &snap, req, &conn, &mut outcome).await {
             Ok(mut resp) => {
+                // A gRPC-Web call's answer goes back as gRPC-Web when it is a gRPC answer; any
+                // other (an endpoint's error page) as it is.
+                let web = web.filter(|&w| to_web(&mut resp, w));
                 if grpc || outcome.due_ms.is_some() {
                     let stats = outcome.route.as_ref().map(|r| r.stats.clone());
                     resp.body_mut().bound(grpc, outcome.due_ms, stats, outcome.judge.take(), web);
@@ -73,17 +76,15 @@ where
                     ProxyError::NoRoute => shared.stats.unrouted.inc(),
                     _ => {}
                 }
-                (None, if grpc { e.into_grpc_response() } else { e.into_response() })
+                let mut resp = if grpc { e.into_grpc_response() } else { e.into_response() };
+                if let Some(w) = web {
+                    to_web(&mut resp, w);
+                }
+                (None, resp)
             }
         };
         let echo = snap.request_ids.as_ref().zip(request_id);
         let (mut parts, mut body) = resp.into_parts();
-        if let Some(web) = web {
-            if let Some(raw) = body.take_raw_head() {
-                raw.into_map(&mut parts.headers);
-            }
-            crate::grpc_web::to_web(&mut parts.headers, web);
-        }
         if rewrite.is_some() || echo.is_some() {
             let mut headers = ResponseHeaders { map: &mut parts.headers, raw: body.raw_head_mut() };
             if let Some((svc, a)) = rewrite {
@@ -148,6 +149,18 @@ struct Outcome {
 
 /// Who answered a gRPC call, to be judged by its status.
 pub(crate) type Judge = Box<(Arc<gatehouse_upstream::Upstream>, Arc<gatehouse_upstream::EndpointState>)>;
+
+/// Makes a gRPC answer's head a gRPC-Web one (the endpoint's lines passed unparsed are put in
+/// the map first); whether it was a gRPC answer.
+fn to_web(resp: &mut Response<ResponseBody>, web: crate::grpc_web::Web) -> bool {
+    let (mut parts, mut body) = std::mem::replace(resp, Response::new(ResponseBody::empty())).into_parts();
+    if let Some(raw) = body.take_raw_head() {
+        raw.into_map(&mut parts.headers);
+    }
+    let translated = crate::grpc_web::to_web(&mut parts.headers, web);
+    *resp = Response::from_parts(parts, body);
+    translated
+}
 
 /// Whether a POST is a gRPC call (HTTP/2 only), or a gRPC-Web one (any version), whose head is
 /// then made a gRPC call's.

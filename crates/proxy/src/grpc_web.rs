@@ -75,11 +75,11 @@ pub(crate) fn to_grpc(headers: &mut HeaderMap) {
 /// The answer's head for the client: a gRPC content type becomes the gRPC-Web one (a
 /// trailers-only answer's status stays in the head), and the length goes (the body gains the
 /// trailer frame).
-pub(crate) fn to_web(headers: &mut HeaderMap, web: Web) {
-    let Some(v) = headers.get(header::CONTENT_TYPE) else { return };
+pub(crate) fn to_web(headers: &mut HeaderMap, web: Web) -> bool {
+    let Some(v) = headers.get(header::CONTENT_TYPE) else { return false };
     let v = v.as_bytes();
     if v.len() < 16 || !v[..16].eq_ignore_ascii_case(b"application/grpc") || v[16..].starts_with(b"-") {
-        return;
+        return false;
     }
     let mut value = PREFIX.to_vec();
     if web.text_out {
@@ -90,6 +90,7 @@ pub(crate) fn to_web(headers: &mut HeaderMap, web: Web) {
         headers.insert(header::CONTENT_TYPE, v);
     }
     headers.remove(header::CONTENT_LENGTH);
+    true
 }
 
 /// The trailer frame that carries `trailers` in the body.
@@ -305,15 +306,15 @@ mod tests {
         assert!(h.get("content-length").is_none());
 
         let mut h = headers(&[("content-type", "application/grpc"), ("grpc-status", "5")]);
-        to_web(&mut h, Web { text_in: true, text_out: true });
+        assert!(to_web(&mut h, Web { text_in: true, text_out: true }));
         assert_eq!(h.get("content-type").map(|v| v.as_bytes()), Some(&b"application/grpc-web-text"[..]));
         assert_eq!(h.get("grpc-status").map(|v| v.as_bytes()), Some(&b"5"[..]));
         let mut h = headers(&[("content-type", "application/grpc+proto")]);
-        to_web(&mut h, Web { text_in: false, text_out: false });
+        assert!(to_web(&mut h, Web { text_in: false, text_out: false }));
         assert_eq!(h.get("content-type").map(|v| v.as_bytes()), Some(&b"application/grpc-web+proto"[..]));
         // Not a gRPC answer (an endpoint's error page): left as it is.
         let mut h = headers(&[("content-type", "text/html")]);
-        to_web(&mut h, Web { text_in: false, text_out: false });
+        assert!(!to_web(&mut h, Web { text_in: false, text_out: false }));
         assert_eq!(h.get("content-type").map(|v| v.as_bytes()), Some(&b"text/html"[..]));
     }
 

@@ -666,3 +666,27 @@ fn grpc_web_frames_in_each_content_type_over_http1_and_http2() {
         }
     }
 }
+
+#[test]
+fn a_grpc_web_calls_answer_that_is_not_grpc_passes_as_it_is() {
+    // An endpoint that answers with a page of its own (here a plain HTTP backend): no gRPC
+    // content type, so the body is not framed or encoded.
+    let backend = Backend::start("plain page");
+    let gw = start(&crate::common::simple(&format!("targets: {}", crate::common::targets(&[&backend]))));
+    let resp = gatehouse_testkit::curl(&[
+        "-X",
+        "POST",
+        "-H",
+        &format!("Host: {}", crate::common::HOST),
+        "-H",
+        "content-type: application/grpc-web-text",
+        "--data-binary",
+        "AAAAAAVoZWxsbw==",
+        &format!("http://{}/svc/Method", gw.addr("http")),
+    ]);
+    assert_eq!(resp.status, 200, "{resp:?}");
+    assert_eq!(resp.text(), "plain page", "{resp:?}");
+    let seen = backend.requests();
+    assert_eq!(seen[0].header("content-type"), Some("application/grpc"), "{:?}", seen[0]);
+    assert_eq!(seen[0].body, b"\0\0\0\0\x05hello", "the text body reached the endpoint decoded");
+}
