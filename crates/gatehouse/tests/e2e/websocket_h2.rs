@@ -61,9 +61,14 @@ impl Drop for WsBackend {
 /// A gateway whose TLS listener (HTTP/2 by ALPN) serves `localhost` from `backend`, with a JSON
 /// access log at `log`.
 fn gateway(backend: &WsBackend, pki: &Pki, log: &std::path::Path) -> Gateway {
+    gateway_with(backend, pki, log, "")
+}
+
+/// [`gateway`] with more upstream settings (`, protocol: http2`).
+fn gateway_with(backend: &WsBackend, pki: &Pki, log: &std::path::Path, upstream: &str) -> Gateway {
     let cert = pki.issue(&["localhost"], Algorithm::EcdsaP256, "ws.pem", None);
     start(&format!(
-        "workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\naccess_log: {{path: \"{}\", format: json}}\ntls:\n{}\nlisteners:\n  tls: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  ws: {{targets: [\"127.0.0.1:{}\"]}}\nsites:\n  s: {{hosts: [\"localhost\"], routes: [{{path: /, upstream: ws}}]}}\n",
+        "workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\naccess_log: {{path: \"{}\", format: json}}\ntls:\n{}\nlisteners:\n  tls: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  ws: {{targets: [\"127.0.0.1:{}\"]{upstream}}}\nsites:\n  s: {{hosts: [\"localhost\"], routes: [{{path: /, upstream: ws}}]}}\n",
         log.display(),
         certificates(&[&cert]),
         backend.port
@@ -146,4 +151,21 @@ fn an_http2_client_sends_an_extended_connect() {
     assert_eq!((&seen["status"], &seen["protocol"]), (&200.into(), &"chat".into()), "{seen}");
     assert_eq!(seen["echo"], "over one stream", "{seen}");
     assert_eq!(seen["handshake"]["upgrade"], "websocket", "{seen}");
+}
+
+#[test]
+fn a_websocket_over_http2_to_an_http2_upstream_is_not_implemented() {
+    if !installed("a_websocket_over_http2_to_an_http2_upstream_is_not_implemented") {
+        return;
+    }
+    let backend = WsBackend::start();
+    let pki = Pki::new();
+    let log = pki.dir.join("access.log");
+    let gw = gateway_with(&backend, &pki, &log, ", protocol: http2");
+    let origin = format!("https://localhost:{}", gw.addr("tls").port());
+    let ca = pki.ca_file();
+    let seen = run(&["h2", &origin, ca.to_str().expect("utf-8 path")]);
+    assert_eq!(seen["status"], 501, "{seen}");
+    let lines = log_lines(&log, 1);
+    assert_eq!((&lines[0]["method"], &lines[0]["status"]), (&"CONNECT".into(), &501.into()), "{lines:?}");
 }

@@ -77,7 +77,16 @@ if (mode === "backend") {
     "sec-websocket-version": "13", "sec-websocket-protocol": "chat", origin,
   });
   const chunks = [];
-  stream.on("response", (h) => { seen.status = h[":status"]; seen.protocol = h["sec-websocket-protocol"] ?? null; });
+  stream.on("response", (h) => {
+    seen.status = h[":status"];
+    seen.protocol = h["sec-websocket-protocol"] ?? null;
+    if (seen.status !== 200) {
+      // Refused: nothing will be echoed.
+      stream.close();
+      session.close();
+      console.log(JSON.stringify(seen));
+    }
+  });
   // One masked text frame, as a client must send it.
   const payload = Buffer.from("over one stream");
   const mask = randomBytes(4);
