@@ -58,14 +58,18 @@ impl Drop for WsBackend {
     }
 }
 
-/// A gateway whose TLS listener (HTTP/2 by ALPN) serves `localhost` from `backend`, with a JSON
-/// access log at `log`.
-fn gateway(backend: &WsBackend, pki: &Pki, log: &std::path::Path) -> Gateway {
-    gateway_with(backend, pki, log, "")
+/// A `ws` backend, a test PKI, and a gateway in front ([`gateway`]) logging to the PKI's folder.
+fn setup(upstream: &str) -> (WsBackend, Pki, PathBuf, Gateway) {
+    let backend = WsBackend::start();
+    let pki = Pki::new();
+    let log = pki.dir.join("access.log");
+    let gw = gateway(&backend, &pki, &log, upstream);
+    (backend, pki, log, gw)
 }
 
-/// [`gateway`] with more upstream settings (`, protocol: http2`).
-fn gateway_with(backend: &WsBackend, pki: &Pki, log: &std::path::Path, upstream: &str) -> Gateway {
+/// A gateway whose TLS listener (HTTP/2 by ALPN) serves `localhost` from `backend`, with a JSON
+/// access log at `log` and more upstream settings (`, protocol: http2`).
+fn gateway(backend: &WsBackend, pki: &Pki, log: &std::path::Path, upstream: &str) -> Gateway {
     let cert = pki.issue(&["localhost"], Algorithm::EcdsaP256, "ws.pem", None);
     start(&format!(
         "workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\naccess_log: {{path: \"{}\", format: json}}\ntls:\n{}\nlisteners:\n  tls: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  ws: {{targets: [\"127.0.0.1:{}\"]{upstream}}}\nsites:\n  s: {{hosts: [\"localhost\"], routes: [{{path: /, upstream: ws}}]}}\n",
@@ -100,10 +104,7 @@ fn chromium_opens_a_websocket_over_the_pages_http2_connection() {
     if !installed("chromium_opens_a_websocket_over_the_pages_http2_connection") {
         return;
     }
-    let backend = WsBackend::start();
-    let pki = Pki::new();
-    let log = pki.dir.join("access.log");
-    let gw = gateway(&backend, &pki, &log);
+    let (_backend, _pki, log, gw) = setup("");
     let url = format!("https://localhost:{}/page.html", gw.addr("tls").port());
     let seen = run(&["browser", &url]);
     assert_eq!(seen["pageStatus"], 200, "{seen}");
@@ -140,10 +141,7 @@ fn an_http2_client_sends_an_extended_connect() {
     if !installed("an_http2_client_sends_an_extended_connect") {
         return;
     }
-    let backend = WsBackend::start();
-    let pki = Pki::new();
-    let log = pki.dir.join("access.log");
-    let gw = gateway(&backend, &pki, &log);
+    let (_backend, pki, _log, gw) = setup("");
     let origin = format!("https://localhost:{}", gw.addr("tls").port());
     let ca = pki.ca_file();
     let seen = run(&["h2", &origin, ca.to_str().expect("utf-8 path")]);
@@ -158,10 +156,7 @@ fn a_websocket_over_http2_to_an_http2_upstream_is_not_implemented() {
     if !installed("a_websocket_over_http2_to_an_http2_upstream_is_not_implemented") {
         return;
     }
-    let backend = WsBackend::start();
-    let pki = Pki::new();
-    let log = pki.dir.join("access.log");
-    let gw = gateway_with(&backend, &pki, &log, ", protocol: http2");
+    let (_backend, pki, log, gw) = setup(", protocol: http2");
     let origin = format!("https://localhost:{}", gw.addr("tls").port());
     let ca = pki.ca_file();
     let seen = run(&["h2", &origin, ca.to_str().expect("utf-8 path")]);
