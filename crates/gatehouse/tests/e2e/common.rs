@@ -14,6 +14,54 @@ pub fn start(yaml: &str) -> Gateway {
     Gateway::start_with(env!("CARGO_BIN_EXE_gatehouse"), yaml)
 }
 
+/// A real peer in a process of its own (a grpcio server, a `ws` backend) that serves on a free
+/// port and prints it as its first line; stopped when dropped.
+pub struct PeerProcess {
+    child: std::process::Child,
+    _stdin: std::process::ChildStdin,
+    pub port: u16,
+}
+
+impl PeerProcess {
+    /// Runs `cmd` with its stdin held open and reads the port it prints; `what` names it in
+    /// failures.
+    pub fn spawn(cmd: &mut std::process::Command, what: &str) -> PeerProcess {
+        use std::io::BufRead;
+        use std::process::Stdio;
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap_or_else(|e| panic!("start {what}: {e}"));
+        let stdin = child.stdin.take().expect("stdin");
+        let mut line = String::new();
+        std::io::BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read the port");
+        let port = line.trim().parse().unwrap_or_else(|_| panic!("{what} printed {line:?}, not its port"));
+        PeerProcess { child, _stdin: stdin, port }
+    }
+}
+
+impl Drop for PeerProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The lines of a JSON access log, once there are at least `n`.
+pub fn access_log_lines(log: &std::path::Path, n: usize) -> Vec<serde_json::Value> {
+    wait_until(SETTLE, || {
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(log)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect();
+        (lines.len() >= n).then_some(lines)
+    })
+    .unwrap_or_else(|| panic!("fewer than {n} access log lines: {:?}", std::fs::read_to_string(log)))
+}
+
 /// Global settings and one listener `http` on port 0, plus an admin listener on port 0; `listener`
 /// is extra settings for the listener (flow-map entries such as `keepalive_timeout: 300ms`).
 pub fn head(listener: &str) -> String {

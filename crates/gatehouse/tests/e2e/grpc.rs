@@ -8,9 +8,8 @@ use crate::tls::{certificates, Pki};
 use gatehouse_testkit::Backend;
 use gatehouse_testkit::Gateway;
 use gatehouse_tls::issue::Algorithm;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Command, Stdio};
 
 /// The authority the client asks for.
 const AUTHORITY: &str = "grpc.test";
@@ -34,12 +33,8 @@ fn grpcio(test: &str) -> bool {
     found
 }
 
-/// A grpcio server on a free port; it stops when dropped (its stdin closes).
-struct GrpcServer {
-    child: Child,
-    _stdin: ChildStdin,
-    port: u16,
-}
+/// A grpcio server on a free port; it stops when dropped.
+type GrpcServer = crate::common::PeerProcess;
 
 impl GrpcServer {
     fn start() -> GrpcServer {
@@ -58,28 +53,9 @@ impl GrpcServer {
 
     fn start_full(events: Option<&std::path::Path>, bundle: Option<&std::path::Path>) -> GrpcServer {
         let events = events.map_or_else(|| "-".into(), |e| e.as_os_str().to_owned());
-        let mut child = Command::new("python3")
-            .arg(peer_script())
-            .arg("server")
-            .arg(events)
-            .args(bundle)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the grpcio server");
-        let stdin = child.stdin.take().expect("server stdin");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("server stdout")).read_line(&mut line).expect("read the port");
-        let port = line.trim().parse().unwrap_or_else(|_| panic!("the server printed {line:?}, not its port"));
-        GrpcServer { child, _stdin: stdin, port }
-    }
-}
-
-impl Drop for GrpcServer {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let mut cmd = Command::new("python3");
+        cmd.arg(peer_script()).arg("server").arg(events).args(bundle);
+        GrpcServer::spawn(&mut cmd, "the grpcio server")
     }
 }
 
@@ -262,16 +238,8 @@ plans:
         let series = format!("gatehouse_grpc_responses_total{{route=\"{route}\",grpc_status=\"{status}\"}}");
         assert_eq!(gatehouse_testkit::metric_value(&m, &series), Some(n), "{series}\n{m}");
     }
-    let logged = gatehouse_testkit::wait_until(crate::common::SETTLE, || {
-        let text = std::fs::read_to_string(&log).unwrap_or_default();
-        let codes: Vec<i64> = text
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .map(|v| v["grpc_status"].as_i64().unwrap_or(-1))
-            .collect();
-        (codes.len() == 11).then_some(codes)
-    })
-    .unwrap_or_else(|| panic!("11 log lines: {:?}", std::fs::read_to_string(&log)));
+    let logged: Vec<i64> =
+        crate::common::access_log_lines(&log, 11).iter().map(|v| v["grpc_status"].as_i64().unwrap_or(-1)).collect();
     assert_eq!(logged, [12, 16, 16, 0, 7, 8, 4, 0, 8, 14, 14]);
 }
 

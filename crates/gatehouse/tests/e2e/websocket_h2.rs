@@ -4,13 +4,12 @@
 //! packages (`npm ci` in `tests/websocket`); elsewhere the tests say they were skipped, unless `CI`
 //! is set.
 
-use crate::common::start;
+use crate::common::{access_log_lines, start, PeerProcess};
 use crate::tls::{certificates, Pki};
 use gatehouse_testkit::Gateway;
 use gatehouse_tls::issue::Algorithm;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::Command;
 
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/websocket")
@@ -27,40 +26,13 @@ fn installed(test: &str) -> bool {
 }
 
 /// The `ws` backend on a free port; it stops when dropped.
-struct WsBackend {
-    child: Child,
-    _stdin: ChildStdin,
-    port: u16,
-}
-
-impl WsBackend {
-    fn start() -> WsBackend {
-        let mut child = Command::new("node")
-            .arg(dir().join("peer.mjs"))
-            .arg("backend")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("start the ws backend");
-        let stdin = child.stdin.take().expect("stdin");
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().expect("stdout")).read_line(&mut line).expect("read the port");
-        let port = line.trim().parse().unwrap_or_else(|_| panic!("the backend printed {line:?}, not its port"));
-        WsBackend { child, _stdin: stdin, port }
-    }
-}
-
-impl Drop for WsBackend {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+fn ws_backend() -> PeerProcess {
+    PeerProcess::spawn(Command::new("node").arg(dir().join("peer.mjs")).arg("backend"), "the ws backend")
 }
 
 /// A `ws` backend, a test PKI, and a gateway in front ([`gateway`]) logging to the PKI's folder.
-fn setup(upstream: &str) -> (WsBackend, Pki, PathBuf, Gateway) {
-    let backend = WsBackend::start();
+fn setup(upstream: &str) -> (PeerProcess, Pki, PathBuf, Gateway) {
+    let backend = ws_backend();
     let pki = Pki::new();
     let log = pki.dir.join("access.log");
     let gw = gateway(&backend, &pki, &log, upstream);
@@ -69,7 +41,7 @@ fn setup(upstream: &str) -> (WsBackend, Pki, PathBuf, Gateway) {
 
 /// A gateway whose TLS listener (HTTP/2 by ALPN) serves `localhost` from `backend`, with a JSON
 /// access log at `log` and more upstream settings (`, protocol: http2`).
-fn gateway(backend: &WsBackend, pki: &Pki, log: &std::path::Path, upstream: &str) -> Gateway {
+fn gateway(backend: &PeerProcess, pki: &Pki, log: &std::path::Path, upstream: &str) -> Gateway {
     let cert = pki.issue(&["localhost"], Algorithm::EcdsaP256, "ws.pem", None);
     start(&format!(
         "workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\naccess_log: {{path: \"{}\", format: json}}\ntls:\n{}\nlisteners:\n  tls: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  ws: {{targets: [\"127.0.0.1:{}\"]{upstream}}}\nsites:\n  s: {{hosts: [\"localhost\"], routes: [{{path: /, upstream: ws}}]}}\n",
@@ -84,19 +56,6 @@ fn run(args: &[&str]) -> serde_json::Value {
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{args:?} failed: {text}{}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("{args:?} printed {text:?}: {e}"))
-}
-
-/// The access log's lines, once `n` are there.
-fn log_lines(log: &std::path::Path, n: usize) -> Vec<serde_json::Value> {
-    gatehouse_testkit::wait_until(crate::common::SETTLE, || {
-        let lines: Vec<serde_json::Value> = std::fs::read_to_string(log)
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect();
-        (lines.len() >= n).then_some(lines)
-    })
-    .unwrap_or_else(|| panic!("fewer than {n} access log lines: {:?}", std::fs::read_to_string(log)))
 }
 
 #[test]
@@ -123,7 +82,7 @@ fn chromium_opens_a_websocket_over_the_pages_http2_connection() {
     assert_eq!(handshake["forwardedProto"], "https", "{seen}");
     // The page and the socket came over HTTP/2, the socket as RFC 8441's CONNECT; on one
     // connection.
-    let lines = log_lines(&log, 2);
+    let lines = access_log_lines(&log, 2);
     let page = lines.iter().find(|l| l["uri"] == "/page.html").unwrap_or_else(|| panic!("{lines:?}"));
     let socket = lines.iter().find(|l| l["uri"] == "/ws").unwrap_or_else(|| panic!("{lines:?}"));
     assert_eq!((&page["protocol"], &page["status"]), (&"HTTP/2.0".into(), &200.into()), "{lines:?}");
@@ -136,15 +95,20 @@ fn chromium_opens_a_websocket_over_the_pages_http2_connection() {
     assert_eq!(accepted, Some(1.0), "one client connection for the page and its socket");
 }
 
+/// Node's HTTP/2 client's extended CONNECT to `/ws` through the TLS listener, as it saw it.
+fn h2_client(gw: &Gateway, pki: &Pki) -> serde_json::Value {
+    let origin = format!("https://localhost:{}", gw.addr("tls").port());
+    let ca = pki.ca_file();
+    run(&["h2", &origin, ca.to_str().expect("utf-8 path")])
+}
+
 #[test]
 fn an_http2_client_sends_an_extended_connect() {
     if !installed("an_http2_client_sends_an_extended_connect") {
         return;
     }
     let (_backend, pki, _log, gw) = setup("");
-    let origin = format!("https://localhost:{}", gw.addr("tls").port());
-    let ca = pki.ca_file();
-    let seen = run(&["h2", &origin, ca.to_str().expect("utf-8 path")]);
+    let seen = h2_client(&gw, &pki);
     assert_eq!(seen["enableConnectProtocol"], true, "SETTINGS_ENABLE_CONNECT_PROTOCOL: {seen}");
     assert_eq!((&seen["status"], &seen["protocol"]), (&200.into(), &"chat".into()), "{seen}");
     assert_eq!(seen["echo"], "over one stream", "{seen}");
@@ -157,10 +121,8 @@ fn a_websocket_over_http2_to_an_http2_upstream_is_not_implemented() {
         return;
     }
     let (_backend, pki, log, gw) = setup(", protocol: http2");
-    let origin = format!("https://localhost:{}", gw.addr("tls").port());
-    let ca = pki.ca_file();
-    let seen = run(&["h2", &origin, ca.to_str().expect("utf-8 path")]);
+    let seen = h2_client(&gw, &pki);
     assert_eq!(seen["status"], 501, "{seen}");
-    let lines = log_lines(&log, 1);
+    let lines = access_log_lines(&log, 1);
     assert_eq!((&lines[0]["method"], &lines[0]["status"]), (&"CONNECT".into(), &501.into()), "{lines:?}");
 }
