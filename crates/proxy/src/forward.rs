@@ -153,13 +153,10 @@ pub(crate) type Judge = Box<(Arc<gatehouse_upstream::Upstream>, Arc<gatehouse_up
 /// Makes a gRPC answer's head a gRPC-Web one (the endpoint's lines passed unparsed are put in
 /// the map first); whether it was a gRPC answer.
 fn to_web(resp: &mut Response<ResponseBody>, web: crate::grpc_web::Web) -> bool {
-    let (mut parts, mut body) = std::mem::replace(resp, Response::new(ResponseBody::empty())).into_parts();
-    if let Some(raw) = body.take_raw_head() {
-        raw.into_map(&mut parts.headers);
+    if let Some(raw) = resp.body_mut().take_raw_head() {
+        raw.into_map(resp.headers_mut());
     }
-    let translated = crate::grpc_web::to_web(&mut parts.headers, web);
-    *resp = Response::from_parts(parts, body);
-    translated
+    crate::grpc_web::to_web(resp.headers_mut(), web)
 }
 
 /// Whether a POST is a gRPC call (HTTP/2 only), or a gRPC-Web one (any version), whose head is
