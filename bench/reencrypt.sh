@@ -405,12 +405,6 @@ for row in "${ROW_LIST[@]}"; do
 	done
 done
 
-disturbed() { # -> true when others' CPU in the CSV's last run was above QUIET_PCT % of a core
-	"$PYTHON" -c 'import csv, sys
-last = list(csv.DictReader(open(sys.argv[1])))[-1]
-sys.exit(0 if float(last["others_cpu_pct"] or 0) > float(sys.argv[2]) else 1)' "$CSV" "$QUIET_PCT"
-}
-
 REMEASURED=0
 max_reps=$REPS
 want_row dns && ((DNS_REPS > max_reps)) && max_reps=$DNS_REPS
@@ -421,16 +415,7 @@ for ((rep = 1; rep <= max_reps; rep++)); do
 		rotated $((rep - 1)) "${targets[@]}"
 		log "rep $rep/$max_reps, $row: order ${REPLY_TARGETS[*]}"
 		for t in "${REPLY_TARGETS[@]}"; do
-			for ((try = 0; ; try++)); do
-				sleep "$SETTLE"
-				((QUIET_WAIT)) && quiet "$QUIET_WAIT"
-				measure "$rep" "$row" "$t"
-				((try < RETRIES)) && disturbed || break
-				log "rep $rep, $row-$t: disturbed (others' CPU above $QUIET_PCT % of a core); measuring again"
-				tail -n 1 "$CSV" >>"$WORK/disturbed-runs.csv"
-				sed -i '$d' "$CSV"
-				REMEASURED=$((REMEASURED + 1))
-			done
+			measure_quietly "$rep" "$row" "$t" "$row-$t"
 		done
 	done
 done

@@ -537,6 +537,30 @@ quiet() {
 	done
 }
 
+# measure_quietly REP ROW TARGET LABEL: the script's `measure REP ROW TARGET` after SETTLE s and
+# (with QUIET_WAIT) a quiet machine; a run during which processes outside the bench used more than
+# QUIET_PCT % of a core (the CSV's last row, others_cpu_pct) is moved to WORK/disturbed-runs.csv
+# and measured again, up to RETRIES times, counted in REMEASURED.  Needs CSV and PYTHON.
+measure_quietly() {
+	local try
+	for ((try = 0; ; try++)); do
+		sleep "$SETTLE"
+		((QUIET_WAIT)) && quiet "$QUIET_WAIT"
+		measure "$1" "$2" "$3"
+		((try < RETRIES)) && disturbed || break
+		log "rep $1, $4: disturbed (others' CPU above $QUIET_PCT % of a core); measuring again"
+		tail -n 1 "$CSV" >>"$WORK/disturbed-runs.csv"
+		sed -i '$d' "$CSV"
+		REMEASURED=$((REMEASURED + 1))
+	done
+}
+
+disturbed() { # -> true when others' CPU in the CSV's last run was above QUIET_PCT % of a core
+	"$PYTHON" -c 'import csv, sys
+last = list(csv.DictReader(open(sys.argv[1])))[-1]
+sys.exit(0 if float(last["others_cpu_pct"] or 0) > float(sys.argv[2]) else 1)' "$CSV" "$QUIET_PCT"
+}
+
 # ------------------------------------------------------------------ report
 results_csv() { # results_csv CSV NAME: the per-run CSV copied to bench/results/NAME
 	mkdir -p "$BENCH/results"

@@ -13,8 +13,9 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from reencrypt_summarize import fmt_ratios, ms_num, num, one_decimal, paired, spread, vals  # noqa: E402
-from summarize import OTHERS_WARN_PCT, cli, fmt_pct, med, ratio  # noqa: E402
+from reencrypt_summarize import (  # noqa: E402
+    ms_num, noise_notes, num, one_decimal, peer_ratio_line, rate_cell, run_groups, spread, vals)
+from summarize import OTHERS_WARN_PCT, cli, fmt_pct, med  # noqa: E402
 
 HEADING = "## gRPC (bench/grpc.sh)"
 ROWS = ["unary", "stream"]
@@ -40,24 +41,15 @@ def table(rows):
            "new backend conns | others' CPU % |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     groups, failures = {}, []
-    for row in ROWS:
-        for target in TARGET_ORDER:
-            g = [r for r in rows if r.get("row") == row and r["target"] == target]
-            if not g:
-                continue
-            groups.setdefault(row, {})[target] = g
-            bad = [r for r in g if str(r.get("ok")) != "1"]
-            calls = spread(g, "rps", num) + f" [{len(g)}]"
-            if bad:
-                calls = f"⚠ FAILED {len(bad)}/{len(g)}: " + calls
-                failures += [f"{row} {target} rep {r['rep']}: {r.get('error_detail') or 'errors'}" for r in bad]
-            others = med(g, "others_cpu_pct")
-            out.append("| " + " | ".join([
-                ROW_NAMES[row], TARGET_NAMES[target], calls,
-                spread(g, "msgs_s", num) if row == "stream" else "–",
-                spread(g, "proxy_cpu_pct", one_decimal, " %"), spread(g, "req_per_cpu_s", num),
-                spread(g, "p99_ms", ms_num, " ms"), spread(g, "backend_new_conns", num),
-                fmt_pct(others) + (" ⚠" if (others or 0) > OTHERS_WARN_PCT else "")]) + " |")
+    for row, target, g in run_groups(rows, ROWS, TARGET_ORDER, groups):
+        calls = rate_cell(row, target, g, failures)
+        others = med(g, "others_cpu_pct")
+        out.append("| " + " | ".join([
+            ROW_NAMES[row], TARGET_NAMES[target], calls,
+            spread(g, "msgs_s", num) if row == "stream" else "–",
+            spread(g, "proxy_cpu_pct", one_decimal, " %"), spread(g, "req_per_cpu_s", num),
+            spread(g, "p99_ms", ms_num, " ms"), spread(g, "backend_new_conns", num),
+            fmt_pct(others) + (" ⚠" if (others or 0) > OTHERS_WARN_PCT else "")]) + " |")
     return out, groups, failures
 
 
@@ -72,13 +64,7 @@ def ratio_lines(groups):
             peer = g.get(key)
             if not peer:
                 continue
-            r = ratio(med(gh, "req_per_cpu_s"), med(peer, "req_per_cpu_s"))
-            r_rps = ratio(med(gh, "rps"), med(peer, "rps"))
-            r_p99 = ratio(med(gh, "p99_ms"), med(peer, "p99_ms"))
-            verdict = "–" if r is None else ("met" if r >= goal else "**missed**")
-            out.append(f"- {row}: Gatehouse÷{name}, calls per proxy CPU-s **{'–' if r is None else f'{r:.2f}'}** "
-                       f"(per rep: {fmt_ratios(paired(g, 'gatehouse', key))}; goal ≥ {goal}: {verdict}); "
-                       f"calls/s {'–' if r_rps is None else f'{r_rps:.2f}'}, p99 {'–' if r_p99 is None else f'{r_p99:.2f}'}")
+            out.append(peer_ratio_line(row, g, key, name, goal, "÷", "calls"))
     return out
 
 
@@ -99,15 +85,7 @@ def summarize(rows):
     if short:
         notes.append("⚠ the backend counted fewer calls than ghz completed in: "
                      + ", ".join(f"{r.get('row')} {r['target']} rep {r['rep']}" for r in short))
-    oth = [(x, r) for x, r in ((vals([r], "others_cpu_pct"), r) for r in rows) if x]
-    if oth:
-        x, r = max(oth, key=lambda t: t[0][0])
-        st = vals(rows, "steal_pct")
-        notes.append(f"Noise: others' CPU at most {x[0]:.1f} % of a core ({r.get('row')} {r['target']} rep {r['rep']}); "
-                     f"hypervisor steal at most {max(st) if st else 0:.1f} %.")
-    if any((med(g, "others_cpu_pct") or 0) > OTHERS_WARN_PCT for row in groups.values() for g in row.values()):
-        notes.append(f"⚠ in the others' CPU column: median above {OTHERS_WARN_PCT:.0f} % of a core was used by processes "
-                     "outside the benchmark during those runs; treat those rows as disturbed.")
+    notes += noise_notes(rows, groups)
     out += [""] + [f"- {n}" for n in notes]
     if failures:
         out += ["", "Failed runs (calls not OK, incomplete ghz report or non-zero exit):", ""]

@@ -87,28 +87,70 @@ def fmt_ratios(rs):
     return f"{statistics.median(rs):.2f} ({min(rs):.2f}–{max(rs):.2f})"
 
 
+def run_groups(rows, row_order, target_order, groups):
+    """(row, target, runs) for each (row, target) measured, in report order; also filed in
+    groups[row][target]."""
+    for row in row_order:
+        for target in target_order:
+            g = [r for r in rows if r.get("row") == row and r["target"] == target]
+            if g:
+                groups.setdefault(row, {})[target] = g
+                yield row, target, g
+
+
+def rate_cell(row, target, g, failures):
+    """The runs' rate (median, spread, count), marked when some failed; the failures listed."""
+    bad = [r for r in g if str(r.get("ok")) != "1"]
+    cell = spread(g, "rps", num) + f" [{len(g)}]"
+    if bad:
+        cell = f"⚠ FAILED {len(bad)}/{len(g)}: " + cell
+        failures += [f"{row} {target} rep {r['rep']}: {r.get('error_detail') or 'errors'}" for r in bad]
+    return cell
+
+
+def peer_ratio_line(row, g, key, name, goal, sign, unit):
+    """Gatehouse against the peer `key` in one row: per proxy CPU-second (with the per-rep ratios
+    and the goal), rate and p99; `unit` is what a run counts (req, calls)."""
+    gh, peer = g["gatehouse"], g[key]
+    r = ratio(med(gh, "req_per_cpu_s"), med(peer, "req_per_cpu_s"))
+    r_rps = ratio(med(gh, "rps"), med(peer, "rps"))
+    r_p99 = ratio(med(gh, "p99_ms"), med(peer, "p99_ms"))
+    verdict = "–" if r is None else ("met" if r >= goal else "**missed**")
+    return (f"- {row}: Gatehouse{sign}{name}, {unit} per proxy CPU-s **{'–' if r is None else f'{r:.2f}'}** "
+            f"(per rep: {fmt_ratios(paired(g, 'gatehouse', key))}; goal ≥ {goal}: {verdict}); "
+            f"{unit}/s {'–' if r_rps is None else f'{r_rps:.2f}'}, p99 {'–' if r_p99 is None else f'{r_p99:.2f}'}")
+
+
+def noise_notes(rows, groups):
+    """What ran beside the benchmark: the most others' CPU and steal of any run, and a warning when
+    a row's median of others' CPU is above OTHERS_WARN_PCT."""
+    notes = []
+    oth = [(fnum(r.get("others_cpu_pct")), r) for r in rows]
+    oth = [(x, r) for x, r in oth if x is not None]
+    if oth:
+        x, r = max(oth, key=lambda t: t[0])
+        st = vals(rows, "steal_pct")
+        notes.append(f"Noise: others' CPU at most {x:.1f} % of a core ({r.get('row')} {r['target']} rep {r['rep']}); "
+                     f"hypervisor steal at most {max(st) if st else 0:.1f} %.")
+    if any((med(g, "others_cpu_pct") or 0) > OTHERS_WARN_PCT for row in groups.values() for g in row.values()):
+        notes.append(f"⚠ in the others' CPU column: median above {OTHERS_WARN_PCT:.0f} % of a core was used by processes "
+                     "outside the benchmark during those runs; treat those rows as disturbed.")
+    return notes
+
+
 def table(rows):
     out = ["| row | proxy | req/s | proxy CPU % | req per proxy CPU-s | p99 | new backend conns / 100k req | "
            "upstream TLS handshakes: resumed / all | others' CPU % |",
            "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     groups, failures = {}, []
-    for row in ROWS:
-        for target in TARGET_ORDER:
-            g = [r for r in rows if r.get("row") == row and r["target"] == target]
-            if not g:
-                continue
-            groups.setdefault(row, {})[target] = g
-            bad = [r for r in g if str(r.get("ok")) != "1"]
-            rps = spread(g, "rps", num) + f" [{len(g)}]"
-            if bad:
-                rps = f"⚠ FAILED {len(bad)}/{len(g)}: " + rps
-                failures += [f"{row} {target} rep {r['rep']}: {r.get('error_detail') or 'errors'}" for r in bad]
-            others = med(g, "others_cpu_pct")
-            out.append("| " + " | ".join([
-                ROW_NAMES[row], TARGET_NAMES[target], rps, spread(g, "proxy_cpu_pct", one_decimal, " %"),
-                spread(g, "req_per_cpu_s", num), spread(g, "p99_ms", ms_num, " ms"), conns(med(g, "conns_per_100k")),
-                "–" if row == "dns" else handshakes(g),
-                fmt_pct(others) + (" ⚠" if (others or 0) > OTHERS_WARN_PCT else "")]) + " |")
+    for row, target, g in run_groups(rows, ROWS, TARGET_ORDER, groups):
+        rps = rate_cell(row, target, g, failures)
+        others = med(g, "others_cpu_pct")
+        out.append("| " + " | ".join([
+            ROW_NAMES[row], TARGET_NAMES[target], rps, spread(g, "proxy_cpu_pct", one_decimal, " %"),
+            spread(g, "req_per_cpu_s", num), spread(g, "p99_ms", ms_num, " ms"), conns(med(g, "conns_per_100k")),
+            "–" if row == "dns" else handshakes(g),
+            fmt_pct(others) + (" ⚠" if (others or 0) > OTHERS_WARN_PCT else "")]) + " |")
     return out, groups, failures
 
 
@@ -123,14 +165,7 @@ def ratio_lines(groups):
             peer = g.get(key)
             if not peer:
                 continue
-            r = ratio(med(gh, "req_per_cpu_s"), med(peer, "req_per_cpu_s"))
-            r_rps = ratio(med(gh, "rps"), med(peer, "rps"))
-            r_p99 = ratio(med(gh, "p99_ms"), med(peer, "p99_ms"))
-            goal = GOALS[row]
-            verdict = "–" if r is None else ("met" if r >= goal else "**missed**")
-            out.append(f"- {row}: Gatehouse/{name}, req per proxy CPU-s **{'–' if r is None else f'{r:.2f}'}** "
-                       f"(per rep: {fmt_ratios(paired(g, 'gatehouse', key))}; goal ≥ {goal}: {verdict}); "
-                       f"req/s {'–' if r_rps is None else f'{r_rps:.2f}'}, p99 {'–' if r_p99 is None else f'{r_p99:.2f}'}")
+            out.append(peer_ratio_line(row, g, key, name, GOALS[row], "/", "req"))
     g = groups.get("dns", {})
     if g.get("ip") and g.get("name"):
         r = ratio(med(g["name"], "req_per_cpu_s"), med(g["ip"], "req_per_cpu_s"))
@@ -173,16 +208,7 @@ def summarize(rows):
             for row in ROWS if row in groups]
     notes.append("CPU 0 (backend nginx + wrk) busy, median of the runs: " + ", ".join(busy)
                  + "; where it is near 100 %, the backend side limits req/s, not the proxy.")
-    oth = [(fnum(r.get("others_cpu_pct")), r) for r in rows]
-    oth = [(x, r) for x, r in oth if x is not None]
-    if oth:
-        x, r = max(oth, key=lambda t: t[0])
-        st = vals(rows, "steal_pct")
-        notes.append(f"Noise: others' CPU at most {x:.1f} % of a core ({r.get('row')} {r['target']} rep {r['rep']}); "
-                     f"hypervisor steal at most {max(st) if st else 0:.1f} %.")
-    if any((med(g, "others_cpu_pct") or 0) > OTHERS_WARN_PCT for row in groups.values() for g in row.values()):
-        notes.append(f"⚠ in the others' CPU column: median above {OTHERS_WARN_PCT:.0f} % of a core was used by processes "
-                     "outside the benchmark during those runs; treat those rows as disturbed.")
+    notes += noise_notes(rows, groups)
     if gh or notes:
         out += [""] + [f"- {n}" for n in notes]
     if failures:
