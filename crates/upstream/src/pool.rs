@@ -57,9 +57,7 @@ pub(crate) struct H2Load {
     open: AtomicUsize,
     /// The server's limit, as the connection's task last read it (see [`Lease::h2_handshake`]).
     max: AtomicUsize,
-    /// The first answer came: the limit is to be read again.
-    settled: std::sync::atomic::AtomicBool,
-    /// The limit was read after the first answer: it is the server's.
+    /// The limit was read after an answer came: it is the server's.
     known: std::sync::atomic::AtomicBool,
     /// Asks the connection's task to read the limit again.
     look: tokio::sync::Notify,
@@ -332,14 +330,13 @@ impl Lease {
         let load = Arc::new(H2Load {
             open: AtomicUsize::new(0),
             max: AtomicUsize::new(known.unwrap_or_else(|| conn.current_max_send_streams())),
-            settled: std::sync::atomic::AtomicBool::new(false),
             known: std::sync::atomic::AtomicBool::new(false),
             look: tokio::sync::Notify::new(),
         });
         let published = load.clone();
         tokio::spawn(async move {
             // hyper's connection future runs rarely (the frames are read by a task of hyper's
-            // own), so the limit is read when asked to (the first answer: the server's SETTINGS
+            // own), so the limit is read when asked to (after an answer: the server's SETTINGS
             // came before it) and now and then, for a server that changes it later.
             let mut conn = std::pin::pin!(conn);
             let mut every = tokio::time::interval(H2_LIMIT_REREAD);
@@ -464,8 +461,9 @@ impl Lease {
                 Err(SendFailure { request: unsent, error })
             }
             Some(Ok(resp)) => {
-                if !stream.0.settled.load(Relaxed) && !stream.0.settled.swap(true, Relaxed) {
-                    // The server's SETTINGS came before its first answer.
+                if !stream.0.known.load(Relaxed) {
+                    // The server's SETTINGS came before its answer: the connection's task reads
+                    // the limit (asked more than once before it does, it reads once).
                     stream.0.look.notify_one();
                 }
                 self.conn = Some(Conn::H2(Box::new((sender, stream))));
