@@ -10,7 +10,6 @@
 //! | `body_framing` | an HTTP/1.1 body as it arrives, split into reads | `crates/upstream` (`framing`) |
 //! | `response_head` | what an endpoint answers, as it arrives | `crates/upstream` (`h1`) |
 //! | `request_head` | what a client sends, as it arrives | `crates/listener` (`h1`) |
-//! | `resp` | what a Redis server answers, as it arrives | `crates/redis` (`resp`) |
 //! | `proxy_header` | a connection's first bytes on a `proxy_protocol` listener, as they arrive | `crates/listener` (`proxy_header`) |
 //!
 //! Each module uses only the products' public API, so the products' tests include the same file
@@ -27,6 +26,5 @@ pub mod jwt;
 pub mod proxy_header;
 pub mod replay;
 pub mod request_head;
-pub mod resp;
 pub mod response_head;
 pub mod router;

@@ -3,8 +3,11 @@
 //! Everything a node writes there is sealed (AES-256-GCM) with a key derived from the cluster
 //! secret, one key per [`Purpose`] (TLS sessions, the ticket key ring, certificate bundles,
 //! configuration revisions), and ids a client chose are stored under a keyed hash, so Redis never
-//! holds a usable secret or a session id in the clear. Keys are hash-tagged with the prefix
-//! (`{gatehouse}:…`).
+//! holds a usable secret or a session id in the clear. Keys start with the prefix
+//! (`gatehouse:…`), and each carries a hash tag that names the thing it belongs to (one TLS
+//! session, one rate-limit counter, one certificate name), so on a Redis Cluster they spread
+//! over every shard; what must stay together (the ticket key ring and its lock, the control
+//! plane's revisions) shares one tag. The table of keys is in `docs/config.md`.
 //!
 //! When Redis is away, the users of a [`Cluster`] go on with what they hold: every failure is
 //! counted ([`RedisStats`]) and logged at most once per interval ([`Cluster::failed`]).
@@ -45,8 +48,8 @@ pub enum ClusterError {
         /// Its length.
         len: usize,
     },
-    /// `redis.url` is not a Redis URL.
-    Url(gatehouse_redis::Error),
+    /// The `redis` settings cannot work.
+    Redis(gatehouse_redis::Error),
     /// HKDF refused to derive a key (never for a 32-byte output).
     KeyDerivation,
     /// No connection within the connect timeout.
@@ -62,7 +65,7 @@ impl std::fmt::Display for ClusterError {
             ClusterError::ShortSecret { len } => {
                 write!(f, "the cluster secret has {len} bytes; at least 32 are needed")
             }
-            ClusterError::Url(e) => write!(f, "redis.url: {e}"),
+            ClusterError::Redis(e) => write!(f, "redis: {e}"),
             ClusterError::KeyDerivation => f.write_str("key derivation failed"),
             ClusterError::Unreachable { addr } => write!(f, "cannot reach redis at {addr}"),
         }
@@ -72,7 +75,7 @@ impl std::fmt::Display for ClusterError {
 impl std::error::Error for ClusterError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            ClusterError::Url(e) => Some(e),
+            ClusterError::Redis(e) => Some(e),
             _ => None,
         }
     }
@@ -126,25 +129,21 @@ fn derive(secret: &[u8], label: &'static [u8]) -> Result<LessSafeKey, ClusterErr
 }
 
 impl Cluster {
-    /// Connects (in the background) to the Redis at `url`; `secret` must be at least 32 bytes.
+    /// Connects (in the background, on the current runtime) to the Redis of `options`; `secret`
+    /// must be at least 32 bytes.
     pub fn new(
-        url: &str,
+        options: ClientOptions,
         prefix: &str,
         secret: &[u8],
-        connect_timeout: Duration,
-        command_timeout: Duration,
         stats: Arc<RedisStats>,
     ) -> Result<Arc<Self>, ClusterError> {
         if secret.len() < 32 {
             return Err(ClusterError::ShortSecret { len: secret.len() });
         }
-        let mut options = ClientOptions::from_url(url).map_err(ClusterError::Url)?;
-        options.connect_timeout = connect_timeout;
-        options.command_timeout = command_timeout;
         let ids_prk = Salt::new(HKDF_SHA256, b"gatehouse cluster v1").extract(secret);
         let ids_okm = ids_prk.expand(&[b"session ids"], hmac::HMAC_SHA256).map_err(|_| ClusterError::KeyDerivation)?;
         Ok(Arc::new(Cluster {
-            client: Client::new(options.clone()),
+            client: Client::new(options.clone()).map_err(ClusterError::Redis)?,
             options,
             prefix: prefix.to_string(),
             sessions: derive(secret, b"sessions")?,
@@ -171,7 +170,7 @@ impl Cluster {
         let deadline = Instant::now() + self.options.connect_timeout + Duration::from_millis(500);
         while !self.client.is_connected() {
             if Instant::now() >= deadline {
-                return Err(ClusterError::Unreachable { addr: self.options.addr.clone() });
+                return Err(ClusterError::Unreachable { addr: self.options.deployment.to_string() });
             }
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
@@ -188,9 +187,10 @@ impl Cluster {
         &self.options
     }
 
-    /// A key under the cluster prefix: `{prefix}:rest`.
+    /// A key under the cluster prefix: `prefix:rest`. `rest` carries the key's hash tag
+    /// (`tls:sess:{id}`); without one, the whole key picks the slot.
     pub fn key(&self, rest: &str) -> String {
-        format!("{{{}}}:{rest}", self.prefix)
+        format!("{}:{rest}", self.prefix)
     }
 
     fn aead(&self, purpose: Purpose) -> &LessSafeKey {

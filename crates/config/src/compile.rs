@@ -173,9 +173,7 @@ fn validate_tls(c: &Config, err: &mut impl FnMut(String, String)) {
         }
     }
     if let Some(r) = &c.redis {
-        if !(r.url.starts_with("redis://")) {
-            err("redis.url".into(), "expected redis://[user:password@]host:port[/db]".into());
-        }
+        check_redis(r, err);
         if r.prefix.is_empty() || r.prefix.contains(['{', '}', ' ']) {
             err("redis.prefix".into(), "must be non-empty, without braces or spaces".into());
         }
@@ -407,6 +405,76 @@ pub(crate) fn check_host_pattern(h: &str) -> Result<(), ValueError> {
         Ok(())
     } else {
         Err(ValueError::NotAHostPattern { host: h.into() })
+    }
+}
+
+/// The `redis` section's deployment, login and TLS settings.
+fn check_redis(r: &crate::model::Redis, err: &mut impl FnMut(String, String)) {
+    let kinds = [r.url.is_some(), r.sentinel.is_some(), r.cluster.is_some()].into_iter().filter(|&k| k).count();
+    if kinds != 1 {
+        err("redis".into(), "set exactly one of `url` (one server), `sentinel` or `cluster`".into());
+    }
+    if let Some(url) = &r.url {
+        let Some(rest) = url.strip_prefix("redis://").or_else(|| url.strip_prefix("rediss://")) else {
+            err("redis.url".into(), "expected redis://host:port[/db] or rediss://host:port[/db]".into());
+            return;
+        };
+        let authority = rest.split('/').next().unwrap_or_default();
+        if authority.contains('@') {
+            err(
+                "redis.url".into(),
+                "no credentials in the URL: set `username` and `password_file`, so no secret sits in the configuration"
+                    .into(),
+            );
+        }
+        if r.tls.is_some() && !url.starts_with("rediss://") {
+            err("redis.tls".into(), "TLS settings need a rediss:// URL".into());
+        }
+        if r.db != 0 {
+            err("redis.db".into(), "with `url`, name the database in the URL's path".into());
+        }
+    }
+    let check_nodes = |setting: &str, nodes: &[String], err: &mut dyn FnMut(String, String)| {
+        if nodes.is_empty() {
+            err(setting.into(), "needs at least one host:port".into());
+        }
+        for (i, node) in nodes.iter().enumerate() {
+            let ok = node.rsplit_once(':').is_some_and(|(host, port)| {
+                !host.is_empty() && !host.contains(['/', '@', ' ']) && port.parse::<u16>().is_ok_and(|p| p != 0)
+            });
+            if !ok {
+                err(format!("{setting}[{i}]"), format!("expected host:port, got {node:?}"));
+            }
+        }
+    };
+    if let Some(s) = &r.sentinel {
+        if s.master.is_empty() {
+            err("redis.sentinel.master".into(), "needs the group's name".into());
+        }
+        check_nodes("redis.sentinel.nodes", &s.nodes, &mut *err);
+        if s.username.is_some() && s.password_file.is_none() {
+            err("redis.sentinel.username".into(), "needs `password_file`".into());
+        }
+    }
+    if let Some(nodes) = &r.cluster {
+        check_nodes("redis.cluster", nodes, &mut *err);
+        if r.db != 0 {
+            err("redis.db".into(), "a Redis Cluster has only database 0".into());
+        }
+    }
+    if r.username.is_some() && r.password_file.is_none() {
+        err("redis.username".into(), "needs `password_file`".into());
+    }
+    if let Some(t) = &r.tls {
+        if t.cert.is_some() != t.key.is_some() {
+            err("redis.tls".into(), "a client certificate needs both `cert` and `key`".into());
+        }
+        if t.server_name.is_some() && r.url.is_none() {
+            err(
+                "redis.tls.server_name".into(),
+                "only with `url`: Sentinel and Cluster nodes are checked against the addresses they announce".into(),
+            );
+        }
     }
 }
 

@@ -71,7 +71,9 @@ impl RedisStore {
     }
 
     fn key(&self, rest: &str) -> String {
-        self.cluster.key(&format!("control:{rest}"))
+        // One tag for all of it: the scripts touch the draft and its version, or the releases and
+        // the history, together.
+        self.cluster.key(&format!("control:{{control}}:{rest}"))
     }
 
     fn open<T: serde::de::DeserializeOwned>(&self, aad: &[u8], sealed: &[u8]) -> Result<T, StoreError> {

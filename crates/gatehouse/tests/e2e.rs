@@ -51,6 +51,8 @@ mod metrics;
 mod pool;
 #[path = "e2e/proxy_protocol.rs"]
 mod proxy_protocol;
+#[path = "e2e/redis_deployments.rs"]
+mod redis_deployments;
 #[path = "e2e/reload.rs"]
 mod reload;
 #[path = "e2e/request_id.rs"]

@@ -5,6 +5,7 @@
 use crate::error::{Cause, NodeError, Setting};
 use gatehouse_cluster::{Cluster, RedisStats};
 use gatehouse_config::{Config, Listener, ListenerProtocol, SessionCacheMode, Tickets, TlsVersion};
+use gatehouse_redis::{ClientOptions, Deployment, Tls};
 use gatehouse_tls::bundle::{self, Bundle};
 use gatehouse_tls::certs::Store;
 use gatehouse_tls::client_auth::{ClientAuthIndex, SitePolicy};
@@ -215,9 +216,60 @@ pub fn cluster(config: &Config, stats: Arc<RedisStats>) -> Result<Option<Arc<Clu
         source,
     })?;
     let secret = secret.trim_ascii();
-    Cluster::new(&r.url, &r.prefix, secret, r.connect_timeout.0, r.command_timeout.0, stats)
-        .map(Some)
-        .map_err(NodeError::Cluster)
+    Cluster::new(redis_options(r)?, &r.prefix, secret, stats).map(Some).map_err(NodeError::Cluster)
+}
+
+/// The Redis client's options from the `redis` section, with the password and TLS files read.
+pub fn redis_options(r: &gatehouse_config::Redis) -> Result<ClientOptions, NodeError> {
+    let read = |setting: &'static str, path: &std::path::PathBuf| {
+        std::fs::read(path).map_err(|source| NodeError::File {
+            setting: Some(setting),
+            action: "read",
+            path: path.clone(),
+            source,
+        })
+    };
+    let secret_text = |setting: &'static str, path: &std::path::PathBuf| -> Result<String, NodeError> {
+        let bytes = read(setting, path)?;
+        String::from_utf8(bytes.trim_ascii_end().to_vec())
+            .map_err(|_| NodeError::Settings(vec![Setting::new(setting, "the file is not UTF-8 text")]))
+    };
+    let invalid = |setting: &'static str, e: gatehouse_redis::Error| {
+        NodeError::Settings(vec![Setting::new(setting, e.to_string())])
+    };
+    let mut opts = match (&r.url, &r.sentinel, &r.cluster) {
+        (Some(url), _, _) => ClientOptions::from_url(url).map_err(|e| invalid("redis.url", e))?,
+        (None, Some(s), _) => ClientOptions {
+            deployment: Deployment::Sentinel { master: s.master.clone(), nodes: s.nodes.clone() },
+            db: r.db,
+            sentinel_username: s.username.clone(),
+            sentinel_password: s
+                .password_file
+                .as_ref()
+                .map(|p| secret_text("redis.sentinel.password_file", p))
+                .transpose()?,
+            ..ClientOptions::default()
+        },
+        (None, None, Some(nodes)) => {
+            ClientOptions { deployment: Deployment::Cluster { nodes: nodes.clone() }, ..ClientOptions::default() }
+        }
+        (None, None, None) => {
+            return Err(NodeError::Settings(vec![Setting::new("redis", "set one of `url`, `sentinel` or `cluster`")]))
+        }
+    };
+    opts.username = r.username.clone();
+    opts.password = r.password_file.as_ref().map(|p| secret_text("redis.password_file", p)).transpose()?;
+    if let Some(t) = &r.tls {
+        opts.tls = Some(Tls {
+            ca: t.ca.as_ref().map(|p| read("redis.tls.ca", p)).transpose()?,
+            cert: t.cert.as_ref().map(|p| read("redis.tls.cert", p)).transpose()?,
+            key: t.key.as_ref().map(|p| read("redis.tls.key", p)).transpose()?,
+            server_name: t.server_name.clone(),
+        });
+    }
+    opts.connect_timeout = r.connect_timeout.0;
+    opts.command_timeout = r.command_timeout.0;
+    Ok(opts)
 }
 
 fn store_of(config: &Config, cluster: Option<&Arc<Cluster>>) -> Result<Option<Store>, NodeError> {

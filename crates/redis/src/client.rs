@@ -1,87 +1,75 @@
 //! Command stage: the [`Client`] handle that callers on any runtime share, and the connection task
-//! that owns the one TCP connection.
+//! that keeps one live redis-rs connection for them.
 //!
 //! ```text
-//! caller (any runtime) --try_send--> bounded queue --> connection task --one write--> Redis
-//!        ^                                              | in flight (FIFO)            |
-//!        +------------------- oneshot <-----------------+<------- replies ------------+
+//! caller (any runtime) --clone of the live connection--> redis-rs pipeline --> Redis / Cluster
+//!        |   fails at once while there is none; every command bounded by command_timeout
+//!        +--"this connection is broken"--> connection task: reconnect with backoff, PING when idle
 //! ```
-//!
-//! While there is no connection, callers are turned away at once with [`Error::Disconnected`];
-//! the task reconnects in the background with exponential backoff.
 
-use crate::conn::{reserve_read_space, Backoff, Conn};
+use crate::connect::{Backoff, Conn, Connector};
 use crate::error::{Error, Result};
-use crate::options::ClientOptions;
-use crate::resp::encode_command;
+use crate::options::{ClientOptions, Deployment};
 use crate::value::Value;
-use bytes::{Bytes, BytesMut};
-use std::collections::VecDeque;
+use arc_swap::ArcSwapOption;
 use std::fmt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::runtime::Handle;
-use tokio::sync::mpsc::error::TrySendError;
-use tokio::sync::{mpsc, oneshot};
-use tokio::time::Instant;
+use tokio::sync::{oneshot, watch, Notify};
 use tracing::{debug, info, warn};
 
-/// A write buffer grown past this by one large command is replaced once it has drained.
-const WBUF_KEEP: usize = 1024 * 1024;
-
-/// A handle to one pipelined Redis connection. Cheap to clone; all clones share the connection.
+/// A handle to the deployment's connection. Cheap to clone; all clones share it.
 ///
 /// The connection task runs on the runtime that created the client; any task on any Tokio runtime
 /// (with the time driver enabled) can send commands. Every command either gets its reply or fails
-/// within [`ClientOptions::command_timeout`], and fails at once while disconnected or when the
-/// queue is full. The connection task stops when the last clone is dropped.
+/// within [`ClientOptions::command_timeout`], and fails at once while there is no connection.
+/// Commands are never queued to be replayed after a reconnect. The connection task stops when the
+/// last clone is dropped.
 #[derive(Clone)]
 pub struct Client {
     shared: Arc<Shared>,
 }
 
 struct Shared {
-    queue: mpsc::Sender<Request>,
-    connected: Arc<AtomicBool>,
-    command_timeout: std::time::Duration,
+    state: Arc<State>,
+    command_timeout: Duration,
+    /// Dropped with the last client, which ends the connection task.
+    _alive: watch::Sender<()>,
 }
 
-/// One encoded command on its way to the connection task.
-struct Request {
-    frame: Bytes,
-    reply: oneshot::Sender<Result<Value>>,
+/// What the callers and the connection task share.
+struct State {
+    live: ArcSwapOption<Live>,
+    connected: AtomicBool,
+    /// The generation of a connection a caller found broken; the task replaces it if it is still
+    /// the live one.
+    broken: AtomicU64,
+    wake: Notify,
 }
 
-/// A command written to the connection and waiting for its reply.
-struct Pending {
-    /// `None` for the task's own health-check `PING`.
-    reply: Option<oneshot::Sender<Result<Value>>>,
-    /// When the connection counts as stalled if this reply has not arrived.
-    deadline: Instant,
-}
-
-/// Why the connection task stopped serving a connection.
-enum Exit {
-    /// Every [`Client`] is gone: the task ends.
-    ClientsGone,
-    /// The connection broke; reconnect.
-    Lost(Error),
+/// The connection commands go out on now.
+struct Live {
+    generation: u64,
+    conn: Conn,
 }
 
 impl Client {
     /// A client whose connection task runs on the current Tokio runtime. Returns at once: it
     /// connects in the background, and commands fail with [`Error::Disconnected`] until it has.
+    /// Fails only for options that cannot work (see [`Error::Config`]).
     ///
     /// # Panics
     ///
     /// Outside a Tokio runtime, like [`tokio::spawn`]; see [`Client::with_runtime`].
-    pub fn new(opts: ClientOptions) -> Client {
+    pub fn new(opts: ClientOptions) -> Result<Client> {
         Client::spawn(opts, &Handle::current(), None)
     }
 
     /// A client whose connection task runs on `runtime`, e.g. a control runtime that outlives
     /// the workers. Returns at once, like [`Client::new`].
-    pub fn with_runtime(opts: ClientOptions, runtime: &Handle) -> Client {
+    pub fn with_runtime(opts: ClientOptions, runtime: &Handle) -> Result<Client> {
         Client::spawn(opts, runtime, None)
     }
 
@@ -89,7 +77,7 @@ impl Client {
     /// and `SELECT`) has succeeded; its error otherwise (`Error::Server` for a wrong password).
     pub async fn connect(opts: ClientOptions) -> Result<Client> {
         let (first_tx, first_rx) = oneshot::channel();
-        let client = Client::spawn(opts, &Handle::current(), Some(first_tx));
+        let client = Client::spawn(opts, &Handle::current(), Some(first_tx))?;
         match first_rx.await {
             Ok(Ok(())) => Ok(client),
             Ok(Err(e)) => Err(e),
@@ -97,18 +85,22 @@ impl Client {
         }
     }
 
-    fn spawn(opts: ClientOptions, runtime: &Handle, first: Option<oneshot::Sender<Result<()>>>) -> Client {
-        let (queue, requests) = mpsc::channel(opts.max_pending.max(1));
-        let connected = Arc::new(AtomicBool::new(false));
-        let command_timeout = opts.command_timeout;
-        runtime.spawn(connection_task(opts, requests, connected.clone(), first));
-        Client { shared: Arc::new(Shared { queue, connected, command_timeout }) }
+    fn spawn(opts: ClientOptions, runtime: &Handle, first: Option<oneshot::Sender<Result<()>>>) -> Result<Client> {
+        let connector = Connector::new(&opts)?;
+        let state = Arc::new(State {
+            live: ArcSwapOption::empty(),
+            connected: AtomicBool::new(false),
+            broken: AtomicU64::new(0),
+            wake: Notify::new(),
+        });
+        let (alive, gone) = watch::channel(());
+        runtime.spawn(connection_task(connector, state.clone(), gone, first));
+        Ok(Client { shared: Arc::new(Shared { state, command_timeout: opts.command_timeout, _alive: alive }) })
     }
 
     /// Whether the connection is up (authenticated and on the right database) right now.
     pub fn is_connected(&self) -> bool {
-        // A closed queue means the connection task is gone with its runtime, flag and all.
-        self.shared.connected.load(Ordering::Acquire) && !self.shared.queue.is_closed()
+        self.shared.state.connected.load(Ordering::Acquire)
     }
 
     /// Sends any command and returns its reply, e.g. `client.cmd(&[b"INCRBY", b"hits", b"5"])`.
@@ -123,27 +115,27 @@ impl Client {
 
     /// Sends a command known to be safe on a shared connection.
     pub(crate) async fn request<A: AsRef<[u8]>>(&self, args: &[A]) -> Result<Value> {
-        let mut frame = BytesMut::new();
-        encode_command(&mut frame, args);
-        self.send(frame.freeze()).await
-    }
-
-    async fn send(&self, frame: Bytes) -> Result<Value> {
-        let shared = &*self.shared;
-        if !shared.connected.load(Ordering::Acquire) {
+        let state = &*self.shared.state;
+        if !state.connected.load(Ordering::Acquire) {
             return Err(Error::Disconnected);
         }
-        let (reply, response) = oneshot::channel();
-        shared.queue.try_send(Request { frame, reply }).map_err(|e| match e {
-            TrySendError::Full(_) => Error::QueueFull,
-            TrySendError::Closed(_) => Error::Disconnected,
-        })?;
-        match tokio::time::timeout(shared.command_timeout, response).await {
-            Ok(Ok(result)) => result,
-            // The connection task is gone (its runtime shut down).
-            Ok(Err(_)) => Err(Error::Disconnected),
-            Err(_) => Err(Error::Timeout),
+        let Some(live) = state.live.load_full() else { return Err(Error::Disconnected) };
+        let mut cmd = redis::Cmd::new();
+        for arg in args {
+            cmd.arg(arg.as_ref());
         }
+        let mut conn = live.conn.clone();
+        let result = match tokio::time::timeout(self.shared.command_timeout, conn.send(&cmd)).await {
+            Ok(Ok(value)) => return Value::from_redis(value),
+            Ok(Err(e)) => Error::from_redis(e),
+            Err(_) => Error::Timeout,
+        };
+        // A Cluster connection mends itself node by node; one server's connection is replaced.
+        if result.breaks_connection() && matches!(live.conn, Conn::Single(_)) {
+            state.broken.store(live.generation, Ordering::Release);
+            state.wake.notify_one();
+        }
+        Err(result)
     }
 }
 
@@ -179,40 +171,51 @@ fn check_shareable(args: &[&[u8]]) -> Result<()> {
     Err(Error::InvalidCommand(format!("{}: {reason}", String::from_utf8_lossy(name).to_ascii_uppercase())))
 }
 
-/// Owns the connection for the life of the client: connect, serve, and after a failure back off
-/// and connect again, refusing commands while there is no connection.
+/// Owns the connection for the life of the client: connect, watch it, and after a failure back
+/// off and connect again, refusing commands while there is no connection.
 async fn connection_task(
-    opts: ClientOptions,
-    mut requests: mpsc::Receiver<Request>,
-    connected: Arc<AtomicBool>,
+    mut connector: Connector,
+    state: Arc<State>,
+    mut gone: watch::Receiver<()>,
     mut first: Option<oneshot::Sender<Result<()>>>,
 ) {
-    let mut backoff = Backoff::new(&opts);
+    let target = connector.options().deployment.to_string();
+    let mut backoff = Backoff::new(connector.options());
     let mut failed_attempts = 0u32;
+    let mut generation = 0u64;
+    // However the task ends (its runtime may shut down under it), callers are refused from then on.
+    let _offline = Offline(state.clone());
     loop {
         let attempt = tokio::select! {
-            conn = Conn::open(&opts) => conn,
-            () = refuse_all(&mut requests) => return,
+            conn = connector.connect() => conn,
+            _ = gone.changed() => return,
         };
         match attempt {
-            Ok(mut conn) => {
-                info!(addr = %opts.addr, "redis connected");
+            Ok(conn) => {
+                info!(redis = %target, "redis connected");
                 backoff.reset();
                 failed_attempts = 0;
-                connected.store(true, Ordering::Release);
+                generation += 1;
+                state.live.store(Some(Arc::new(Live { generation, conn: conn.clone() })));
+                state.connected.store(true, Ordering::Release);
                 if let Some(first) = first.take() {
                     let _ = first.send(Ok(()));
                 }
-                match serve(&mut conn, &mut requests, &opts, &connected).await {
-                    Exit::ClientsGone => return,
-                    Exit::Lost(error) => warn!(addr = %opts.addr, %error, "redis connection lost"),
-                }
+                let lost = tokio::select! {
+                    error = watch_connection(conn, generation, &state, connector.options()) => error,
+                    _ = gone.changed() => return,
+                };
+                // Flip the flag first, so callers are refused at once rather than sent to a dead
+                // connection.
+                state.connected.store(false, Ordering::Release);
+                state.live.store(None);
+                warn!(redis = %target, error = %lost, "redis connection lost");
             }
             Err(error) => {
                 if failed_attempts == 0 {
-                    warn!(addr = %opts.addr, %error, "redis connect failed; retrying in the background");
+                    warn!(redis = %target, %error, "redis connect failed; retrying in the background");
                 } else {
-                    debug!(addr = %opts.addr, %error, attempt = failed_attempts + 1, "redis connect failed");
+                    debug!(redis = %target, %error, attempt = failed_attempts + 1, "redis connect failed");
                 }
                 failed_attempts += 1;
                 if let Some(first) = first.take() {
@@ -220,134 +223,46 @@ async fn connection_task(
                 }
             }
         }
-        let delay = backoff.next_delay();
         tokio::select! {
-            () = tokio::time::sleep(delay) => {}
-            () = refuse_all(&mut requests) => return,
+            () = tokio::time::sleep(backoff.next_delay()) => {}
+            _ = gone.changed() => return,
         }
     }
 }
 
-/// Answers every request with [`Error::Disconnected`] until all clients are gone. Only requests
-/// queued just before the connection broke get here: callers check the connected flag first.
-async fn refuse_all(requests: &mut mpsc::Receiver<Request>) {
-    while let Some(request) = requests.recv().await {
-        let _ = request.reply.send(Err(Error::Disconnected));
+/// Takes the connection out of service when dropped.
+struct Offline(Arc<State>);
+
+impl Drop for Offline {
+    fn drop(&mut self) {
+        self.0.connected.store(false, Ordering::Release);
+        self.0.live.store(None);
     }
 }
 
-/// Serves one connection until it breaks, then fails whatever was in flight.
-async fn serve(
-    conn: &mut Conn,
-    requests: &mut mpsc::Receiver<Request>,
-    opts: &ClientOptions,
-    connected: &AtomicBool,
-) -> Exit {
-    let mut in_flight = VecDeque::new();
-    let exit = pump(conn, requests, opts, &mut in_flight).await;
-    // Flip the flag first, so callers retrying right away are refused without queueing.
-    connected.store(false, Ordering::Release);
-    let mut first_error = match &exit {
-        // The reply that broke the parser belongs to the oldest command.
-        Exit::Lost(Error::Protocol(msg)) => Some(Error::Protocol(msg.clone())),
-        _ => None,
-    };
-    let stalled = matches!(exit, Exit::Lost(Error::Timeout));
-    for pending in in_flight {
-        let error = first_error.take().unwrap_or(if stalled { Error::Timeout } else { Error::Disconnected });
-        if let Some(reply) = pending.reply {
-            let _ = reply.send(Err(error));
-        }
-    }
-    exit
-}
-
-/// The connection's event loop: batch queued commands into one write, match replies to commands
-/// in order, ping when idle, and give up on a connection whose oldest command is overdue.
-async fn pump(
-    conn: &mut Conn,
-    requests: &mut mpsc::Receiver<Request>,
-    opts: &ClientOptions,
-    in_flight: &mut VecDeque<Pending>,
-) -> Exit {
-    let max_in_flight = opts.max_pending.max(1);
-    let Conn { stream, rbuf, parser } = conn;
-    let (mut rd, mut wr) = stream.split();
-    let mut wbuf = BytesMut::with_capacity(16 * 1024);
-    let mut last_read = Instant::now();
-    let timer = tokio::time::sleep_until(opts.health_check_due(last_read));
-    tokio::pin!(timer);
-    let mut armed_for = None;
+/// Returns once the connection is of no more use: a caller found it broken, or a health-check
+/// `PING` failed or went unanswered within the command timeout.
+async fn watch_connection(mut conn: Conn, generation: u64, state: &State, opts: &ClientOptions) -> Error {
+    let cluster = matches!(opts.deployment, Deployment::Cluster { .. });
     loop {
-        let wake = match in_flight.front() {
-            Some(oldest) => oldest.deadline,
-            None => opts.health_check_due(last_read),
-        };
-        if armed_for != Some(wake) {
-            timer.as_mut().reset(wake);
-            armed_for = Some(wake);
-        }
-        // Take new commands only once the previous batch is written: they pile up in the queue
-        // meanwhile and go out together in the next write.
-        let accepting = wbuf.is_empty() && in_flight.len() < max_in_flight;
+        let due = opts.health_check_due(tokio::time::Instant::now());
         tokio::select! {
-            biased;
-            read = tokio::io::AsyncReadExt::read_buf(&mut rd, rbuf) => {
-                match read {
-                    Ok(0) => return Exit::Lost(Error::Disconnected),
-                    Ok(_) => last_read = Instant::now(),
-                    Err(e) => return Exit::Lost(Error::Io(e)),
+            () = tokio::time::sleep_until(due) => {}
+            () = state.wake.notified() => {
+                if state.broken.load(Ordering::Acquire) == generation {
+                    return Error::Disconnected;
                 }
-                loop {
-                    let reply = match parser.parse(rbuf) {
-                        Ok(None) => break,
-                        Ok(Some(value)) => Ok(value),
-                        Err(e) if e.keeps_connection() => Err(e),
-                        Err(e) => return Exit::Lost(e),
-                    };
-                    let Some(pending) = in_flight.pop_front() else {
-                        return Exit::Lost(Error::Protocol("reply without a pending command".into()));
-                    };
-                    if let Some(reply_to) = pending.reply {
-                        // The caller may have timed out and gone; the reply is dropped then.
-                        let _ = reply_to.send(reply);
-                    }
-                }
-                reserve_read_space(rbuf);
-            }
-            written = tokio::io::AsyncWriteExt::write_all_buf(&mut wr, &mut wbuf), if !wbuf.is_empty() => {
-                if let Err(e) = written {
-                    return Exit::Lost(Error::Io(e));
-                }
-                if wbuf.capacity() > WBUF_KEEP {
-                    wbuf = BytesMut::with_capacity(16 * 1024);
-                }
-            }
-            request = requests.recv(), if accepting => {
-                let Some(request) = request else { return Exit::ClientsGone };
-                let deadline = Instant::now() + opts.command_timeout;
-                enqueue(request, &mut wbuf, in_flight, deadline);
-                while in_flight.len() < max_in_flight {
-                    let Ok(request) = requests.try_recv() else { break };
-                    enqueue(request, &mut wbuf, in_flight, deadline);
-                }
-            }
-            () = &mut timer => {
-                if !in_flight.is_empty() {
-                    return Exit::Lost(Error::Timeout);
-                }
-                encode_command(&mut wbuf, &[b"PING"]);
-                in_flight.push_back(Pending { reply: None, deadline: Instant::now() + opts.command_timeout });
+                continue;
             }
         }
+        // A Cluster's PING goes to every node; one primary down is the Cluster's own business
+        // (its slots fail until a replica takes over), so only a Cluster that answers nowhere
+        // counts as lost.
+        let ping = if cluster { redis::cmd("ECHO").arg("gatehouse").clone() } else { redis::cmd("PING") };
+        match tokio::time::timeout(opts.command_timeout, conn.send(&ping)).await {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => return Error::from_redis(e),
+            Err(_) => return Error::Timeout,
+        }
     }
-}
-
-fn enqueue(request: Request, wbuf: &mut BytesMut, in_flight: &mut VecDeque<Pending>, deadline: Instant) {
-    if request.reply.is_closed() {
-        // The caller timed out while the command was queued: do not run it late.
-        return;
-    }
-    wbuf.extend_from_slice(&request.frame);
-    in_flight.push_back(Pending { reply: Some(request.reply), deadline });
 }

@@ -2,7 +2,7 @@
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::resp::Decimal;
+
 use crate::value::{expect_bulk_opt, expect_bulks, expect_count, expect_int, expect_ok, Value};
 use bytes::Bytes;
 
@@ -34,16 +34,16 @@ impl Client {
 
     /// `SET key value PX ttl_ms`: set with an expiry in milliseconds (must be above 0).
     pub async fn set_px(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl_ms: u64) -> Result<()> {
-        let ttl = Decimal::from(ttl_ms);
-        let args: [&[u8]; 5] = [b"SET", key.as_ref(), value.as_ref(), b"PX", ttl.as_ref()];
+        let ttl = ttl_ms.to_string();
+        let args: [&[u8]; 5] = [b"SET", key.as_ref(), value.as_ref(), b"PX", ttl.as_bytes()];
         expect_ok("SET", self.request(&args).await?)
     }
 
     /// `SET key value NX PX ttl_ms`: set only if the key does not exist (a lock, a dedup
     /// marker); `true` if it was set.
     pub async fn set_nx_px(&self, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>, ttl_ms: u64) -> Result<bool> {
-        let ttl = Decimal::from(ttl_ms);
-        let args: [&[u8]; 6] = [b"SET", key.as_ref(), value.as_ref(), b"NX", b"PX", ttl.as_ref()];
+        let ttl = ttl_ms.to_string();
+        let args: [&[u8]; 6] = [b"SET", key.as_ref(), value.as_ref(), b"NX", b"PX", ttl.as_bytes()];
         match self.request(&args).await? {
             Value::Nil => Ok(false),
             other => expect_ok("SET", other).map(|()| true),
@@ -71,15 +71,15 @@ impl Client {
 
     /// `EXPIRE key seconds`: `true` if the key exists and the expiry was set.
     pub async fn expire(&self, key: impl AsRef<[u8]>, seconds: u64) -> Result<bool> {
-        let secs = Decimal::from(seconds);
-        let args: [&[u8]; 3] = [b"EXPIRE", key.as_ref(), secs.as_ref()];
+        let secs = seconds.to_string();
+        let args: [&[u8]; 3] = [b"EXPIRE", key.as_ref(), secs.as_bytes()];
         Ok(expect_int("EXPIRE", self.request(&args).await?)? == 1)
     }
 
     /// `PEXPIRE key milliseconds`: `true` if the key exists and the expiry was set.
     pub async fn pexpire(&self, key: impl AsRef<[u8]>, ttl_ms: u64) -> Result<bool> {
-        let ms = Decimal::from(ttl_ms);
-        let args: [&[u8]; 3] = [b"PEXPIRE", key.as_ref(), ms.as_ref()];
+        let ms = ttl_ms.to_string();
+        let args: [&[u8]; 3] = [b"PEXPIRE", key.as_ref(), ms.as_bytes()];
         Ok(expect_int("PEXPIRE", self.request(&args).await?)? == 1)
     }
 
@@ -138,25 +138,6 @@ impl Client {
     /// `SMEMBERS key`: every member, in no particular order.
     pub async fn smembers(&self, key: impl AsRef<[u8]>) -> Result<Vec<Bytes>> {
         expect_bulks("SMEMBERS", self.request(&[b"SMEMBERS", key.as_ref()]).await?)
-    }
-
-    /// `SCAN cursor [MATCH pattern] [COUNT count]`: the next cursor (0 when the iteration is
-    /// complete) and a batch of keys, which may be empty or repeat keys across batches.
-    pub async fn scan(&self, cursor: u64, pattern: Option<&[u8]>, count: Option<u32>) -> Result<(u64, Vec<Bytes>)> {
-        let cursor = Decimal::from(cursor);
-        let count = count.map(|c| Decimal::from(u64::from(c)));
-        let mut args: Vec<&[u8]> = vec![b"SCAN", cursor.as_ref()];
-        if let Some(pattern) = pattern {
-            args.extend([b"MATCH".as_slice(), pattern]);
-        }
-        if let Some(count) = &count {
-            args.extend([b"COUNT".as_slice(), count.as_ref()]);
-        }
-        let bad_shape = || Error::Protocol("SCAN: expected [cursor, keys]".into());
-        let Value::Array(reply) = self.request(&args).await? else { return Err(bad_shape()) };
-        let [next, keys]: [Value; 2] = reply.try_into().map_err(|_| bad_shape())?;
-        let next = next.as_bytes().and_then(|b| std::str::from_utf8(b).ok()?.parse().ok()).ok_or_else(bad_shape)?;
-        Ok((next, expect_bulks("SCAN", keys)?))
     }
 
     /// `PUBLISH channel payload`: how many subscribers received it.

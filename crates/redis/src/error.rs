@@ -14,28 +14,63 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub enum Error {
     /// Redis answered with an error reply (`-ERR ...`, `-NOSCRIPT ...`, `-WRONGPASS ...`).
     Server(String),
-    /// The TCP connection failed while connecting or handshaking.
+    /// The connection failed while connecting or handshaking (TCP, TLS, Sentinel lookup).
     Io(std::io::Error),
     /// No reply within the configured timeout. The command may or may not have run.
     Timeout,
     /// There is no connection to Redis right now, or it broke while the command was in flight (the
     /// command may or may not have run). The client keeps reconnecting in the background.
     Disconnected,
-    /// The bounded queue to the connection is full: Redis is not keeping up.
-    QueueFull,
-    /// Redis sent bytes that are not valid RESP2, or a reply of an unexpected shape or size.
+    /// Redis sent a reply of an unexpected shape, or bytes the client could not parse.
     Protocol(String),
     /// The command cannot be sent on a shared, pipelined connection (or is empty).
     InvalidCommand(String),
     /// A `redis://` URL could not be parsed.
     InvalidUrl(String),
+    /// The options cannot work (no Sentinel nodes, half a client certificate, a PEM that does not
+    /// parse, a database other than 0 on a Cluster).
+    Config(String),
 }
 
 impl Error {
-    /// Whether the reply stream is still in sync after this error, so the connection can stay
-    /// open: true only for error replies from Redis.
-    pub(crate) fn keeps_connection(&self) -> bool {
-        matches!(self, Error::Server(_))
+    /// The error for a failure reported by redis-rs. An error reply keeps its code first
+    /// (`NOSCRIPT ...`, `READONLY ...`, `MOVED ...`), as Redis sent it.
+    pub(crate) fn from_redis(e: redis::RedisError) -> Error {
+        use redis::ErrorKind;
+        if e.is_timeout() {
+            return Error::Timeout;
+        }
+        if e.is_connection_refusal() {
+            return Error::Io(std::io::Error::new(std::io::ErrorKind::ConnectionRefused, e.to_string()));
+        }
+        if e.is_connection_dropped() {
+            return Error::Disconnected;
+        }
+        if e.is_io_error() {
+            return Error::Io(std::io::Error::other(e.to_string()));
+        }
+        match e.kind() {
+            ErrorKind::Server(_) | ErrorKind::Extension => match (e.code(), e.detail()) {
+                (Some(code), Some(detail)) => Error::Server(format!("{code} {detail}")),
+                (Some(code), None) => Error::Server(code.to_string()),
+                _ => Error::Server(e.to_string()),
+            },
+            ErrorKind::Parse | ErrorKind::UnexpectedReturnType => Error::Protocol(e.to_string()),
+            ErrorKind::InvalidClientConfig => Error::Config(e.to_string()),
+            ErrorKind::AuthenticationFailed => Error::Server(e.to_string()),
+            _ => Error::Io(std::io::Error::other(e.to_string())),
+        }
+    }
+
+    /// Whether the connection this came from is of no more use: broken, stalled (a reply overdue),
+    /// or on a server that is no longer the primary (`READONLY` from a demoted one after a
+    /// Sentinel failover).
+    pub(crate) fn breaks_connection(&self) -> bool {
+        match self {
+            Error::Io(_) | Error::Disconnected | Error::Timeout => true,
+            Error::Server(msg) => msg.starts_with("READONLY") || msg.starts_with("MASTERDOWN"),
+            _ => false,
+        }
     }
 }
 
@@ -46,10 +81,10 @@ impl fmt::Display for Error {
             Error::Io(e) => write!(f, "redis connection: {e}"),
             Error::Timeout => f.write_str("redis command timed out"),
             Error::Disconnected => f.write_str("not connected to redis"),
-            Error::QueueFull => f.write_str("redis command queue is full"),
             Error::Protocol(msg) => write!(f, "redis protocol error: {msg}"),
             Error::InvalidCommand(msg) => write!(f, "invalid redis command: {msg}"),
             Error::InvalidUrl(msg) => write!(f, "invalid redis URL: {msg}"),
+            Error::Config(msg) => write!(f, "redis settings: {msg}"),
         }
     }
 }

@@ -1,20 +1,22 @@
-//! Pub/sub stage: a [`Subscription`] owns a dedicated connection that subscribes to a fixed set
-//! of channels, re-subscribes after every reconnect, and tells the consumer when messages may have
-//! been missed.
+//! Pub/sub stage: a [`Subscription`] owns a dedicated RESP3 connection that subscribes to a fixed
+//! set of channels, subscribes again after every reconnect, and tells the consumer when messages
+//! may have been missed.
 
 use crate::client::Client;
-use crate::conn::{Backoff, Conn};
+use crate::connect::{Backoff, Connector};
 use crate::error::{Error, Result};
 use crate::options::ClientOptions;
-use crate::resp::encode_command;
-use crate::value::Value;
-use bytes::{Bytes, BytesMut};
+use bytes::Bytes;
+use redis::aio::{AsyncPushSender, MultiplexedConnection, SendError};
+use redis::{PushInfo, PushKind};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
-use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
-use tokio::time::Instant;
 use tracing::{debug, info, warn};
+
+/// Pushes a connection may hold for a consumer that is behind; beyond that they are dropped and
+/// the consumer is told to re-sync ([`Event::Reconnected`]).
+const PUSH_BACKLOG: usize = 4096;
 
 /// A message published to one of the subscribed channels.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -31,8 +33,8 @@ pub enum Event {
     /// All channels are subscribed for the first time: messages published from now on arrive.
     /// Load the state the messages update after this, not before.
     Subscribed,
-    /// The connection broke and all channels are subscribed again on a new one. Messages
-    /// published in between were lost: re-sync the state they update.
+    /// Messages may have been lost (the connection broke and all channels are subscribed again on
+    /// a new one, or the consumer fell too far behind): re-sync the state they update.
     Reconnected,
     /// A published message.
     Message(Message),
@@ -48,8 +50,6 @@ pub struct Subscription {
 
 impl Subscription {
     /// The next event; `None` only if the subscription task has stopped (its runtime shut down).
-    /// If the consumer falls behind, reading from Redis pauses; Redis may then drop the connection
-    /// (its pub/sub output buffer limit), which shows up as [`Event::Reconnected`].
     #[allow(clippy::should_implement_trait)] // async, so not an `Iterator`
     pub async fn next(&mut self) -> Option<Event> {
         self.events.recv().await
@@ -64,7 +64,10 @@ impl Subscription {
 impl Client {
     /// Subscribes to `channels` on a new dedicated connection whose task runs on the current
     /// runtime. Returns at once; the first event is [`Event::Subscribed`] once the channels are
-    /// subscribed. Fails only if `channels` is empty.
+    /// subscribed. Fails if `channels` is empty or the options cannot work.
+    ///
+    /// On a Redis Cluster the subscription is classic pub/sub on one node (the seeds in turn):
+    /// the Cluster carries every `PUBLISH` to every node.
     ///
     /// # Panics
     ///
@@ -80,58 +83,76 @@ impl Client {
         if list.is_empty() {
             return Err(Error::InvalidCommand("SUBSCRIBE needs at least one channel".into()));
         }
-        let (tx, events) = mpsc::channel(opts.max_pending.max(1));
+        let connector = Connector::new(&opts)?;
+        let (tx, events) = mpsc::channel(PUSH_BACKLOG);
         let connected = Arc::new(AtomicBool::new(false));
-        tokio::spawn(subscriber_task(opts, list, tx, connected.clone()));
+        tokio::spawn(subscriber_task(connector, list, tx, connected.clone()));
         Ok(Subscription { events, connected })
+    }
+}
+
+/// Hands a connection's pushes to its subscriber task without blocking the connection.
+struct Pushes {
+    tx: mpsc::Sender<PushInfo>,
+    overflowed: Arc<AtomicBool>,
+}
+
+impl AsyncPushSender for Pushes {
+    fn send(&self, info: PushInfo) -> std::result::Result<(), SendError> {
+        match self.tx.try_send(info) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                self.overflowed.store(true, Ordering::Release);
+                Ok(())
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(SendError),
+        }
     }
 }
 
 /// Connects, subscribes and listens until the subscription is dropped, reconnecting with backoff.
 async fn subscriber_task(
-    opts: ClientOptions,
+    mut connector: Connector,
     channels: Vec<Bytes>,
     events: mpsc::Sender<Event>,
     connected: Arc<AtomicBool>,
 ) {
-    let mut backoff = Backoff::new(&opts);
+    let target = connector.options().deployment.to_string();
+    let mut backoff = Backoff::new(connector.options());
     let mut subscribed_before = false;
-    let mut failed_attempts = 0u32;
+    let mut attempt = 0usize;
     loop {
-        let attempt = tokio::select! {
-            attempt = open_subscribed(&opts, &channels) => attempt,
+        let (push_tx, mut pushes) = mpsc::channel(PUSH_BACKLOG);
+        let overflowed = Arc::new(AtomicBool::new(false));
+        let sender = Pushes { tx: push_tx, overflowed: overflowed.clone() };
+        let opened = tokio::select! {
+            opened = open_subscribed(&mut connector, attempt, sender, &channels) => opened,
             () = events.closed() => return,
         };
-        match attempt {
-            Ok((mut conn, early)) => {
-                info!(addr = %opts.addr, channels = channels.len(), "redis subscription active");
+        attempt += 1;
+        match opened {
+            Ok(conn) => {
+                info!(redis = %target, channels = channels.len(), "redis subscription active");
                 backoff.reset();
-                failed_attempts = 0;
                 connected.store(true, Ordering::Release);
                 let marker = if subscribed_before { Event::Reconnected } else { Event::Subscribed };
                 subscribed_before = true;
                 if events.send(marker).await.is_err() {
                     return;
                 }
-                for message in early {
-                    if events.send(Event::Message(message)).await.is_err() {
-                        return;
-                    }
-                }
-                let lost = listen(&mut conn, &events, &opts).await;
+                let lost = listen(conn, &mut pushes, &overflowed, &events, connector.options()).await;
                 connected.store(false, Ordering::Release);
                 match lost {
-                    Some(error) => warn!(addr = %opts.addr, %error, "redis subscription connection lost"),
+                    Some(error) => warn!(redis = %target, %error, "redis subscription connection lost"),
                     None => return,
                 }
             }
             Err(error) => {
-                if failed_attempts == 0 {
-                    warn!(addr = %opts.addr, %error, "redis subscribe failed; retrying in the background");
+                if attempt == 1 || subscribed_before {
+                    warn!(redis = %target, %error, "redis subscribe failed; retrying in the background");
                 } else {
-                    debug!(addr = %opts.addr, %error, attempt = failed_attempts + 1, "redis subscribe failed");
+                    debug!(redis = %target, %error, attempt, "redis subscribe failed");
                 }
-                failed_attempts += 1;
             }
         }
         tokio::select! {
@@ -141,100 +162,65 @@ async fn subscriber_task(
     }
 }
 
-/// A connection with every channel confirmed subscribed, and any messages that came with the
-/// confirmations.
-async fn open_subscribed(opts: &ClientOptions, channels: &[Bytes]) -> Result<(Conn, Vec<Message>)> {
-    let mut conn = Conn::open(opts).await?;
-    let subscribe = async {
-        let mut args: Vec<&[u8]> = vec![b"SUBSCRIBE"];
-        args.extend(channels.iter().map(|c| &c[..]));
-        let mut out = BytesMut::new();
-        encode_command(&mut out, &args);
-        conn.stream.write_all(&out).await?;
-        // Redis confirms all channels of one SUBSCRIBE before running any later PUBLISH, so this
-        // holds no messages in practice; keep them in order anyway.
-        let mut early = Vec::new();
-        let mut confirmed = 0;
-        while confirmed < channels.len() {
-            match classify(conn.read_value().await?)? {
-                Push::Subscribed => confirmed += 1,
-                Push::Message(message) => early.push(message),
-                Push::Pong | Push::Other => {}
-            }
-        }
-        Ok::<_, Error>(early)
-    };
-    let early = tokio::time::timeout(opts.connect_timeout, subscribe).await.map_err(|_| Error::Timeout)??;
-    Ok((conn, early))
+/// A connection with every channel confirmed subscribed.
+async fn open_subscribed(
+    connector: &mut Connector,
+    attempt: usize,
+    pushes: Pushes,
+    channels: &[Bytes],
+) -> Result<MultiplexedConnection> {
+    let timeout = connector.options().connect_timeout;
+    let mut conn = connector.subscriber(attempt, pushes).await?;
+    let names: Vec<&[u8]> = channels.iter().map(|c| &c[..]).collect();
+    match tokio::time::timeout(timeout, conn.subscribe(&names)).await {
+        Ok(Ok(())) => Ok(conn),
+        Ok(Err(e)) => Err(Error::from_redis(e)),
+        Err(_) => Err(Error::Timeout),
+    }
 }
 
 /// Forwards messages until the connection breaks (`Some(error)`) or the subscription is dropped
 /// (`None`). An idle connection is checked with `PING`.
-async fn listen(conn: &mut Conn, events: &mpsc::Sender<Event>, opts: &ClientOptions) -> Option<Error> {
-    let mut last_read = Instant::now();
-    let mut pong_due: Option<Instant> = None;
-    let timer = tokio::time::sleep_until(opts.health_check_due(last_read));
-    tokio::pin!(timer);
-    let mut armed_for = None;
+async fn listen(
+    mut conn: MultiplexedConnection,
+    pushes: &mut mpsc::Receiver<PushInfo>,
+    overflowed: &AtomicBool,
+    events: &mpsc::Sender<Event>,
+    opts: &ClientOptions,
+) -> Option<Error> {
     loop {
-        let wake = pong_due.unwrap_or_else(|| opts.health_check_due(last_read));
-        if armed_for != Some(wake) {
-            timer.as_mut().reset(wake);
-            armed_for = Some(wake);
-        }
+        let due = opts.health_check_due(tokio::time::Instant::now());
         tokio::select! {
-            biased;
-            read = conn.read_value() => {
-                last_read = Instant::now();
-                match read.and_then(classify) {
-                    Ok(Push::Message(message)) => {
+            push = pushes.recv() => {
+                let Some(push) = push else { return Some(Error::Disconnected) };
+                if overflowed.swap(false, Ordering::AcqRel) && events.send(Event::Reconnected).await.is_err() {
+                    return None;
+                }
+                match push.kind {
+                    PushKind::Message => {
+                        let mut data = push.data.into_iter();
+                        let (Some(redis::Value::BulkString(channel)), Some(redis::Value::BulkString(payload))) =
+                            (data.next(), data.next())
+                        else {
+                            return Some(Error::Protocol("malformed pub/sub message".into()));
+                        };
+                        let message = Message { channel: Bytes::from(channel), payload: Bytes::from(payload) };
                         if events.send(Event::Message(message)).await.is_err() {
                             return None;
                         }
                     }
-                    Ok(Push::Pong) => pong_due = None,
-                    Ok(Push::Subscribed | Push::Other) => {}
-                    Err(error) => return Some(error),
+                    PushKind::Disconnection => return Some(Error::Disconnected),
+                    _ => {}
                 }
             }
-            () = &mut timer => {
-                if pong_due.is_some() {
-                    return Some(Error::Timeout);
-                }
-                let mut ping = BytesMut::new();
-                encode_command(&mut ping, &[b"PING"]);
-                match tokio::time::timeout(opts.command_timeout, conn.stream.write_all(&ping)).await {
-                    Ok(Ok(())) => pong_due = Some(Instant::now() + opts.command_timeout),
-                    Ok(Err(e)) => return Some(Error::Io(e)),
+            () = tokio::time::sleep_until(due) => {
+                match tokio::time::timeout(opts.command_timeout, conn.send_packed_command(&redis::cmd("PING"))).await {
+                    Ok(Ok(_)) => {}
+                    Ok(Err(e)) => return Some(Error::from_redis(e)),
                     Err(_) => return Some(Error::Timeout),
                 }
             }
             () = events.closed() => return None,
         }
     }
-}
-
-/// A frame received in subscribed mode.
-enum Push {
-    Message(Message),
-    Subscribed,
-    Pong,
-    Other,
-}
-
-fn classify(frame: Value) -> Result<Push> {
-    let Value::Array(items) = frame else {
-        return Err(Error::Protocol("expected an array in subscribed mode".into()));
-    };
-    let mut items = items.into_iter();
-    let kind = items.next();
-    Ok(match kind.as_ref().and_then(Value::as_bytes) {
-        Some(b"message") => match (items.next(), items.next()) {
-            (Some(Value::Bulk(channel)), Some(Value::Bulk(payload))) => Push::Message(Message { channel, payload }),
-            _ => return Err(Error::Protocol("malformed pub/sub message".into())),
-        },
-        Some(b"subscribe") => Push::Subscribed,
-        Some(b"pong") => Push::Pong,
-        _ => Push::Other,
-    })
 }

@@ -3,11 +3,9 @@
 
 use crate::client::Client;
 use crate::error::{Error, Result};
-use crate::resp::Decimal;
+
 use crate::value::Value;
-use aws_lc_rs::digest::{digest, SHA1_FOR_LEGACY_USE_ONLY};
 use bytes::Bytes;
-use data_encoding::HEXLOWER;
 
 /// A Lua script and its SHA-1, computed once. Build it once (e.g. in a `static` or the config
 /// snapshot) and run it with [`Client::eval`].
@@ -22,7 +20,7 @@ impl Script {
     pub fn new(source: impl Into<Bytes>) -> Script {
         let source = source.into();
         // SHA-1 only names the script, as Redis does for `EVALSHA`; nothing relies on it for security.
-        let sha1 = HEXLOWER.encode(digest(&SHA1_FOR_LEGACY_USE_ONLY, &source).as_ref());
+        let sha1 = redis::Script::new(&String::from_utf8_lossy(&source)).get_hash().to_string();
         Script { source, sha1 }
     }
 
@@ -56,9 +54,9 @@ impl Client {
         keys: &[K],
         args: &[A],
     ) -> Result<Value> {
-        let numkeys = Decimal::from(keys.len() as u64);
+        let numkeys = keys.len().to_string();
         let mut argv: Vec<&[u8]> = Vec::with_capacity(3 + keys.len() + args.len());
-        argv.extend([command, script, numkeys.as_ref()]);
+        argv.extend([command, script, numkeys.as_bytes()]);
         argv.extend(keys.iter().map(AsRef::as_ref));
         argv.extend(args.iter().map(AsRef::as_ref));
         self.request(&argv).await

@@ -3,7 +3,8 @@
 use crate::error::{Error, Result};
 use bytes::Bytes;
 
-/// One RESP2 reply (error replies are [`Error::Server`] instead).
+/// One reply (error replies are [`Error::Server`] instead). RESP3's richer types arrive flattened:
+/// maps and sets as arrays, doubles and big numbers as their decimal text, booleans as 0 and 1.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Value {
     /// A null bulk string or null array (`$-1`, `*-1`): a missing key, a failed `SET NX`.
@@ -50,6 +51,36 @@ impl Value {
             Value::Simple(_) => "simple string",
             Value::Array(_) => "array",
         }
+    }
+}
+
+impl Value {
+    /// A reply from redis-rs; an error nested in it fails the whole reply.
+    pub(crate) fn from_redis(v: redis::Value) -> Result<Value> {
+        use redis::Value as R;
+        let all = |items: Vec<R>| items.into_iter().map(Value::from_redis).collect::<Result<Vec<_>>>();
+        Ok(match v {
+            R::Nil => Value::Nil,
+            R::Int(i) => Value::Int(i),
+            R::BulkString(b) => Value::Bulk(Bytes::from(b)),
+            R::Array(items) | R::Set(items) | R::Push { data: items, .. } => Value::Array(all(items)?),
+            R::SimpleString(s) => Value::Simple(s),
+            R::Okay => Value::Simple("OK".into()),
+            R::Map(pairs) => Value::Array(all(pairs.into_iter().flat_map(|(k, v)| [k, v]).collect())?),
+            R::Attribute { data, .. } => Value::from_redis(*data)?,
+            R::Double(d) => Value::Bulk(Bytes::from(d.to_string())),
+            R::Boolean(b) => Value::Int(i64::from(b)),
+            R::VerbatimString { text, .. } => Value::Bulk(Bytes::from(text)),
+            R::BigNumber(n) => Value::Bulk(Bytes::from(n)),
+            R::ServerError(e) => {
+                let msg = match e.details() {
+                    Some(detail) => format!("{} {detail}", e.code()),
+                    None => e.code().to_string(),
+                };
+                return Err(Error::Server(msg));
+            }
+            other => return Err(Error::Protocol(format!("unexpected reply {other:?}"))),
+        })
     }
 }
 

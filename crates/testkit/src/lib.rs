@@ -1,8 +1,8 @@
 //! Test kit for end-to-end tests: the real `gatehouse` binary on port 0 ([`Gateway`]), real HTTP
 //! backends that record what reaches them ([`Backend`]), and the clients a user or an attacker would
 //! use: a hyper client ([`HttpConn`], [`http_get`]), `curl` ([`curl`]), raw TCP ([`RawConn`], [`raw`]),
-//! raw HTTP/2 frames ([`h2raw`]) and a keep-alive load generator ([`Load`]); a real `redis-server`
-//! ([`RedisServer`]); what the gateway process costs ([`ProcStats`]).
+//! raw HTTP/2 frames ([`h2raw`]) and a keep-alive load generator ([`Load`]); real `redis-server`s
+//! ([`RedisServer`], with TLS [`RedisTlsFiles`], [`RedisCluster`], [`RedisSentinels`]); what the gateway process costs ([`ProcStats`]).
 //!
 //! Nothing here sleeps to synchronise: the gateway is awaited through its `--status-json` events,
 //! conditions are polled with a deadline ([`wait_until`]), and every loop is bounded in time.
@@ -33,7 +33,7 @@ pub use nginx::Nginx;
 pub use proc::ProcStats;
 pub use raw::{connect_refused, raw, RawConn, RawResponse};
 pub use raw_backend::{Fault, RawBackend};
-pub use redis::RedisServer;
+pub use redis::{RedisCluster, RedisSentinels, RedisServer, RedisTlsFiles, SENTINEL_MASTER};
 pub use wait::wait_until;
 
 /// Bound on any single network exchange made by the kit's clients.

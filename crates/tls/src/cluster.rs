@@ -47,7 +47,7 @@ where
 }
 
 fn session_key(cluster: &Cluster, id: &[u8]) -> String {
-    cluster.key(&format!("tls:sess:{}", data_encoding::HEXLOWER.encode(&cluster.keyed_id(id))))
+    cluster.key(&format!("tls:sess:{{{}}}", data_encoding::HEXLOWER.encode(&cluster.keyed_id(id))))
 }
 
 /// Fetches a session stored by any node; `take` removes it (single-use TLS 1.3 tickets).
@@ -91,7 +91,7 @@ pub fn store_session(cluster: &Arc<Cluster>, id: Vec<u8>, value: &[u8], ttl: Dur
 
 async fn read_ring(cluster: &Cluster) -> Result<Vec<KeyMaterial>, gatehouse_redis::Error> {
     let started = Instant::now();
-    let got = cluster.client().get(cluster.key("tls:ticket-keys")).await;
+    let got = cluster.client().get(cluster.key("tls:{tickets}:ring")).await;
     cluster.timed(started);
     let Some(sealed) = got? else { return Ok(Vec::new()) };
     let Some(plain) = cluster.open(Purpose::Tickets, b"ticket keys", &sealed) else {
@@ -114,7 +114,7 @@ async fn ticket_round(
     if !stale {
         return Ok(ring);
     }
-    let lock = cluster.key("tls:ticket-keys:lock");
+    let lock = cluster.key("tls:{tickets}:lock");
     if !cluster.client().set_nx_px(&lock, b"1", ROTATION_LOCK_MS).await? {
         // Another node is rotating; its ring is read next round.
         return Ok(ring);
@@ -128,7 +128,10 @@ async fn ticket_round(
                 next.extend(ring.into_iter().filter(|k| now.saturating_sub(k.created) < window.as_secs()));
                 let plain: Vec<u8> = next.iter().flat_map(KeyMaterial::to_bytes).collect();
                 if let Some(sealed) = cluster.seal(Purpose::Tickets, b"ticket keys", &plain) {
-                    cluster.client().set_px(cluster.key("tls:ticket-keys"), &sealed, window.as_millis() as u64).await?;
+                    cluster
+                        .client()
+                        .set_px(cluster.key("tls:{tickets}:ring"), &sealed, window.as_millis() as u64)
+                        .await?;
                     tracing::info!(keys = next.len(), "rotated the cluster's ticket key");
                 }
                 Ok(next)

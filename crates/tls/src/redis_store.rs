@@ -87,11 +87,11 @@ impl RedisStore {
     }
 
     fn bundle_key(&self, id: &str) -> String {
-        self.cluster.key(&format!("certs:bundle:{id}"))
+        self.cluster.key(&format!("certs:bundle:{{{id}}}"))
     }
 
     fn name_key(&self, key: &str) -> String {
-        self.cluster.key(&format!("certs:name:{key}"))
+        self.cluster.key(&format!("certs:name:{{{key}}}"))
     }
 
     /// The PEM of bundle `id`, opened.

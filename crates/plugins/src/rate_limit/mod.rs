@@ -186,6 +186,8 @@ impl Limiter {
 fn redis_key(prefix: &str, service: &str, ident: &[u8], path: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(prefix.len() + service.len() + ident.len() * 2 + 24);
     k.extend_from_slice(prefix.as_bytes());
+    // The counter's own hash tag: counters spread over a Redis Cluster's shards.
+    k.push(b'{');
     k.extend_from_slice(service.as_bytes());
     k.push(b':');
     let hex_at = k.len();
@@ -194,6 +196,7 @@ fn redis_key(prefix: &str, service: &str, ident: &[u8], path: &[u8]) -> Vec<u8> 
     if !path.is_empty() {
         k.extend_from_slice(format!(":{:016x}", fnv1a(path)).as_bytes());
     }
+    k.push(b'}');
     k
 }
 
@@ -217,8 +220,8 @@ mod tests {
     #[test]
     fn redis_keys_name_the_ident_in_lowercase_hex() {
         // Every node of a cluster, whatever its version, must make the same key.
-        assert_eq!(redis_key("gh:rl:7:", "svc", &[0x00, 0x1f, 0xab, 0xff], b""), b"gh:rl:7:svc:001fabff");
+        assert_eq!(redis_key("gh:rl:7:", "svc", &[0x00, 0x1f, 0xab, 0xff], b""), b"gh:rl:7:{svc:001fabff}");
         let with_path = redis_key("p:", "s", b"k", b"/a");
-        assert_eq!(with_path, format!("p:s:6b:{:016x}", fnv1a(b"/a")).into_bytes());
+        assert_eq!(with_path, format!("p:{{s:6b:{:016x}}}", fnv1a(b"/a")).into_bytes());
     }
 }

@@ -15,7 +15,7 @@ async fn requirepass() {
         Err(Error::Server(msg)) => assert!(msg.starts_with("NOAUTH"), "{msg}"),
         other => panic!("expected NOAUTH, got {other:?}"),
     }
-    let anonymous = Client::new(server.options());
+    let anonymous = Client::new(server.options()).unwrap();
     assert!(matches!(anonymous.get("k").await, Err(Error::Disconnected)));
     // A wrong password fails the handshake.
     match Client::connect(ClientOptions { password: Some("wrong".into()), ..server.options() }).await {

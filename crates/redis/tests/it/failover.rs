@@ -5,7 +5,6 @@ use crate::support::{eventually, fast_options, free_port, next_event, RedisServe
 use bytes::Bytes;
 use gatehouse_redis::{Client, ClientOptions, Error, Event, Message};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const FAST: Duration = Duration::from_secs(2);
 
@@ -78,7 +77,7 @@ async fn redis_down_at_start() {
     let opts = fast_options(format!("127.0.0.1:{port}"));
     // Neither constructor blocks; connect reports the failure.
     let start = Instant::now();
-    let client = Client::new(opts.clone());
+    let client = Client::new(opts.clone()).unwrap();
     let mut sub = Client::subscribe(opts.clone(), &["c"]).unwrap();
     assert!(start.elapsed() < Duration::from_millis(100));
     assert!(!client.is_connected());
@@ -125,56 +124,18 @@ async fn idle_connections_notice_a_hung_server() {
 
 #[tokio::test]
 async fn a_server_that_stops_answering_times_out_and_is_replaced() {
-    // Answers the handshake's PING, then reads commands but never replies.
-    let (addr, mut accepted) = fake_server(|_| None).await;
-    let opts = ClientOptions { command_timeout: Duration::from_millis(300), ..fast_options(addr.to_string()) };
+    let server = RedisServer::start();
+    let opts = ClientOptions { command_timeout: Duration::from_millis(300), ..server.options() };
     let client = Client::connect(opts).await.unwrap();
-    accepted.recv().await.unwrap();
+    server.pause();
     let start = Instant::now();
     assert!(matches!(client.ping().await, Err(Error::Timeout)));
     assert!(start.elapsed() < FAST);
-    // The stalled connection is dropped and a new one opened.
-    tokio::time::timeout(Duration::from_secs(5), accepted.recv()).await.expect("no reconnect").unwrap();
-}
-
-#[tokio::test]
-async fn a_reply_over_the_limits_fails_the_command_not_the_process() {
-    // Answers the handshake's PING, then every command with a bulk string declaring 600 MiB.
-    let (addr, _accepted) = fake_server(|_| Some(b"$629145600\r\nxx".as_slice())).await;
-    let client = Client::connect(fast_options(addr.to_string())).await.unwrap();
-    match client.get("k").await {
-        Err(Error::Protocol(msg)) => assert!(msg.contains("exceeds"), "{msg}"),
-        other => panic!("expected a protocol error, got {other:?}"),
-    }
-}
-
-/// A stand-in for Redis on a loopback port: it answers the first read on each connection (the
-/// client's handshake PING) with `+PONG`, and each later read with what `reply` returns for it.
-/// Each accepted connection is reported on the returned channel.
-async fn fake_server(
-    reply: fn(&[u8]) -> Option<&'static [u8]>,
-) -> (std::net::SocketAddr, tokio::sync::mpsc::UnboundedReceiver<()>) {
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (accepted_tx, accepted) = tokio::sync::mpsc::unbounded_channel();
-    tokio::spawn(async move {
-        loop {
-            let (mut socket, _) = listener.accept().await.unwrap();
-            let _ = accepted_tx.send(());
-            tokio::spawn(async move {
-                let mut buf = [0u8; 1024];
-                let mut first = true;
-                while let Ok(n @ 1..) = socket.read(&mut buf).await {
-                    let answer = if first { Some(b"+PONG\r\n".as_slice()) } else { reply(&buf[..n]) };
-                    first = false;
-                    if let Some(answer) = answer {
-                        if socket.write_all(answer).await.is_err() {
-                            break;
-                        }
-                    }
-                }
-            });
-        }
-    });
-    (addr, accepted)
+    eventually(FAST, "the stalled connection is dropped", || {
+        let connected = client.is_connected();
+        async move { !connected }
+    })
+    .await;
+    server.resume();
+    eventually(Duration::from_secs(5), "a new connection", || async { client.ping().await.is_ok() }).await;
 }

@@ -3,7 +3,7 @@
 
 use crate::support::RedisServer;
 use bytes::Bytes;
-use gatehouse_redis::{Client, ClientOptions, Error};
+use gatehouse_redis::{Client, Error};
 use std::time::Duration;
 use tokio::sync::oneshot;
 
@@ -89,7 +89,7 @@ fn client_on_a_control_runtime_used_from_a_worker_runtime() {
 
     let worker = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     // Created from a thread outside any runtime: the task goes to the control runtime.
-    let client = Client::with_runtime(server.options(), &handle);
+    let client = Client::with_runtime(server.options(), &handle).unwrap();
     worker.block_on(async {
         crate::support::eventually(Duration::from_secs(5), "client connected", || {
             let connected = client.is_connected();
@@ -103,74 +103,4 @@ fn client_on_a_control_runtime_used_from_a_worker_runtime() {
     // The control runtime is gone, and with it the connection: callers are told, not hung.
     let result = worker.block_on(client.ping());
     assert!(matches!(result, Err(Error::Disconnected)), "{result:?}");
-}
-
-#[tokio::test]
-async fn a_full_queue_fails_at_once() {
-    let server = RedisServer::start();
-    let opts = ClientOptions { max_pending: 2, ..server.options() };
-    let client = Client::connect(opts).await.unwrap();
-    // All tasks run before the connection task gets a turn on this single-threaded runtime, so
-    // only the first two fit in the queue.
-    let tasks: Vec<_> = (0..50)
-        .map(|_| {
-            let client = client.clone();
-            tokio::spawn(async move { client.ping().await })
-        })
-        .collect();
-    let (mut ok, mut full) = (0, 0);
-    for task in tasks {
-        match task.await.unwrap() {
-            Ok(()) => ok += 1,
-            Err(Error::QueueFull) => full += 1,
-            Err(e) => panic!("unexpected error {e}"),
-        }
-    }
-    assert!(ok >= 2 && full > 0, "ok {ok}, full {full}");
-    client.ping().await.unwrap();
-}
-
-#[tokio::test]
-async fn queued_commands_go_out_in_one_write() {
-    // A stand-in for Redis that answers PINGs and counts how many reads the commands took.
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let (reads_tx, mut reads_rx) = tokio::sync::mpsc::unbounded_channel::<usize>();
-    tokio::spawn(async move {
-        use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let (mut socket, _) = listener.accept().await.unwrap();
-        let ping = b"*1\r\n$4\r\nPING\r\n";
-        let mut pending = Vec::new();
-        let mut buf = vec![0u8; 256 * 1024];
-        while let Ok(n @ 1..) = socket.read(&mut buf).await {
-            pending.extend_from_slice(&buf[..n]);
-            let complete = pending.len() / ping.len();
-            assert!(pending.chunks(ping.len()).all(|c| ping.starts_with(c)), "unexpected command");
-            pending.drain(..complete * ping.len());
-            let _ = reads_tx.send(complete);
-            socket.write_all(&b"+PONG\r\n".repeat(complete)).await.unwrap();
-        }
-    });
-    let client = Client::connect(crate::support::fast_options(addr.to_string())).await.unwrap();
-    assert_eq!(reads_rx.recv().await, Some(1), "handshake PING");
-
-    // Spawned together on this single-threaded runtime: all are queued before the connection
-    // task runs, so it writes them as one batch.
-    let tasks: Vec<_> = (0..1000)
-        .map(|_| {
-            let client = client.clone();
-            tokio::spawn(async move { client.ping().await })
-        })
-        .collect();
-    for task in tasks {
-        task.await.unwrap().unwrap();
-    }
-    let mut reads = 0;
-    let mut commands = 0;
-    while commands < 1000 {
-        commands += reads_rx.recv().await.unwrap();
-        reads += 1;
-    }
-    assert_eq!(commands, 1000);
-    assert!(reads <= 5, "1000 queued commands took {reads} reads");
 }

@@ -1,7 +1,7 @@
 //! A `redis-server` child process on a free loopback port, killed on drop, and small waiting
 //! helpers with deadlines (no fixed sleeps as synchronisation).
 
-use gatehouse_redis::{ClientOptions, Event, Subscription};
+use gatehouse_redis::{ClientOptions, Deployment, Event, Subscription};
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
@@ -150,7 +150,7 @@ pub fn free_port() -> u16 {
 /// Options for `addr` with short timeouts and backoff.
 pub fn fast_options(addr: String) -> ClientOptions {
     ClientOptions {
-        addr,
+        deployment: Deployment::Standalone { addr },
         connect_timeout: Duration::from_millis(500),
         command_timeout: Duration::from_secs(1),
         reconnect_min: Duration::from_millis(20),

@@ -1,0 +1,170 @@
+//! The deployments operators run, each real: a Redis Cluster of three masters with a replica each,
+//! a Sentinel group, and a TLS-only Redis with client certificates and an ACL user.
+
+use crate::support::{eventually, next_event};
+use gatehouse_redis::{Client, ClientOptions, Deployment, Error, Event, Script, Tls};
+use gatehouse_testkit::{RedisCluster, RedisSentinels, RedisServer, RedisTlsFiles, TempDir, SENTINEL_MASTER};
+use std::time::{Duration, Instant};
+
+fn options(deployment: Deployment) -> ClientOptions {
+    ClientOptions {
+        deployment,
+        connect_timeout: Duration::from_millis(500),
+        command_timeout: Duration::from_millis(500),
+        reconnect_min: Duration::from_millis(20),
+        reconnect_max: Duration::from_millis(200),
+        health_check_interval: Duration::from_millis(200),
+        ..ClientOptions::default()
+    }
+}
+
+#[tokio::test]
+async fn a_cluster_reached_through_a_seed_that_owns_no_slot() {
+    let cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 1)).await.unwrap();
+    // A replica owns no slot: every command is redirected from it.
+    let replica = cluster.nodes.iter().find(|n| n.cli(&["ROLE"]).starts_with("slave")).expect("a replica").addr();
+    let client = Client::connect(options(Deployment::Cluster { nodes: vec![replica.clone()] })).await.unwrap();
+
+    for i in 0..300 {
+        client.set_px(format!("t:{{k{i}}}"), i.to_string(), 60_000).await.unwrap();
+    }
+    for i in (0..300).step_by(37) {
+        assert_eq!(client.get(format!("t:{{k{i}}}")).await.unwrap().as_deref(), Some(i.to_string().as_bytes()));
+    }
+    let spread = tokio::task::spawn_blocking(move || {
+        let spread = cluster.keys_per_master();
+        (cluster, spread)
+    });
+    let (cluster, spread) = spread.await.unwrap();
+    assert_eq!(spread.len(), 3, "{spread:?}");
+    assert!(spread.iter().all(|&(_, keys)| keys >= 50), "keys spread over every master: {spread:?}");
+
+    // A script on one slot's keys, sent by EVALSHA to the slot's master (EVAL the first time).
+    let incr = Script::new("return redis.call('INCRBY', KEYS[1], ARGV[1]) + redis.call('INCRBY', KEYS[2], ARGV[1])");
+    for _ in 0..3 {
+        client.eval(&incr, &["s:{a}:x", "s:{a}:y"], &["2"]).await.unwrap();
+    }
+    assert_eq!(client.eval(&incr, &["s:{b}:x", "s:{b}:y"], &["1"]).await.unwrap().as_int(), Some(2));
+    match client.eval(&incr, &["s:{a}:x", "s:{b}:y"], &["1"]).await {
+        Err(Error::Server(msg)) => assert!(msg.contains("CROSSSLOT") || msg.contains("slot"), "{msg}"),
+        other => panic!("a script over two slots must fail: {other:?}"),
+    }
+
+    // Classic pub/sub: a subscription on one node hears what is published through another.
+    let seed = cluster.nodes[0].addr();
+    let mut sub = Client::subscribe(options(Deployment::Cluster { nodes: vec![seed] }), &["news"]).unwrap();
+    assert_eq!(next_event(&mut sub).await, Event::Subscribed);
+    client.publish("news", "hello").await.unwrap();
+    match next_event(&mut sub).await {
+        Event::Message(m) => assert_eq!(&m.payload[..], b"hello"),
+        other => panic!("expected the message, got {other:?}"),
+    }
+    drop(cluster);
+}
+
+#[tokio::test]
+async fn a_cluster_master_killed_fails_its_slots_fast_until_a_replica_takes_over() {
+    let mut cluster = tokio::task::spawn_blocking(|| RedisCluster::start(3, 1)).await.unwrap();
+    let client = Client::connect(options(Deployment::Cluster { nodes: cluster.seeds(3) })).await.unwrap();
+    let key = "f:{victim}";
+    client.set(key, "1").await.unwrap();
+    let (mut cluster, owner) = tokio::task::spawn_blocking(move || {
+        let owner = cluster.master_of(key);
+        cluster.kill(owner);
+        (cluster, owner)
+    })
+    .await
+    .unwrap();
+    // Until the failover, commands on the dead master's slots fail within the command timeout;
+    // none hangs.
+    let start = Instant::now();
+    let _ = client.get(key).await;
+    assert!(start.elapsed() < Duration::from_secs(2), "took {:?}", start.elapsed());
+    cluster = tokio::task::spawn_blocking(move || {
+        cluster.wait_failover();
+        cluster
+    })
+    .await
+    .unwrap();
+    let promoted = Instant::now();
+    eventually(Duration::from_secs(5), "commands on the failed slots work again", || async {
+        client.set(key, "2").await.is_ok()
+    })
+    .await;
+    eprintln!("cluster: back {:?} after the failover completed", promoted.elapsed());
+    assert!(!cluster.nodes[owner].is_running());
+}
+
+#[tokio::test]
+async fn a_sentinel_group_is_followed_through_a_failover() {
+    let mut group = tokio::task::spawn_blocking(RedisSentinels::start).await.unwrap();
+    let opts = options(Deployment::Sentinel { master: SENTINEL_MASTER.into(), nodes: group.nodes() });
+    let client = Client::connect(opts.clone()).await.unwrap();
+    let mut sub = Client::subscribe(opts, &["changes"]).unwrap();
+    assert_eq!(next_event(&mut sub).await, Event::Subscribed);
+    client.set("before", "1").await.unwrap();
+
+    let (group_back, new_port) = tokio::task::spawn_blocking(move || {
+        let port = group.fail_over();
+        (group, port)
+    })
+    .await
+    .unwrap();
+    group = group_back;
+    let promoted = Instant::now();
+    eventually(Duration::from_secs(5), "writes reach the new master", || async {
+        client.set("after", "2").await.is_ok()
+    })
+    .await;
+    eprintln!("sentinel: back {:?} after the promotion", promoted.elapsed());
+    let master = group.master().expect("the new master");
+    assert_eq!(master.port(), new_port);
+    assert!(master.cli(&["GET", "after"]).contains('2'));
+    assert_eq!(next_event(&mut sub).await, Event::Reconnected);
+    eventually(Duration::from_secs(5), "the subscription hears the new master", || async {
+        client.publish("changes", "x").await.is_ok_and(|n| n == 1)
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn tls_with_a_client_certificate_and_an_acl_user() {
+    let dir = TempDir::new();
+    let files = RedisTlsFiles::make(&dir);
+    let server = RedisServer::start_tls(&files, "s3cret-acl");
+    let read = |p: &std::path::PathBuf| std::fs::read(p).unwrap();
+    let tls = Tls {
+        ca: Some(read(&files.ca)),
+        cert: Some(read(&files.client_cert)),
+        key: Some(read(&files.client_key)),
+        server_name: None,
+    };
+    let with = |tls: Tls, password: &str| ClientOptions {
+        tls: Some(tls),
+        username: Some("gatehouse".into()),
+        password: Some(password.into()),
+        ..ClientOptions { connect_timeout: Duration::from_secs(2), ..ClientOptions::from_url(&server.url()).unwrap() }
+    };
+
+    let client = Client::connect(with(tls.clone(), "s3cret-acl")).await.unwrap();
+    client.set("k", "v").await.unwrap();
+    let mut sub = Client::subscribe(with(tls.clone(), "s3cret-acl"), &["c"]).unwrap();
+    assert_eq!(next_event(&mut sub).await, Event::Subscribed);
+    client.publish("c", "over tls").await.unwrap();
+    assert!(matches!(next_event(&mut sub).await, Event::Message(m) if &m.payload[..] == b"over tls"));
+    // The certificate names redis.test too: checked against that name instead of the address.
+    let named = Tls { server_name: Some("redis.test".into()), ..tls.clone() };
+    Client::connect(with(named, "s3cret-acl")).await.unwrap().ping().await.unwrap();
+
+    // Refused: a wrong password, a name the certificate does not hold, a CA that did not sign
+    // it, no client certificate.
+    assert!(matches!(Client::connect(with(tls.clone(), "wrong")).await, Err(Error::Server(_))));
+    for (what, bad) in [
+        ("wrong name", Tls { server_name: Some("other.test".into()), ..tls.clone() }),
+        ("system roots", Tls { ca: None, ..tls.clone() }),
+        ("no client certificate", Tls { cert: None, key: None, ..tls.clone() }),
+    ] {
+        let result = Client::connect(with(bad, "s3cret-acl")).await;
+        assert!(result.is_err(), "{what}: connected");
+    }
+}

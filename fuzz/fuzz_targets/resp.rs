@@ -1,5 +1,0 @@
-//! libFuzzer entry for [`gatehouse_fuzz::resp`]; the check and its contract live there.
-
-#![no_main]
-
-libfuzzer_sys::fuzz_target!(|data: &[u8]| gatehouse_fuzz::resp::check(data));
