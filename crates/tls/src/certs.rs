@@ -48,7 +48,24 @@ impl Default for CertsOptions {
 enum Slot {
     Found(Arc<Pair>),
     Missing(Instant),
+    /// Found once, and since announced changed (or changes may have been missed): looked up again
+    /// on next use, and served as it was while the store cannot answer (Redis away). Holds when the
+    /// store last failed to answer for it.
+    Stale(Arc<Pair>, Option<Instant>),
 }
+
+impl Slot {
+    /// What is left of a cached lookup once the store says it may have changed.
+    fn outdated(self) -> Option<Slot> {
+        match self {
+            Slot::Found(p) | Slot::Stale(p, _) => Some(Slot::Stale(p, None)),
+            Slot::Missing(_) => None,
+        }
+    }
+}
+
+/// The store could not answer (Redis unreachable or timing out).
+struct Unavailable;
 
 /// Where certificates not named in the configuration are looked up.
 #[derive(Debug)]
@@ -134,7 +151,7 @@ impl Certs {
             count(pair);
         }
         for slot in self.lock().values() {
-            if let Slot::Found(pair) = slot {
+            if let Slot::Found(pair) | Slot::Stale(pair, _) = slot {
                 count(pair);
             }
         }
@@ -147,11 +164,13 @@ impl Certs {
         self.generation.fetch_add(1, Relaxed);
     }
 
-    /// Forgets what the cache holds for `keys` (changed in the store).
+    /// Marks what the cache holds for `keys` (changed in the store) to be looked up again.
     pub fn invalidate<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
         let mut cache = self.lock();
         for k in keys {
-            cache.remove(k);
+            if let Some(slot) = cache.remove(k).and_then(Slot::outdated) {
+                cache.insert(k.into(), slot);
+            }
         }
         drop(cache);
         self.generation.fetch_add(1, Relaxed);
@@ -175,7 +194,7 @@ impl Certs {
             return None;
         }
         let cached = self.lock().get(key).cloned();
-        match cached {
+        let stale = match cached {
             Some(Slot::Found(p)) => {
                 self.stats.cert_cache_hits.inc();
                 return Some(p);
@@ -184,10 +203,27 @@ impl Certs {
                 self.stats.cert_cache_hits.inc();
                 return None;
             }
-            _ => {}
-        }
+            // The store failed to answer for it a moment ago: serve what it was.
+            Some(Slot::Stale(p, Some(failed))) if failed.elapsed() < self.options.negative_ttl => {
+                self.stats.cert_cache_hits.inc();
+                return Some(p);
+            }
+            Some(Slot::Stale(p, _)) => Some(p),
+            _ => None,
+        };
         self.stats.cert_cache_misses.inc();
-        let found = self.load(key).await;
+        let found = match self.load(key).await {
+            Ok(found) => found,
+            Err(Unavailable) => {
+                // A store that cannot answer changes nothing: a certificate it served before
+                // goes on serving (Redis away, or a failover under way).
+                if let Some(p) = stale {
+                    self.lock().insert(key.into(), Slot::Stale(p.clone(), Some(Instant::now())));
+                    return Some(p);
+                }
+                None
+            }
+        };
         let mut cache = self.lock();
         if cache.len() >= self.options.cache_size {
             // Full: drop about a tenth, in the map's own (arbitrary) order.
@@ -204,17 +240,22 @@ impl Certs {
         found
     }
 
-    async fn load(&self, key: &str) -> Option<Arc<Pair>> {
+    /// What the store holds for `key`; `Err` when it cannot answer.
+    async fn load(&self, key: &str) -> Result<Option<Arc<Pair>>, Unavailable> {
         if let Some(redis) = &self.redis {
             return match redis.load(key, now_secs()).await {
-                Ok(loaded) => self.assemble(key, loaded),
+                Ok(loaded) => Ok(self.assemble(key, loaded)),
                 Err(e) => {
                     self.stats.cert_load_errors.inc();
                     tracing::debug!(name = key, error = %e, "certificate lookup failed");
-                    None
+                    Err(Unavailable)
                 }
             };
         }
+        Ok(self.load_from_dir(key).await)
+    }
+
+    async fn load_from_dir(&self, key: &str) -> Option<Arc<Pair>> {
         let dir = self.dir.as_ref()?;
         while !self.dir_ready.load(Relaxed) {
             let wait = self.dir_scanned.notified();
@@ -286,9 +327,13 @@ impl Certs {
         }
     }
 
-    /// Drops every cached lookup (the store may have changed in ways not announced).
+    /// Marks every cached lookup to be looked up again (the store may have changed in ways not
+    /// announced).
     pub fn invalidate_all(&self) {
-        self.lock().clear();
+        let mut cache = self.lock();
+        let old = std::mem::take(&mut *cache);
+        cache.extend(old.into_iter().filter_map(|(k, slot)| Some((k, slot.outdated()?))));
+        drop(cache);
         self.generation.fetch_add(1, Relaxed);
     }
 

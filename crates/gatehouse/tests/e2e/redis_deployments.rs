@@ -3,16 +3,30 @@
 //! TLS-only Redis with client certificates and an ACL user whose password is in a file. On each:
 //! sessions made on node A resume on node B (TLS 1.2 by session id and by ticket, TLS 1.3 by
 //! ticket), a certificate imported through one node serves on both, and a release reaches both.
+//! On the Cluster, three nodes hold a cluster rate limit to ±5 % and the keys of sessions and
+//! counters spread over every master. Killing the Cluster's or the Sentinels' master under load
+//! fails no request and no handshake, and sharing resumes after the promotion.
 
-use crate::common::{start, targets};
+use crate::common::{start, targets, Traffic, SETTLE};
 use crate::control::{admin_section, Api};
-use crate::tls::{cert_cli, eventually, s_client, s_client_with, Pki};
+use crate::tls::{cert_cli, eventually, handshake_loop, s_client, s_client_with, Pki};
 use gatehouse_testkit::{
-    metric_value, Backend, Gateway, RedisCluster, RedisSentinels, RedisServer, RedisTlsFiles, TempDir, SENTINEL_MASTER,
+    metric_value, Backend, Gateway, HttpConn, Load, LoadReport, RedisCluster, RedisSentinels, RedisServer,
+    RedisTlsFiles, TempDir, SENTINEL_MASTER,
 };
 use gatehouse_tls::issue::Algorithm;
 use serde_json::Value;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// The plan's cluster-wide limit per hour (the burst is all a test of a few seconds sees).
+const LIMIT: u64 = 600;
+
+/// Cluster-scoped limits: a plan for app `shop`, one counter per client address (failing open),
+/// and one per `x-user` header value.
+const SERVICES: &str = "services:\n  svc: {path: /svc, upstream: u, auth: app_key}\n  ip: {path: /ip, upstream: u, rate_limits: [{limit: 100000, key: client_ip, scope: cluster}]}\n  users: {path: /users, upstream: u, rate_limits: [{limit: 100, interval: 24h, key: \"header:x-user\", scope: cluster}]}\napps:\n  shop: {key: K-shop, grants: {svc: gold}}\nplans:\n  gold: {rate_limits: [{limit: 600, interval: 1h, scope: cluster}]}\n";
 
 const REQUEST: &str = "GET / HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n";
 
@@ -69,7 +83,7 @@ impl Nodes {
 
     fn config(&self, id: &str) -> String {
         format!(
-            "workers: 2\n{}{}node: {{id: {id}}}\ncontrol: {{dir: \"{}\", poll_interval: 500ms}}\ntls:\n  store: {{redis: true}}\n  negative_cache_ttl: 100ms\n  tickets: cluster\n  session_cache: redis\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+            "workers: 2\n{}{}node: {{id: {id}}}\ncontrol: {{dir: \"{}\", poll_interval: 500ms}}\ntls:\n  store: {{redis: true}}\n  negative_cache_ttl: 100ms\n  tickets: cluster\n  session_cache: redis\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n{SERVICES}",
             admin_section(""),
             self.redis_yaml,
             self.dir.join(id).display(),
@@ -169,4 +183,121 @@ fn a_tls_redis_with_an_acl_user() {
     let files = RedisTlsFiles::make(&dir);
     let server = RedisServer::start_tls(&files, "acl-pass-77");
     two_nodes_share_everything(&Redis::Tls(server, files));
+}
+
+fn ok(r: &LoadReport) -> u64 {
+    r.statuses.get(&200).copied().unwrap_or(0)
+}
+
+#[test]
+fn three_nodes_hold_a_cluster_limit_and_keys_spread_over_every_master() {
+    let cluster = RedisCluster::start(3, 1);
+    let redis = Redis::Cluster(cluster);
+    let n = Nodes::new(&redis);
+    let nodes: Vec<Gateway> = ["a", "b", "c"].iter().map(|id| n.node(id).0).collect();
+
+    // 3,600 requests, 1,200 on each node from 4 concurrent clients each.
+    let key = [("x-app-key", "K-shop")];
+    let loads: Vec<Load> =
+        nodes.iter().map(|gw| Load::start_with_headers(gw.addr("http"), "api.test", "/svc/x", &key, 4, 300)).collect();
+    let reports: Vec<LoadReport> = loads.into_iter().map(Load::wait).collect();
+    assert!(reports.iter().all(|r| r.failed == 0), "{reports:?}");
+    let admitted: u64 = reports.iter().map(ok).sum();
+    eprintln!(
+        "cluster limit {LIMIT} on a 3-master Redis Cluster: admitted {admitted} ({:?} per node)",
+        reports.iter().map(ok).collect::<Vec<_>>()
+    );
+    assert!((LIMIT * 95 / 100..=LIMIT * 105 / 100).contains(&admitted), "admitted {admitted}, limit {LIMIT} ±5%");
+    assert!(reports.iter().all(|r| ok(r) > 0), "every node admitted some");
+
+    // 1,000 counters, one per user (each lives until it drains: a day's limit keeps them), each in
+    // its own slot, over all three masters.
+    let mut conn = HttpConn::open(nodes[0].addr("http")).expect("connect");
+    for i in 0..1000 {
+        let user = format!("user-{i}");
+        let r = conn.get("api.test", "/users/x", &[("x-user", user.as_str())]).expect("answer");
+        assert_eq!(r.status, 200, "{}", r.text());
+    }
+    let Redis::Cluster(cluster) = &redis else { return };
+    let per_master: Vec<usize> = cluster
+        .masters()
+        .iter()
+        .map(|m| m.cli(&["--scan", "--pattern", "gatehouse:rl:*{users:*"]).lines().count())
+        .collect();
+    eprintln!("1,000 rate-limit counters per master: {per_master:?}");
+    assert_eq!(per_master.iter().sum::<usize>(), 1000);
+    assert!(per_master.iter().all(|&k| k >= 200), "{per_master:?}");
+}
+
+/// Kills the master under HTTP load (through a cluster rate limit) and full handshakes on node A;
+/// no request and no handshake fails, the outage shows in the metrics, and cross-node resumption
+/// works again within 5 s of the promotion.
+fn master_killed_under_load(redis: &mut Redis) {
+    let n = Nodes::new(redis);
+    let pki = Pki::new();
+    let (a, a_config) = n.node("a");
+    let (b, _) = n.node("b");
+    let cert = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
+    let (ok, out, err) = cert_cli(&a_config, &["import", cert.to_str().unwrap_or_default()]);
+    assert!(ok, "{out}{err}");
+    for gw in [&a, &b] {
+        eventually("the imported certificate serves", || s_client(port(gw), &["-servername", "shop.test"]).ok);
+    }
+    let traffic = Traffic::start_at(a.addr("http"), "api.test", "/ip/x");
+    let stop = Arc::new(AtomicBool::new(false));
+    let handshakes = handshake_loop(port(&a), "shop.test", &pki.ca.cert_pem(), stop.clone());
+    let errors_before = redis_errors(&a);
+
+    match redis {
+        Redis::Cluster(cluster) => {
+            // The master holding the load's rate-limit counter.
+            let victim = cluster.nodes.iter().position(|n| {
+                n.is_running()
+                    && n.cli(&["ROLE"]).starts_with("master")
+                    && !n.cli(&["--scan", "--pattern", "gatehouse:rl:*{ip:*"]).trim().is_empty()
+            });
+            cluster.kill(victim.expect("the counter's master"));
+            cluster.wait_failover();
+        }
+        Redis::Sentinels(group) => {
+            group.fail_over();
+        }
+        Redis::Tls(..) => unreachable!("a single server has no failover"),
+    }
+    let promoted = Instant::now();
+    traffic.progress("the promotion");
+    let sess = n.dir.join("s.pem");
+    eventually("cross-node resumption after the promotion", || {
+        resumes(port(&a), port(&b), &sess, &["-tls1_2", "-no_ticket"]) && promoted.elapsed() < SETTLE
+    });
+    eprintln!("sharing back {:?} after the promotion", promoted.elapsed());
+    stop.store(true, Ordering::SeqCst);
+    let (done, failed) = handshakes.join().expect("the handshake thread");
+    let (steady, churn) = traffic.finish("the failover");
+    eprintln!(
+        "during the failover: {} requests and {} new connections, all 200; {done} handshakes, {} failed; redis errors counted {}",
+        steady.ok,
+        churn.ok,
+        failed.len(),
+        redis_errors(&a) - errors_before
+    );
+    assert!(failed.is_empty(), "{} handshakes failed, first: {:?}", failed.len(), failed.first());
+    assert!(redis_errors(&a) > errors_before, "the outage shows in the metrics");
+}
+
+/// Redis failures node `gw` counted: TLS sharing and rate limits.
+fn redis_errors(gw: &Gateway) -> f64 {
+    let m = gw.metrics();
+    metric_value(&m, "gatehouse_tls_redis_errors_total").unwrap_or(0.0)
+        + metric_value(&m, "gatehouse_gateway_limiter_errors_total{service=\"ip\"}").unwrap_or(0.0)
+}
+
+#[test]
+fn a_cluster_master_killed_under_load() {
+    master_killed_under_load(&mut Redis::Cluster(RedisCluster::start(3, 1)));
+}
+
+#[test]
+fn the_sentinels_master_killed_under_load() {
+    master_killed_under_load(&mut Redis::Sentinels(RedisSentinels::start()));
 }
