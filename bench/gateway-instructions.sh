@@ -13,6 +13,8 @@
 #   limit      + a plan with one local rate limit
 #   headers    + a request header set and a response header removed (the bench/gateway.sh service)
 #   header-key the same with the key in X-APP-KEY
+#   cluster-limit  app key and a plan whose limit is cluster-wide: one Lua script per request in a
+#              redis-server (the Redis client's cost on the request path; Redis's own not counted)
 #
 # Kernel time is not counted (about 60 % of Gatehouse's CPU per request on loopback), so a
 # difference here is an upper bound of the difference in throughput.
@@ -31,7 +33,7 @@ die() {
 }
 N=${N:-2000}
 KEEP_WORKDIR=${KEEP_WORKDIR:-0}
-need_commands valgrind callgrind_control callgrind_annotate nginx ab curl bc
+need_commands valgrind callgrind_control callgrind_annotate nginx ab curl bc redis-server redis-cli
 check_integers N
 gatehouse_binary
 HAPROXY_MAXCONN=0
@@ -40,8 +42,16 @@ make_workdir gatehouse-instructions
 mkdir -p "$WORK/www"
 write_www "$WORK/www"
 start_backend 0
-free_ports 1
+free_ports 2
 P_GATEHOUSE=${REPLY_PORTS[0]}
+P_REDIS=${REPLY_PORTS[1]}
+mkdir -p "$WORK/redis"
+start_proc redis none redis-server --port "$P_REDIS" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK/redis"
+for ((i = 0; i < 100; i++)); do
+	[[ $(redis-cli -p "$P_REDIS" ping 2>/dev/null) == PONG ]] && break
+	sleep 0.1
+done
+head -c 48 /dev/urandom | base64 >"$WORK/cluster.key"
 KEY=BENCHKEY123
 ACL='acl: { allow: [{ methods: [GET, HEAD], paths: ["/**"] }] }'
 cat >"$WORK/gatehouse.yaml" <<EOF
@@ -59,10 +69,13 @@ services:
     auth: app_key
     $ACL
     headers: { request: { set: { x-gateway: gatehouse } }, response: { remove: [x-powered-by] } }
+  s5: { path: /s5, upstream: backend, auth: app_key }
 apps:
-  bench: { key: $KEY, grants: { s1: ~, s2: ~, s3: gold, s4: gold } }
+  bench: { key: $KEY, grants: { s1: ~, s2: ~, s3: gold, s4: gold, s5: cgold } }
 plans:
   gold: { rate_limits: [{ limit: 1000000, interval: 1s }] }
+  cgold: { rate_limits: [{ limit: 1000000, interval: 1s, scope: cluster }] }
+redis: { url: "redis://127.0.0.1:$P_REDIS/0", secret_file: "$WORK/cluster.key" }
 EOF
 "$GATEHOUSE_BIN" check "$WORK/gatehouse.yaml" >/dev/null
 start_proc gatehouse none valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.gatehouse.%p" \
@@ -77,9 +90,9 @@ done
 
 declare -A URL=([bare]=/test.html [service]=/s0/test.html [app-key]="/s1/~$KEY/test.html"
 	[acl]="/s2/~$KEY/test.html" [limit]="/s3/~$KEY/test.html" [headers]="/s4/~$KEY/test.html"
-	[header-key]=/s4/test.html)
-ROWS=(bare service app-key acl limit headers header-key)
-for warm in bare headers; do ab -k -n 1000 -c 10 "$base${URL[$warm]}" >/dev/null 2>&1; done
+	[header-key]=/s4/test.html [cluster-limit]="/s5/~$KEY/test.html")
+ROWS=(bare service app-key acl limit headers header-key cluster-limit)
+for warm in bare headers cluster-limit; do ab -k -n 1000 -c 10 "$base${URL[$warm]}" >/dev/null 2>&1; done
 echo "| row | instructions per request | vs bare |"
 echo "|---|---:|---:|"
 # ab_2xx ROW AB_ARGS...: one ab run, every answer 2xx

@@ -25,6 +25,9 @@
 #   service             ab -> Gatehouse /plain/test.html, a service without plugins (prefix stripped) -> nginx
 #   gateway             ab -> Gatehouse /svc/~KEY/test.html (key in the path, stripped) -> nginx
 #   gateway-header-key  ab -H 'X-APP-KEY: KEY' -> Gatehouse /svc/test.html -> nginx
+#   gateway-cluster     ab -> Gatehouse /csvc/~KEY/test.html: as gateway, but the plan's limit is
+#                       cluster-wide, one Lua script per request in a redis-server on CPU 0 (not in
+#                       the default TARGETS; the Redis client's cost on the request path)
 #   haproxy             ab -> HAProxy -> nginx (peer of bare)
 #   nginx-proxy         ab -> nginx proxy_pass, keepalive 256 -> nginx (peer of bare)
 # Before measuring, every row must answer 200 with exactly test.html's bytes, and the service
@@ -112,9 +115,10 @@ check_integers REPS AB_N CONNS LAT_N WARMUP_N PRIME QUIET_WAIT QUIET_PCT BODY_SI
 read -r -a TARGET_LIST <<<"$TARGETS"
 ((${#TARGET_LIST[@]})) || die "TARGETS must not be empty"
 declare -A SERVER=([direct]=backend [bare]=gatehouse [service]=gatehouse [gateway]=gatehouse [gateway-header-key]=gatehouse
-	[haproxy]=haproxy [nginx-proxy]=nginx)
+	[gateway-cluster]=gatehouse [haproxy]=haproxy [nginx-proxy]=nginx)
 declare -A URL_PATH=([direct]=/test.html [bare]=/test.html [service]=/plain/test.html [gateway]="/svc/~$APP_KEY/test.html"
-	[gateway-header-key]=/svc/test.html [haproxy]=/test.html [nginx-proxy]=/test.html)
+	[gateway-header-key]=/svc/test.html [gateway-cluster]="/csvc/~$APP_KEY/test.html" [haproxy]=/test.html
+	[nginx-proxy]=/test.html)
 declare -A HEADER=([gateway-header-key]="X-APP-KEY: $APP_KEY")
 for t in "${TARGET_LIST[@]}"; do
 	[[ -n ${SERVER[$t]:-} ]] || die "unknown target '$t' in TARGETS (${!SERVER[*]})"
@@ -127,6 +131,8 @@ wants_server() { # wants_server NAME: some target of TARGETS is served by NAME
 
 need=(nginx ab curl python3 taskset getconf timeout)
 wants_server haproxy && need+=(haproxy)
+CLUSTER_ROW=0
+[[ " $TARGETS " == *" gateway-cluster "* ]] && { CLUSTER_ROW=1; need+=(redis-server redis-cli); }
 need_commands "${need[@]}"
 (($(nproc) >= 2)) || die "needs at least 2 CPUs (CPU 0: backend + ab, CPU 1: proxy)"
 taskset -c 1 true 2>/dev/null || die "cannot pin to CPU 1 (taskset -c 1 failed)"
@@ -156,8 +162,20 @@ with open(sys.argv[1], "wb") as f:
     f.write(body)
 EOF
 start_backend 0
-free_ports 4
-read -r P_GATEHOUSE P_ADMIN P_HAPROXY P_NGINX <<<"${REPLY_PORTS[*]}"
+free_ports 5
+read -r P_GATEHOUSE P_ADMIN P_HAPROXY P_NGINX P_REDIS <<<"${REPLY_PORTS[*]}"
+CLUSTER_YAML=
+if ((CLUSTER_ROW)); then
+	mkdir -p "$WORK/redis"
+	start_proc redis 0 redis-server --port "$P_REDIS" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK/redis"
+	for _ in $(seq 100); do
+		[[ $(redis-cli -p "$P_REDIS" ping 2>/dev/null) == PONG ]] && break
+		sleep 0.1
+	done
+	[[ $(redis-cli -p "$P_REDIS" ping 2>/dev/null) == PONG ]] || die "redis-server not ready after 10 s"
+	head -c 48 /dev/urandom | base64 >"$WORK/cluster.key"
+	CLUSTER_YAML="redis: { url: \"redis://127.0.0.1:$P_REDIS/0\", secret_file: \"$WORK/cluster.key\" }"
+fi
 declare -A PORT=([backend]=$P_BACKEND [gatehouse]=$P_GATEHOUSE [haproxy]=$P_HAPROXY [nginx]=$P_NGINX)
 
 GH_CONF=$WORK/gatehouse/gatehouse.yaml
@@ -178,10 +196,13 @@ services:
     auth: app_key
     acl: { allow: [{ methods: [GET, HEAD], paths: ["/**"] }] }
     headers: { request: { set: { x-gateway: gatehouse } }, response: { remove: [x-powered-by] } }
+$(if ((CLUSTER_ROW)); then printf '  csvc: { path: /csvc, upstream: backend, auth: app_key }\n'; fi)
 apps:
-  bench: { key: $APP_KEY, grants: { svc: gold } }
+  bench: { key: $APP_KEY, grants: { svc: gold$(if ((CLUSTER_ROW)); then printf ', csvc: cgold'; fi) } }
 plans:
   gold: { rate_limits: [{ limit: 1000000, interval: 1s }] } # the most a limit can count (1 per µs), far above the load
+$(if ((CLUSTER_ROW)); then printf '  cgold: { rate_limits: [{ limit: 1000000, interval: 1s, scope: cluster }] }\n'; fi)
+$CLUSTER_YAML
 EOF
 
 nginx_proxy_conf "$WORK/nginx" "$P_NGINX" "$P_BACKEND" >"$WORK/nginx/nginx.conf"
@@ -243,9 +264,9 @@ check_refused() { # check_refused WHAT STATUS URL [CURL_ARG...]: the service mus
 		die "sanity check: $1 -> $REPLY, want $2: the service does not enforce its plugins, so the gateway rows would not measure them"
 }
 
-admitted() { # -> gatehouse_gateway_admitted_total of service svc
+admitted() { # admitted [SERVICE] -> gatehouse_gateway_admitted_total of service SERVICE (svc)
 	curl -s --noproxy '*' --max-time 2 "http://127.0.0.1:$P_ADMIN/metrics" |
-		awk '$1 == "gatehouse_gateway_admitted_total{service=\"svc\"}" { print $2; found = 1 } END { exit !found }'
+		awk -v want="gatehouse_gateway_admitted_total{service=\"${1:-svc}\"}" '$1 == want { print $2; found = 1 } END { exit !found }'
 }
 
 for t in "${TARGET_LIST[@]}"; do check_row "$t"; done
@@ -290,7 +311,9 @@ run_load() { # run_load REP TARGET CONC N [warmup]
 	fi
 	((conc > 1)) && sleep "$SETTLE" # one client leaves nothing to settle
 	a0=$(backend_accepts) || die "cannot read backend stub_status"
-	[[ $t == gateway* ]] && { adm0=$(admitted) || die "cannot read gatehouse metrics"; }
+	local svc=svc
+	[[ $t == gateway-cluster ]] && svc=csvc
+	[[ $t == gateway* ]] && { adm0=$(admitted "$svc") || die "cannot read gatehouse metrics"; }
 	declare -A S0=() S1=()
 	snap S0 "$pid"
 	taskset -c 0 timeout -k 5 "$AB_TIMEOUT" ab -k -n "$n" -c "$conc" "${REPLY_AB[@]}" "$url" >"$out" 2>&1 &
@@ -299,7 +322,7 @@ run_load() { # run_load REP TARGET CONC N [warmup]
 	LOADGEN_PID=
 	snap S1 "$pid"
 	a1=$(backend_accepts) || die "cannot read backend stub_status"
-	[[ $t == gateway* ]] && { adm1=$(admitted) || die "cannot read gatehouse metrics"; }
+	[[ $t == gateway* ]] && { adm1=$(admitted "$svc") || die "cannot read gatehouse metrics"; }
 	kill -0 "$pid" 2>/dev/null || { show_logs "$name"; die "$name died during the run against $t"; }
 	local -a kv=(
 		"rep=$rep" "seq=$SEQ" "target=$t" "conc=$conc" "exit_code=$rc" "clk_tck=$CLK_TCK"

@@ -25,6 +25,7 @@ NAMES = {
     "service": "service: **Gatehouse** service without plugins (prefix stripped)",
     "gateway": "gateway: **Gatehouse** service, key in path",
     "gateway-header-key": "gateway-header-key: **Gatehouse** service, key in X-APP-KEY",
+    "gateway-cluster": "gateway-cluster: **Gatehouse** service, key in path, cluster limit in Redis",
     "haproxy": "HAProxy proxy → nginx",
     "nginx-proxy": "nginx proxy → nginx",
 }

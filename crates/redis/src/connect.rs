@@ -193,7 +193,9 @@ impl Connector {
 fn config(opts: &ClientOptions) -> AsyncConnectionConfig {
     let mut config = AsyncConnectionConfig::new()
         .set_connection_timeout(Some(opts.connect_timeout))
-        .set_response_timeout(Some(opts.command_timeout));
+        // Every command already runs under the caller's timeout (`Client::request`); a second timer
+        // per command inside redis-rs would only cost.
+        .set_response_timeout(None);
     if let (Some(name), Deployment::Standalone { addr }) =
         (opts.tls.as_ref().and_then(|t| t.server_name.as_ref()), &opts.deployment)
     {

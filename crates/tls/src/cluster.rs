@@ -79,14 +79,32 @@ pub fn store_session(cluster: &Arc<Cluster>, id: Vec<u8>, value: &[u8], ttl: Dur
     let Some(sealed) = cluster.seal(Purpose::Sessions, &id, value) else { return };
     let this = cluster.clone();
     rt.spawn(async move {
-        let key = session_key(&this, &id);
-        let started = Instant::now();
-        let r = this.client().set_px(&key, &sealed, ttl.as_millis().max(1) as u64).await;
-        this.timed(started);
-        if let Err(e) = r {
+        if let Err(e) = put_sealed(&this, &id, &sealed, ttl).await {
             this.failed("store session", &e);
         }
     });
+}
+
+/// Stores a session for the other nodes and waits for Redis to have it (what
+/// [`store_session`]'s task does, for benchmarks and tools).
+pub async fn put_session(
+    cluster: &Cluster,
+    id: &[u8],
+    value: &[u8],
+    ttl: Duration,
+) -> Result<(), gatehouse_redis::Error> {
+    let sealed = cluster
+        .seal(Purpose::Sessions, id, value)
+        .ok_or_else(|| gatehouse_redis::Error::Protocol("cannot seal the session".into()))?;
+    put_sealed(cluster, id, &sealed, ttl).await
+}
+
+async fn put_sealed(cluster: &Cluster, id: &[u8], sealed: &[u8], ttl: Duration) -> Result<(), gatehouse_redis::Error> {
+    let key = session_key(cluster, id);
+    let started = Instant::now();
+    let r = cluster.client().set_px(&key, sealed, ttl.as_millis().max(1) as u64).await;
+    cluster.timed(started);
+    r
 }
 
 async fn read_ring(cluster: &Cluster) -> Result<Vec<KeyMaterial>, gatehouse_redis::Error> {

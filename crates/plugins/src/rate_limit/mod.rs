@@ -34,7 +34,7 @@ enum Store {
     Local(Arc<LocalTable>),
     Cluster {
         client: gatehouse_redis::Client,
-        /// `{prefix}:rl:<limit id>:`
+        /// `prefix:rl:<limit id>:`
         key_prefix: String,
         on_error: FailMode,
     },
@@ -181,9 +181,10 @@ impl Limiter {
     }
 }
 
-/// `{prefix}:rl:<id>:<service>:<hex ident>[:<path hash>]`: readable enough to inspect, bounded in
-/// length whatever the path.
-fn redis_key(prefix: &str, service: &str, ident: &[u8], path: &[u8]) -> Vec<u8> {
+/// The Redis key of one cluster counter, `prefix:rl:<limit>:{<service>:<hex ident>[:<path hash>]}`:
+/// the limit's prefix, then a hash tag of the counter's own (so counters spread over a Redis
+/// Cluster's shards). Readable enough to inspect, bounded in length whatever the path.
+pub fn redis_key(prefix: &str, service: &str, ident: &[u8], path: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(prefix.len() + service.len() + ident.len() * 2 + 24);
     k.extend_from_slice(prefix.as_bytes());
     // The counter's own hash tag: counters spread over a Redis Cluster's shards.
