@@ -132,7 +132,9 @@ impl Client {
         };
         // A Cluster connection mends itself node by node; one server's connection is replaced.
         if result.breaks_connection() && matches!(live.conn, Conn::Single(_)) {
-            state.broken.store(live.generation, Ordering::Release);
+            if state.broken.swap(live.generation, Ordering::AcqRel) != live.generation {
+                warn!(error = %result, "redis command failed; replacing the connection");
+            }
             state.wake.notify_one();
         }
         Err(result)

@@ -339,6 +339,8 @@ impl RedisCluster {
                     // A replica takes over however long it was cut off from its master.
                     "--cluster-replica-validity-factor".into(),
                     "0".into(),
+                    "--repl-diskless-sync-delay".into(),
+                    "0".into(),
                 ]
             });
             nodes.push(node);
@@ -356,6 +358,11 @@ impl RedisCluster {
         assert!(out.status.success(), "cluster create: {}", String::from_utf8_lossy(&out.stdout));
         let cluster = RedisCluster { nodes, _dir: dir };
         cluster.wait_ok(total);
+        for node in &cluster.nodes {
+            if node.cli(&["ROLE"]).starts_with("slave") {
+                node.wait_synced();
+            }
+        }
         cluster
     }
 
@@ -421,6 +428,12 @@ impl RedisServer {
         server
     }
 
+    /// Waits until this replica has its master's data and follows it (`master_link_status:up`).
+    fn wait_synced(&self) {
+        wait_until(READY, || self.cli(&["INFO", "replication"]).contains("master_link_status:up").then_some(()))
+            .unwrap_or_else(|| panic!("the replica on port {} did not sync in {READY:?}", self.port));
+    }
+
     /// Whether this Cluster node serves `slot` as master.
     fn owns_slot(&self, slot: u16) -> bool {
         // `CLUSTER SLOTS` through redis-cli: groups of start, end, then the nodes (master first).
@@ -456,9 +469,12 @@ impl RedisSentinels {
     /// Starts the group; returns once every Sentinel knows the replica and the other Sentinels.
     pub fn start() -> RedisSentinels {
         let dir = TempDir::new();
-        let master = RedisServer::start();
+        // No delay before a replica's first full sync (5 s by default): until it has synced, a
+        // failover would promote an empty replica and lose everything.
+        let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
         let master_port = master.port.to_string();
         let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port]);
+        replica.wait_synced();
         let mut sentinels = Vec::new();
         for i in 0..3 {
             let conf = dir.join(&format!("sentinel-{i}.conf"));

@@ -69,8 +69,12 @@ pub async fn fetch_session(cluster: &Cluster, id: &[u8], take: bool) -> Fetched 
 /// [`fetch_session`], asked once more after [`Cluster::late_write_wait`] if Redis
 /// holds none: the session may be on its way from the node that made it. The second answer is
 /// final, so a session that never was costs one wait of about two Redis round trips.
+///
+/// Both asks and the wait together take at most `redis.command_timeout`: a handshake never waits
+/// longer than that on Redis ([`Fetched::Unavailable`] then).
 pub async fn fetch_session_settled(cluster: &Cluster, id: &[u8], take: bool, stats: &TlsStats) -> Fetched {
-    settled(|| fetch_session(cluster, id, take), || tokio::time::sleep(cluster.late_write_wait()), stats).await
+    let both = settled(|| fetch_session(cluster, id, take), || tokio::time::sleep(cluster.late_write_wait()), stats);
+    tokio::time::timeout(cluster.options().command_timeout, both).await.unwrap_or(Fetched::Unavailable)
 }
 
 /// Stores a session for the other nodes, in a task of its own on the current runtime.

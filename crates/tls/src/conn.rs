@@ -75,6 +75,9 @@ pub struct TlsConn {
     ack_owed: AtomicBool,
     /// Set once the sending side is shut (close_notify and FIN sent).
     write_shut: AtomicBool,
+    /// Set once rustls refused what the client sent (a fatal alert is queued or sent): the
+    /// connection is over, and rustls must not be fed again (it would send a second alert).
+    failed: AtomicBool,
 }
 
 fn tls_error(e: rustls::Error) -> io::Error {
@@ -143,7 +146,13 @@ impl TlsConn {
     /// `ack_owed`: the handshake ended with bytes from the client that nothing sent since has
     /// acknowledged (see [`TlsConn::ack_now_once`]).
     fn new(tcp: TcpStream, tls: ServerConnection, ack_owed: bool) -> Self {
-        TlsConn { tcp, tls: Mutex::new(tls), ack_owed: AtomicBool::new(ack_owed), write_shut: AtomicBool::new(false) }
+        TlsConn {
+            tcp,
+            tls: Mutex::new(tls),
+            ack_owed: AtomicBool::new(ack_owed),
+            write_shut: AtomicBool::new(false),
+            failed: AtomicBool::new(false),
+        }
     }
 
     pub(crate) fn lock(&self) -> MutexGuard<'_, ServerConnection> {
@@ -183,6 +192,9 @@ impl TlsConn {
     /// Calls `take` with plaintext as soon as some is available; `Ok(0)` at the end of the
     /// stream (close_notify, or the peer closing after it).
     fn poll_plain(&self, cx: &mut Context<'_>, take: impl FnOnce(&[u8]) -> usize) -> Poll<io::Result<usize>> {
+        if self.failed.load(Relaxed) {
+            return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, "the TLS connection failed")));
+        }
         let mut tls = self.lock();
         loop {
             {
@@ -216,6 +228,7 @@ impl TlsConn {
             match tls.read_tls(&mut SockIo(&self.tcp)) {
                 Ok(_) => {
                     if let Err(e) = tls.process_new_packets() {
+                        self.failed.store(true, Relaxed);
                         let _ = Self::push(&self.tcp, &mut tls);
                         return Poll::Ready(Err(tls_error(e)));
                     }
@@ -586,5 +599,49 @@ mod tests {
             done_tx.send(()).expect("client waiting");
             assert_eq!(client.join().expect("client thread"), b"response");
         }
+    }
+
+    /// A record rustls refuses ends the connection: every later read fails at once, and rustls
+    /// is not fed again (it would queue a second fatal alert; a debug build asserts against it).
+    #[tokio::test]
+    async fn after_a_refused_record_every_read_fails() {
+        use std::io::Write as _;
+        let (server, client_config) = configs(&rustls::version::TLS13, 0);
+        let (listener, addr) = listen().await;
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let client = std::thread::spawn(move || {
+            let mut sock = std::net::TcpStream::connect(addr).expect("connect");
+            let name = ServerName::try_from("localhost").expect("name");
+            let mut conn = rustls::ClientConnection::new(Arc::new(client_config), name).expect("client");
+            while conn.is_handshaking() {
+                if conn.wants_write() {
+                    conn.write_tls(&mut sock).expect("write");
+                } else {
+                    conn.read_tls(&mut sock).expect("read");
+                    conn.process_new_packets().expect("handshake");
+                }
+            }
+            while conn.wants_write() {
+                conn.write_tls(&mut sock).expect("write");
+            }
+            // An application-data record that does not decrypt, twice.
+            let bad =
+                [0x17, 0x03, 0x03, 0x00, 0x14, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20];
+            sock.write_all(&bad).expect("bad record");
+            sock.write_all(&bad).expect("bad record");
+            let _ = done_rx.recv();
+        });
+        let (tcp, _) = listener.accept().await.expect("accept");
+        let conn = handshake(tcp, Arc::new(server)).await.expect("server handshake");
+        let mut buf = BytesMut::new();
+        let first = std::future::poll_fn(|cx| conn.poll_fill(&mut buf, cx)).await;
+        assert!(first.is_err(), "the bad record is refused: {first:?}");
+        for _ in 0..3 {
+            let read = std::future::poll_fn(|cx| conn.poll_fill(&mut buf, cx));
+            let again = tokio::time::timeout(std::time::Duration::from_secs(5), read).await;
+            assert!(matches!(again, Ok(Err(_))), "a failed connection stays failed, at once: {again:?}");
+        }
+        done_tx.send(()).expect("client waiting");
+        client.join().expect("client thread");
     }
 }

@@ -7,7 +7,7 @@
 //! counters spread over every master. Killing the Cluster's or the Sentinels' master under load
 //! fails no request and no handshake, and sharing resumes after the promotion.
 
-use crate::common::{start, targets, Traffic, SETTLE};
+use crate::common::{start, targets, Traffic};
 use crate::control::{admin_section, Api};
 use crate::tls::{cert_cli, eventually, handshake_loop, s_client, s_client_with, Pki};
 use gatehouse_testkit::{
@@ -26,12 +26,13 @@ const LIMIT: u64 = 600;
 
 /// Cluster-scoped limits: a plan for app `shop`, one counter per client address (failing open),
 /// and one per `x-user` header value.
-const SERVICES: &str = "services:\n  svc: {path: /svc, upstream: u, auth: app_key}\n  ip: {path: /ip, upstream: u, rate_limits: [{limit: 100000, key: client_ip, scope: cluster}]}\n  users: {path: /users, upstream: u, rate_limits: [{limit: 100, interval: 24h, key: \"header:x-user\", scope: cluster}]}\napps:\n  shop: {key: K-shop, grants: {svc: gold}}\nplans:\n  gold: {rate_limits: [{limit: 600, interval: 1h, scope: cluster}]}\n";
+const SERVICES: &str = "services:\n  svc: {path: /svc, upstream: u, auth: app_key}\n  ip: {path: /ip, upstream: u, rate_limits: [{limit: 100000, interval: 1h, key: client_ip, scope: cluster}]}\n  closed: {path: /closed, upstream: u, rate_limits: [{limit: 100000, interval: 1h, key: client_ip, scope: cluster, on_redis_error: closed}]}\n  users: {path: /users, upstream: u, rate_limits: [{limit: 100, interval: 24h, key: \"header:x-user\", scope: cluster}]}\napps:\n  shop: {key: K-shop, grants: {svc: gold}}\nplans:\n  gold: {rate_limits: [{limit: 600, interval: 1h, scope: cluster}]}\n";
 
 const REQUEST: &str = "GET / HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n";
 
 /// The Redis of a test, kept running for its length.
 enum Redis {
+    Plain(RedisServer),
     Cluster(RedisCluster),
     Sentinels(RedisSentinels),
     Tls(RedisServer, RedisTlsFiles),
@@ -42,6 +43,7 @@ impl Redis {
     fn settings(&self, dir: &TempDir) -> String {
         let list = |nodes: Vec<String>| nodes.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ");
         match self {
+            Redis::Plain(server) => format!("url: \"{}\"", server.url()),
             Redis::Cluster(c) => {
                 // A replica as the only seed: it owns no slot, so every command is redirected.
                 let replica = c.nodes.iter().find(|n| n.cli(&["ROLE"]).starts_with("slave")).expect("a replica");
@@ -79,6 +81,15 @@ impl Nodes {
             redis.settings(&dir)
         );
         Nodes { dir, backend: Backend::start("b"), redis_yaml }
+    }
+
+    /// The same nodes (secret, state directories, backend) pointed at another Redis.
+    fn move_to(&mut self, redis: &Redis) {
+        self.redis_yaml = format!(
+            "redis: {{secret_file: \"{}\", command_timeout: 500ms, {}}}\n",
+            self.dir.join("secret").display(),
+            redis.settings(&self.dir)
+        );
     }
 
     fn config(&self, id: &str) -> String {
@@ -247,6 +258,18 @@ fn master_killed_under_load(redis: &mut Redis) {
     let stop = Arc::new(AtomicBool::new(false));
     let handshakes = handshake_loop(port(&a), "shop.test", &pki.ca.cert_pem(), stop.clone());
     let errors_before = redis_errors(&a);
+    // A limit that fails closed answers 200 or 503 throughout, never anything else.
+    let closed_addr = a.addr("http");
+    let closed_stop = stop.clone();
+    let closed = std::thread::spawn(move || {
+        let mut statuses = std::collections::BTreeMap::new();
+        let deadline = Instant::now() + std::time::Duration::from_secs(60);
+        while !closed_stop.load(Ordering::SeqCst) && Instant::now() < deadline {
+            let status = gatehouse_testkit::http_get(closed_addr, "api.test", "/closed/x", &[]).status;
+            *statuses.entry(status).or_insert(0u32) += 1;
+        }
+        statuses
+    });
 
     match redis {
         Redis::Cluster(cluster) => {
@@ -262,17 +285,55 @@ fn master_killed_under_load(redis: &mut Redis) {
         Redis::Sentinels(group) => {
             group.fail_over();
         }
-        Redis::Tls(..) => unreachable!("a single server has no failover"),
+        Redis::Tls(..) | Redis::Plain(_) => unreachable!("a single server has no failover"),
     }
     let promoted = Instant::now();
     traffic.progress("the promotion");
     let sess = n.dir.join("s.pem");
-    eventually("cross-node resumption after the promotion", || {
-        resumes(port(&a), port(&b), &sess, &["-tls1_2", "-no_ticket"]) && promoted.elapsed() < SETTLE
-    });
-    eprintln!("sharing back {:?} after the promotion", promoted.elapsed());
+    // Within 5 s is the goal; the test allows 10 s so that a loaded machine does not fail it,
+    // and prints what it took and what failed meanwhile.
+    let mut failed_meanwhile = Vec::new();
+    loop {
+        let sess_path = sess.to_str().unwrap_or_default();
+        let made = s_client_with(
+            port(&a),
+            &["-servername", "shop.test", "-sess_out", sess_path, "-tls1_2", "-no_ticket"],
+            Some(REQUEST),
+        );
+        if made.ok
+            && s_client_with(
+                port(&b),
+                &["-servername", "shop.test", "-sess_in", sess_path, "-tls1_2", "-no_ticket"],
+                Some(REQUEST),
+            )
+            .has("Reused, TLS")
+        {
+            break;
+        }
+        if !made.ok {
+            failed_meanwhile.push(
+                made.out.lines().filter(|l| l.contains("alert") || l.contains("error")).collect::<Vec<_>>().join(" "),
+            );
+        }
+        assert!(
+            promoted.elapsed() < std::time::Duration::from_secs(10),
+            "no cross-node resumption 10 s after the promotion"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    eprintln!(
+        "sharing back {:?} after the promotion; handshakes of the probe that failed meanwhile: {failed_meanwhile:?}",
+        promoted.elapsed()
+    );
     stop.store(true, Ordering::SeqCst);
     let (done, failed) = handshakes.join().expect("the handshake thread");
+    let closed = closed.join().expect("the fail-closed thread");
+    eprintln!("fail-closed limit during the failover: {closed:?}");
+    assert!(closed.keys().all(|s| *s == 200 || *s == 503), "{closed:?}");
+    eventually("the closed limit admits again after the promotion", || {
+        gatehouse_testkit::http_get(a.addr("http"), "api.test", "/closed/x", &[]).status == 200
+    });
+    eprintln!("the closed limit admits again {:?} after the promotion", promoted.elapsed());
     let (steady, churn) = traffic.finish("the failover");
     eprintln!(
         "during the failover: {} requests and {} new connections, all 200; {done} handshakes, {} failed; redis errors counted {}",
@@ -300,4 +361,41 @@ fn a_cluster_master_killed_under_load() {
 #[test]
 fn the_sentinels_master_killed_under_load() {
     master_killed_under_load(&mut Redis::Sentinels(RedisSentinels::start()));
+}
+
+/// What a node holds in Redis is made again as it is used: nodes moved from one Redis to a Cluster
+/// by their configuration alone resume each other's sessions, hold a cluster limit and follow a
+/// release at once. Certificates in a Redis store are the operator's data: imported again.
+#[test]
+fn nodes_move_from_one_redis_to_a_cluster_by_configuration() {
+    let single = Redis::Plain(RedisServer::start());
+    let mut n = Nodes::new(&single);
+    let pki = Pki::new();
+    let cert = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
+    let sess = n.dir.join("s.pem");
+    let check = |n: &Nodes| {
+        let (mut a, a_config) = n.node("a");
+        let (mut b, _) = n.node("b");
+        let (ok, out, err) = cert_cli(&a_config, &["import", cert.to_str().unwrap_or_default()]);
+        assert!(ok, "{out}{err}");
+        for gw in [&a, &b] {
+            eventually("the certificate serves", || s_client(port(gw), &["-servername", "shop.test"]).ok);
+        }
+        assert!(resumes(port(&a), port(&b), &sess, &["-tls1_3"]));
+        assert!(resumes(port(&b), port(&a), &sess, &["-tls1_2", "-no_ticket"]));
+        let r = gatehouse_testkit::http_get(a.addr("http"), "api.test", "/ip/x", &[]);
+        assert_eq!(r.status, 200, "{}", r.text());
+        let api = Api::new(&a);
+        let rev = api.commit("after the move");
+        assert_eq!(api.call("POST", &format!("/revisions/{rev}/release"), None, Value::Null).0, 200);
+        applied(&mut a, rev);
+        applied(&mut b, rev);
+    };
+    check(&n);
+    let cluster = Redis::Cluster(RedisCluster::start(3, 1));
+    n.move_to(&cluster);
+    check(&n);
+    let Redis::Cluster(c) = &cluster else { return };
+    assert!(c.keys_per_master().iter().all(|&(_, keys)| keys > 0), "{:?}", c.keys_per_master());
+    drop(single);
 }
