@@ -457,6 +457,16 @@ mod tests {
         (server, client)
     }
 
+    /// One step of a blocking client's handshake: write what is queued, or read and process.
+    fn handshake_step(conn: &mut rustls::ClientConnection, sock: &mut std::net::TcpStream) {
+        if conn.wants_write() {
+            conn.write_tls(sock).expect("write");
+        } else {
+            conn.read_tls(sock).expect("read");
+            conn.process_new_packets().expect("handshake");
+        }
+    }
+
     /// When a client sends its request.
     enum Request {
         /// In the same write as its last handshake flight.
@@ -487,12 +497,7 @@ mod tests {
                 }
             };
             while conn.is_handshaking() {
-                if conn.wants_write() {
-                    conn.write_tls(&mut sock).expect("write");
-                } else {
-                    conn.read_tls(&mut sock).expect("read");
-                    conn.process_new_packets().expect("handshake");
-                }
+                handshake_step(&mut conn, &mut sock);
                 if !matches!(when, Request::WithFinished) {
                     flush(&mut conn, &mut sock);
                 }
@@ -614,12 +619,7 @@ mod tests {
             let name = ServerName::try_from("localhost").expect("name");
             let mut conn = rustls::ClientConnection::new(Arc::new(client_config), name).expect("client");
             while conn.is_handshaking() {
-                if conn.wants_write() {
-                    conn.write_tls(&mut sock).expect("write");
-                } else {
-                    conn.read_tls(&mut sock).expect("read");
-                    conn.process_new_packets().expect("handshake");
-                }
+                handshake_step(&mut conn, &mut sock);
             }
             while conn.wants_write() {
                 conn.write_tls(&mut sock).expect("write");
