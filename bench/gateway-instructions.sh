@@ -45,12 +45,7 @@ start_backend 0
 free_ports 2
 P_GATEHOUSE=${REPLY_PORTS[0]}
 P_REDIS=${REPLY_PORTS[1]}
-mkdir -p "$WORK/redis"
-start_proc redis none redis-server --port "$P_REDIS" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK/redis"
-for ((i = 0; i < 100; i++)); do
-	[[ $(redis-cli -p "$P_REDIS" ping 2>/dev/null) == PONG ]] && break
-	sleep 0.1
-done
+start_redis redis none "$P_REDIS"
 head -c 48 /dev/urandom | base64 >"$WORK/cluster.key"
 KEY=BENCHKEY123
 ACL='acl: { allow: [{ methods: [GET, HEAD], paths: ["/**"] }] }'

@@ -166,13 +166,7 @@ free_ports 5
 read -r P_GATEHOUSE P_ADMIN P_HAPROXY P_NGINX P_REDIS <<<"${REPLY_PORTS[*]}"
 CLUSTER_YAML=
 if ((CLUSTER_ROW)); then
-	mkdir -p "$WORK/redis"
-	start_proc redis 0 redis-server --port "$P_REDIS" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK/redis"
-	for _ in $(seq 100); do
-		[[ $(redis-cli -p "$P_REDIS" ping 2>/dev/null) == PONG ]] && break
-		sleep 0.1
-	done
-	[[ $(redis-cli -p "$P_REDIS" ping 2>/dev/null) == PONG ]] || die "redis-server not ready after 10 s"
+	start_redis redis 0 "$P_REDIS"
 	head -c 48 /dev/urandom | base64 >"$WORK/cluster.key"
 	CLUSTER_YAML="redis: { url: \"redis://127.0.0.1:$P_REDIS/0\", secret_file: \"$WORK/cluster.key\" }"
 fi

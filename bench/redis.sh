@@ -92,27 +92,14 @@ for _ in range(500):
 '
 }
 
-start_redis() { # start_redis NAME PORT ARGS...
-	local name=$1 port=$2 i
-	shift 2
-	mkdir -p "$WORK/$name"
-	start_proc "$name" 1 redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$WORK/$name" "$@"
-	for i in $(seq 100); do
-		[[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]] && return 0
-		sleep 0.1
-	done
-	show_logs "$name"
-	die "redis-server $name (port $port) not ready after 10 s"
-}
-
 free_ports 1
 P_SINGLE=${REPLY_PORTS[0]}
-start_redis single "$P_SINGLE"
+start_redis single 1 "$P_SINGLE"
 CLUSTER_PORTS=()
 for i in 0 1 2; do
 	p=$(cluster_port)
 	CLUSTER_PORTS+=("$p")
-	start_redis "shard$i" "$p" --cluster-enabled yes --cluster-config-file "$WORK/shard$i/nodes.conf"
+	start_redis "shard$i" 1 "$p" --cluster-enabled yes --cluster-config-file "$WORK/shard$i/nodes.conf"
 done
 redis-cli --cluster create "${CLUSTER_PORTS[@]/#/127.0.0.1:}" --cluster-yes >"$WORK/cluster-create.txt" 2>&1 ||
 	{ cat "$WORK/cluster-create.txt" >&2; die "redis-cli --cluster create failed"; }

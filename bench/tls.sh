@@ -739,13 +739,7 @@ group_cluster() {
 	head -c 48 /dev/urandom | base64 >"$WORK/cluster.key"
 	openssl rand 80 >"$WORK/nginx-ticket.key"
 	chmod 600 "$WORK/cluster.key" "$WORK/nginx-ticket.key"
-	start_proc redis 1 redis-server --port "$P_REDIS" --bind 127.0.0.1 --save '' --appendonly no
-	for ((i = 0; i < 100; i++)); do
-		[[ $(redis-cli -p "$P_REDIS" ping 2>/dev/null) == PONG ]] && break
-		kill -0 "${PID[redis]}" 2>/dev/null || { show_logs redis; die "redis-server exited during start-up"; }
-		sleep 0.1
-	done
-	((i < 100)) || { show_logs redis; die "redis-server not ready after 10 s"; }
+	start_redis redis 1 "$P_REDIS"
 	for ((CUR_REP = 1; CUR_REP <= REPS; CUR_REP++)); do
 		rotated $((CUR_REP - 1)) off store tickets
 		modes=("${REPLY_TARGETS[@]}")

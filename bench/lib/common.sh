@@ -338,6 +338,22 @@ start_proc() { # start_proc INSTANCE CPU|none CMD... (stdout/stderr -> $WORK/INS
 	PID[$name]=$!
 }
 
+start_redis() { # start_redis INSTANCE CPU|none PORT [ARG...]: a redis-server (no persistence, its
+	# files in $WORK/INSTANCE), waited for until it answers PING (at most 10 s)
+	local name=$1 cpu=$2 port=$3 i
+	shift 3
+	mkdir -p "$WORK/$name"
+	start_proc "$name" "$cpu" redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no \
+		--dir "$WORK/$name" "$@"
+	for ((i = 0; i < 100; i++)); do
+		[[ $(redis-cli -p "$port" ping 2>/dev/null) == PONG ]] && return 0
+		kill -0 "${PID[$name]}" 2>/dev/null || { show_logs "$name"; die "redis-server $name exited during start-up"; }
+		sleep 0.1
+	done
+	show_logs "$name"
+	die "redis-server $name (port $port) not ready after 10 s"
+}
+
 show_logs() { # show_logs INSTANCE [ERROR_LOG]
 	local f
 	for f in "$WORK/$1.out" "$WORK/$1.err" ${2:+"$2"}; do

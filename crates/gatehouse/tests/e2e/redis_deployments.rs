@@ -9,7 +9,7 @@
 
 use crate::common::{start, targets, Traffic};
 use crate::control::{admin_section, Api};
-use crate::tls::{cert_cli, eventually, handshake_loop, s_client, s_client_with, Pki};
+use crate::tls::{cert_cli, eventually, handshake_loop, s_client, s_client_with, Handshake, Pki};
 use gatehouse_testkit::{
     metric_value, Backend, Gateway, HttpConn, Load, LoadReport, RedisCluster, RedisSentinels, RedisServer,
     RedisTlsFiles, TempDir, SENTINEL_MASTER,
@@ -115,14 +115,26 @@ fn port(gw: &Gateway) -> u16 {
 }
 
 fn resumes(from: u16, to: u16, sess: &Path, args: &[&str]) -> bool {
+    match try_resume(from, to, sess, args) {
+        Ok(reused) => reused,
+        Err(made) => panic!("{}", made.out),
+    }
+}
+
+/// Makes a session on `from` (saved to `sess`): whether it resumed on `to`, or the handshake on
+/// `from` when that failed.
+fn try_resume(from: u16, to: u16, sess: &Path, args: &[&str]) -> Result<bool, Handshake> {
     let sess = sess.to_str().unwrap_or_default();
     let mut first = vec!["-servername", "shop.test", "-sess_out", sess];
     first.extend_from_slice(args);
     let made = s_client_with(from, &first, Some(REQUEST));
-    assert!(made.ok && made.has("New, TLS"), "{}", made.out);
+    if !made.ok {
+        return Err(made);
+    }
+    assert!(made.has("New, TLS"), "{}", made.out);
     let mut again = vec!["-servername", "shop.test", "-sess_in", sess];
     again.extend_from_slice(args);
-    s_client_with(to, &again, Some(REQUEST)).has("Reused, TLS")
+    Ok(s_client_with(to, &again, Some(REQUEST)).has("Reused, TLS"))
 }
 
 fn applied(gw: &mut Gateway, revision: u64) {
@@ -294,26 +306,12 @@ fn master_killed_under_load(redis: &mut Redis) {
     // and prints what it took and what failed meanwhile.
     let mut failed_meanwhile = Vec::new();
     loop {
-        let sess_path = sess.to_str().unwrap_or_default();
-        let made = s_client_with(
-            port(&a),
-            &["-servername", "shop.test", "-sess_out", sess_path, "-tls1_2", "-no_ticket"],
-            Some(REQUEST),
-        );
-        if made.ok
-            && s_client_with(
-                port(&b),
-                &["-servername", "shop.test", "-sess_in", sess_path, "-tls1_2", "-no_ticket"],
-                Some(REQUEST),
-            )
-            .has("Reused, TLS")
-        {
-            break;
-        }
-        if !made.ok {
-            failed_meanwhile.push(
+        match try_resume(port(&a), port(&b), &sess, &["-tls1_2", "-no_ticket"]) {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err(made) => failed_meanwhile.push(
                 made.out.lines().filter(|l| l.contains("alert") || l.contains("error")).collect::<Vec<_>>().join(" "),
-            );
+            ),
         }
         assert!(
             promoted.elapsed() < std::time::Duration::from_secs(10),
