@@ -136,6 +136,13 @@ impl RedisTlsFiles {
         ]
     }
 
+    /// [`RedisTlsFiles::cli_args`] logged in as ACL user `user`.
+    fn cli_args_as(&self, user: &str, password: &str) -> Vec<String> {
+        let mut cli = self.cli_args();
+        cli.extend(["--user".into(), user.into(), "--pass".into(), password.into(), "--no-auth-warning".into()]);
+        cli
+    }
+
     /// `redis-server` arguments serving TLS only, on `port`, asking clients for certificates.
     fn server_args(&self, port: u16) -> Vec<String> {
         let s = |p: &PathBuf| p.to_string_lossy().into_owned();
@@ -154,6 +161,14 @@ impl RedisTlsFiles {
             "yes".into(),
         ]
     }
+}
+
+/// Arguments that turn the default user off and add ACL user `user` allowed everything.
+fn acl_args(user: &str, password: &str) -> Vec<String> {
+    ["--user", "default", "off", "--user", user, "on", &format!(">{password}"), "~*", "&*", "+@all"]
+        .iter()
+        .map(|a| a.to_string())
+        .collect()
 }
 
 /// One `redis-server` process.
@@ -196,20 +211,15 @@ impl RedisServer {
     /// Starts a TLS-only server (client certificates required) with an ACL user `gatehouse`
     /// whose password is `password`; the default user is turned off.
     pub fn start_tls(tls: &RedisTlsFiles, password: &str) -> RedisServer {
-        let acl = [
-            "--user".to_string(),
-            "default".into(),
-            "off".into(),
-            "--user".into(),
-            "gatehouse".into(),
-            "on".into(),
-            format!(">{password}"),
-            "~*".into(),
-            "&*".into(),
-            "+@all".into(),
-        ];
-        let mut cli = tls.cli_args();
-        cli.extend(["--user".into(), "gatehouse".into(), "--pass".into(), password.into(), "--no-auth-warning".into()]);
+        RedisServer::start_tls_with(tls, password, &[])
+    }
+
+    /// [`RedisServer::start_tls`] with extra `redis-server` arguments (replication over TLS,
+    /// say).
+    pub fn start_tls_with(tls: &RedisTlsFiles, password: &str, extra: &[&str]) -> RedisServer {
+        let acl =
+            acl_args("gatehouse", password).into_iter().chain(extra.iter().map(|a| a.to_string())).collect::<Vec<_>>();
+        let cli = tls.cli_args_as("gatehouse", password);
         RedisServer::launch(|port| (tls.server_args(port).into_iter().chain(acl.clone()).collect(), cli.clone()))
     }
 
@@ -468,27 +478,82 @@ pub const SENTINEL_MASTER: &str = "mymaster";
 impl RedisSentinels {
     /// Starts the group; returns once every Sentinel knows the replica and the other Sentinels.
     pub fn start() -> RedisSentinels {
+        RedisSentinels::launch(None)
+    }
+
+    /// The group over TLS only, client certificates required everywhere: the data nodes
+    /// replicate over TLS and know ACL user `gatehouse` with `password`; the Sentinels log in to
+    /// them as that user, and clients log in to the Sentinels as ACL user `watcher` with
+    /// `sentinel_password` (the Sentinels' default user is off).
+    pub fn start_tls(tls: &RedisTlsFiles, password: &str, sentinel_password: &str) -> RedisSentinels {
+        RedisSentinels::launch(Some((tls, password, sentinel_password)))
+    }
+
+    fn launch(tls: Option<(&RedisTlsFiles, &str, &str)>) -> RedisSentinels {
         let dir = TempDir::new();
         // No delay before a replica's first full sync (5 s by default): until it has synced, a
         // failover would promote an empty replica and lose everything.
-        let master = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
+        let master_args = ["--repl-diskless-sync-delay", "0"];
+        let master = match tls {
+            None => RedisServer::start_with(&master_args),
+            Some((files, password, _)) => RedisServer::start_tls_with(
+                files,
+                password,
+                &[&master_args[..], &["--tls-replication", "yes"]].concat(),
+            ),
+        };
         let master_port = master.port.to_string();
-        let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &master_port]);
+        let replica_of = ["--replicaof", "127.0.0.1", &master_port];
+        let replica = match tls {
+            None => RedisServer::start_with(&replica_of),
+            Some((files, password, _)) => RedisServer::start_tls_with(
+                files,
+                password,
+                &[
+                    &replica_of[..],
+                    &["--tls-replication", "yes", "--masteruser", "gatehouse", "--masterauth", password],
+                    &master_args,
+                ]
+                .concat(),
+            ),
+        };
         replica.wait_synced();
         let mut sentinels = Vec::new();
         for i in 0..3 {
             let conf = dir.join(&format!("sentinel-{i}.conf"));
             let sentinel = RedisServer::launch(|port| {
+                let (listen, secure, cli) = match tls {
+                    None => (format!("port {port}\n"), String::new(), Vec::new()),
+                    Some((files, password, sentinel_password)) => {
+                        let s = |p: &PathBuf| p.to_string_lossy().into_owned();
+                        (
+                            format!(
+                                "port 0\ntls-port {port}\ntls-cert-file {}\ntls-key-file {}\n\
+                                 tls-ca-cert-file {}\ntls-auth-clients yes\ntls-replication yes\n",
+                                s(&files.server_cert),
+                                s(&files.server_key),
+                                s(&files.ca)
+                            ),
+                            format!(
+                                "user default off\nuser watcher on >{sentinel_password} ~* &* +@all\n\
+                                 sentinel sentinel-user watcher\nsentinel sentinel-pass {sentinel_password}\n\
+                                 sentinel auth-user {SENTINEL_MASTER} gatehouse\n\
+                                 sentinel auth-pass {SENTINEL_MASTER} {password}\n"
+                            ),
+                            files.cli_args_as("watcher", sentinel_password),
+                        )
+                    }
+                };
                 std::fs::write(
                     &conf,
                     format!(
-                        "port {port}\nbind 127.0.0.1\nsentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master_port} 2\n\
+                        "{listen}bind 127.0.0.1\nsentinel monitor {SENTINEL_MASTER} 127.0.0.1 {master_port} 2\n\
                          sentinel down-after-milliseconds {SENTINEL_MASTER} 1000\n\
-                         sentinel failover-timeout {SENTINEL_MASTER} 10000\n"
+                         sentinel failover-timeout {SENTINEL_MASTER} 10000\n{secure}"
                     ),
                 )
                 .expect("write the sentinel configuration");
-                (vec![conf.to_string_lossy().into_owned(), "--sentinel".into()], Vec::new())
+                (vec![conf.to_string_lossy().into_owned(), "--sentinel".into()], cli)
             });
             sentinels.push(sentinel);
         }

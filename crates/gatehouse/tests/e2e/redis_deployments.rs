@@ -1,6 +1,7 @@
 //! Two gateway nodes on each Redis deployment operators run: a 3-master Redis Cluster with a
 //! replica each (the nodes seeded with a replica, which owns no slot), a Sentinel group, and a
-//! TLS-only Redis with client certificates and an ACL user whose password is in a file. On each:
+//! TLS-only Redis with client certificates and an ACL user whose password is in a file, and a
+//! Sentinel group over TLS with ACL users on both the data nodes and the Sentinels. On each:
 //! sessions made on node A resume on node B (TLS 1.2 by session id and by ticket, TLS 1.3 by
 //! ticket), a certificate imported through one node serves on both, and a release reaches both.
 //! On the Cluster, three nodes hold a cluster rate limit to ±5 % and the keys of sessions and
@@ -36,6 +37,24 @@ enum Redis {
     Cluster(RedisCluster),
     Sentinels(RedisSentinels),
     Tls(RedisServer, RedisTlsFiles),
+    SentinelsTls(RedisSentinels, RedisTlsFiles),
+}
+
+/// `tls: {...}` with the test CA and the client certificate.
+fn tls_yaml(files: &RedisTlsFiles) -> String {
+    format!(
+        "tls: {{ca: \"{}\", cert: \"{}\", key: \"{}\"}}",
+        files.ca.display(),
+        files.client_cert.display(),
+        files.client_key.display()
+    )
+}
+
+/// Writes a password file in `dir`; its path.
+fn password_file(dir: &TempDir, name: &str, password: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("{password}\n")).expect("write the password file");
+    path.display().to_string()
 }
 
 impl Redis {
@@ -50,17 +69,20 @@ impl Redis {
                 format!("cluster: [\"{}\"]", replica.addr())
             }
             Redis::Sentinels(s) => format!("sentinel: {{master: {SENTINEL_MASTER}, nodes: [{}]}}", list(s.nodes())),
-            Redis::Tls(server, files) => {
-                std::fs::write(dir.join("redis-password"), "acl-pass-77\n").expect("write the password file");
-                format!(
-                    "url: \"{}\", username: gatehouse, password_file: \"{}\", tls: {{ca: \"{}\", cert: \"{}\", key: \"{}\"}}",
-                    server.url(),
-                    dir.join("redis-password").display(),
-                    files.ca.display(),
-                    files.client_cert.display(),
-                    files.client_key.display()
-                )
-            }
+            Redis::Tls(server, files) => format!(
+                "url: \"{}\", username: gatehouse, password_file: \"{}\", {}",
+                server.url(),
+                password_file(dir, "redis-password", "acl-pass-77"),
+                tls_yaml(files)
+            ),
+            Redis::SentinelsTls(s, files) => format!(
+                "sentinel: {{master: {SENTINEL_MASTER}, nodes: [{}], username: watcher, password_file: \"{}\"}}, \
+                 username: gatehouse, password_file: \"{}\", {}",
+                list(s.nodes()),
+                password_file(dir, "sentinel-password", "watch-pass-3"),
+                password_file(dir, "redis-password", "acl-pass-77"),
+                tls_yaml(files)
+            ),
         }
     }
 }
@@ -201,6 +223,14 @@ fn a_sentinel_group() {
 }
 
 #[test]
+fn a_sentinel_group_over_tls_with_acl_users() {
+    let dir = TempDir::new();
+    let files = RedisTlsFiles::make(&dir);
+    let group = RedisSentinels::start_tls(&files, "acl-pass-77", "watch-pass-3");
+    two_nodes_share_everything(&Redis::SentinelsTls(group, files));
+}
+
+#[test]
 fn a_tls_redis_with_an_acl_user() {
     let dir = TempDir::new();
     let files = RedisTlsFiles::make(&dir);
@@ -294,7 +324,7 @@ fn master_killed_under_load(redis: &mut Redis) {
             cluster.kill(victim.expect("the counter's master"));
             cluster.wait_failover();
         }
-        Redis::Sentinels(group) => {
+        Redis::Sentinels(group) | Redis::SentinelsTls(group, _) => {
             group.fail_over();
         }
         Redis::Tls(..) | Redis::Plain(_) => unreachable!("a single server has no failover"),
@@ -357,8 +387,11 @@ fn a_cluster_master_killed_under_load() {
 }
 
 #[test]
-fn the_sentinels_master_killed_under_load() {
-    master_killed_under_load(&mut Redis::Sentinels(RedisSentinels::start()));
+fn the_sentinels_master_killed_under_load_over_tls() {
+    let dir = TempDir::new();
+    let files = RedisTlsFiles::make(&dir);
+    let group = RedisSentinels::start_tls(&files, "acl-pass-77", "watch-pass-3");
+    master_killed_under_load(&mut Redis::SentinelsTls(group, files));
 }
 
 /// What a node holds in Redis is made again as it is used: nodes moved from one Redis to a Cluster

@@ -95,10 +95,9 @@ async fn a_cluster_master_killed_fails_its_slots_fast_until_a_replica_takes_over
     assert!(!cluster.nodes[owner].is_running());
 }
 
-#[tokio::test]
-async fn a_sentinel_group_is_followed_through_a_failover() {
-    let mut group = tokio::task::spawn_blocking(RedisSentinels::start).await.unwrap();
-    let opts = options(Deployment::Sentinel { master: SENTINEL_MASTER.into(), nodes: group.nodes() });
+/// Writes, kills the group's master, and checks that writes reach the promoted replica within
+/// 5 s, that the replica had the data, and that the subscription hears the new master.
+async fn followed_through_a_failover(mut group: RedisSentinels, opts: ClientOptions) {
     let client = Client::connect(opts.clone()).await.unwrap();
     let mut sub = Client::subscribe(opts, &["changes"]).unwrap();
     assert_eq!(next_event(&mut sub).await, Event::Subscribed);
@@ -119,6 +118,7 @@ async fn a_sentinel_group_is_followed_through_a_failover() {
     eprintln!("sentinel: back {:?} after the promotion", promoted.elapsed());
     let master = group.master().expect("the new master");
     assert_eq!(master.port(), new_port);
+    assert!(master.cli(&["GET", "before"]).contains('1'), "the replica had the master's data");
     assert!(master.cli(&["GET", "after"]).contains('2'));
     assert_eq!(next_event(&mut sub).await, Event::Reconnected);
     eventually(Duration::from_secs(5), "the subscription hears the new master", || async {
@@ -128,17 +128,50 @@ async fn a_sentinel_group_is_followed_through_a_failover() {
 }
 
 #[tokio::test]
-async fn tls_with_a_client_certificate_and_an_acl_user() {
-    let dir = TempDir::new();
-    let files = RedisTlsFiles::make(&dir);
-    let server = RedisServer::start_tls(&files, "s3cret-acl");
+async fn a_sentinel_group_is_followed_through_a_failover() {
+    let group = tokio::task::spawn_blocking(RedisSentinels::start).await.unwrap();
+    let opts = options(Deployment::Sentinel { master: SENTINEL_MASTER.into(), nodes: group.nodes() });
+    followed_through_a_failover(group, opts).await;
+}
+
+/// The test CA and client certificate as client options.
+fn client_tls(files: &RedisTlsFiles) -> Tls {
     let read = |p: &std::path::PathBuf| std::fs::read(p).unwrap();
-    let tls = Tls {
+    Tls {
         ca: Some(read(&files.ca)),
         cert: Some(read(&files.client_cert)),
         key: Some(read(&files.client_key)),
         server_name: None,
+    }
+}
+
+#[tokio::test]
+async fn a_sentinel_group_over_tls_with_acl_users_is_followed_through_a_failover() {
+    let dir = TempDir::new();
+    let files = RedisTlsFiles::make(&dir);
+    let tls = client_tls(&files);
+    let group =
+        tokio::task::spawn_blocking(move || RedisSentinels::start_tls(&files, "data-pw", "watch-pw")).await.unwrap();
+    let nodes = group.nodes();
+    let opts = |sentinel_password: &str| ClientOptions {
+        tls: Some(tls.clone()),
+        username: Some("gatehouse".into()),
+        password: Some("data-pw".into()),
+        sentinel_username: Some("watcher".into()),
+        sentinel_password: Some(sentinel_password.into()),
+        ..options(Deployment::Sentinel { master: SENTINEL_MASTER.into(), nodes: nodes.clone() })
     };
+    // The Sentinels refuse a wrong password of their own.
+    assert!(Client::connect(opts("wrong")).await.is_err(), "a wrong Sentinel password was taken");
+    followed_through_a_failover(group, opts("watch-pw")).await;
+}
+
+#[tokio::test]
+async fn tls_with_a_client_certificate_and_an_acl_user() {
+    let dir = TempDir::new();
+    let files = RedisTlsFiles::make(&dir);
+    let server = RedisServer::start_tls(&files, "s3cret-acl");
+    let tls = client_tls(&files);
     let with = |tls: Tls, password: &str| ClientOptions {
         tls: Some(tls),
         username: Some("gatehouse".into()),
