@@ -1,4 +1,4 @@
-//! `gatehouse cert import|list|remove|show`: the certificate store of a configuration, from the
+//! `gatehouse cert import|list|remove|show|copy`: the certificate store of a configuration, from the
 //! command line. Private keys are read on import and never printed.
 
 use clap::Subcommand;
@@ -29,6 +29,14 @@ pub enum CertCommand {
     Show {
         /// A host name.
         name: String,
+    },
+    /// Copy every stored certificate into the store of another configuration (another Redis, a
+    /// Redis Cluster, a directory), each checked and imported as by `import`; the source is left
+    /// as it is.
+    Copy {
+        /// Configuration file (YAML) naming the store to copy into.
+        #[arg(long)]
+        to: PathBuf,
     },
 }
 
@@ -68,25 +76,67 @@ fn show(facts: &Facts, place: &str) -> String {
 
 /// Runs a `cert` command against the store of the configuration in `config`.
 pub fn run(config_path: &Path, command: CertCommand) -> Result<(), String> {
-    let text =
-        std::fs::read_to_string(config_path).map_err(|e| format!("cannot read {}: {e}", config_path.display()))?;
-    let config = gatehouse_config::compile(&text).map_err(|e| format!("invalid configuration:\n{e}"))?;
+    let config = compile(config_path)?;
+    let target = match &command {
+        CertCommand::Copy { to } => Some(compile(to)?),
+        _ => None,
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start runtime: {e}"))?;
     rt.block_on(async move {
-        let store = gatehouse_node::cert_catalog(&config).map_err(|e| e.to_string())?;
-        if let Catalog::Redis(r) = &store {
-            r.cluster().connected().await.map_err(|e| e.to_string())?;
-        }
+        let store = open_store(&config).await?;
         match command {
             CertCommand::Import { files } => import(&store, &files).await,
             CertCommand::List => list(&store).await,
             CertCommand::Remove { name } => remove(&store, &name).await,
             CertCommand::Show { name } => show_name(&store, &name).await,
+            CertCommand::Copy { .. } => match &target {
+                Some(target) => copy(&store, &open_store(target).await?).await,
+                None => Ok(()),
+            },
         }
     })
+}
+
+/// The compiled configuration in `path`.
+fn compile(path: &Path) -> Result<gatehouse_config::Config, String> {
+    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    gatehouse_config::compile(&text).map_err(|e| format!("invalid configuration {}:\n{e}", path.display()))
+}
+
+/// The certificate store a configuration names, connected when it is in Redis.
+async fn open_store(config: &gatehouse_config::Config) -> Result<Catalog, String> {
+    let store = gatehouse_node::cert_catalog(config).map_err(|e| e.to_string())?;
+    if let Catalog::Redis(r) = &store {
+        r.cluster().connected().await.map_err(|e| e.to_string())?;
+    }
+    Ok(store)
+}
+
+async fn copy(from: &Catalog, to: &Catalog) -> Result<(), String> {
+    let bundles = from.export().await.map_err(|e| e.to_string())?;
+    let mut failed = 0;
+    for (place, pem) in &bundles {
+        match to.import(pem, now_secs()).await {
+            Ok(Imported { facts, warnings, place: new_place }) => {
+                for w in warnings {
+                    eprintln!("warning: {place}: {w}");
+                }
+                println!("copied {} (from {place})", line(&facts, &new_place));
+            }
+            Err(e) => {
+                failed += 1;
+                eprintln!("refused {place}: {e}");
+            }
+        }
+    }
+    eprintln!("{} of {} certificate(s) copied", bundles.len() - failed, bundles.len());
+    if failed > 0 {
+        return Err(format!("{failed} bundle(s) refused by the target store"));
+    }
+    Ok(())
 }
 
 async fn import(store: &Catalog, files: &[PathBuf]) -> Result<(), String> {

@@ -336,23 +336,7 @@ impl RedisCluster {
         let mut nodes = Vec::with_capacity(total);
         for i in 0..total {
             let conf = dir.join(&format!("nodes-{i}.conf")).to_string_lossy().into_owned();
-            let node = RedisServer::launch_at(free_cluster_port(), |port| {
-                vec![
-                    "--port".into(),
-                    port.to_string(),
-                    "--cluster-enabled".into(),
-                    "yes".into(),
-                    "--cluster-config-file".into(),
-                    conf.clone(),
-                    "--cluster-node-timeout".into(),
-                    "1000".into(),
-                    // A replica takes over however long it was cut off from its master.
-                    "--cluster-replica-validity-factor".into(),
-                    "0".into(),
-                    "--repl-diskless-sync-delay".into(),
-                    "0".into(),
-                ]
-            });
+            let node = RedisServer::launch_at(free_cluster_port(), |port| cluster_node_args(port, &conf));
             nodes.push(node);
         }
         let mut create = Command::new("redis-cli");
@@ -403,7 +387,7 @@ impl RedisCluster {
 
     /// The index of the node serving `key`'s slot as master.
     pub fn master_of(&self, key: &str) -> usize {
-        let slot: u16 = self.nodes[0].cli(&["CLUSTER", "KEYSLOT", key]).trim().parse().expect("a slot number");
+        let slot = self.slot_of(key);
         self.nodes.iter().position(|n| n.is_running() && n.owns_slot(slot)).expect("a master owns every slot")
     }
 
@@ -421,13 +405,121 @@ impl RedisCluster {
         .unwrap_or_else(|| panic!("no failover within {READY:?}"));
     }
 
+    /// Starts an empty Cluster node and joins it as a master with no slots
+    /// (`redis-cli --cluster add-node`); its index in `nodes`.
+    pub fn add_master(&mut self) -> usize {
+        let conf = self._dir.join(&format!("nodes-{}.conf", self.nodes.len())).to_string_lossy().into_owned();
+        let node = RedisServer::launch_at(free_cluster_port(), |port| cluster_node_args(port, &conf));
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "add-node", &node.addr(), &self.nodes[0].addr()])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster add-node");
+        assert!(out.status.success(), "add-node: {}", String::from_utf8_lossy(&out.stdout));
+        self.nodes.push(node);
+        self.wait_ok(self.nodes.iter().filter(|n| n.is_running()).count());
+        self.nodes.len() - 1
+    }
+
+    /// Moves slots (and their keys) so that every master, empty ones included, serves about as
+    /// many: `redis-cli --cluster rebalance --cluster-use-empty-masters`. Its output.
+    pub fn rebalance(&self) -> String {
+        let out = Command::new("redis-cli")
+            .args(["--cluster", "rebalance", &self.nodes[0].addr(), "--cluster-use-empty-masters"])
+            .stdin(Stdio::null())
+            .output()
+            .expect("run redis-cli --cluster rebalance");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert!(out.status.success(), "rebalance: {text}");
+        self.wait_ok(self.nodes.iter().filter(|n| n.is_running()).count());
+        text
+    }
+
+    /// Starts moving `slot` from master `from` to master `to` as `redis-cli --cluster reshard`
+    /// does (`CLUSTER SETSLOT ... IMPORTING` on `to`, `MIGRATING` on `from`), then moves at most
+    /// `keys` of its keys with `MIGRATE`; the slot stays half-moved, so clients are sent on
+    /// with `ASK` for the keys that moved. The number of keys moved.
+    pub fn begin_migration(&self, slot: u16, from: usize, to: usize, keys: usize) -> usize {
+        let (src, dst) = (&self.nodes[from], &self.nodes[to]);
+        let slot = slot.to_string();
+        let ok = |node: &RedisServer, args: &[&str]| {
+            let out = node.cli(args);
+            assert!(out.trim() == "OK", "{args:?} on port {}: {out}", node.port);
+        };
+        ok(dst, &["CLUSTER", "SETSLOT", &slot, "IMPORTING", &src.node_id()]);
+        ok(src, &["CLUSTER", "SETSLOT", &slot, "MIGRATING", &dst.node_id()]);
+        self.migrate_keys(&slot, from, to, keys)
+    }
+
+    /// Ends a migration begun by [`RedisCluster::begin_migration`]: the slot's remaining keys
+    /// move and every master learns that `to` serves it (`CLUSTER SETSLOT ... NODE`).
+    pub fn finish_migration(&self, slot: u16, from: usize, to: usize) {
+        let slot = slot.to_string();
+        while self.migrate_keys(&slot, from, to, 100) > 0 {}
+        let id = self.nodes[to].node_id();
+        for i in [to, from] {
+            let out = self.nodes[i].cli(&["CLUSTER", "SETSLOT", &slot, "NODE", &id]);
+            assert!(out.trim() == "OK", "SETSLOT NODE on port {}: {out}", self.nodes[i].port);
+        }
+        for m in self.masters() {
+            let _ = m.cli(&["CLUSTER", "SETSLOT", &slot, "NODE", &id]);
+        }
+    }
+
+    /// Moves up to `count` keys of `slot` from node `from` to node `to` with `MIGRATE`; how many.
+    fn migrate_keys(&self, slot: &str, from: usize, to: usize, count: usize) -> usize {
+        let (src, dst) = (&self.nodes[from], &self.nodes[to]);
+        let out = src.cli(&["CLUSTER", "GETKEYSINSLOT", slot, &count.to_string()]);
+        let moving: Vec<&str> = out.lines().map(str::trim).filter(|k| !k.is_empty()).collect();
+        if !moving.is_empty() {
+            let port = dst.port.to_string();
+            let mut args = vec!["MIGRATE", "127.0.0.1", &port, "", "0", "5000", "KEYS"];
+            args.extend(&moving);
+            let out = src.cli(&args);
+            assert!(out.trim() == "OK", "MIGRATE from port {}: {out}", src.port);
+        }
+        moving.len()
+    }
+
+    /// The slot of `key` (`CLUSTER KEYSLOT`).
+    pub fn slot_of(&self, key: &str) -> u16 {
+        self.nodes[0].cli(&["CLUSTER", "KEYSLOT", key]).trim().parse().expect("a slot number")
+    }
+
     /// Keys on each master now, by port.
     pub fn keys_per_master(&self) -> Vec<(u16, u64)> {
         self.masters().iter().map(|m| (m.port, m.cli(&["DBSIZE"]).trim().parse().unwrap_or(0))).collect()
     }
 }
 
+/// `redis-server` arguments of a Cluster node on `port` with its node file at `conf`.
+fn cluster_node_args(port: u16, conf: &str) -> Vec<String> {
+    [
+        "--port",
+        &port.to_string(),
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        conf,
+        "--cluster-node-timeout",
+        "1000",
+        // A replica takes over however long it was cut off from its master.
+        "--cluster-replica-validity-factor",
+        "0",
+        "--repl-diskless-sync-delay",
+        "0",
+    ]
+    .iter()
+    .map(|a| a.to_string())
+    .collect()
+}
+
 impl RedisServer {
+    /// This Cluster node's id (`CLUSTER MYID`).
+    fn node_id(&self) -> String {
+        self.cli(&["CLUSTER", "MYID"]).trim().to_string()
+    }
+
     /// A server on `port` (already known free), with arguments made for it.
     fn launch_at(port: u16, args_for: impl Fn(u16) -> Vec<String>) -> RedisServer {
         let mut server =

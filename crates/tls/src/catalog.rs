@@ -136,6 +136,29 @@ impl Catalog {
         }
     }
 
+    /// Every stored bundle as PEM (chain and key) with where it lives, for a copy to another
+    /// store; in a directory, the `.pem` files as they are.
+    pub async fn export(&self) -> Result<Vec<(String, Vec<u8>)>, CatalogError> {
+        match self {
+            Catalog::Dir(dir) => {
+                let d = DirStore::new(dir.clone());
+                let mut out = Vec::new();
+                for path in d.list().map_err(|source| CatalogError::Io { path: dir.clone(), source })? {
+                    let pem = std::fs::read(&path).map_err(|source| CatalogError::Io { path: path.clone(), source })?;
+                    out.push((path.display().to_string(), pem));
+                }
+                Ok(out)
+            }
+            Catalog::Redis(r) => Ok(r
+                .export()
+                .await
+                .map_err(CatalogError::Redis)?
+                .into_iter()
+                .map(|(id, pem)| (format!("redis bundle {id}"), pem))
+                .collect()),
+        }
+    }
+
     /// Removes the bundles serving the index key `name` (a name or `*.parent`); what was removed.
     pub async fn remove(&self, name: &str, now: i64) -> Result<Vec<(Facts, String)>, CatalogError> {
         let key = normalise(name).ok_or(CatalogError::NotAName)?;

@@ -214,16 +214,27 @@ impl RedisStore {
         Ok(removed)
     }
 
-    /// Every stored bundle's facts, by id.
-    pub async fn list(&self) -> Result<Vec<(String, Facts)>, RedisStoreError> {
+    /// Every stored bundle's PEM (chain and key, opened), by id: what a copy to another store
+    /// imports.
+    pub async fn export(&self) -> Result<Vec<(String, Vec<u8>)>, RedisStoreError> {
         let ids =
             self.cluster.client().smembers(self.cluster.key("certs:ids")).await.map_err(RedisStoreError::Redis)?;
         let mut out = Vec::new();
         for id in ids {
             let id = String::from_utf8_lossy(&id).into_owned();
             if let Some(pem) = self.pem(&id).await? {
-                out.push((id, facts_of(&pem)?));
+                out.push((id, pem));
             }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// Every stored bundle's facts, by id.
+    pub async fn list(&self) -> Result<Vec<(String, Facts)>, RedisStoreError> {
+        let mut out = Vec::new();
+        for (id, pem) in self.export().await? {
+            out.push((id, facts_of(&pem)?));
         }
         out.sort_by(|a, b| a.1.names.cmp(&b.1.names));
         Ok(out)

@@ -6,7 +6,8 @@
 //! ticket), a certificate imported through one node serves on both, and a release reaches both.
 //! On the Cluster, three nodes hold a cluster rate limit to ±5 % and the keys of sessions and
 //! counters spread over every master. Killing the Cluster's or the Sentinels' master under load
-//! fails no request and no handshake, and sharing resumes after the promotion.
+//! fails no request and no handshake, and sharing resumes after the promotion; so does adding a
+//! master to the Cluster and rebalancing the slots onto it, which fails no Redis command at all.
 
 use crate::common::{start, targets, Traffic};
 use crate::control::{admin_section, Api};
@@ -27,7 +28,7 @@ const LIMIT: u64 = 600;
 
 /// Cluster-scoped limits: a plan for app `shop`, one counter per client address (failing open),
 /// and one per `x-user` header value.
-const SERVICES: &str = "services:\n  svc: {path: /svc, upstream: u, auth: app_key}\n  ip: {path: /ip, upstream: u, rate_limits: [{limit: 100000, interval: 1h, key: client_ip, scope: cluster}]}\n  closed: {path: /closed, upstream: u, rate_limits: [{limit: 100000, interval: 1h, key: client_ip, scope: cluster, on_redis_error: closed}]}\n  users: {path: /users, upstream: u, rate_limits: [{limit: 100, interval: 24h, key: \"header:x-user\", scope: cluster}]}\napps:\n  shop: {key: K-shop, grants: {svc: gold}}\nplans:\n  gold: {rate_limits: [{limit: 600, interval: 1h, scope: cluster}]}\n";
+const SERVICES: &str = "services:\n  svc: {path: /svc, upstream: u, auth: app_key}\n  ip: {path: /ip, upstream: u, rate_limits: [{limit: 100000, interval: 1h, key: client_ip, scope: cluster}]}\n  closed: {path: /closed, upstream: u, rate_limits: [{limit: 100000, interval: 1h, key: client_ip, scope: cluster, on_redis_error: closed}]}\n  users: {path: /users, upstream: u, rate_limits: [{limit: 100, interval: 24h, key: \"header:x-user\", scope: cluster, headers: true}]}\napps:\n  shop: {key: K-shop, grants: {svc: gold}}\nplans:\n  gold: {rate_limits: [{limit: 600, interval: 1h, scope: cluster}]}\n";
 
 const REQUEST: &str = "GET / HTTP/1.1\r\nHost: shop.test\r\nConnection: close\r\n\r\n";
 
@@ -282,10 +283,24 @@ fn three_nodes_hold_a_cluster_limit_and_keys_spread_over_every_master() {
     assert!(per_master.iter().all(|&k| k >= 200), "{per_master:?}");
 }
 
-/// Kills the master under HTTP load (through a cluster rate limit) and full handshakes on node A;
-/// no request and no handshake fails, the outage shows in the metrics, and cross-node resumption
-/// works again within 5 s of the promotion.
+/// What happens to the Redis while the nodes are under load.
+#[derive(Clone, Copy, PartialEq)]
+enum Change {
+    /// The master (of the load's counter, on a Cluster) is killed; a replica is promoted.
+    KillMaster,
+    /// A fourth master joins the Cluster and `redis-cli --cluster rebalance` moves a quarter of
+    /// the slots, keys and all, to it.
+    AddMasterAndRebalance,
+}
+
+/// Changes the Redis under HTTP load (through a cluster rate limit) and full handshakes on node
+/// A; no request and no handshake fails, and cross-node resumption works within 5 s of the
+/// change. A killed master shows in the metrics; a rebalance shows nowhere: no Redis error.
 fn master_killed_under_load(redis: &mut Redis) {
+    changed_under_load(redis, Change::KillMaster);
+}
+
+fn changed_under_load(redis: &mut Redis, change: Change) {
     let n = Nodes::new(redis);
     let pki = Pki::new();
     let (a, a_config) = n.node("a");
@@ -314,6 +329,26 @@ fn master_killed_under_load(redis: &mut Redis) {
     });
 
     match redis {
+        Redis::Cluster(cluster) if change == Change::AddMasterAndRebalance => {
+            // 200 per-user counters, one request each: they move with their slots and keep
+            // their count.
+            let users = |expected_remaining: &str| {
+                let mut conn = HttpConn::open(a.addr("http")).expect("connect");
+                for i in 0..200 {
+                    let user = format!("user-{i}");
+                    let r = conn.get("api.test", "/users/x", &[("x-user", user.as_str())]).expect("answer");
+                    assert_eq!(r.status, 200, "{}", r.text());
+                    assert_eq!(r.header("ratelimit-remaining"), Some(expected_remaining), "{user}");
+                }
+            };
+            users("99");
+            let added = cluster.add_master();
+            cluster.rebalance();
+            let moved = cluster.nodes[added].cli(&["--scan", "--pattern", "gatehouse:rl:*{users:*"]).lines().count();
+            eprintln!("the added master serves {moved} of the 200 user counters after the rebalance");
+            assert!(moved >= 20, "{moved}");
+            users("98");
+        }
         Redis::Cluster(cluster) => {
             // The master holding the load's rate-limit counter.
             let victim = cluster.nodes.iter().position(|n| {
@@ -329,8 +364,8 @@ fn master_killed_under_load(redis: &mut Redis) {
         }
         Redis::Tls(..) | Redis::Plain(_) => unreachable!("a single server has no failover"),
     }
-    let promoted = Instant::now();
-    traffic.progress("the promotion");
+    let changed = Instant::now();
+    traffic.progress("the change");
     let sess = n.dir.join("s.pem");
     // Within 5 s is the goal; the test allows 10 s so that a loaded machine does not fail it,
     // and prints what it took and what failed meanwhile.
@@ -344,34 +379,40 @@ fn master_killed_under_load(redis: &mut Redis) {
             ),
         }
         assert!(
-            promoted.elapsed() < std::time::Duration::from_secs(10),
-            "no cross-node resumption 10 s after the promotion"
+            changed.elapsed() < std::time::Duration::from_secs(10),
+            "no cross-node resumption 10 s after the change"
         );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     eprintln!(
-        "sharing back {:?} after the promotion; handshakes of the probe that failed meanwhile: {failed_meanwhile:?}",
-        promoted.elapsed()
+        "sharing back {:?} after the change; handshakes of the probe that failed meanwhile: {failed_meanwhile:?}",
+        changed.elapsed()
     );
     stop.store(true, Ordering::SeqCst);
     let (done, failed) = handshakes.join().expect("the handshake thread");
     let closed = closed.join().expect("the fail-closed thread");
-    eprintln!("fail-closed limit during the failover: {closed:?}");
+    eprintln!("fail-closed limit during the change: {closed:?}");
     assert!(closed.keys().all(|s| *s == 200 || *s == 503), "{closed:?}");
-    eventually("the closed limit admits again after the promotion", || {
+    eventually("the closed limit admits again after the change", || {
         gatehouse_testkit::http_get(a.addr("http"), "api.test", "/closed/x", &[]).status == 200
     });
-    eprintln!("the closed limit admits again {:?} after the promotion", promoted.elapsed());
-    let (steady, churn) = traffic.finish("the failover");
+    eprintln!("the closed limit admits again {:?} after the change", changed.elapsed());
+    let (steady, churn) = traffic.finish("the change");
     eprintln!(
-        "during the failover: {} requests and {} new connections, all 200; {done} handshakes, {} failed; redis errors counted {}",
+        "during the change: {} requests and {} new connections, all 200; {done} handshakes, {} failed; redis errors counted {}",
         steady.ok,
         churn.ok,
         failed.len(),
         redis_errors(&a) - errors_before
     );
     assert!(failed.is_empty(), "{} handshakes failed, first: {:?}", failed.len(), failed.first());
-    assert!(redis_errors(&a) > errors_before, "the outage shows in the metrics");
+    match change {
+        Change::KillMaster => assert!(redis_errors(&a) > errors_before, "the outage shows in the metrics"),
+        Change::AddMasterAndRebalance => {
+            assert_eq!(redis_errors(&a), errors_before, "no Redis command failed during the rebalance");
+            assert!(closed.keys().all(|s| *s == 200), "{closed:?}");
+        }
+    }
 }
 
 /// Redis failures node `gw` counted: TLS sharing and rate limits.
@@ -387,6 +428,11 @@ fn a_cluster_master_killed_under_load() {
 }
 
 #[test]
+fn a_cluster_rebalanced_onto_a_new_master_under_load() {
+    changed_under_load(&mut Redis::Cluster(RedisCluster::start(3, 1)), Change::AddMasterAndRebalance);
+}
+
+#[test]
 fn the_sentinels_master_killed_under_load_over_tls() {
     let dir = TempDir::new();
     let files = RedisTlsFiles::make(&dir);
@@ -396,21 +442,39 @@ fn the_sentinels_master_killed_under_load_over_tls() {
 
 /// What a node holds in Redis is made again as it is used: nodes moved from one Redis to a Cluster
 /// by their configuration alone resume each other's sessions, hold a cluster limit and follow a
-/// release at once. Certificates in a Redis store are the operator's data: imported again.
+/// release at once. Certificates in a Redis store are the operator's data: `gatehouse cert copy`
+/// takes them from the old store to the new one.
 #[test]
 fn nodes_move_from_one_redis_to_a_cluster_by_configuration() {
     let single = Redis::Plain(RedisServer::start());
     let mut n = Nodes::new(&single);
     let pki = Pki::new();
-    let cert = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
+    let certs = [
+        pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None),
+        pki.issue(&["other.test", "*.other.test"], Algorithm::Rsa2048, "other.pem", None),
+    ];
     let sess = n.dir.join("s.pem");
-    let check = |n: &Nodes| {
+    let before_move = n.dir.join("before-move.yaml");
+    let check = |n: &Nodes, moved: bool| {
         let (mut a, a_config) = n.node("a");
         let (mut b, _) = n.node("b");
-        let (ok, out, err) = cert_cli(&a_config, &["import", cert.to_str().unwrap_or_default()]);
+        let (ok, out, err) = if moved {
+            let to = a_config.to_str().unwrap_or_default();
+            cert_cli(&before_move, &["copy", "--to", to])
+        } else {
+            std::fs::copy(&a_config, &before_move).expect("keep the configuration");
+            let files: Vec<&str> = certs.iter().map(|c| c.to_str().unwrap_or_default()).collect();
+            cert_cli(&a_config, &[&["import"], &files[..]].concat())
+        };
         assert!(ok, "{out}{err}");
+        if moved {
+            eprintln!("{out}{err}");
+            assert_eq!(out.lines().filter(|l| l.starts_with("copied ")).count(), 2, "{out}{err}");
+        }
         for gw in [&a, &b] {
-            eventually("the certificate serves", || s_client(port(gw), &["-servername", "shop.test"]).ok);
+            for name in ["shop.test", "www.other.test"] {
+                eventually("the certificate serves", || s_client(port(gw), &["-servername", name]).ok);
+            }
         }
         assert!(resumes(port(&a), port(&b), &sess, &["-tls1_3"]));
         assert!(resumes(port(&b), port(&a), &sess, &["-tls1_2", "-no_ticket"]));
@@ -422,10 +486,10 @@ fn nodes_move_from_one_redis_to_a_cluster_by_configuration() {
         applied(&mut a, rev);
         applied(&mut b, rev);
     };
-    check(&n);
+    check(&n, false);
     let cluster = Redis::Cluster(RedisCluster::start(3, 1));
     n.move_to(&cluster);
-    check(&n);
+    check(&n, true);
     let Redis::Cluster(c) = &cluster else { return };
     assert!(c.keys_per_master().iter().all(|&(_, keys)| keys > 0), "{:?}", c.keys_per_master());
     drop(single);
