@@ -25,7 +25,9 @@ impl DnsServer {
     /// priority, weight), and nothing else (no upstream servers, no `/etc/hosts`).
     pub fn start(hosts: &[(&str, IpAddr)], srv: &[&str]) -> DnsServer {
         let mut last = String::new();
-        for _ in 0..3 {
+        // The port is free when picked, but another test may bind it (for TCP, or for QUIC)
+        // before dnsmasq does: then another.
+        for _ in 0..10 {
             match DnsServer::spawn(hosts, srv) {
                 Ok(d) => return d,
                 Err(e) => last = e,

@@ -313,13 +313,6 @@ impl Lease {
         io: UpstreamIo,
         s: &Settings,
     ) -> Result<(http2::SendRequest<RequestBody>, Stream), UpstreamError> {
-        let (sender, conn) = http2::Builder::new(TokioExecutor::new())
-            .timer(TokioTimer::new())
-            .keep_alive_interval(s.ping_interval)
-            .keep_alive_timeout(s.ping_timeout)
-            .handshake(TokioIo::new(io))
-            .await
-            .map_err(UpstreamError::Handshake)?;
         // Until this server's SETTINGS are read on it, the limit its other connections have.
         let known = self
             .h2_slot()
@@ -327,6 +320,14 @@ impl Lease {
             .lock()
             .ok()
             .and_then(|c| c.list.iter().find(|c| c.load.known.load(Relaxed)).map(|c| c.load.max.load(Relaxed)));
+        let mut builder = http2::Builder::new(TokioExecutor::new());
+        builder.timer(TokioTimer::new()).keep_alive_interval(s.ping_interval).keep_alive_timeout(s.ping_timeout);
+        if let Some(max) = known {
+            // Nor does hyper send more before the SETTINGS come: a stream over the server's
+            // limit would be refused (REFUSED_STREAM), and fail its request.
+            builder.initial_max_send_streams(max);
+        }
+        let (sender, conn) = builder.handshake(TokioIo::new(io)).await.map_err(UpstreamError::Handshake)?;
         let load = Arc::new(H2Load {
             open: AtomicUsize::new(0),
             max: AtomicUsize::new(known.unwrap_or_else(|| conn.current_max_send_streams())),
