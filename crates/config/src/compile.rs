@@ -239,6 +239,7 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
         if l.http2_ping_timeout.0.is_zero() {
             err(format!("{p}.http2_ping_timeout"), "must be greater than zero".into());
         }
+        check_http3(&p, l, &mut err);
     }
 
     let r = &c.resolver;
@@ -478,6 +479,42 @@ fn check_redis(r: &crate::model::Redis, err: &mut impl FnMut(String, String)) {
     }
 }
 
+/// An HTTP/3 listener's settings.
+fn check_http3(p: &str, l: &crate::Listener, err: &mut impl FnMut(String, String)) {
+    if l.http3 {
+        match &l.tls {
+            None => err(format!("{p}.http3"), "HTTP/3 needs a TLS listener (`tls`)".into()),
+            Some(tls) if !tls.versions.contains(&crate::TlsVersion::Tls13) => {
+                err(format!("{p}.http3"), "HTTP/3 needs TLS 1.3 among `tls.versions`".into())
+            }
+            Some(_) => {}
+        }
+        if l.proxy_protocol.is_some() {
+            err(format!("{p}.http3"), "QUIC has no PROXY protocol header: not with `proxy_protocol`".into());
+        }
+    }
+    if let crate::AltSvc::Value(v) = &l.alt_svc {
+        if v.is_empty() || !v.bytes().all(|b| b == b'\t' || (0x20..0x7f).contains(&b)) {
+            err(format!("{p}.alt_svc"), "`auto`, `off` or a header value (visible ASCII)".into());
+        }
+    }
+    let q = &l.quic;
+    if !(1..=10_000).contains(&q.max_streams) {
+        err(format!("{p}.quic.max_streams"), "must be between 1 and 10000".into());
+    }
+    if q.idle_timeout.0.is_zero() {
+        err(format!("{p}.quic.idle_timeout"), "must be greater than zero".into());
+    }
+    for (field, size) in [("stream_window", q.stream_window.0), ("connection_window", q.connection_window.0)] {
+        if !(16 << 10..=1 << 30).contains(&size) {
+            err(format!("{p}.quic.{field}"), "must be between 16k and 1g".into());
+        }
+    }
+    if q.connection_window.0 < q.stream_window.0 {
+        err(format!("{p}.quic.connection_window"), "must be at least `quic.stream_window`".into());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -507,7 +544,41 @@ sites:
 
     #[test]
     fn quickstart_compiles() {
-        compile(crate::QUICKSTART).expect("quick-start config is valid");
+        let c = compile(crate::QUICKSTART).expect("quick-start config is valid");
+        assert!(c.listeners["https"].http3, "the quick start serves HTTP/3");
+    }
+
+    #[test]
+    fn http3_needs_tls_1_3_and_sane_quic_settings() {
+        let bad = r#"
+tls: { self_signed: { dir: /tmp/x, names: [a.test] } }
+listeners:
+  plain: { bind: "127.0.0.1:0", http3: true }
+  old: { bind: "127.0.0.1:0", http3: true, tls: { versions: [tls1.2] } }
+  proxied: { bind: "127.0.0.1:0", http3: true, tls: {}, proxy_protocol: { trusted: [10.0.0.1] } }
+  odd: { bind: "127.0.0.1:0", tls: {}, alt_svc: "h3=\":443\"\u0001" }
+  limits: { bind: "127.0.0.1:0", tls: {}, http3: true, quic: { max_streams: 0, idle_timeout: 0s, stream_window: 1k, connection_window: 16k } }
+  fine: { bind: "127.0.0.1:0", tls: {}, http3: true, alt_svc: off, quic: { max_streams: 50 } }
+"#;
+        let errs = compile(bad).expect_err("invalid").0;
+        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "listeners.limits.quic.max_streams",
+                "listeners.limits.quic.idle_timeout",
+                "listeners.limits.quic.stream_window",
+                "listeners.odd.alt_svc",
+                "listeners.old.http3",
+                "listeners.plain.http3",
+                "listeners.proxied.http3",
+            ],
+            "{errs:?}"
+        );
+        let good = compile("tls: {self_signed: {dir: /tmp/x, names: [a.test]}}\nlisteners:\n  h: { bind: \"127.0.0.1:0\", tls: {}, http3: true, alt_svc: 'h3=\":443\"' }\n")
+            .expect("valid");
+        assert_eq!(good.listeners["h"].alt_svc, crate::AltSvc::Value("h3=\":443\"".into()));
+        assert_eq!(good.listeners["h"].quic.max_streams, 100);
     }
 
     #[test]

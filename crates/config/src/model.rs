@@ -322,6 +322,64 @@ pub struct Listener {
     /// client; only the balancers listed may connect.
     #[serde(default)]
     pub proxy_protocol: Option<crate::proxy_protocol::ProxyProtocol>,
+    /// Also serve HTTP/3 over QUIC on the same port number, over UDP (a TLS listener only).
+    #[serde(default)]
+    pub http3: bool,
+    /// The `Alt-Svc` header of the listener's TCP responses, advertising HTTP/3: `auto` (with
+    /// `http3`, `h3=":PORT"; ma=86400`), `off`, or a value sent as it is.
+    #[serde(default)]
+    pub alt_svc: AltSvc,
+    /// QUIC settings of an `http3` listener.
+    #[serde(default)]
+    pub quic: Quic,
+}
+
+/// What a listener's TCP responses say in `Alt-Svc`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum AltSvc {
+    /// `h3=":PORT"; ma=86400` when the listener serves HTTP/3, else nothing.
+    #[default]
+    Auto,
+    /// Nothing.
+    Off,
+    /// This value, as it is.
+    Value(String),
+}
+
+impl<'de> Deserialize<'de> for AltSvc {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Ok(match s.as_str() {
+            "auto" => AltSvc::Auto,
+            "off" => AltSvc::Off,
+            _ => AltSvc::Value(s),
+        })
+    }
+}
+
+/// QUIC transport settings of an HTTP/3 listener.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Quic {
+    /// Requests (bidirectional streams) a client may have open at once on one connection.
+    pub max_streams: u32,
+    /// A connection with no packet from the client for this long is closed.
+    pub idle_timeout: Duration,
+    /// Bytes a client may send on one stream before the gateway reads them.
+    pub stream_window: ByteSize,
+    /// Bytes a client may send on all streams of a connection before the gateway reads them.
+    pub connection_window: ByteSize,
+}
+
+impl Default for Quic {
+    fn default() -> Self {
+        Quic {
+            max_streams: 100,
+            idle_timeout: Duration::secs(30),
+            stream_window: ByteSize(1 << 20),
+            connection_window: ByteSize(8 << 20),
+        }
+    }
 }
 
 /// TLS settings of one listener.

@@ -43,6 +43,8 @@ mod h2c;
 mod health;
 #[path = "e2e/http1.rs"]
 mod http1;
+#[path = "e2e/http3.rs"]
+mod http3;
 #[path = "e2e/limits.rs"]
 mod limits;
 #[path = "e2e/metrics.rs"]

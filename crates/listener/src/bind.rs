@@ -7,7 +7,7 @@
 use gatehouse_config::Listener;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
 
 /// A listener's sockets: one per worker with `reuse_port`, else one shared.
@@ -21,6 +21,9 @@ pub struct BoundListener {
     pub config: Listener,
     /// The sockets.
     pub sockets: Vec<TcpListener>,
+    /// With `http3`: the UDP sockets QUIC is served on, on the same port (one per worker with
+    /// `reuse_port`, else one).
+    pub udp: Vec<UdpSocket>,
 }
 
 /// Why a listener has no sockets.
@@ -88,9 +91,12 @@ impl std::error::Error for BindError {
     }
 }
 
-fn socket(addr: SocketAddr, config: &Listener, reuse_port: bool) -> io::Result<TcpListener> {
-    let s = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    s.set_reuse_address(true)?;
+/// A non-blocking socket of `kind` bound to `addr` (IPv6 only for an IPv6 address).
+fn bound_socket(addr: SocketAddr, kind: Type, protocol: Protocol, reuse_port: bool) -> io::Result<Socket> {
+    let s = Socket::new(Domain::for_address(addr), kind, Some(protocol))?;
+    if kind == Type::STREAM {
+        s.set_reuse_address(true)?;
+    }
     if reuse_port {
         s.set_reuse_port(true)?;
     }
@@ -99,10 +105,20 @@ fn socket(addr: SocketAddr, config: &Listener, reuse_port: bool) -> io::Result<T
     }
     s.set_nonblocking(true)?;
     s.bind(&addr.into())?;
+    Ok(s)
+}
+
+fn socket(addr: SocketAddr, config: &Listener, reuse_port: bool) -> io::Result<TcpListener> {
+    let s = bound_socket(addr, Type::STREAM, Protocol::TCP, reuse_port)?;
     s.listen(i32::try_from(config.backlog).unwrap_or(i32::MAX))?;
     let s = TcpListener::from(s);
     set_defer_accept(&s, config.defer_accept)?;
     Ok(s)
+}
+
+/// A UDP socket for QUIC on `addr`.
+fn udp_socket(addr: SocketAddr, reuse_port: bool) -> io::Result<UdpSocket> {
+    bound_socket(addr, Type::DGRAM, Protocol::UDP, reuse_port).map(UdpSocket::from)
 }
 
 /// Seconds a connection that has sent nothing waits in the kernel under `defer_accept`; then the
@@ -151,8 +167,9 @@ pub fn bind_listener(
             sockets.push(socket(addr, config, true).map_err(explain)?);
         }
     }
-    let bound = BoundListener { name: name.to_string(), addr, config: config.clone(), sockets };
+    let mut bound = BoundListener { name: name.to_string(), addr, config: config.clone(), sockets, udp: Vec::new() };
     bound.apply_socket_options().map_err(explain)?;
+    bound.bind_udp(workers, reuse_port).map_err(explain)?;
     Ok(bound)
 }
 
@@ -183,12 +200,35 @@ pub fn adopt_listener(
             sockets.push(socket(addr, config, true).map_err(explain)?);
         }
     }
-    let bound = BoundListener { name: name.to_string(), addr, config: config.clone(), sockets };
+    let mut bound = BoundListener { name: name.to_string(), addr, config: config.clone(), sockets, udp: Vec::new() };
     bound.apply_socket_options().map_err(explain)?;
+    // QUIC sockets are not handed down yet: new ones join the old process's (SO_REUSEPORT), and
+    // its QUIC connections end with it.
+    bound.bind_udp(workers, reuse_port).map_err(|source| BindError::Bind {
+        listener: name.into(),
+        addr: config.bind,
+        source,
+    })?;
     Ok(bound)
 }
 
 impl BoundListener {
+    /// Binds the UDP sockets of an `http3` listener on its port when it has none yet, or closes
+    /// them when it no longer serves HTTP/3.
+    pub fn bind_udp(&mut self, workers: usize, reuse_port: bool) -> io::Result<()> {
+        if !self.config.http3 {
+            self.udp.clear();
+            return Ok(());
+        }
+        if self.udp.is_empty() {
+            let count = if reuse_port { workers.max(1) } else { 1 };
+            for _ in 0..count {
+                self.udp.push(udp_socket(self.addr, reuse_port)?);
+            }
+        }
+        Ok(())
+    }
+
     /// Sets the options of `config` that a bound socket can change (`defer_accept`) on every
     /// socket: for sockets handed down by a previous process and for sockets kept across a reload.
     pub fn apply_socket_options(&self) -> io::Result<()> {

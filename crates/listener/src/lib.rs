@@ -22,11 +22,13 @@ mod io;
 mod per_ip;
 pub mod proxy_header;
 mod proxy_protocol;
+mod quic;
 mod serve;
 mod transport;
 mod workers;
 
 pub use bind::{adopt_listener, bind_listener, BindError, BoundListener};
 pub use per_ip::{OverLimit, PerIpGuard, PerIpLimit};
+pub use quic::quic_loop;
 pub use serve::{accept_loop, AcceptBackoff, AcceptorCell, ServeContext};
 pub use workers::{Worker, Workers};

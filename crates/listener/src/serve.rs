@@ -10,7 +10,7 @@ use crate::proxy_protocol::{serve_proxied, serve_proxied_tls, Trusted};
 use crate::transport::Transport;
 use bytes::{Bytes, BytesMut};
 use gatehouse_clock::ClockScoped;
-use gatehouse_config::{Listener, ListenerProtocol};
+use gatehouse_config::{AltSvc, Listener, ListenerProtocol};
 use gatehouse_proxy::{ClientCert, ConnInfo, ResponseBody, Shared};
 use gatehouse_tls::TlsAcceptor;
 use http_body::{Body, Frame, SizeHint};
@@ -77,6 +77,7 @@ pub async fn accept_loop(
     };
     // The connections' local address: the listener's (getsockname once, not per connection).
     let local = listener.local_addr().unwrap_or(config.bind);
+    let config = advertised(config, local.port());
     let limit = Arc::new(Semaphore::new(config.max_connections));
     let mut backoff = AcceptBackoff::default();
     let name = config.bind.to_string();
@@ -358,6 +359,17 @@ fn after_handshake(
     (Transport::Tls(Box::new(established.conn)), info, h2)
 }
 
+/// The listener's settings with `alt_svc: auto` made the value it stands for: with `http3`,
+/// `h3=":PORT"; ma=86400` for the port the listener is bound to, else `off`.
+fn advertised(config: Arc<Listener>, port: u16) -> Arc<Listener> {
+    if config.alt_svc != AltSvc::Auto {
+        return config;
+    }
+    let mut resolved = (*config).clone();
+    resolved.alt_svc = if config.http3 { AltSvc::Value(format!("h3=\":{port}\"; ma=86400")) } else { AltSvc::Off };
+    Arc::new(resolved)
+}
+
 /// A connection's details for the request path.
 fn conn_info(
     peer: SocketAddr,
@@ -369,6 +381,9 @@ fn conn_info(
     let mut info = ConnInfo::new(peer, local, tls);
     info.body_timeout = config.body_read_timeout.0;
     info.client_cert = client_cert;
+    if let AltSvc::Value(v) = &config.alt_svc {
+        info.alt_svc = http::HeaderValue::from_str(v).ok();
+    }
     Arc::new(info)
 }
 

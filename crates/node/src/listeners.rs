@@ -9,7 +9,8 @@ use crate::error::NodeError;
 use crate::upgrade::Inherited;
 use gatehouse_config::Config;
 use gatehouse_listener::{
-    accept_loop, adopt_listener, bind_listener, AcceptorCell, BoundListener, PerIpLimit, ServeContext, Workers,
+    accept_loop, adopt_listener, bind_listener, quic_loop, AcceptorCell, BoundListener, PerIpLimit, ServeContext,
+    Workers,
 };
 use gatehouse_tls::TlsAcceptor;
 use std::collections::BTreeMap;
@@ -91,6 +92,9 @@ impl ListenerSet {
                     if let Err(e) = r.bound.apply_socket_options() {
                         tracing::warn!(listener = %name, error = %e, "could not apply defer_accept to the kept sockets");
                     }
+                    if let Err(e) = r.bound.bind_udp(n, reuse_port) {
+                        tracing::error!(listener = %name, error = %e, "cannot bind the UDP sockets for HTTP/3");
+                    }
                     tracing::info!(listener = %name, addr = %r.bound.addr, "listener settings changed; sockets kept");
                     let cell = tls.get(name).map(|a| Arc::new(arc_swap::ArcSwap::new(a.clone())));
                     let tasks = start(&r.bound, workers, ctx, cell.as_ref());
@@ -139,7 +143,7 @@ fn start(bound: &BoundListener, workers: &Workers, ctx: &ServeContext, tls: Opti
     // One table for the listener's workers, sized for every connection they may hold.
     let per_ip = (cfg.max_connections_per_ip > 0)
         .then(|| Arc::new(PerIpLimit::new(cfg.max_connections_per_ip, (n * cfg.max_connections).min(1 << 20))));
-    match bound.assignments(n) {
+    let mut tasks: Vec<AbortHandle> = match bound.assignments(n) {
         Ok(sockets) => sockets
             .into_iter()
             .map(|(w, socket)| {
@@ -151,7 +155,20 @@ fn start(bound: &BoundListener, workers: &Workers, ctx: &ServeContext, tls: Opti
             tracing::error!(listener = %bound.name, error = %e, "cannot share listener socket");
             Vec::new()
         }
+    };
+    // HTTP/3: one QUIC endpoint per UDP socket, socket `i` on worker `i`.
+    if let Some(tls) = tls {
+        for (i, udp) in bound.udp.iter().enumerate() {
+            match udp.try_clone() {
+                Ok(socket) => {
+                    let task = quic_loop(socket, cfg.clone(), tls.clone(), ctx.clone());
+                    tasks.push(workers.workers[i % n.max(1)].handle.spawn(task).abort_handle());
+                }
+                Err(e) => tracing::error!(listener = %bound.name, error = %e, "cannot share the QUIC socket"),
+            }
+        }
     }
+    tasks
 }
 
 impl ListenerSet {

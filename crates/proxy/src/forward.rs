@@ -11,7 +11,7 @@ use crate::snapshot::{RouteEntry, Snapshot};
 use crate::{ClientCert, ConnInfo, Shared};
 use bytes::Bytes;
 use gatehouse_config::HostHeader;
-use gatehouse_plugins::Admitted;
+use gatehouse_plugins::{Admitted, EditHeaders};
 use gatehouse_upstream::{Lease, Origin, Protocol, RequestBody, Retry, SelectKey, UpstreamBody, UpstreamError};
 use http::header::{self, HeaderValue};
 use http::{Method, Request, Response, Version};
@@ -85,13 +85,16 @@ where
         };
         let echo = snap.request_ids.as_ref().zip(request_id);
         let (mut parts, mut body) = resp.into_parts();
-        if rewrite.is_some() || echo.is_some() {
+        if rewrite.is_some() || echo.is_some() || conn.alt_svc.is_some() {
             let mut headers = ResponseHeaders { map: &mut parts.headers, raw: body.raw_head_mut() };
             if let Some((svc, a)) = rewrite {
                 svc.rewrite_response(a, &mut headers);
             }
             if let Some((ids, id)) = echo {
                 ids.echo(&mut headers, id);
+            }
+            if let Some(alt_svc) = &conn.alt_svc {
+                headers.insert(&header::ALT_SVC, alt_svc.clone());
             }
         }
         let mut resp = Response::from_parts(parts, body);
@@ -189,7 +192,7 @@ fn capture<B>(
         // As the client wrote it in HTTP/1.x; HTTP/2 targets carry scheme and authority, which
         // the log shows as the path only (the host has its own field).
         uri: match (req.version(), req.uri().path_and_query()) {
-            (Version::HTTP_2, Some(pq)) => pq.as_str().to_string(),
+            (Version::HTTP_2 | Version::HTTP_3, Some(pq)) => pq.as_str().to_string(),
             _ => req.uri().to_string(),
         },
         version: version_text(req.version()),
@@ -269,10 +272,13 @@ where
         let client_cert = gate(route, host, &req, conn)?;
         let upstream = &route.upstream;
         let settings = &upstream.settings;
-        let h2_downstream = req.version() == Version::HTTP_2;
-        let upgrade = match h2_downstream {
-            false => settings.protocol != Protocol::Http2 && wants_upgrade(req.headers()),
-            true => h2_upgrade(&req, settings.protocol)?,
+        // HTTP/2 and HTTP/3 clients: pseudo-headers, no hop-by-hop headers, the head as a map.
+        let h2_downstream = matches!(req.version(), Version::HTTP_2 | Version::HTTP_3);
+        let upgrade = match req.version() {
+            Version::HTTP_2 => h2_upgrade(&req, settings.protocol)?,
+            // No extended CONNECT (RFC 9220) over HTTP/3 yet: a CONNECT is refused below.
+            Version::HTTP_3 => false,
+            _ => settings.protocol != Protocol::Http2 && wants_upgrade(req.headers()),
         };
 
         let (mut parts, body) = req.into_parts();

@@ -68,6 +68,8 @@ pub struct ConnInfo {
     pub client_cert: Option<ClientCert>,
     /// Longest wait for the next part of a request body (the listener's `body_read_timeout`).
     pub body_timeout: std::time::Duration,
+    /// The listener's `Alt-Svc` for its TCP responses (HTTP/3 advertised), if any.
+    pub alt_svc: Option<http::HeaderValue>,
 }
 
 /// A client certificate verified during the TLS handshake.
@@ -89,6 +91,7 @@ impl ConnInfo {
             tls,
             client_cert: None,
             body_timeout: std::time::Duration::from_secs(60),
+            alt_svc: None,
         }
     }
 }

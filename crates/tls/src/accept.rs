@@ -87,6 +87,42 @@ pub struct Established {
     pub client_cert: Option<(Arc<str>, String)>,
 }
 
+/// Chooses a QUIC handshake's certificate among those in memory (see
+/// [`TlsAcceptor::quic_config`]).
+#[derive(Debug)]
+struct QuicResolver {
+    certs: Arc<Certs>,
+    default_name: Option<String>,
+    /// Where a background lookup of a missing name runs.
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+impl rustls::server::ResolvesServerCert for QuicResolver {
+    fn resolve(&self, hello: rustls::server::ClientHello<'_>) -> Option<Arc<rustls::sign::CertifiedKey>> {
+        let sni = hello.server_name().and_then(normalise);
+        let pair = match sni.as_deref().and_then(|n| self.certs.resolve_now(n)) {
+            Some(p) => Some(p),
+            None => {
+                if let (Some(name), Some(rt)) = (sni.clone(), &self.runtime) {
+                    let certs = self.certs.clone();
+                    rt.spawn(async move { certs.resolve(&name).await });
+                }
+                self.default_name.as_deref().and_then(|d| self.certs.resolve_now(d))
+            }
+        };
+        match pair {
+            Some(pair) => {
+                self.certs.stats.cert_cache_hits.inc();
+                pair.choose(hello.signature_schemes()).map(|b| b.certified.clone())
+            }
+            None => {
+                self.certs.stats.failed(Failure::UnknownName);
+                None
+            }
+        }
+    }
+}
+
 #[derive(Default)]
 struct WorkerCache {
     generation: u64,
@@ -158,6 +194,42 @@ impl TlsAcceptor {
         match &self.resumption.sessions {
             Some(s) => config.session_storage = s.clone(),
             None => config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {}),
+        }
+        Ok(Arc::new(config))
+    }
+
+    /// The handshake settings of this listener's QUIC side (HTTP/3): TLS 1.3 only, ALPN `h3`,
+    /// the same certificates and resumption (tickets sealed with the same keys, so a session
+    /// made over TCP or QUIC on any node resumes on any other), no early data.
+    ///
+    /// The certificate is chosen while the ClientHello is read, without waiting: a name whose
+    /// certificate is not in memory yet (a store's, never asked for) is looked up in the
+    /// background and this handshake gets the default certificate, or is refused. A client
+    /// that learnt of HTTP/3 from `Alt-Svc` made a TCP handshake for the name first, which
+    /// loaded it. Client certificates are not asked for over QUIC: a site that requires one
+    /// refuses HTTP/3 requests (no verified certificate), and its clients stay on TCP.
+    pub fn quic_config(&self) -> Result<Arc<ServerConfig>, rustls::Error> {
+        let builder = ServerConfig::builder_with_provider(self.offer.provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13])?
+            .with_no_client_auth();
+        let resolver = QuicResolver {
+            certs: self.certs.clone(),
+            default_name: self.offer.default_name.clone(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        };
+        let mut config = builder.with_cert_resolver(Arc::new(resolver));
+        config.alpn_protocols = vec![b"h3".to_vec()];
+        config.max_early_data_size = 0;
+        config.ignore_client_order = self.offer.prefer_server_ciphers;
+        config.send_tls13_tickets = 1;
+        if let Some(t) = &self.resumption.ticketer {
+            config.ticketer = t.clone();
+        }
+        match &self.resumption.sessions {
+            Some(s) if self.resumption.ticketer.is_none() => config.session_storage = s.clone(),
+            Some(_) => {}
+            None if self.resumption.ticketer.is_none() => config.send_tls13_tickets = 0,
+            None => {}
         }
         Ok(Arc::new(config))
     }

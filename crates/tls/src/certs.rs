@@ -176,6 +176,21 @@ impl Certs {
         self.generation.fetch_add(1, Relaxed);
     }
 
+    /// The certificates for `name` (normalised) among those in memory now (configured, or loaded
+    /// from the store before), without waiting: `None` when they would have to be looked up.
+    pub fn resolve_now(&self, name: &str) -> Option<Arc<Pair>> {
+        let now = |key: &str| {
+            if let Some(p) = self.fixed.load().get_key(key) {
+                return Some(p.clone());
+            }
+            match self.lock().get(key) {
+                Some(Slot::Found(p) | Slot::Stale(p, _)) => Some(p.clone()),
+                _ => None,
+            }
+        };
+        now(name).or_else(|| now(&format!("*.{}", wildcard_parent(name)?)))
+    }
+
     /// The certificates for `name` (normalised), or `None` when neither the configuration nor
     /// the store holds one.
     pub async fn resolve(&self, name: &str) -> Option<Arc<Pair>> {

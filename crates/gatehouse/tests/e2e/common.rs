@@ -205,3 +205,19 @@ pub fn check(yaml: &str) -> (bool, String) {
         .expect("run gatehouse check");
     (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
 }
+
+/// Whether `python3` can import `module`; without it (and without `CI`) test `test` is skipped
+/// and says so.
+pub fn python_has(module: &str, test: &str) -> bool {
+    let found = std::process::Command::new("python3")
+        .args(["-c", &format!("import {module}")])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success());
+    if !found {
+        assert!(std::env::var_os("CI").is_none(), "python3 with {module} is needed but CI is set");
+        eprintln!("{test}: skipped, python3 cannot import {module}");
+    }
+    found
+}

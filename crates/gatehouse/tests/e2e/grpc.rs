@@ -20,17 +20,7 @@ fn peer_script() -> PathBuf {
 
 /// Whether Python's grpcio is there; without it (and without `CI`) a test is skipped.
 fn grpcio(test: &str) -> bool {
-    let found = Command::new("python3")
-        .args(["-c", "import grpc"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !found {
-        assert!(std::env::var_os("CI").is_none(), "python3 with grpcio is needed but CI is set");
-        eprintln!("{test}: skipped, python3 cannot import grpc");
-    }
-    found
+    crate::common::python_has("grpc", test)
 }
 
 /// A grpcio server on a free port; it stops when dropped.

@@ -1,0 +1,273 @@
+//! HTTP/3 with a real QUIC and HTTP/3 client (aioquic, `tests/h3/client.py`): the listener's
+//! certificates per SNI (an unknown name refused), GET and POST with bodies, a 10 MB download,
+//! 100 requests at once on one connection, a request reaching the backend as it does over HTTP/2,
+//! `Alt-Svc` on the TCP answers, and sessions resumed across two nodes sharing Redis. CI installs
+//! aioquic; elsewhere the tests say they were skipped, unless `CI` is set.
+
+use crate::common::{start, targets, Cluster};
+use crate::tls::{certificates, Pki};
+use gatehouse_testkit::{curl, Backend, Gateway};
+use gatehouse_tls::issue::Algorithm;
+use serde_json::Value;
+use std::path::PathBuf;
+use std::process::Command;
+
+fn client_script() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h3/client.py")
+}
+
+/// Whether aioquic is there; without it (and without `CI`) a test is skipped.
+fn aioquic(test: &str) -> bool {
+    crate::common::python_has("aioquic", test)
+}
+
+/// Runs the HTTP/3 client against `port` with `args`; what it printed.
+fn h3(port: u16, args: &[&str]) -> Value {
+    let out = Command::new("python3")
+        .arg(client_script())
+        .args(["--port", &port.to_string()])
+        .args(args)
+        .output()
+        .expect("run the HTTP/3 client");
+    let text = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(text.trim())
+        .unwrap_or_else(|e| panic!("client output {text:?} ({e}); stderr: {}", String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The responses of a client run that connected; panics with its error otherwise.
+fn responses(v: &Value) -> &Vec<Value> {
+    assert!(v.get("error").is_none(), "HTTP/3 client failed: {v}");
+    assert_eq!(v["alpn"], "h3", "{v}");
+    v["responses"].as_array().expect("responses")
+}
+
+fn sha256(data: &[u8]) -> String {
+    use std::fmt::Write;
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, data);
+    digest.as_ref().iter().fold(String::new(), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
+}
+
+struct Site {
+    pki: Pki,
+    backend: Backend,
+    gw: Gateway,
+}
+
+impl Site {
+    /// A gateway with an HTTP/3 listener serving two certificates (no default one) in front of
+    /// one backend.
+    fn start() -> Site {
+        let pki = Pki::new();
+        let shop = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
+        let other = pki.issue(&["*.other.test"], Algorithm::Rsa2048, "other.pem", None);
+        let backend = Backend::start("b");
+        let gw = start(&format!(
+            "workers: 2\ntls:\n{}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+            certificates(&[&shop, &other]),
+            targets(&[&backend])
+        ));
+        Site { pki, backend, gw }
+    }
+
+    fn port(&self) -> u16 {
+        self.gw.addr("https").port()
+    }
+
+    fn ca(&self) -> String {
+        self.pki.ca_file().display().to_string()
+    }
+
+    /// The client run for `sni`, verified against the test CA.
+    fn h3(&self, sni: &str, args: &[&str]) -> Value {
+        let ca = self.ca();
+        h3(self.port(), &[&["--sni", sni, "--ca", &ca], args].concat())
+    }
+}
+
+#[test]
+fn requests_over_http3_go_the_request_path() {
+    if !aioquic("requests_over_http3_go_the_request_path") {
+        return;
+    }
+    let site = Site::start();
+    let dir = site.pki.dir.path();
+
+    // GET, on each certificate's name; the client checks the certificate against the name.
+    for sni in ["shop.test", "www.other.test"] {
+        let v = site.h3(sni, &["--path", "/a?x=1"]);
+        let r = &responses(&v)[0];
+        assert_eq!(r["status"], 200, "{sni}: {r}");
+    }
+    let seen = site.backend.requests();
+    assert_eq!(seen.len(), 2);
+    assert_eq!(seen[0].path_and_query(), "/a?x=1");
+    assert_eq!(seen[0].header("host"), Some("shop.test"));
+    assert_eq!(seen[1].header("host"), Some("www.other.test"));
+
+    // A name no certificate serves: refused, nothing forwarded.
+    let v = site.h3("nothing.test", &["--path", "/refused"]);
+    assert!(v.get("error").is_some(), "a handshake for an unknown name succeeded: {v}");
+    assert_eq!(site.backend.request_count(), 2);
+
+    // POST with a 1 MB body: it arrives whole.
+    let body: Vec<u8> = (0..1_000_000u32).map(|i| (i % 251) as u8).collect();
+    let file = dir.join("post.bin");
+    std::fs::write(&file, &body).expect("write the body");
+    let v =
+        site.h3("shop.test", &["--method", "POST", "--path", "/upload", "--body-file", &file.display().to_string()]);
+    assert_eq!(responses(&v)[0]["status"], 200, "{v}");
+    let posted = site.backend.requests().pop().expect("the POST");
+    assert_eq!(posted.method, "POST");
+    assert_eq!(posted.body.len(), body.len());
+    assert_eq!(sha256(&posted.body), sha256(&body));
+
+    // A 10 MB download, whole.
+    let big: Vec<u8> = (0..10_000_000u32).map(|i| (i % 253) as u8).collect();
+    site.backend.set_body(big.clone());
+    let v = site.h3("shop.test", &["--path", "/big"]);
+    let r = &responses(&v)[0];
+    assert_eq!(r["status"], 200);
+    assert_eq!(r["length"], 10_000_000, "{}", r["headers"]);
+    assert_eq!(r["sha256"], sha256(&big));
+    site.backend.set_body(bytes::Bytes::from_static(b"small\n"));
+
+    // 100 requests at once on one connection (the listener's default `quic.max_streams`).
+    site.backend.clear();
+    let v = site.h3("shop.test", &["--path", "/many", "--repeat", "100"]);
+    let all = responses(&v);
+    assert_eq!(all.len(), 100);
+    assert!(all.iter().all(|r| r["status"] == 200), "{v}");
+    assert_eq!(site.backend.request_count(), 100);
+}
+
+/// The backend sees a request that came over HTTP/3 exactly as one that came over HTTP/2.
+#[test]
+fn a_request_over_http3_reaches_the_backend_as_over_http2() {
+    if !aioquic("a_request_over_http3_reaches_the_backend_as_over_http2") {
+        return;
+    }
+    let site = Site::start();
+    let port = site.port().to_string();
+    let resolve = format!("shop.test:{port}:127.0.0.1");
+    let url = format!("https://shop.test:{port}/same/path?q=1");
+    let ca = site.ca();
+    let r = curl(&[
+        "--http2",
+        "--cacert",
+        &ca,
+        "--resolve",
+        &resolve,
+        "-H",
+        "user-agent: t/1",
+        "-H",
+        "Accept:",
+        "-H",
+        "x-custom: a",
+        &url,
+    ]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.version, "HTTP/2");
+    let authority = format!("shop.test:{port}");
+    let v = site.h3(
+        "shop.test",
+        &[
+            "--authority",
+            &authority,
+            "--path",
+            "/same/path?q=1",
+            "--header",
+            "user-agent:t/1",
+            "--header",
+            "x-custom:a",
+        ],
+    );
+    assert_eq!(responses(&v)[0]["status"], 200, "{v}");
+    let seen = site.backend.requests();
+    assert_eq!(seen.len(), 2);
+    let (over_h2, over_h3) = (&seen[0], &seen[1]);
+    assert_eq!(over_h2.method, over_h3.method);
+    assert_eq!(over_h2.path_and_query(), over_h3.path_and_query());
+    assert_eq!(over_h2.version, over_h3.version);
+    // Each request has its own id; everything else is the same.
+    let sorted = |r: &gatehouse_testkit::Recorded| {
+        let mut h: Vec<_> = r.headers.iter().filter(|(k, _)| k != "x-request-id").cloned().collect();
+        h.sort();
+        h
+    };
+    assert!(over_h3.header("x-request-id").is_some());
+    assert_eq!(sorted(over_h2), sorted(over_h3), "headers at the backend differ");
+}
+
+#[test]
+fn alt_svc_advertises_http3_on_tcp_answers() {
+    let site = Site::start();
+    let port = site.port();
+    let resolve = format!("shop.test:{port}:127.0.0.1");
+    let url = format!("https://shop.test:{port}/");
+    let expected = format!("h3=\":{port}\"; ma=86400");
+    for version in ["--http1.1", "--http2"] {
+        let r = curl(&[version, "--cacert", &site.ca(), "--resolve", &resolve, &url]);
+        assert_eq!(r.status, 200);
+        assert_eq!(r.header("alt-svc"), Some(expected.as_str()), "{version}");
+    }
+}
+
+#[test]
+fn alt_svc_is_off_or_set_by_the_listener() {
+    let backend = Backend::start("b");
+    let pki = Pki::new();
+    let cert = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
+    let gw = start(&format!(
+        "workers: 1\ntls:\n{}\nlisteners:\n  off: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true, alt_svc: \"off\"}}\n  own: {{bind: \"127.0.0.1:0\", tls: {{}}, alt_svc: 'h3=\":443\"; ma=3600'}}\n  plain: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        certificates(&[&cert]),
+        targets(&[&backend])
+    ));
+    let get = |listener: &str, scheme: &str| {
+        let port = gw.addr(listener).port();
+        let resolve = format!("shop.test:{port}:127.0.0.1");
+        let url = format!("{scheme}://shop.test:{port}/");
+        curl(&["--cacert", &pki.ca_file().display().to_string(), "--resolve", &resolve, &url])
+    };
+    assert_eq!(get("off", "https").header("alt-svc"), None);
+    assert_eq!(get("own", "https").header("alt-svc"), Some("h3=\":443\"; ma=3600"));
+    assert_eq!(get("plain", "http").header("alt-svc"), None);
+}
+
+/// A session made over QUIC on node A resumes on node B: the ticket is sealed with the cluster's
+/// ticket keys, shared through Redis.
+#[test]
+fn quic_sessions_resume_across_two_nodes() {
+    if !aioquic("quic_sessions_resume_across_two_nodes") {
+        return;
+    }
+    let cluster = Cluster::new();
+    let pki = Pki::new();
+    let cert = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
+    let node = |id: &str| {
+        start(&format!(
+            "workers: 2\n{}node: {{id: {id}}}\ntls:\n{}\n  tickets: cluster\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+            cluster.redis_section(),
+            certificates(&[&cert]),
+            targets(&[&cluster.backend])
+        ))
+    };
+    let (a, b) = (node("a"), node("b"));
+    let ca = pki.ca_file().display().to_string();
+    let ticket = pki.dir.join("quic-ticket");
+    let ticket = ticket.display().to_string();
+    let on = |gw: &Gateway, args: &[&str]| {
+        h3(gw.addr("https").port(), &[&["--sni", "shop.test", "--ca", &ca], args].concat())
+    };
+    let first = on(&a, &["--session-out", &ticket]);
+    assert_eq!(responses(&first)[0]["status"], 200);
+    assert_eq!(first["resumed"], false);
+    assert_eq!(first["ticket"], true, "node A sent no ticket: {first}");
+    for (name, gw) in [("A", &a), ("B", &b)] {
+        let again = on(gw, &["--session-in", &ticket]);
+        assert_eq!(responses(&again)[0]["status"], 200);
+        assert_eq!(again["resumed"], true, "the session did not resume on node {name}: {again}");
+    }
+}

@@ -1,0 +1,328 @@
+//! HTTP/3: QUIC (quinn) on a listener's UDP sockets, HTTP/3 (h3) over it, each request through the
+//! same request path as HTTP/1.1 and HTTP/2 ([`gatehouse_proxy::handle`]).
+//!
+//! ```text
+//! UDP socket (one per worker) ─► quinn Endpoint ─► Incoming ─► limits ─► handshake (rustls, h3)
+//!   ─► h3 Connection ─► request stream ─► Request<H3Body> ─► handle ─► send head, data, trailers
+//! ```
+//! Each worker runs its own endpoint on its own socket (`SO_REUSEPORT`), so a connection lives on
+//! the worker whose socket the kernel gave its first packet, and every later packet from the same
+//! client address and port reaches the same socket. A client whose address changes (NAT
+//! rebinding, a phone changing networks) lands on another worker's socket, whose endpoint does not
+//! know the connection: the client's packets are dropped there and the connection ends by idle
+//! timeout, after which the client connects again.
+
+use crate::serve::{drained, AcceptorCell, ServeContext};
+use bytes::{Buf, Bytes};
+use gatehouse_clock::ClockScoped;
+use gatehouse_config::Listener;
+use gatehouse_proxy::{ConnInfo, ResponseBody};
+use http::header;
+use http_body::{Body, Frame};
+use std::net::{SocketAddr, UdpSocket};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::sync::Semaphore;
+
+type H3Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
+type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, Bytes>;
+
+/// The QUIC settings of a listener, as quinn takes them.
+fn server_config(listener: &Listener, tls: &gatehouse_tls::TlsAcceptor) -> Option<quinn::ServerConfig> {
+    let rustls = match tls.quic_config() {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot make the QUIC TLS settings");
+            return None;
+        }
+    };
+    let crypto = match quinn::crypto::rustls::QuicServerConfig::try_from(rustls) {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::error!(error = %e, "the TLS settings cannot serve QUIC");
+            return None;
+        }
+    };
+    let q = &listener.quic;
+    let mut transport = quinn::TransportConfig::default();
+    transport
+        .max_concurrent_bidi_streams(q.max_streams.into())
+        // The client's control stream and its two QPACK streams; no pushes, nothing else.
+        .max_concurrent_uni_streams(3u32.into())
+        .stream_receive_window(varint(q.stream_window.0))
+        .receive_window(varint(q.connection_window.0))
+        .max_idle_timeout(quinn::IdleTimeout::try_from(q.idle_timeout.0).ok());
+    let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
+    config.transport_config(Arc::new(transport));
+    Some(config)
+}
+
+fn varint(n: u64) -> quinn::VarInt {
+    quinn::VarInt::from_u64(n).unwrap_or(quinn::VarInt::MAX)
+}
+
+/// Serves HTTP/3 on `socket` until the task is aborted or the process drains: accepts QUIC
+/// connections up to the listener's `max_connections` for this worker.
+pub async fn quic_loop(socket: UdpSocket, config: Arc<Listener>, tls: AcceptorCell, ctx: ServeContext) {
+    let mut current = tls.load_full();
+    let Some(server) = server_config(&config, &current) else { return };
+    let endpoint = match quinn::Endpoint::new(
+        quinn::EndpointConfig::default(),
+        Some(server),
+        socket,
+        Arc::new(quinn::TokioRuntime),
+    ) {
+        Ok(e) => e,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serve QUIC on the listener's UDP socket");
+            return;
+        }
+    };
+    let local = endpoint.local_addr().unwrap_or(config.bind);
+    let limit = Arc::new(Semaphore::new(config.max_connections));
+    let mut drain = ctx.drain.clone();
+    loop {
+        let incoming = tokio::select! {
+            incoming = endpoint.accept() => incoming,
+            _ = drained(&mut drain) => break,
+        };
+        let Some(incoming) = incoming else { break };
+        // Certificates or resumption changed on reload: new handshakes use the new settings.
+        let now = tls.load_full();
+        if !Arc::ptr_eq(&now, &current) {
+            current = now;
+            if let Some(server) = server_config(&config, &current) {
+                endpoint.set_server_config(Some(server));
+            }
+        }
+        let Ok(permit) = limit.clone().try_acquire_owned() else {
+            // Full: refused at once (CONNECTION_REFUSED), the client may try TCP.
+            incoming.refuse();
+            continue;
+        };
+        let (config, ctx) = (config.clone(), ctx.clone());
+        tokio::spawn(ClockScoped(Box::pin(async move {
+            let _permit = permit;
+            serve_connection(incoming, local, config, ctx).await;
+        })));
+    }
+    // Draining: no new connection; those open finish their requests (each watches the drain).
+    endpoint.set_server_config(None);
+    endpoint.wait_idle().await;
+}
+
+async fn serve_connection(incoming: quinn::Incoming, local: SocketAddr, config: Arc<Listener>, ctx: ServeContext) {
+    let timeout = config.tls.as_ref().map_or(config.header_read_timeout.0, |t| t.handshake_timeout.0);
+    let conn = match tokio::time::timeout(timeout, incoming).await {
+        Ok(Ok(conn)) => conn,
+        Ok(Err(e)) => {
+            tracing::debug!(error = %e, "QUIC handshake failed");
+            return;
+        }
+        Err(_) => {
+            tracing::debug!("QUIC handshake timed out");
+            return;
+        }
+    };
+    let shared = ctx.shared.clone();
+    shared.stats.connections_accepted.inc();
+    shared.stats.connections_active.inc();
+    let _active = Active(shared.clone());
+    let mut info = ConnInfo::new(conn.remote_address(), local, true);
+    info.body_timeout = config.body_read_timeout.0;
+    let info = Arc::new(info);
+    let max_header = config.max_header_bytes.0;
+    // No reserved ("grease") frames: aioquic (1.2) never ends a response whose last frame is
+    // one, so its clients would wait for the end of every answer.
+    let mut h3: H3Conn = match h3::server::builder()
+        .max_field_section_size(max_header)
+        .send_grease(false)
+        .build(h3_quinn::Connection::new(conn))
+        .await
+    {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::debug!(error = %e, "HTTP/3 connection setup failed");
+            return;
+        }
+    };
+    let mut drain = ctx.drain.clone();
+    let mut draining = false;
+    loop {
+        let accepted = tokio::select! {
+            accepted = h3.accept() => accepted,
+            _ = drained(&mut drain), if !draining => {
+                // GOAWAY: requests already sent are served, no new one is taken.
+                draining = true;
+                let _ = h3.shutdown(0).await;
+                continue;
+            }
+        };
+        match accepted {
+            Ok(Some(resolver)) => {
+                let (shared, info) = (shared.clone(), info.clone());
+                tokio::spawn(ClockScoped(Box::pin(async move {
+                    match resolver.resolve_request().await {
+                        Ok((req, stream)) => serve_request(shared, info, req, stream).await,
+                        Err(e) => tracing::debug!(error = %e, "HTTP/3 request refused"),
+                    }
+                })));
+            }
+            Ok(None) => break,
+            Err(e) => {
+                tracing::debug!(error = %e, "HTTP/3 connection ended");
+                break;
+            }
+        }
+    }
+}
+
+/// Counts a QUIC connection as open until dropped.
+struct Active(Arc<gatehouse_proxy::Shared>);
+
+impl Drop for Active {
+    fn drop(&mut self) {
+        self.0.stats.connections_active.dec();
+    }
+}
+
+async fn serve_request(
+    shared: Arc<gatehouse_proxy::Shared>,
+    info: Arc<ConnInfo>,
+    req: http::Request<()>,
+    stream: h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>,
+) {
+    let (mut send, recv) = stream.split();
+    if req.method() == http::Method::CONNECT {
+        // No extended CONNECT (RFC 9220) yet, and no tunnels.
+        let resp = http::Response::builder().status(http::StatusCode::NOT_IMPLEMENTED).body(()).unwrap_or_default();
+        let _ = send.send_response(resp).await;
+        let _ = send.finish().await;
+        return;
+    }
+    // The request path bounds the wait for each part of the body (`body_read_timeout`).
+    let req = req.map(|()| H3Body::new(recv));
+    let resp = gatehouse_proxy::handle(shared, req, info).await;
+    if let Err(e) = send_response(&mut send, resp).await {
+        tracing::debug!(error = %e, "HTTP/3 response not sent whole");
+    }
+}
+
+/// Headers HTTP/3 forbids (RFC 9114, 4.2): connection-specific ones.
+const CONNECTION_SPECIFIC: [header::HeaderName; 5] = [
+    header::CONNECTION,
+    header::TRANSFER_ENCODING,
+    header::UPGRADE,
+    header::HeaderName::from_static("keep-alive"),
+    header::HeaderName::from_static("proxy-connection"),
+];
+
+async fn send_response(send: &mut SendHalf, resp: http::Response<ResponseBody>) -> Result<(), h3::error::StreamError> {
+    let (mut parts, mut body) = resp.into_parts();
+    if let Some(raw) = body.take_raw_head() {
+        raw.into_map(&mut parts.headers);
+    }
+    for name in &CONNECTION_SPECIFIC {
+        parts.headers.remove(name);
+    }
+    parts.version = http::Version::HTTP_3;
+    send.send_response(http::Response::from_parts(parts, ())).await?;
+    loop {
+        match std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx)).await {
+            Some(Ok(frame)) => match frame.into_data() {
+                Ok(data) => {
+                    if !data.is_empty() {
+                        send.send_data(data).await?;
+                    }
+                }
+                Err(frame) => {
+                    if let Ok(trailers) = frame.into_trailers() {
+                        send.send_trailers(trailers).await?;
+                    }
+                }
+            },
+            Some(Err(e)) => {
+                // The endpoint's answer broke off: so does the client's, not cleanly.
+                tracing::debug!(error = %e, "response body failed; resetting the HTTP/3 stream");
+                send.stop_stream(h3::error::Code::H3_INTERNAL_ERROR);
+                return Ok(());
+            }
+            None => break,
+        }
+    }
+    send.finish().await
+}
+
+/// A request body read from an HTTP/3 stream: data frames, then trailers.
+struct H3Body {
+    recv: Option<RecvHalf>,
+    trailers: bool,
+    /// What a first look found before the request path asked.
+    first: Option<Polled>,
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// One poll of a request body.
+type Polled = Poll<Option<Result<Frame<Bytes>, BoxError>>>;
+
+impl H3Body {
+    /// The body of a request stream. A request without a body (a GET) usually ends with its
+    /// HEADERS frame, in the same packet: one look now tells, so the request is forwarded with
+    /// no body rather than as a chunked one of length zero, as over HTTP/2.
+    fn new(recv: RecvHalf) -> H3Body {
+        let mut body = H3Body { recv: Some(recv), trailers: false, first: None };
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        match body.poll_next(&mut cx) {
+            Poll::Pending => {}
+            Poll::Ready(None) => body.recv = None,
+            ready => body.first = Some(ready),
+        }
+        body
+    }
+
+    fn poll_next(&mut self, cx: &mut Context<'_>) -> Polled {
+        let Some(recv) = self.recv.as_mut() else { return Poll::Ready(None) };
+        if !self.trailers {
+            match recv.poll_recv_data(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(Some(mut data))) => {
+                    let bytes = data.copy_to_bytes(data.remaining());
+                    return Poll::Ready(Some(Ok(Frame::data(bytes))));
+                }
+                Poll::Ready(Ok(None)) => self.trailers = true,
+                Poll::Ready(Err(e)) => {
+                    self.recv = None;
+                    return Poll::Ready(Some(Err(Box::new(e))));
+                }
+            }
+        }
+        let Some(recv) = self.recv.as_mut() else { return Poll::Ready(None) };
+        let next = match recv.poll_recv_trailers(cx) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(Ok(Some(trailers))) => Some(Ok(Frame::trailers(trailers))),
+            Poll::Ready(Ok(None)) => None,
+            Poll::Ready(Err(e)) => Some(Err(Box::new(e) as BoxError)),
+        };
+        self.recv = None;
+        Poll::Ready(next)
+    }
+}
+
+impl Body for H3Body {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Polled {
+        if let Some(first) = self.first.take() {
+            return first;
+        }
+        self.poll_next(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.recv.is_none() && self.first.is_none()
+    }
+}
