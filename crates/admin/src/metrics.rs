@@ -71,6 +71,52 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
         help(out, name, "counter", text);
         let _ = writeln!(out, "{name} {v}");
     }
+    let q = &t.quic;
+    help(
+        out,
+        "gatehouse_quic_handshakes_total",
+        "counter",
+        "QUIC handshakes completed, by kind (0-RTT is not offered).",
+    );
+    let resumed = q.resumed.get().min(q.handshakes.get());
+    let _ = writeln!(out, "gatehouse_quic_handshakes_total{{kind=\"full\"}} {}", q.handshakes.get() - resumed);
+    let _ = writeln!(out, "gatehouse_quic_handshakes_total{{kind=\"resumed\"}} {resumed}");
+    for (name, kind, text, v) in [
+        (
+            "gatehouse_quic_handshake_failures_total",
+            "counter",
+            "QUIC handshakes that failed or timed out.",
+            q.failed.get(),
+        ),
+        (
+            "gatehouse_quic_retries_total",
+            "counter",
+            "Retry packets sent: new clients asked to prove their address first (quic.retry).",
+            q.retries.get(),
+        ),
+        (
+            "gatehouse_quic_refused_total",
+            "counter",
+            "New QUIC connections refused at a worker's max_connections.",
+            q.refused.get(),
+        ),
+        (
+            "gatehouse_quic_connections",
+            "gauge",
+            "QUIC connections open now.",
+            q.connections.load(std::sync::atomic::Ordering::Relaxed),
+        ),
+        ("gatehouse_http3_requests_total", "counter", "HTTP/3 requests (request streams).", q.requests.get()),
+        (
+            "gatehouse_quic_packets_lost_total",
+            "counter",
+            "Packets sent on closed QUIC connections that were declared lost.",
+            q.packets_lost.get(),
+        ),
+    ] {
+        help(out, name, kind, text);
+        let _ = writeln!(out, "{name} {v}");
+    }
     help(out, "gatehouse_tls_ticket_keys", "gauge", "Keys in the ticket key ring (the newest seals, all open).");
     let _ = writeln!(out, "gatehouse_tls_ticket_keys {}", t.ticket_keys.load(std::sync::atomic::Ordering::Relaxed));
     help(out, "gatehouse_tls_redis_latency_seconds_total", "counter", "Total time of those Redis commands.");

@@ -369,6 +369,21 @@ pub struct Quic {
     pub stream_window: ByteSize,
     /// Bytes a client may send on all streams of a connection before the gateway reads them.
     pub connection_window: ByteSize,
+    /// When a new client must prove its address first (a Retry packet, one more round trip).
+    pub retry: QuicRetry,
+}
+
+/// When QUIC clients are sent a Retry (address validation) before their handshake.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum QuicRetry {
+    /// When the worker is busy: many handshakes under way, or near `max_connections`.
+    #[default]
+    Auto,
+    /// Always.
+    Always,
+    /// Never.
+    Never,
 }
 
 impl Default for Quic {
@@ -378,6 +393,7 @@ impl Default for Quic {
             idle_timeout: Duration::secs(30),
             stream_window: ByteSize(1 << 20),
             connection_window: ByteSize(8 << 20),
+            retry: QuicRetry::Auto,
         }
     }
 }

@@ -15,12 +15,14 @@
 use crate::serve::{drained, AcceptorCell, ServeContext};
 use bytes::{Buf, Bytes};
 use gatehouse_clock::ClockScoped;
-use gatehouse_config::Listener;
+use gatehouse_config::{Listener, QuicRetry};
 use gatehouse_proxy::{ConnInfo, ResponseBody};
+use gatehouse_tls::TlsStats;
 use http::header;
 use http_body::{Body, Frame};
 use std::net::{SocketAddr, UdpSocket};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::sync::Semaphore;
@@ -82,6 +84,7 @@ pub async fn quic_loop(socket: UdpSocket, config: Arc<Listener>, tls: AcceptorCe
     };
     let local = endpoint.local_addr().unwrap_or(config.bind);
     let limit = Arc::new(Semaphore::new(config.max_connections));
+    let handshaking = Arc::new(AtomicUsize::new(0));
     let mut drain = ctx.drain.clone();
     loop {
         let incoming = tokio::select! {
@@ -97,15 +100,34 @@ pub async fn quic_loop(socket: UdpSocket, config: Arc<Listener>, tls: AcceptorCe
                 endpoint.set_server_config(Some(server));
             }
         }
+        let stats = current.certs().stats.clone();
+        let incoming = if !incoming.remote_address_validated()
+            && incoming.may_retry()
+            && must_retry(&config, &limit, &handshaking)
+        {
+            // One more round trip for the client, none of our state: only a client that
+            // receives at its address comes back, with the token.
+            match incoming.retry() {
+                Ok(()) => {
+                    stats.quic.retries.inc();
+                    continue;
+                }
+                Err(e) => e.into_incoming(),
+            }
+        } else {
+            incoming
+        };
         let Ok(permit) = limit.clone().try_acquire_owned() else {
             // Full: refused at once (CONNECTION_REFUSED), the client may try TCP.
+            stats.quic.refused.inc();
             incoming.refuse();
             continue;
         };
         let (config, ctx) = (config.clone(), ctx.clone());
+        let started = Handshaking::start(&handshaking);
         tokio::spawn(ClockScoped(Box::pin(async move {
             let _permit = permit;
-            serve_connection(incoming, local, config, ctx).await;
+            serve_connection(incoming, local, config, ctx, stats, started).await;
         })));
     }
     // Draining: no new connection; those open finish their requests (each watches the drain).
@@ -113,23 +135,69 @@ pub async fn quic_loop(socket: UdpSocket, config: Arc<Listener>, tls: AcceptorCe
     endpoint.wait_idle().await;
 }
 
-async fn serve_connection(incoming: quinn::Incoming, local: SocketAddr, config: Arc<Listener>, ctx: ServeContext) {
+/// Handshakes at once on one worker above which new clients prove their address first
+/// (`quic.retry: auto`): a flood of Initial packets from spoofed addresses then costs a Retry
+/// packet each, no handshake and no state.
+const RETRY_ABOVE_HANDSHAKES: usize = 64;
+
+/// Whether a client whose address is not validated yet is sent a Retry first.
+fn must_retry(config: &Listener, limit: &Semaphore, handshaking: &AtomicUsize) -> bool {
+    match config.quic.retry {
+        QuicRetry::Always => true,
+        QuicRetry::Never => false,
+        QuicRetry::Auto => {
+            handshaking.load(Relaxed) >= RETRY_ABOVE_HANDSHAKES
+                || limit.available_permits() < config.max_connections.div_ceil(10)
+        }
+    }
+}
+
+/// A handshake under way on this worker, counted until dropped.
+struct Handshaking(Arc<AtomicUsize>);
+
+impl Handshaking {
+    fn start(count: &Arc<AtomicUsize>) -> Handshaking {
+        count.fetch_add(1, Relaxed);
+        Handshaking(count.clone())
+    }
+}
+
+impl Drop for Handshaking {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
+    }
+}
+
+async fn serve_connection(
+    incoming: quinn::Incoming,
+    local: SocketAddr,
+    config: Arc<Listener>,
+    ctx: ServeContext,
+    stats: Arc<TlsStats>,
+    handshaking: Handshaking,
+) {
     let timeout = config.tls.as_ref().map_or(config.header_read_timeout.0, |t| t.handshake_timeout.0);
-    let conn = match tokio::time::timeout(timeout, incoming).await {
+    let handshake = tokio::time::timeout(timeout, incoming).await;
+    drop(handshaking);
+    let conn = match handshake {
         Ok(Ok(conn)) => conn,
         Ok(Err(e)) => {
+            stats.quic.failed.inc();
             tracing::debug!(error = %e, "QUIC handshake failed");
             return;
         }
         Err(_) => {
+            stats.quic.failed.inc();
             tracing::debug!("QUIC handshake timed out");
             return;
         }
     };
+    stats.quic.handshakes.inc();
     let shared = ctx.shared.clone();
     shared.stats.connections_accepted.inc();
     shared.stats.connections_active.inc();
-    let _active = Active(shared.clone());
+    let _active = Active { shared: shared.clone(), stats: stats.clone(), conn: conn.clone() };
+    stats.quic.connections.fetch_add(1, Relaxed);
     let mut info = ConnInfo::new(conn.remote_address(), local, true);
     info.body_timeout = config.body_read_timeout.0;
     let info = Arc::new(info);
@@ -162,6 +230,7 @@ async fn serve_connection(incoming: quinn::Incoming, local: SocketAddr, config: 
         };
         match accepted {
             Ok(Some(resolver)) => {
+                stats.quic.requests.inc();
                 let (shared, info) = (shared.clone(), info.clone());
                 tokio::spawn(ClockScoped(Box::pin(async move {
                     match resolver.resolve_request().await {
@@ -179,12 +248,18 @@ async fn serve_connection(incoming: quinn::Incoming, local: SocketAddr, config: 
     }
 }
 
-/// Counts a QUIC connection as open until dropped.
-struct Active(Arc<gatehouse_proxy::Shared>);
+/// Counts a QUIC connection as open until dropped, then its lost packets.
+struct Active {
+    shared: Arc<gatehouse_proxy::Shared>,
+    stats: Arc<TlsStats>,
+    conn: quinn::Connection,
+}
 
 impl Drop for Active {
     fn drop(&mut self) {
-        self.0.stats.connections_active.dec();
+        self.shared.stats.connections_active.dec();
+        self.stats.quic.connections.fetch_sub(1, Relaxed);
+        self.stats.quic.packets_lost.add(self.conn.stats().path.lost_packets);
     }
 }
 

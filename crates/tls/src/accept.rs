@@ -87,6 +87,36 @@ pub struct Established {
     pub client_cert: Option<(Arc<str>, String)>,
 }
 
+/// The listener's ticketer, counting the tickets it opens: over QUIC, each is a resumed
+/// handshake (quinn does not say which handshakes resumed).
+#[derive(Debug)]
+struct CountedTickets {
+    inner: Arc<Ticketer>,
+    stats: Arc<crate::stats::TlsStats>,
+}
+
+impl rustls::server::ProducesTickets for CountedTickets {
+    fn enabled(&self) -> bool {
+        self.inner.enabled()
+    }
+
+    fn lifetime(&self) -> u32 {
+        self.inner.lifetime()
+    }
+
+    fn encrypt(&self, plain: &[u8]) -> Option<Vec<u8>> {
+        self.inner.encrypt(plain)
+    }
+
+    fn decrypt(&self, cipher: &[u8]) -> Option<Vec<u8>> {
+        let opened = self.inner.decrypt(cipher);
+        if opened.is_some() {
+            self.stats.quic.resumed.inc();
+        }
+        opened
+    }
+}
+
 /// Chooses a QUIC handshake's certificate among those in memory (see
 /// [`TlsAcceptor::quic_config`]).
 #[derive(Debug)]
@@ -223,7 +253,7 @@ impl TlsAcceptor {
         config.ignore_client_order = self.offer.prefer_server_ciphers;
         config.send_tls13_tickets = 1;
         if let Some(t) = &self.resumption.ticketer {
-            config.ticketer = t.clone();
+            config.ticketer = Arc::new(CountedTickets { inner: t.clone(), stats: self.certs.stats.clone() });
         }
         match &self.resumption.sessions {
             Some(s) if self.resumption.ticketer.is_none() => config.session_storage = s.clone(),

@@ -94,6 +94,36 @@ pub struct TlsStats {
     /// Of those, the ones Redis held only when asked a second time, a moment later: the node that
     /// made the session was still writing it.
     pub sessions_fetched_late: Counter,
+    /// QUIC (HTTP/3) counters.
+    pub quic: QuicStats,
+}
+
+/// QUIC (HTTP/3) counters, for every `http3` listener together.
+#[derive(Debug, Default)]
+pub struct QuicStats {
+    /// Handshakes completed.
+    pub handshakes: Counter,
+    /// Handshakes that presented a ticket the node could open (a resumed session).
+    pub resumed: Counter,
+    /// Handshakes that failed or timed out.
+    pub failed: Counter,
+    /// Retry packets sent to validate a client's address before its handshake.
+    pub retries: Counter,
+    /// New connections refused at the worker's `max_connections`.
+    pub refused: Counter,
+    /// QUIC connections open now (a gauge).
+    pub connections: AtomicU64,
+    /// HTTP/3 requests.
+    pub requests: Counter,
+    /// Packets sent on closed connections that were lost and sent again.
+    pub packets_lost: Counter,
+}
+
+impl Counter {
+    /// Adds `n`.
+    pub fn add(&self, n: u64) {
+        self.0.fetch_add(n, Relaxed);
+    }
 }
 
 impl TlsStats {

@@ -54,6 +54,8 @@ struct Site {
     pki: Pki,
     backend: Backend,
     gw: Gateway,
+    /// Its configuration, to write again with a change.
+    yaml: String,
 }
 
 impl Site {
@@ -64,12 +66,26 @@ impl Site {
         let shop = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
         let other = pki.issue(&["*.other.test"], Algorithm::Rsa2048, "other.pem", None);
         let backend = Backend::start("b");
-        let gw = start(&format!(
-            "workers: 2\ntls:\n{}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        let yaml = format!(
+            "workers: 2\nshutdown_grace: 10s\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
             certificates(&[&shop, &other]),
             targets(&[&backend])
-        ));
-        Site { pki, backend, gw }
+        );
+        let gw = start(&yaml);
+        Site { pki, backend, gw, yaml }
+    }
+
+    /// Runs the client for `sni` in the background; its output when joined.
+    fn h3_later(&self, sni: &str, args: &[&str]) -> std::thread::JoinHandle<Value> {
+        let port = self.port();
+        let args: Vec<String> =
+            [&["--sni", sni, "--ca", &self.ca()], args].concat().iter().map(|a| a.to_string()).collect();
+        std::thread::spawn(move || h3(port, &args.iter().map(String::as_str).collect::<Vec<_>>()))
+    }
+
+    /// Waits until the backend has received `n` requests.
+    fn received(&self, n: usize) {
+        crate::tls::eventually("the backend received the request", || self.backend.request_count() >= n);
     }
 
     fn port(&self) -> u16 {
@@ -270,4 +286,97 @@ fn quic_sessions_resume_across_two_nodes() {
         assert_eq!(responses(&again)[0]["status"], 200);
         assert_eq!(again["resumed"], true, "the session did not resume on node {name}: {again}");
     }
+}
+
+/// A reload while a request is under way on a QUIC connection (the listener kept, a route added)
+/// leaves the connection and the request alone: the 10 MB answer arrives whole, and the new route
+/// serves at once on the same port.
+#[test]
+fn a_reload_during_a_download_lets_it_finish() {
+    if !aioquic("a_reload_during_a_download_lets_it_finish") {
+        return;
+    }
+    let mut site = Site::start();
+    let big: Vec<u8> = (0..10_000_000u32).map(|i| (i % 241) as u8).collect();
+    site.backend.set_body(big.clone());
+    // The backend holds the answer for a while: the reload happens while it is under way.
+    site.backend.set_delay(std::time::Duration::from_millis(1500));
+    let download = site.h3_later("shop.test", &["--path", "/big"]);
+    site.received(1);
+    let yaml = site
+        .yaml
+        .replace("routes: [{path: /, upstream: u}]", "routes: [{path: /, upstream: u}, {path: /new, upstream: u}]");
+    site.gw.write_config(&yaml);
+    let ev = site.gw.reload();
+    assert_eq!(ev["event"], "reloaded", "{ev}");
+    let v = download.join().expect("the download");
+    let r = &responses(&v)[0];
+    assert_eq!(r["status"], 200, "{v}");
+    assert_eq!(r["length"], 10_000_000);
+    assert_eq!(r["sha256"], sha256(&big));
+    site.backend.set_delay(std::time::Duration::ZERO);
+    site.backend.set_body(bytes::Bytes::from_static(b"small\n"));
+    let v = site.h3("shop.test", &["--path", "/new/x"]);
+    assert_eq!(responses(&v)[0]["status"], 200, "{v}");
+}
+
+/// On SIGTERM a QUIC connection with a request under way gets GOAWAY, and the request is
+/// answered whole before the process exits.
+#[test]
+fn a_stop_lets_an_open_stream_finish() {
+    if !aioquic("a_stop_lets_an_open_stream_finish") {
+        return;
+    }
+    let mut site = Site::start();
+    site.backend.set_body(vec![7u8; 200_000]);
+    site.backend.set_delay(std::time::Duration::from_millis(1000));
+    let request = site.h3_later("shop.test", &["--path", "/slow"]);
+    site.received(1);
+    let (status, events) = site.gw.terminate();
+    assert!(status.success(), "{status}: {events:?}");
+    let v = request.join().expect("the request");
+    let r = &responses(&v)[0];
+    assert_eq!(r["status"], 200, "{v}");
+    assert_eq!(r["length"], 200_000);
+}
+
+/// Thousands of new connections that never finish their handshakes (their first flights sent as
+/// fast as a script can): the worker asks new clients to prove their address (Retry) instead of
+/// starting handshakes for them, and a real client still gets its answers meanwhile.
+#[test]
+fn a_flood_of_initial_packets_is_met_with_retry() {
+    if !aioquic("a_flood_of_initial_packets_is_met_with_retry") {
+        return;
+    }
+    let site = Site::start();
+    let port = site.port();
+    let flood = std::thread::spawn(move || {
+        let out = Command::new("python3")
+            .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h3/flood.py"))
+            .args(["--port", &port.to_string(), "--sni", "shop.test", "--count", "3000", "--seconds", "20"])
+            .output()
+            .expect("run the flood");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        serde_json::from_str::<Value>(text.trim()).unwrap_or_else(|e| panic!("flood said {text:?}: {e}"))
+    });
+    // Served throughout: a client arriving during the flood proves its address and is answered.
+    let mut served = 0;
+    while !flood.is_finished() {
+        let v = site.h3("shop.test", &["--path", "/during"]);
+        assert_eq!(responses(&v)[0]["status"], 200, "{v}");
+        served += 1;
+    }
+    let flood = flood.join().expect("the flood");
+    let metrics = site.gw.metrics();
+    let retries = gatehouse_testkit::metric_value(&metrics, "gatehouse_quic_retries_total").unwrap_or(0.0);
+    let handshakes = gatehouse_testkit::metric_value(&metrics, "gatehouse_quic_handshakes_total{kind=\"full\"}");
+    eprintln!(
+        "flood: {flood}; {served} requests served meanwhile; retries sent {retries}; full handshakes {handshakes:?}"
+    );
+    assert!(flood["sent"].as_u64().unwrap_or(0) >= 1000, "{flood}");
+    assert!(flood["retries"].as_u64().unwrap_or(0) > 0, "no Retry came back: {flood}");
+    assert!(retries > 0.0);
+    assert!(served > 0);
+    let v = site.h3("shop.test", &["--path", "/after"]);
+    assert_eq!(responses(&v)[0]["status"], 200, "{v}");
 }
