@@ -25,7 +25,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::sync::Semaphore;
+use tokio::sync::{watch, Semaphore};
 
 type H3Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
 type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
@@ -65,9 +65,17 @@ fn varint(n: u64) -> quinn::VarInt {
     quinn::VarInt::from_u64(n).unwrap_or(quinn::VarInt::MAX)
 }
 
-/// Serves HTTP/3 on `socket` until the task is aborted or the process drains: accepts QUIC
-/// connections up to the listener's `max_connections` for this worker.
-pub async fn quic_loop(socket: UdpSocket, config: Arc<Listener>, tls: AcceptorCell, ctx: ServeContext) {
+/// Serves HTTP/3 on `socket` until the task is aborted, the process drains, or the listener no
+/// longer has `http3`: accepts QUIC connections up to the listener's `max_connections` for this
+/// worker. A reload that changes the listener's settings sends them on `settings`: the endpoint,
+/// and every connection on it, stays; new connections get the new settings.
+pub async fn quic_loop(
+    socket: UdpSocket,
+    mut settings: watch::Receiver<Arc<Listener>>,
+    tls: AcceptorCell,
+    ctx: ServeContext,
+) {
+    let mut config = settings.borrow_and_update().clone();
     let mut current = tls.load_full();
     let Some(server) = server_config(&config, &current) else { return };
     let endpoint = match quinn::Endpoint::new(
@@ -90,6 +98,23 @@ pub async fn quic_loop(socket: UdpSocket, config: Arc<Listener>, tls: AcceptorCe
         let incoming = tokio::select! {
             incoming = endpoint.accept() => incoming,
             _ = drained(&mut drain) => break,
+            changed = settings.changed() => {
+                let new = settings.borrow_and_update().clone();
+                if changed.is_err() || !new.http3 {
+                    break;
+                }
+                let (old_max, new_max) = (config.max_connections, new.max_connections);
+                if new_max > old_max {
+                    limit.add_permits(new_max - old_max);
+                } else {
+                    limit.forget_permits(old_max - new_max);
+                }
+                config = new;
+                if let Some(server) = server_config(&config, &current) {
+                    endpoint.set_server_config(Some(server));
+                }
+                continue;
+            }
         };
         let Some(incoming) = incoming else { break };
         // Certificates or resumption changed on reload: new handshakes use the new settings.
@@ -130,7 +155,8 @@ pub async fn quic_loop(socket: UdpSocket, config: Arc<Listener>, tls: AcceptorCe
             serve_connection(incoming, local, config, ctx, stats, started).await;
         })));
     }
-    // Draining: no new connection; those open finish their requests (each watches the drain).
+    // Draining (or HTTP/3 turned off): no new connection; those open finish their requests
+    // (each watches the drain).
     endpoint.set_server_config(None);
     endpoint.wait_idle().await;
 }

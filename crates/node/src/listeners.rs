@@ -22,7 +22,14 @@ struct Running {
     bound: BoundListener,
     tasks: Vec<AbortHandle>,
     tls: Option<AcceptorCell>,
+    /// The QUIC endpoints' tasks (HTTP/3) and where a reload sends them new settings: unlike
+    /// the TCP accept tasks, they are never restarted for a change of settings, as their open
+    /// connections live in them.
+    quic: Option<QuicTasks>,
 }
+
+/// A listener's QUIC endpoint tasks, and the sender of its settings to them.
+type QuicTasks = (Vec<AbortHandle>, tokio::sync::watch::Sender<Arc<gatehouse_config::Listener>>);
 
 /// Listeners by name.
 #[derive(Default)]
@@ -92,20 +99,45 @@ impl ListenerSet {
                     if let Err(e) = r.bound.apply_socket_options() {
                         tracing::warn!(listener = %name, error = %e, "could not apply defer_accept to the kept sockets");
                     }
-                    if let Err(e) = r.bound.bind_udp(n, reuse_port) {
-                        tracing::error!(listener = %name, error = %e, "cannot bind the UDP sockets for HTTP/3");
-                    }
                     tracing::info!(listener = %name, addr = %r.bound.addr, "listener settings changed; sockets kept");
-                    let cell = tls.get(name).map(|a| Arc::new(arc_swap::ArcSwap::new(a.clone())));
+                    // The same cell when there was one: the QUIC endpoints read it too.
+                    let cell = match (tls.get(name), r.tls.take()) {
+                        (Some(a), Some(cell)) => {
+                            cell.store(a.clone());
+                            Some(cell)
+                        }
+                        (Some(a), None) => Some(Arc::new(arc_swap::ArcSwap::new(a.clone()))),
+                        (None, _) => None,
+                    };
                     let tasks = start(&r.bound, workers, ctx, cell.as_ref());
-                    Running { bound: r.bound, tasks, tls: cell }
+                    let quic = match (r.quic.take(), cfg.http3) {
+                        (Some((handles, settings)), true) => {
+                            settings.send_replace(Arc::new(cfg.clone()));
+                            Some((handles, settings))
+                        }
+                        (Some((handles, settings)), false) => {
+                            // Told, each endpoint stops taking connections and ends with its last.
+                            settings.send_replace(Arc::new(cfg.clone()));
+                            drop(handles);
+                            r.bound.udp.clear();
+                            None
+                        }
+                        (None, _) => {
+                            if let Err(e) = r.bound.bind_udp(n, reuse_port) {
+                                tracing::error!(listener = %name, error = %e, "cannot bind the UDP sockets for HTTP/3");
+                            }
+                            start_quic(&r.bound, workers, ctx, cell.as_ref())
+                        }
+                    };
+                    Running { bound: r.bound, tasks, tls: cell, quic }
                 }
                 None => {
                     let Some(bound) = fresh.remove(name) else { continue };
                     tracing::info!(listener = %name, addr = %bound.addr, reuse_port, workers = n, "listening");
                     let cell = tls.get(name).map(|a| Arc::new(arc_swap::ArcSwap::new(a.clone())));
                     let tasks = start(&bound, workers, ctx, cell.as_ref());
-                    Running { bound, tasks, tls: cell }
+                    let quic = start_quic(&bound, workers, ctx, cell.as_ref());
+                    Running { bound, tasks, tls: cell, quic }
                 }
             };
             self.running.insert(name.clone(), running);
@@ -114,6 +146,9 @@ impl ListenerSet {
         for (name, mut r) in old {
             tracing::info!(listener = %name, addr = %r.bound.addr, "listener removed");
             abort(&mut r.tasks);
+            if let Some((mut handles, _)) = r.quic.take() {
+                abort(&mut handles);
+            }
         }
         Ok(())
     }
@@ -127,6 +162,9 @@ impl ListenerSet {
     pub fn close(&mut self) {
         for (_, mut r) in std::mem::take(&mut self.running) {
             abort(&mut r.tasks);
+            if let Some((mut handles, _)) = r.quic.take() {
+                abort(&mut handles);
+            }
         }
     }
 }
@@ -143,7 +181,7 @@ fn start(bound: &BoundListener, workers: &Workers, ctx: &ServeContext, tls: Opti
     // One table for the listener's workers, sized for every connection they may hold.
     let per_ip = (cfg.max_connections_per_ip > 0)
         .then(|| Arc::new(PerIpLimit::new(cfg.max_connections_per_ip, (n * cfg.max_connections).min(1 << 20))));
-    let mut tasks: Vec<AbortHandle> = match bound.assignments(n) {
+    match bound.assignments(n) {
         Ok(sockets) => sockets
             .into_iter()
             .map(|(w, socket)| {
@@ -155,20 +193,31 @@ fn start(bound: &BoundListener, workers: &Workers, ctx: &ServeContext, tls: Opti
             tracing::error!(listener = %bound.name, error = %e, "cannot share listener socket");
             Vec::new()
         }
-    };
-    // HTTP/3: one QUIC endpoint per UDP socket, socket `i` on worker `i`.
-    if let Some(tls) = tls {
-        for (i, udp) in bound.udp.iter().enumerate() {
-            match udp.try_clone() {
-                Ok(socket) => {
-                    let task = quic_loop(socket, cfg.clone(), tls.clone(), ctx.clone());
-                    tasks.push(workers.workers[i % n.max(1)].handle.spawn(task).abort_handle());
-                }
-                Err(e) => tracing::error!(listener = %bound.name, error = %e, "cannot share the QUIC socket"),
+    }
+}
+
+/// HTTP/3: one QUIC endpoint per UDP socket, socket `i` on worker `i`; their tasks and where new
+/// settings go.
+fn start_quic(
+    bound: &BoundListener,
+    workers: &Workers,
+    ctx: &ServeContext,
+    tls: Option<&AcceptorCell>,
+) -> Option<QuicTasks> {
+    let tls = tls.filter(|_| !bound.udp.is_empty())?;
+    let n = workers.workers.len().max(1);
+    let (settings, _) = tokio::sync::watch::channel(Arc::new(bound.config.clone()));
+    let mut tasks = Vec::new();
+    for (i, udp) in bound.udp.iter().enumerate() {
+        match udp.try_clone() {
+            Ok(socket) => {
+                let task = quic_loop(socket, settings.subscribe(), tls.clone(), ctx.clone());
+                tasks.push(workers.workers[i % n].handle.spawn(task).abort_handle());
             }
+            Err(e) => tracing::error!(listener = %bound.name, error = %e, "cannot share the QUIC socket"),
         }
     }
-    tasks
+    Some((tasks, settings))
 }
 
 impl ListenerSet {

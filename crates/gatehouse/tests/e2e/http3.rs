@@ -1,8 +1,10 @@
-//! HTTP/3 with a real QUIC and HTTP/3 client (aioquic, `tests/h3/client.py`): the listener's
+//! HTTP/3 with two independent real QUIC and HTTP/3 clients, aioquic's (`tests/h3/client.py`)
+//! and quic-go's (`tests/h3/goclient`, built with `go` on first use): the listener's
 //! certificates per SNI (an unknown name refused), GET and POST with bodies, a 10 MB download,
 //! 100 requests at once on one connection, a request reaching the backend as it does over HTTP/2,
-//! `Alt-Svc` on the TCP answers, and sessions resumed across two nodes sharing Redis. CI installs
-//! aioquic; elsewhere the tests say they were skipped, unless `CI` is set.
+//! `Alt-Svc` on the TCP answers, sessions resumed across two nodes sharing Redis, a reload and a
+//! stop during requests, and a flood of first flights met with Retry. CI installs aioquic and Go;
+//! elsewhere the tests say they were skipped, unless `CI` is set.
 
 use crate::common::{start, targets, Cluster};
 use crate::tls::{certificates, Pki};
@@ -23,12 +25,14 @@ fn aioquic(test: &str) -> bool {
 
 /// Runs the HTTP/3 client against `port` with `args`; what it printed.
 fn h3(port: u16, args: &[&str]) -> Value {
-    let out = Command::new("python3")
-        .arg(client_script())
-        .args(["--port", &port.to_string()])
-        .args(args)
-        .output()
-        .expect("run the HTTP/3 client");
+    let mut cmd = Command::new("python3");
+    cmd.arg(client_script()).args(["--port", &port.to_string()]).args(args);
+    json_of(cmd)
+}
+
+/// What a client printed: one JSON object.
+fn json_of(mut cmd: Command) -> Value {
+    let out = cmd.output().unwrap_or_else(|e| panic!("run {cmd:?}: {e}"));
     let text = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(text.trim())
         .unwrap_or_else(|e| panic!("client output {text:?} ({e}); stderr: {}", String::from_utf8_lossy(&out.stderr)))
@@ -305,7 +309,9 @@ fn a_reload_during_a_download_lets_it_finish() {
     site.received(1);
     let yaml = site
         .yaml
-        .replace("routes: [{path: /, upstream: u}]", "routes: [{path: /, upstream: u}, {path: /new, upstream: u}]");
+        .replace("routes: [{path: /, upstream: u}]", "routes: [{path: /, upstream: u}, {path: /new, upstream: u}]")
+        .replace("http3: true}", "http3: true, max_connections: 5000, quic: {max_streams: 50}}");
+    assert_ne!(yaml.matches("max_streams").count(), 0);
     site.gw.write_config(&yaml);
     let ev = site.gw.reload();
     assert_eq!(ev["event"], "reloaded", "{ev}");
@@ -379,4 +385,75 @@ fn a_flood_of_initial_packets_is_met_with_retry() {
     assert!(served > 0);
     let v = site.h3("shop.test", &["--path", "/after"]);
     assert_eq!(responses(&v)[0]["status"], 200, "{v}");
+}
+
+/// The quic-go client, built once per test run (`go build`); `None` (the test skipped) without Go,
+/// unless `CI` is set.
+fn go_client(test: &str) -> Option<PathBuf> {
+    static BUILT: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let built = BUILT.get_or_init(|| {
+        let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/h3/goclient");
+        let out = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("gatehouse-h3client");
+        let go = ["go", "/usr/local/go/bin/go"]
+            .into_iter()
+            .find(|g| Command::new(g).arg("version").output().is_ok_and(|o| o.status.success()))?;
+        let status = Command::new(go).arg("build").arg("-o").arg(&out).arg(".").current_dir(&dir).status();
+        match status {
+            Ok(s) if s.success() => Some(out),
+            other => {
+                eprintln!("go build of the quic-go client failed: {other:?}");
+                None
+            }
+        }
+    });
+    if built.is_none() {
+        assert!(std::env::var_os("CI").is_none(), "{test}: the quic-go client is needed but CI is set");
+        eprintln!("{test}: skipped, no go to build the quic-go client");
+    }
+    built.clone()
+}
+
+/// The quic-go client's run against `site` for `host`.
+fn go_h3(client: &std::path::Path, site: &Site, host: &str, args: &[&str]) -> Value {
+    let addr = format!("127.0.0.1:{}", site.port());
+    let mut cmd = Command::new(client);
+    cmd.args(["-addr", &addr, "-host", host, "-ca", &site.ca()]).args(args);
+    json_of(cmd)
+}
+
+/// The same through quic-go's client: GET on both names, a POST body, 100 requests at once, and
+/// the unknown name refused.
+#[test]
+fn the_quic_go_client_is_served_too() {
+    let Some(client) = go_client("the_quic_go_client_is_served_too") else { return };
+    let site = Site::start();
+    for host in ["shop.test", "www.other.test"] {
+        let v = go_h3(&client, &site, host, &["-path", "/go?x=1"]);
+        let r = &v["responses"][0];
+        assert_eq!(r["status"], 200, "{host}: {v}");
+        assert_eq!(r["proto"], "HTTP/3.0", "{v}");
+    }
+    let v = go_h3(&client, &site, "nothing.test", &["-path", "/refused"]);
+    assert!(v["responses"][0]["error"].as_str().is_some_and(|e| !e.is_empty()), "an unknown name was served: {v}");
+
+    let body: Vec<u8> = (0..300_000u32).map(|i| (i % 13) as u8).collect();
+    let file = site.pki.dir.join("go-post.bin");
+    std::fs::write(&file, &body).expect("write the body");
+    site.backend.clear();
+    let v = go_h3(
+        &client,
+        &site,
+        "shop.test",
+        &["-method", "POST", "-path", "/up", "-body-file", &file.display().to_string()],
+    );
+    assert_eq!(v["responses"][0]["status"], 200, "{v}");
+    let posted = site.backend.requests().pop().expect("the POST");
+    assert_eq!(sha256(&posted.body), sha256(&body));
+    assert_eq!(posted.header("content-length"), Some("300000"));
+
+    site.backend.clear();
+    let v = go_h3(&client, &site, "shop.test", &["-path", "/many", "-n", "100"]);
+    let all = v["responses"].as_array().expect("responses");
+    assert!(all.iter().all(|r| r["status"] == 200), "{v}");
+    assert_eq!(site.backend.request_count(), 100);
 }
