@@ -1,0 +1,235 @@
+#!/usr/bin/env bash
+# bench/http3.sh - HTTP/3 at the TLS edge: Gatehouse vs Caddy (HTTP/3 on by default), same run,
+# and Gatehouse's own HTTP/3 against its HTTP/2 over TLS.
+#
+# Question answered:
+#   How many HTTP/3 requests, and how many full and resumed QUIC handshakes, does each server
+#   serve per server CPU-second, proxying to the same backend?  Goals: requests per CPU-second
+#   >= 1.5x Caddy's; full handshakes per CPU-second >= 2x Caddy's; Gatehouse's HTTP/3 at most
+#   1.5x the CPU per request of its HTTP/2 over TLS, 5 KB objects.
+#
+# Set-up (all on 127.0.0.1, free ports, a mktemp -d work dir removed on exit):
+#   CPU 1: the server under test, one loaded at a time: Gatehouse (workers: 1; an https listener
+#          with http3: true; access log off) or Caddy (GOMAXPROCS=1; `servers { protocols h1 h2
+#          h3 }`, `reverse_proxy`), each with the same self-made ECDSA P-256 certificate for
+#          bench.test, each proxying to the backend over kept-alive HTTP/1.1.
+#   CPU 0: the backend nginx (one worker, static files of 5 KB, 10 KB and 1 MB) and the load
+#          generator: bench/h3load (quic-go's HTTP/3 client, built with go on first use, with
+#          GOMAXPROCS=1), or h2load for the HTTP/2 row.  The h2load here has no HTTP/3.
+#          The load generator shares its core with the backend and may not saturate the server:
+#          the figures that compare are per server CPU-second, not requests per second.
+# Rows: SIZES x STREAMS with CONNS connections (requests mode: each connection STREAMS
+#   requests in flight; 1 MB objects over CONNS/10 connections, as 100 x 100 x 1 MB would be
+#   10 GB in flight); `handshakes` (CONNS/10 clients, a new connection per request, full
+#   handshakes) and `resumed` (the same with a session cache: TLS 1.3 tickets) on the 5 KB object;
+#   and `h2 5k` (Gatehouse only: h2load over TLS, CONNS connections x 10 streams).
+# Measured per run: requests (200 answers with the whole body), requests/s, p50 / p99 latency
+# (the tool), the server's CPU (its process tree's schedstat), requests per server CPU-second.
+# Order: REPS rounds; in each, every row runs on each server, the server order alternating.
+#
+# Output: a Markdown section on stdout, also written to bench/results/http3-DATE-HHMM.md
+# (QUICK=1: http3-quick-DATE-HHMM.md).
+#
+# Run (from anywhere; needs caddy (Debian package), go, nginx, h2load, openssl, python3,
+# taskset, 2 CPUs):
+#   bench/http3.sh                              # builds gatehouse (release) when GATEHOUSE_BIN is unset
+#   QUICK=1 GATEHOUSE_BIN=target/release/gatehouse bench/http3.sh   # smoke run, about a minute
+#
+# Environment knobs (defaults in brackets; QUICK=1 defaults after the slash):
+#   GATEHOUSE_BIN    the gateway; unset = cargo build --release
+#   REPS [3/1]       rounds
+#   DURATION [10s/3s]  length of each run
+#   CONNS [100/20]   connections (requests rows); handshake rows use CONNS/10 clients
+#   SIZES [5k 10k 1m/5k 1m]
+#   STREAMS [1 10 100/1 10]
+#   TARGETS [gatehouse caddy]
+#   KEEP_WORKDIR [0] 1 = keep the temp dir
+
+set -Eeuo pipefail
+
+# shellcheck source=SCRIPTDIR/lib/common.sh
+. "$(dirname "$0")/lib/common.sh"
+
+REPS=${REPS:-$(pick 3 1)}
+DURATION=${DURATION:-$(pick 10s 3s)}
+CONNS=${CONNS:-$(pick 100 20)}
+SIZES=${SIZES:-$(pick "5k 10k 1m" "5k 1m")}
+STREAMS=${STREAMS:-$(pick "1 10 100" "1 10")}
+TARGETS=${TARGETS:-gatehouse caddy}
+KEEP_WORKDIR=${KEEP_WORKDIR:-0}
+read -r -a TARGET_LIST <<<"$TARGETS"
+
+log() { printf '[http3.sh %3ss] %s\n' "$SECONDS" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+check_integers REPS CONNS
+export PATH=$PATH:/usr/local/go/bin:$HOME/go/bin
+need_commands nginx h2load openssl taskset go "$PYTHON"
+if want caddy && ! command -v caddy >/dev/null; then
+	log "caddy is not installed (Debian: caddy): Gatehouse alone"
+	read -r -a TARGET_LIST <<<"${TARGETS//caddy/}"
+fi
+gatehouse_binary
+
+H3LOAD=$BENCH/.cache/bin/h3load
+if [[ ! -x $H3LOAD || $BENCH/h3load/main.go -nt $H3LOAD ]]; then
+	log "building bench/h3load (quic-go)"
+	mkdir -p "$BENCH/.cache/bin"
+	(cd "$BENCH/h3load" && go build -o "$H3LOAD" .) || die "cannot build bench/h3load"
+fi
+
+make_workdir gatehouse-http3-bench
+HAPROXY_MAXCONN=0 # no HAProxy here
+raise_nofile
+mkdir -p "$WORK/www"
+write_www "$WORK/www"
+head -c 1048576 /dev/zero | tr '\0' 'x' >"$WORK/www/1m.html"
+start_backend 0
+
+# One certificate for both servers: key and chain apart for Caddy, one bundle for Gatehouse.
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench.test \
+	-addext subjectAltName=DNS:bench.test -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+cat "$WORK/cert.pem" "$WORK/key.pem" >"$WORK/bundle.pem"
+
+free_ports 2
+P_GATEHOUSE=${REPLY_PORTS[0]}
+P_CADDY=${REPLY_PORTS[1]}
+cat >"$WORK/gatehouse.yaml" <<EOF
+workers: 1
+tls:
+  certificates: [{cert: "$WORK/bundle.pem"}]
+  default_certificate: bench.test # h2load sends no name for an address
+listeners:
+  https: {bind: "127.0.0.1:$P_GATEHOUSE", tls: {}, http3: true, max_connections: 100000, quic: {max_streams: 1000}}
+upstreams:
+  backend: {targets: ["127.0.0.1:$P_BACKEND"]}
+sites:
+  bench: {hosts: ["*"], routes: [{path: /, upstream: backend}]}
+EOF
+cat >"$WORK/Caddyfile" <<EOF
+{
+	auto_https off
+	admin off
+	servers {
+		protocols h1 h2 h3
+	}
+}
+https://bench.test:$P_CADDY {
+	tls $WORK/cert.pem $WORK/key.pem
+	reverse_proxy 127.0.0.1:$P_BACKEND
+}
+EOF
+
+port_of() { if [[ $1 == gatehouse ]]; then echo "$P_GATEHOUSE"; else echo "$P_CADDY"; fi; }
+
+if want gatehouse; then
+	gatehouse_check "$WORK/gatehouse.yaml"
+	start_proc gatehouse 1 "$GATEHOUSE_BIN" run --config "$WORK/gatehouse.yaml"
+fi
+if want caddy; then
+	start_proc caddy 1 env GOMAXPROCS=1 HOME="$WORK" XDG_DATA_HOME="$WORK" XDG_CONFIG_HOME="$WORK" \
+		caddy run --config "$WORK/Caddyfile" --adapter caddyfile
+fi
+for t in "${TARGET_LIST[@]}"; do
+	for _ in $(seq 1 100); do
+		code=$(curl -sk -o /dev/null -w '%{http_code}' --resolve "bench.test:$(port_of "$t"):127.0.0.1" \
+			"https://bench.test:$(port_of "$t")/5k.html" || true)
+		[[ $code == 200 ]] && break
+		sleep 0.1
+	done
+	[[ $code == 200 ]] || { show_logs "$t"; die "$t does not answer over TCP"; }
+	out=$(taskset -c 0 "$H3LOAD" -addr "127.0.0.1:$(port_of "$t")" -host bench.test -path /5k.html -c 1 -d 1s) ||
+		{ show_logs "$t"; die "$t does not answer over HTTP/3: $out"; }
+done
+
+RUNS=$WORK/runs.jsonl
+: >"$RUNS"
+# run TARGET ROW SIZE STREAMS MODE
+run() {
+	local target=$1 row=$2 size=$3 streams=$4 mode=$5 out before after
+	tree_cpu_ns "${PID[$target]}"
+	before=$REPLY
+	if [[ $mode == h2 ]]; then
+		out=$(taskset -c 0 h2load -c "$CONNS" -m "$streams" -D "${DURATION%s}" --warm-up-time=0 \
+			-H ":authority: bench.test" "https://127.0.0.1:$(port_of "$target")/$size.html" 2>&1 |
+			"$PYTHON" -c '
+import json, re, sys
+text = sys.stdin.read()
+ok = int(re.search(r"status codes: (\d+) 2xx", text).group(1))
+secs = float(re.search(r"finished in ([\d.]+)s", text).group(1))
+print(json.dumps({"requests": ok, "seconds": secs, "rps": ok / secs, "p50_ms": 0, "p99_ms": 0, "errors": 0}))
+')
+	else
+		local c=$CONNS
+		# Handshake rows, and 1 MB objects (100 x 100 x 1 MB would be 10 GB in flight): a tenth.
+		[[ $mode != requests || $size == 1m ]] && c=$((CONNS / 10 > 0 ? CONNS / 10 : 1))
+		out=$(GOMAXPROCS=1 taskset -c 0 "$H3LOAD" -addr "127.0.0.1:$(port_of "$target")" -host bench.test \
+			-path "/$size.html" -c "$c" -m "$streams" -d "$DURATION" -mode "$mode") || true
+	fi
+	tree_cpu_ns "${PID[$target]}"
+	after=$REPLY
+	"$PYTHON" - "$target" "$row" "$((after - before))" "$out" >>"$RUNS" <<'EOF'
+import json, sys
+target, row, ns, out = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
+r = json.loads(out) if out.strip().startswith("{") else {"requests": 0, "error": out}
+r.update(target=target, row=row, cpu_s=ns / 1e9)
+r["per_cpu_s"] = r["requests"] / r["cpu_s"] if r["cpu_s"] > 0 else 0
+print(json.dumps(r))
+EOF
+	log "$row $target: $(tail -1 "$RUNS")"
+}
+
+for rep in $(seq 1 "$REPS"); do
+	order=("${TARGET_LIST[@]}")
+	((rep % 2 == 0)) && order=($(printf '%s\n' "${TARGET_LIST[@]}" | tac))
+	for size in $SIZES; do
+		for streams in $STREAMS; do
+			for t in "${order[@]}"; do run "$t" "h3 $size x$streams" "$size" "$streams" requests; done
+		done
+	done
+	for mode in handshakes resumed; do
+		for t in "${order[@]}"; do run "$t" "h3 $mode" 5k 1 "$mode"; done
+	done
+	if want gatehouse; then run gatehouse "h2 5k x10" 5k 10 h2; fi
+done
+
+STAMP=$(date -u +%Y%m%d-%H%M)
+mkdir -p "$BENCH/results"
+PREFIX=http3-
+((q)) && PREFIX=http3-quick-
+REPORT=$BENCH/results/$PREFIX$STAMP.md
+"$PYTHON" - "$RUNS" "$GATEHOUSE_VERSION" "$DURATION" "$CONNS" "$REPS" >"$REPORT" <<'EOF'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+version, duration, conns, reps = sys.argv[2:6]
+rows = list(dict.fromkeys(r["row"] for r in runs))
+targets = list(dict.fromkeys(r["target"] for r in runs))
+def med(row, target, key):
+    vals = [r.get(key, 0) for r in runs if r["row"] == row and r["target"] == target]
+    return (statistics.median(vals), min(vals), max(vals)) if vals else None
+print("## HTTP/3 (bench/http3.sh)\n")
+print(f"Gatehouse {version} vs Caddy, one core each, same run; {conns} connections, {duration} per run, {reps} round(s);")
+print("load from quic-go's HTTP/3 client (bench/h3load) sharing a core with the backend nginx.\n")
+print("| row | server | req/s | p99 ms | server CPU s | requests per server CPU-s (median, min-max) | errors |")
+print("|---|---|---:|---:|---:|---:|---:|")
+for row in rows:
+    for t in targets:
+        m = med(row, t, "per_cpu_s")
+        if m is None:
+            continue
+        rps = med(row, t, "rps")[0]; p99 = med(row, t, "p99_ms")[0]; cpu = med(row, t, "cpu_s")[0]
+        errs = sum(r.get("errors", 0) for r in runs if r["row"] == row and r["target"] == t)
+        print(f"| {row} | {t} | {rps:,.0f} | {p99:.1f} | {cpu:.2f} | {m[0]:,.0f} ({m[1]:,.0f}-{m[2]:,.0f}) | {errs} |")
+print()
+if "caddy" in targets and "gatehouse" in targets:
+    print("Gatehouse / Caddy, requests per server CPU-second (medians):\n")
+    for row in rows:
+        g, c = med(row, "gatehouse", "per_cpu_s"), med(row, "caddy", "per_cpu_s")
+        if g and c and c[0] > 0:
+            print(f"- {row}: **{g[0] / c[0]:.2f}**")
+h3, h2 = med("h3 5k x10", "gatehouse", "per_cpu_s"), med("h2 5k x10", "gatehouse", "per_cpu_s")
+if h3 and h2 and h3[0] > 0:
+    print(f"\nGatehouse CPU per request, HTTP/3 / HTTP/2 over TLS (5 KB, 10 streams per connection): **{h2[0] / h3[0]:.2f}**")
+EOF
+cat "$REPORT"
+log "report: $REPORT"
