@@ -303,13 +303,50 @@ async fn serve_request(
         let _ = send.finish().await;
         return;
     }
+    // A body must be as long as its content-length says (RFC 9114 §4.1.2): toward an HTTP/1.1
+    // endpoint the excess would be read as a request of its own.
+    let Ok(length) = declared_length(req.headers()) else {
+        let resp = http::Response::builder().status(http::StatusCode::BAD_REQUEST).body(()).unwrap_or_default();
+        let _ = send.send_response(resp).await;
+        let _ = send.finish().await;
+        return;
+    };
     // The request path bounds the wait for each part of the body (`body_read_timeout`).
-    let req = req.map(|()| H3Body::new(recv));
+    let req = req.map(|()| H3Body::new(recv, length));
     let resp = gatehouse_proxy::handle(shared, req, info).await;
     if let Err(e) = send_response(&mut send, resp).await {
         tracing::debug!(error = %e, "HTTP/3 response not sent whole");
     }
 }
+
+/// The request's `content-length`: none, or one value (repeated values must agree); `Err` for
+/// anything else.
+fn declared_length(headers: &http::HeaderMap) -> Result<Option<u64>, ()> {
+    let mut length = None;
+    for v in headers.get_all(header::CONTENT_LENGTH) {
+        let n = std::str::from_utf8(v.as_bytes())
+            .ok()
+            .filter(|t| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit()))
+            .and_then(|t| t.parse::<u64>().ok())
+            .ok_or(())?;
+        if length.replace(n).is_some_and(|old| old != n) {
+            return Err(());
+        }
+    }
+    Ok(length)
+}
+
+/// A body longer or shorter than its `content-length`.
+#[derive(Debug)]
+struct LengthMismatch;
+
+impl std::fmt::Display for LengthMismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("request body length differs from its content-length")
+    }
+}
+
+impl std::error::Error for LengthMismatch {}
 
 /// Headers HTTP/3 forbids (RFC 9114, 4.2): connection-specific ones.
 const CONNECTION_SPECIFIC: [header::HeaderName; 5] = [
@@ -360,6 +397,8 @@ async fn send_response(send: &mut SendHalf, resp: http::Response<ResponseBody>) 
 struct H3Body {
     recv: Option<RecvHalf>,
     trailers: bool,
+    /// Bytes still due by the request's `content-length`, when it has one.
+    due: Option<u64>,
     /// What a first look found before the request path asked.
     first: Option<Polled>,
 }
@@ -373,8 +412,8 @@ impl H3Body {
     /// The body of a request stream. A request without a body (a GET) usually ends with its
     /// HEADERS frame, in the same packet: one look now tells, so the request is forwarded with
     /// no body rather than as a chunked one of length zero, as over HTTP/2.
-    fn new(recv: RecvHalf) -> H3Body {
-        let mut body = H3Body { recv: Some(recv), trailers: false, first: None };
+    fn new(recv: RecvHalf, length: Option<u64>) -> H3Body {
+        let mut body = H3Body { recv: Some(recv), trailers: false, due: length, first: None };
         let mut cx = Context::from_waker(std::task::Waker::noop());
         match body.poll_next(&mut cx) {
             Poll::Pending => {}
@@ -391,9 +430,20 @@ impl H3Body {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(Ok(Some(mut data))) => {
                     let bytes = data.copy_to_bytes(data.remaining());
+                    if let Some(due) = self.due.as_mut() {
+                        match due.checked_sub(bytes.len() as u64) {
+                            Some(left) => *due = left,
+                            None => return self.malformed(),
+                        }
+                    }
                     return Poll::Ready(Some(Ok(Frame::data(bytes))));
                 }
-                Poll::Ready(Ok(None)) => self.trailers = true,
+                Poll::Ready(Ok(None)) => {
+                    if self.due.is_some_and(|due| due > 0) {
+                        return self.malformed();
+                    }
+                    self.trailers = true;
+                }
                 Poll::Ready(Err(e)) => {
                     self.recv = None;
                     return Poll::Ready(Some(Err(Box::new(e))));
@@ -409,6 +459,17 @@ impl H3Body {
         };
         self.recv = None;
         Poll::Ready(next)
+    }
+}
+
+impl H3Body {
+    /// The body does not match its `content-length`: the stream is stopped and the request fails
+    /// (its endpoint connection is not reused).
+    fn malformed(&mut self) -> Polled {
+        if let Some(mut recv) = self.recv.take() {
+            recv.stop_sending(h3::error::Code::H3_MESSAGE_ERROR);
+        }
+        Poll::Ready(Some(Err(Box::new(LengthMismatch))))
     }
 }
 

@@ -457,3 +457,44 @@ fn the_quic_go_client_is_served_too() {
     assert!(all.iter().all(|r| r["status"] == 200), "{v}");
     assert_eq!(site.backend.request_count(), 100);
 }
+
+/// A body that does not match its `content-length` is malformed (RFC 9114 §4.1.2): never
+/// forwarded whole, and the excess never reaches the endpoint as a request of its own; a
+/// `content-length` that is not a number is answered 400.
+#[test]
+fn a_body_longer_or_shorter_than_its_length_is_refused() {
+    if !aioquic("a_body_longer_or_shorter_than_its_length_is_refused") {
+        return;
+    }
+    let site = Site::start();
+    let dir = site.pki.dir.path();
+    let smuggled = dir.join("smuggled.bin");
+    std::fs::write(&smuggled, b"hello GET /smuggled HTTP/1.1\r\nHost: shop.test\r\n\r\n").expect("write");
+    let short = dir.join("short.bin");
+    std::fs::write(&short, b"hello").expect("write");
+    for (file, length) in [(&smuggled, "5"), (&short, "100"), (&short, "5x")] {
+        let v = site.h3(
+            "shop.test",
+            &[
+                "--method",
+                "POST",
+                "--path",
+                "/up",
+                "--body-file",
+                &file.display().to_string(),
+                "--header",
+                &format!("content-length:{length}"),
+            ],
+        );
+        let status = v["responses"].get(0).and_then(|r| r["status"].as_u64());
+        assert_ne!(status, Some(200), "content-length {length}: {v}");
+    }
+    // The excess never became a request, and no body arrived whole with a wrong length.
+    let seen = site.backend.requests();
+    assert!(seen.iter().all(|r| r.path_and_query() != "/smuggled"), "{seen:?}");
+    assert!(seen.iter().all(|r| r.aborted), "{seen:?}");
+    // The gateway goes on serving, on the same endpoint.
+    let v = site.h3("shop.test", &["--path", "/after"]);
+    assert_eq!(responses(&v)[0]["status"], 200, "{v}");
+    assert!(site.backend.requests().iter().any(|r| r.path_and_query() == "/after"));
+}

@@ -69,7 +69,7 @@ class Client(QuicConnectionProtocol):
             (b":authority", authority.encode()),
             (b":path", path.encode()),
         ] + [(k.encode(), v.encode()) for k, v in headers]
-        if body is not None:
+        if body is not None and not any(k.lower() == "content-length" for k, _ in headers):
             fields.append((b"content-length", str(len(body)).encode()))
         self.h3.send_headers(sid, fields, end_stream=body is None)
         if body is not None:
