@@ -304,8 +304,10 @@ async fn serve_request(
         return;
     }
     // A body must be as long as its content-length says (RFC 9114 §4.1.2): toward an HTTP/1.1
-    // endpoint the excess would be read as a request of its own.
-    let Ok(length) = declared_length(req.headers()) else {
+    // endpoint the excess would be read as a request of its own. Connection-specific headers
+    // make a request malformed too (§4.2).
+    let length = declared_length(req.headers()).ok().filter(|_| !connection_specific(req.headers()));
+    let Some(length) = length else {
         let resp = http::Response::builder().status(http::StatusCode::BAD_REQUEST).body(()).unwrap_or_default();
         let _ = send.send_response(resp).await;
         let _ = send.finish().await;
@@ -334,6 +336,13 @@ fn declared_length(headers: &http::HeaderMap) -> Result<Option<u64>, ()> {
         }
     }
     Ok(length)
+}
+
+/// Whether a request carries a header HTTP/3 forbids (RFC 9114 §4.2): a connection-specific
+/// one, or `te` other than `trailers`. Such a request is malformed.
+fn connection_specific(headers: &http::HeaderMap) -> bool {
+    CONNECTION_SPECIFIC.iter().any(|name| headers.contains_key(name))
+        || headers.get_all(header::TE).iter().any(|v| !v.as_bytes().eq_ignore_ascii_case(b"trailers"))
 }
 
 /// A body longer or shorter than its `content-length`.
