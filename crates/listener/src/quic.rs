@@ -298,20 +298,14 @@ async fn serve_request(
     let (mut send, recv) = stream.split();
     if req.method() == http::Method::CONNECT {
         // No extended CONNECT (RFC 9220) yet, and no tunnels.
-        let resp = http::Response::builder().status(http::StatusCode::NOT_IMPLEMENTED).body(()).unwrap_or_default();
-        let _ = send.send_response(resp).await;
-        let _ = send.finish().await;
-        return;
+        return refuse(&mut send, http::StatusCode::NOT_IMPLEMENTED).await;
     }
     // A body must be as long as its content-length says (RFC 9114 §4.1.2): toward an HTTP/1.1
     // endpoint the excess would be read as a request of its own. Connection-specific headers
     // make a request malformed too (§4.2).
     let length = declared_length(req.headers()).ok().filter(|_| !connection_specific(req.headers()));
     let Some(length) = length else {
-        let resp = http::Response::builder().status(http::StatusCode::BAD_REQUEST).body(()).unwrap_or_default();
-        let _ = send.send_response(resp).await;
-        let _ = send.finish().await;
-        return;
+        return refuse(&mut send, http::StatusCode::BAD_REQUEST).await;
     };
     // The request path bounds the wait for each part of the body (`body_read_timeout`).
     let req = req.map(|()| H3Body::new(recv, length));
@@ -319,6 +313,13 @@ async fn serve_request(
     if let Err(e) = send_response(&mut send, resp).await {
         tracing::debug!(error = %e, "HTTP/3 response not sent whole");
     }
+}
+
+/// Answers a request that is not forwarded with `status` alone and ends the stream.
+async fn refuse(send: &mut SendHalf, status: http::StatusCode) {
+    let resp = http::Response::builder().status(status).body(()).unwrap_or_default();
+    let _ = send.send_response(resp).await;
+    let _ = send.finish().await;
 }
 
 /// The request's `content-length`: none, or one value (repeated values must agree); `Err` for

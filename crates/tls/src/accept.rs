@@ -211,12 +211,26 @@ impl TlsAcceptor {
             None => builder.with_no_client_auth(),
         };
         let mut config = builder.with_cert_resolver(Arc::new(PairResolver(pair)));
-        config.alpn_protocols = self.offer.alpn.clone();
+        let tickets = self.resumption.ticketer.clone().map(|t| t as Arc<dyn rustls::server::ProducesTickets>);
+        self.settle(&mut config, self.offer.alpn.clone(), tickets);
+        Ok(Arc::new(config))
+    }
+
+    /// What every configuration of this listener shares, TCP or QUIC: ALPN, no early data, the
+    /// server's cipher order, and resumption by `tickets` (the listener's ticketer, as the
+    /// caller wraps it) and the session cache.
+    fn settle(
+        &self,
+        config: &mut ServerConfig,
+        alpn: Vec<Vec<u8>>,
+        tickets: Option<Arc<dyn rustls::server::ProducesTickets>>,
+    ) {
+        config.alpn_protocols = alpn;
         config.max_early_data_size = 0;
         config.ignore_client_order = self.offer.prefer_server_ciphers;
-        match &self.resumption.ticketer {
+        match tickets {
             Some(t) => {
-                config.ticketer = t.clone();
+                config.ticketer = t;
                 config.send_tls13_tickets = 1;
             }
             None => config.send_tls13_tickets = if self.resumption.sessions.is_some() { 1 } else { 0 },
@@ -225,7 +239,6 @@ impl TlsAcceptor {
             Some(s) => config.session_storage = s.clone(),
             None => config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {}),
         }
-        Ok(Arc::new(config))
     }
 
     /// The handshake settings of this listener's QUIC side (HTTP/3): TLS 1.3 only, ALPN `h3`,
@@ -248,19 +261,11 @@ impl TlsAcceptor {
             runtime: tokio::runtime::Handle::try_current().ok(),
         };
         let mut config = builder.with_cert_resolver(Arc::new(resolver));
-        config.alpn_protocols = vec![b"h3".to_vec()];
-        config.max_early_data_size = 0;
-        config.ignore_client_order = self.offer.prefer_server_ciphers;
-        config.send_tls13_tickets = 1;
-        if let Some(t) = &self.resumption.ticketer {
-            config.ticketer = Arc::new(CountedTickets { inner: t.clone(), stats: self.certs.stats.clone() });
-        }
-        match &self.resumption.sessions {
-            Some(s) if self.resumption.ticketer.is_none() => config.session_storage = s.clone(),
-            Some(_) => {}
-            None if self.resumption.ticketer.is_none() => config.send_tls13_tickets = 0,
-            None => {}
-        }
+        let tickets = self.resumption.ticketer.as_ref().map(|t| {
+            Arc::new(CountedTickets { inner: t.clone(), stats: self.certs.stats.clone() })
+                as Arc<dyn rustls::server::ProducesTickets>
+        });
+        self.settle(&mut config, vec![b"h3".to_vec()], tickets);
         Ok(Arc::new(config))
     }
 

@@ -81,10 +81,9 @@ impl Site {
 
     /// Runs the client for `sni` in the background; its output when joined.
     fn h3_later(&self, sni: &str, args: &[&str]) -> std::thread::JoinHandle<Value> {
-        let port = self.port();
-        let args: Vec<String> =
-            [&["--sni", sni, "--ca", &self.ca()], args].concat().iter().map(|a| a.to_string()).collect();
-        std::thread::spawn(move || h3(port, &args.iter().map(String::as_str).collect::<Vec<_>>()))
+        let (port, sni, ca) = (self.port(), sni.to_string(), self.ca());
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        std::thread::spawn(move || h3_verified(port, &sni, &ca, &args.iter().map(String::as_str).collect::<Vec<_>>()))
     }
 
     /// Waits until the backend has received `n` requests.
@@ -102,9 +101,13 @@ impl Site {
 
     /// The client run for `sni`, verified against the test CA.
     fn h3(&self, sni: &str, args: &[&str]) -> Value {
-        let ca = self.ca();
-        h3(self.port(), &[&["--sni", sni, "--ca", &ca], args].concat())
+        h3_verified(self.port(), sni, &self.ca(), args)
     }
+}
+
+/// The HTTP/3 client's run against `port` for `sni`, the certificate checked against `ca`.
+fn h3_verified(port: u16, sni: &str, ca: &str, args: &[&str]) -> Value {
+    h3(port, &[&["--sni", sni, "--ca", ca], args].concat())
 }
 
 #[test]
@@ -278,9 +281,7 @@ fn quic_sessions_resume_across_two_nodes() {
     let ca = pki.ca_file().display().to_string();
     let ticket = pki.dir.join("quic-ticket");
     let ticket = ticket.display().to_string();
-    let on = |gw: &Gateway, args: &[&str]| {
-        h3(gw.addr("https").port(), &[&["--sni", "shop.test", "--ca", &ca], args].concat())
-    };
+    let on = |gw: &Gateway, args: &[&str]| h3_verified(gw.addr("https").port(), "shop.test", &ca, args);
     let first = on(&a, &["--session-out", &ticket]);
     assert_eq!(responses(&first)[0]["status"], 200);
     assert_eq!(first["resumed"], false);
