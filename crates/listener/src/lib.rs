@@ -23,6 +23,7 @@ mod per_ip;
 pub mod proxy_header;
 mod proxy_protocol;
 mod quic;
+mod quic_hello;
 mod serve;
 mod transport;
 mod workers;

@@ -12,18 +12,22 @@
 //! know the connection: the client's packets are dropped there and the connection ends by idle
 //! timeout, after which the client connects again.
 
+use crate::quic_hello::{HelloPeek, PeekSocket, Seen};
 use crate::serve::{drained, AcceptorCell, ServeContext};
 use bytes::{Buf, Bytes};
 use gatehouse_clock::ClockScoped;
 use gatehouse_config::{Listener, QuicRetry};
-use gatehouse_proxy::{ConnInfo, ResponseBody};
-use gatehouse_tls::TlsStats;
+use gatehouse_proxy::{ClientCert, ConnInfo, ResponseBody};
+use gatehouse_tls::client_auth::{subject_of, SitePolicy};
+use gatehouse_tls::{TlsAcceptor, TlsStats};
 use http::header;
 use http_body::{Body, Frame};
+use rustls::pki_types::CertificateDer;
+use std::collections::HashMap;
 use std::net::{SocketAddr, UdpSocket};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use tokio::sync::{watch, Semaphore};
 
@@ -31,9 +35,42 @@ type H3Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
 type SendHalf = h3::server::RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 type RecvHalf = h3::server::RequestStream<h3_quinn::RecvStream, Bytes>;
 
-/// The QUIC settings of a listener, as quinn takes them.
-fn server_config(listener: &Listener, tls: &gatehouse_tls::TlsAcceptor) -> Option<quinn::ServerConfig> {
-    let rustls = match tls.quic_config() {
+/// A listener's QUIC settings as quinn takes them: the default configuration, and one per site
+/// that verifies client certificates (made when a client first names it).
+struct QuicConfigs {
+    listener: Arc<Listener>,
+    tls: Arc<TlsAcceptor>,
+    default: Arc<quinn::ServerConfig>,
+    /// By site policy (its address: a reload makes new policies, and new `QuicConfigs`).
+    by_site: Mutex<HashMap<usize, Arc<quinn::ServerConfig>>>,
+}
+
+impl QuicConfigs {
+    fn new(listener: Arc<Listener>, tls: Arc<TlsAcceptor>) -> Option<Arc<QuicConfigs>> {
+        let default = Arc::new(server_config(&listener, &tls, None)?);
+        Some(Arc::new(QuicConfigs { listener, tls, default, by_site: Mutex::new(HashMap::new()) }))
+    }
+
+    /// The configuration for a client of `policy`'s site.
+    fn for_site(&self, policy: &Arc<SitePolicy>) -> Option<Arc<quinn::ServerConfig>> {
+        let key = Arc::as_ptr(policy) as usize;
+        let mut by_site = self.by_site.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = by_site.get(&key) {
+            return Some(c.clone());
+        }
+        let config = Arc::new(server_config(&self.listener, &self.tls, Some(policy))?);
+        by_site.insert(key, config.clone());
+        Some(config)
+    }
+}
+
+/// The QUIC settings of a listener, as quinn takes them, for clients of `policy`'s site.
+fn server_config(
+    listener: &Listener,
+    tls: &TlsAcceptor,
+    policy: Option<&Arc<SitePolicy>>,
+) -> Option<quinn::ServerConfig> {
+    let rustls = match tls.quic_config(policy) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "cannot make the QUIC TLS settings");
@@ -76,14 +113,24 @@ pub async fn quic_loop(
     ctx: ServeContext,
 ) {
     let mut config = settings.borrow_and_update().clone();
-    let mut current = tls.load_full();
-    let Some(server) = server_config(&config, &current) else { return };
-    let endpoint = match quinn::Endpoint::new(
-        quinn::EndpointConfig::default(),
-        Some(server),
-        socket,
-        Arc::new(quinn::TokioRuntime),
-    ) {
+    let mut configs = match QuicConfigs::new(config.clone(), tls.load_full()) {
+        Some(c) => c,
+        None => return,
+    };
+    let runtime = quinn::TokioRuntime;
+    let endpoint = quinn::Runtime::wrap_udp_socket(&runtime, socket).and_then(|socket| {
+        let peek = HelloPeek::new(configs.default.crypto.clone());
+        peek.enable(configs.tls.quic_needs_name());
+        let socket = PeekSocket::new(socket, peek.clone());
+        let endpoint = quinn::Endpoint::new_with_abstract_socket(
+            quinn::EndpointConfig::default(),
+            Some((*configs.default).clone()),
+            socket,
+            Arc::new(runtime),
+        )?;
+        Ok((endpoint, peek))
+    });
+    let (endpoint, peek) = match endpoint {
         Ok(e) => e,
         Err(e) => {
             tracing::error!(error = %e, "cannot serve QUIC on the listener's UDP socket");
@@ -94,6 +141,14 @@ pub async fn quic_loop(
     let limit = Arc::new(Semaphore::new(config.max_connections));
     let handshaking = Arc::new(AtomicUsize::new(0));
     let mut drain = ctx.drain.clone();
+    // New settings (on reload) apply to new connections.
+    let renew = |configs: &mut Arc<QuicConfigs>, config: &Arc<Listener>, acceptor: Arc<TlsAcceptor>| {
+        if let Some(new) = QuicConfigs::new(config.clone(), acceptor) {
+            peek.enable(new.tls.quic_needs_name());
+            endpoint.set_server_config(Some((*new.default).clone()));
+            *configs = new;
+        }
+    };
     loop {
         let incoming = tokio::select! {
             incoming = endpoint.accept() => incoming,
@@ -110,22 +165,18 @@ pub async fn quic_loop(
                     limit.forget_permits(old_max - new_max);
                 }
                 config = new;
-                if let Some(server) = server_config(&config, &current) {
-                    endpoint.set_server_config(Some(server));
-                }
+                let acceptor = configs.tls.clone();
+                renew(&mut configs, &config, acceptor);
                 continue;
             }
         };
         let Some(incoming) = incoming else { break };
         // Certificates or resumption changed on reload: new handshakes use the new settings.
         let now = tls.load_full();
-        if !Arc::ptr_eq(&now, &current) {
-            current = now;
-            if let Some(server) = server_config(&config, &current) {
-                endpoint.set_server_config(Some(server));
-            }
+        if !Arc::ptr_eq(&now, &configs.tls) {
+            renew(&mut configs, &config, now);
         }
-        let stats = current.certs().stats.clone();
+        let stats = configs.tls.certs().stats.clone();
         let incoming = if !incoming.remote_address_validated()
             && incoming.may_retry()
             && must_retry(&config, &limit, &handshaking)
@@ -148,11 +199,11 @@ pub async fn quic_loop(
             incoming.refuse();
             continue;
         };
-        let (config, ctx) = (config.clone(), ctx.clone());
+        let (configs, peek, ctx) = (configs.clone(), peek.clone(), ctx.clone());
         let started = Handshaking::start(&handshaking);
         tokio::spawn(ClockScoped(Box::pin(async move {
             let _permit = permit;
-            serve_connection(incoming, local, config, ctx, stats, started).await;
+            serve_connection(incoming, local, configs, peek, ctx, stats, started).await;
         })));
     }
     // Draining (or HTTP/3 turned off): no new connection; those open finish their requests
@@ -197,13 +248,35 @@ impl Drop for Handshaking {
 async fn serve_connection(
     incoming: quinn::Incoming,
     local: SocketAddr,
-    config: Arc<Listener>,
+    configs: Arc<QuicConfigs>,
+    peek: Arc<HelloPeek>,
     ctx: ServeContext,
     stats: Arc<TlsStats>,
     handshaking: Handshaking,
 ) {
+    let config = configs.listener.clone();
     let timeout = config.tls.as_ref().map_or(config.header_read_timeout.0, |t| t.handshake_timeout.0);
-    let handshake = tokio::time::timeout(timeout, incoming).await;
+    let deadline = tokio::time::Instant::now() + timeout;
+    let (handshake, policy) = if peek.enabled() {
+        // The client's name first: its certificate loaded, its site's configuration chosen.
+        let seen = peek.wait(incoming.remote_address(), incoming.orig_dst_cid(), deadline).await;
+        let policy = match seen {
+            Some(Seen::Hello(name)) => {
+                tokio::time::timeout_at(deadline, configs.tls.quic_prepare(name.as_deref())).await.ok().flatten()
+            }
+            _ => None,
+        };
+        match policy.as_ref().and_then(|p| configs.for_site(p)) {
+            Some(site) => (incoming.accept_with(site), policy),
+            None => (incoming.accept(), None),
+        }
+    } else {
+        (incoming.accept(), None)
+    };
+    let handshake = match handshake {
+        Ok(connecting) => tokio::time::timeout_at(deadline, connecting).await,
+        Err(e) => Ok(Err(e)),
+    };
     drop(handshaking);
     let conn = match handshake {
         Ok(Ok(conn)) => conn,
@@ -226,6 +299,7 @@ async fn serve_connection(
     stats.quic.connections.fetch_add(1, Relaxed);
     let mut info = ConnInfo::new(conn.remote_address(), local, true);
     info.body_timeout = config.body_read_timeout.0;
+    info.client_cert = policy.and_then(|p| client_cert(&conn, &p));
     let info = Arc::new(info);
     let max_header = config.max_header_bytes.0;
     // No reserved ("grease") frames: aioquic (1.2) never ends a response whose last frame is
@@ -274,6 +348,13 @@ async fn serve_connection(
     }
 }
 
+/// The client certificate `conn` presented, verified under `policy`.
+fn client_cert(conn: &quinn::Connection, policy: &SitePolicy) -> Option<ClientCert> {
+    let chain = conn.peer_identity()?.downcast::<Vec<CertificateDer<'static>>>().ok()?;
+    let subject = subject_of(chain.first()?.as_ref()).unwrap_or_default();
+    Some(ClientCert { site: policy.site.clone(), subject: subject.into() })
+}
+
 /// Counts a QUIC connection as open until dropped, then its lost packets.
 struct Active {
     shared: Arc<gatehouse_proxy::Shared>,
@@ -298,14 +379,14 @@ async fn serve_request(
     let (mut send, recv) = stream.split();
     if req.method() == http::Method::CONNECT {
         // No extended CONNECT (RFC 9220) yet, and no tunnels.
-        return refuse(&mut send, http::StatusCode::NOT_IMPLEMENTED).await;
+        return refuse(&shared, &mut send, http::StatusCode::NOT_IMPLEMENTED).await;
     }
     // A body must be as long as its content-length says (RFC 9114 §4.1.2): toward an HTTP/1.1
     // endpoint the excess would be read as a request of its own. Connection-specific headers
     // make a request malformed too (§4.2).
     let length = declared_length(req.headers()).ok().filter(|_| !connection_specific(req.headers()));
     let Some(length) = length else {
-        return refuse(&mut send, http::StatusCode::BAD_REQUEST).await;
+        return refuse(&shared, &mut send, http::StatusCode::BAD_REQUEST).await;
     };
     // The request path bounds the wait for each part of the body (`body_read_timeout`).
     let req = req.map(|()| H3Body::new(recv, length));
@@ -315,11 +396,13 @@ async fn serve_request(
     }
 }
 
-/// Answers a request that is not forwarded with `status` alone and ends the stream.
-async fn refuse(send: &mut SendHalf, status: http::StatusCode) {
-    let resp = http::Response::builder().status(status).body(()).unwrap_or_default();
-    let _ = send.send_response(resp).await;
-    let _ = send.finish().await;
+/// Answers a request that is not forwarded with a short error (as the other protocols do) and
+/// ends the stream; counted with the bad requests.
+async fn refuse(shared: &gatehouse_proxy::Shared, send: &mut SendHalf, status: http::StatusCode) {
+    shared.stats.bad_requests.inc();
+    if let Err(e) = send_response(send, gatehouse_proxy::error::simple(status, false)).await {
+        tracing::debug!(error = %e, "HTTP/3 refusal not sent whole");
+    }
 }
 
 /// The request's `content-length`: none, or one value (repeated values must agree); `Err` for

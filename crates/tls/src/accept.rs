@@ -243,18 +243,21 @@ impl TlsAcceptor {
 
     /// The handshake settings of this listener's QUIC side (HTTP/3): TLS 1.3 only, ALPN `h3`,
     /// the same certificates and resumption (tickets sealed with the same keys, so a session
-    /// made over TCP or QUIC on any node resumes on any other), no early data.
+    /// made over TCP or QUIC on any node resumes on any other), no early data; client
+    /// certificates verified under `policy`, the site's the client named (see
+    /// [`TlsAcceptor::quic_prepare`]).
     ///
-    /// The certificate is chosen while the ClientHello is read, without waiting: a name whose
-    /// certificate is not in memory yet (a store's, never asked for) is looked up in the
-    /// background and this handshake gets the default certificate, or is refused. A client
-    /// that learnt of HTTP/3 from `Alt-Svc` made a TCP handshake for the name first, which
-    /// loaded it. Client certificates are not asked for over QUIC: a site that requires one
-    /// refuses HTTP/3 requests (no verified certificate), and its clients stay on TCP.
-    pub fn quic_config(&self) -> Result<Arc<ServerConfig>, rustls::Error> {
+    /// The certificate is chosen while the ClientHello is read, without waiting, among those in
+    /// memory: [`TlsAcceptor::quic_prepare`] has loaded the one the client names. Should it not
+    /// be there after all (the name was not read beforehand), it is looked up in the background
+    /// and this handshake gets the default certificate, or is refused.
+    pub fn quic_config(&self, policy: Option<&Arc<SitePolicy>>) -> Result<Arc<ServerConfig>, rustls::Error> {
         let builder = ServerConfig::builder_with_provider(self.offer.provider.clone())
-            .with_protocol_versions(&[&rustls::version::TLS13])?
-            .with_no_client_auth();
+            .with_protocol_versions(&[&rustls::version::TLS13])?;
+        let builder = match policy {
+            Some(p) => builder.with_client_cert_verifier(p.verifier.clone()),
+            None => builder.with_no_client_auth(),
+        };
         let resolver = QuicResolver {
             certs: self.certs.clone(),
             default_name: self.offer.default_name.clone(),
@@ -267,6 +270,25 @@ impl TlsAcceptor {
         });
         self.settle(&mut config, vec![b"h3".to_vec()], tickets);
         Ok(Arc::new(config))
+    }
+
+    /// Whether a QUIC handshake must know the client's name before it starts: certificates come
+    /// from a store (loaded on first use), or a site verifies client certificates.
+    pub fn quic_needs_name(&self) -> bool {
+        self.certs.has_store() || !self.offer.client_auth.is_empty()
+    }
+
+    /// Readies a QUIC handshake for a client that named `sni` (as sent): loads its certificate
+    /// from the store if it is not in memory, and gives the client-certificate policy of its
+    /// site, whose configuration ([`TlsAcceptor::quic_config`]) the handshake must use.
+    pub async fn quic_prepare(&self, sni: Option<&str>) -> Option<Arc<SitePolicy>> {
+        let sni = sni.and_then(normalise);
+        if let Some(name) = sni.as_deref() {
+            if self.certs.resolve_now(name).is_none() && self.certs.has_store() {
+                self.certs.resolve(name).await;
+            }
+        }
+        self.offer.client_auth.get(sni.as_deref()).cloned()
     }
 
     /// The configuration for a ClientHello naming `sni`: its certificate, else the default

@@ -176,6 +176,11 @@ impl Certs {
         self.generation.fetch_add(1, Relaxed);
     }
 
+    /// Whether certificates not named in the configuration are looked up in a store.
+    pub fn has_store(&self) -> bool {
+        self.dir.is_some() || self.redis.is_some()
+    }
+
     /// The certificates for `name` (normalised) among those in memory now (configured, or loaded
     /// from the store before), without waiting: `None` when they would have to be looked up.
     pub fn resolve_now(&self, name: &str) -> Option<Arc<Pair>> {

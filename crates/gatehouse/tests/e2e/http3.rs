@@ -8,8 +8,8 @@
 
 use crate::common::{start, targets, Cluster};
 use crate::tls::{certificates, Pki};
-use gatehouse_testkit::{curl, Backend, Gateway};
-use gatehouse_tls::issue::Algorithm;
+use gatehouse_testkit::{curl, metric_value, Backend, Gateway};
+use gatehouse_tls::issue::{Algorithm, Authority};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::Command;
@@ -493,8 +493,13 @@ fn a_body_longer_or_shorter_than_its_length_is_refused() {
     // Connection-specific headers make a request malformed (RFC 9114 §4.2): 400, not forwarded.
     for header in ["transfer-encoding:chunked", "connection:close", "keep-alive:timeout=5", "te:gzip"] {
         let v = site.h3("shop.test", &["--path", "/hop", "--header", header]);
-        assert_eq!(responses(&v)[0]["status"], 400, "{header}: {v}");
+        let r = &responses(&v)[0];
+        assert_eq!(r["status"], 400, "{header}: {v}");
+        assert_eq!(r["text"], "400 Bad Request\n", "{v}");
     }
+    let m = site.gw.metrics();
+    // The content-length that is not a number, and the four headers.
+    assert!(metric_value(&m, "gatehouse_bad_requests_total").unwrap_or(0.0) >= 5.0, "{m}");
     let v = site.h3("shop.test", &["--path", "/te", "--header", "te:trailers"]);
     assert_eq!(responses(&v)[0]["status"], 200, "{v}");
     // The excess never became a request, and no body arrived whole with a wrong length.
@@ -506,4 +511,112 @@ fn a_body_longer_or_shorter_than_its_length_is_refused() {
     let v = site.h3("shop.test", &["--path", "/after"]);
     assert_eq!(responses(&v)[0]["status"], 200, "{v}");
     assert!(site.backend.requests().iter().any(|r| r.path_and_query() == "/after"));
+}
+
+/// Certificates the configuration does not name come from the store on first use, over QUIC as
+/// over TCP: the very first HTTP/3 handshake for a name gets its certificate, loaded while the
+/// handshake waits. quic-go offers a post-quantum key share, so its ClientHello takes two
+/// Initial packets; every client is sent a Retry first, so the name is found again under the
+/// connection id it first used.
+#[test]
+fn the_first_quic_handshake_for_a_name_loads_its_certificate_from_the_store() {
+    if !aioquic("the_first_quic_handshake_for_a_name_loads_its_certificate_from_the_store") {
+        return;
+    }
+    let pki = Pki::new();
+    let store = gatehouse_testkit::TempDir::new();
+    pki.issue(&["first.test"], Algorithm::EcdsaP256, "first.pem", Some(store.path()));
+    pki.issue(&["second.test"], Algorithm::Rsa2048, "second.pem", Some(store.path()));
+    let backend = Backend::start("b");
+    let gw = start(&format!(
+        "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n  store: {{dir: \"{}\"}}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true, quic: {{retry: always}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        store.path().display(),
+        targets(&[&backend])
+    ));
+    let (port, ca) = (gw.addr("https").port(), pki.ca_file().display().to_string());
+    let misses = |gw: &Gateway| metric_value(&gw.metrics(), "gatehouse_tls_cert_lookups_total{result=\"miss\"}");
+    assert_eq!(misses(&gw), Some(0.0), "nothing loaded before the first handshake");
+
+    let v = h3_verified(port, "first.test", &ca, &["--path", "/first"]);
+    assert_eq!(responses(&v)[0]["status"], 200, "{v}");
+    assert_eq!(misses(&gw), Some(1.0), "first.test was loaded from the store");
+
+    if let Some(client) = go_client("the_first_quic_handshake_for_a_name_loads_its_certificate_from_the_store") {
+        let addr = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(client);
+        cmd.args(["-addr", &addr, "-host", "second.test", "-ca", &ca, "-pq", "-path", "/second"]);
+        let v = json_of(cmd);
+        assert_eq!(v["responses"][0]["status"], 200, "{v}");
+        assert_eq!(misses(&gw), Some(2.0), "second.test was loaded from the store");
+    }
+    // A name the store does not hold either: refused, nothing forwarded.
+    let before = backend.request_count();
+    let v = h3_verified(port, "none.test", &ca, &["--path", "/refused"]);
+    assert!(v.get("error").is_some(), "a handshake for an unknown name succeeded: {v}");
+    assert_eq!(backend.request_count(), before);
+    assert_eq!(backend.requests()[0].path_and_query(), "/first");
+    let m = gw.metrics();
+    assert!(metric_value(&m, "gatehouse_quic_retries_total").unwrap_or(0.0) >= 2.0, "{m}");
+}
+
+/// A site that verifies client certificates does so over QUIC: a client presenting one its CA
+/// signed is served, and the backend is told who it is; without one, or with another CA's, the
+/// handshake is refused. A site without `client_auth` on the same listener asks for none.
+#[test]
+fn a_site_verifies_client_certificates_over_quic() {
+    if !aioquic("a_site_verifies_client_certificates_over_quic") {
+        return;
+    }
+    let pki = Pki::new();
+    let clients = Authority::new("Client CA").expect("client CA");
+    let client_ca = pki.dir.join("clients.pem");
+    std::fs::write(&client_ca, clients.cert_pem()).expect("write");
+    let alice = pki.dir.join("alice.pem");
+    std::fs::write(&alice, clients.issue(&["alice.client"], Algorithm::EcdsaP256, 30).expect("issue")).expect("write");
+    let mallory = pki.dir.join("mallory.pem");
+    std::fs::write(&mallory, pki.ca.issue(&["mallory.client"], Algorithm::EcdsaP256, 30).expect("issue"))
+        .expect("write");
+    let cert = pki.issue(&["secure.test", "open.test"], Algorithm::EcdsaP256, "sites.pem", None);
+    let backend = Backend::start("b");
+    let gw = start(&format!(
+        "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  secure: {{hosts: [secure.test], client_auth: {{ca: \"{}\"}}, routes: [{{path: /, upstream: u}}]}}\n  open: {{hosts: [open.test], routes: [{{path: /, upstream: u}}]}}\n",
+        certificates(&[&cert]),
+        targets(&[&backend]),
+        client_ca.display()
+    ));
+    let (port, ca) = (gw.addr("https").port(), pki.ca_file().display().to_string());
+    let alice_arg = alice.display().to_string();
+
+    let v = h3_verified(port, "secure.test", &ca, &["--cert", &alice_arg, "--header", "x-client-verify: FORGED"]);
+    assert_eq!(responses(&v)[0]["status"], 200, "{v}");
+    let seen = backend.requests();
+    let last = seen.last().expect("forwarded");
+    assert_eq!(last.header("x-client-verify"), Some("SUCCESS"));
+    assert_eq!(last.header("x-client-cert-subject"), Some("CN=alice.client"));
+
+    // No certificate, or another CA's: refused, nothing forwarded.
+    let mallory_arg = mallory.display().to_string();
+    for args in [&["--path", "/none"][..], &["--path", "/wrong", "--cert", &mallory_arg]] {
+        let v = h3_verified(port, "secure.test", &ca, args);
+        let refused = v.get("error").is_some() || responses(&v).iter().all(|r| r["status"] != 200);
+        assert!(refused, "{args:?} was served: {v}");
+    }
+    assert_eq!(backend.request_count(), 1);
+
+    // The open site asks for no certificate.
+    let v = h3_verified(port, "open.test", &ca, &["--path", "/open"]);
+    assert_eq!(responses(&v)[0]["status"], 200, "{v}");
+    assert_eq!(backend.request_count(), 2);
+
+    if let Some(client) = go_client("a_site_verifies_client_certificates_over_quic") {
+        let addr = format!("127.0.0.1:{port}");
+        let mut cmd = Command::new(client);
+        cmd.args(["-addr", &addr, "-host", "secure.test", "-ca", &ca, "-pq", "-cert", &alice_arg, "-path", "/go"]);
+        let v = json_of(cmd);
+        assert_eq!(v["responses"][0]["status"], 200, "{v}");
+        let last = backend.requests().pop().expect("forwarded");
+        assert_eq!(last.header("x-client-cert-subject"), Some("CN=alice.client"));
+    }
+    let m = gw.metrics();
+    assert!(metric_value(&m, "gatehouse_quic_handshake_failures_total").unwrap_or(0.0) >= 1.0, "{m}");
 }

@@ -98,6 +98,8 @@ async def run(args):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=args.sni)
     if args.ca:
         config.load_verify_locations(args.ca)
+    if args.cert:
+        config.load_cert_chain(args.cert)
     else:
         config.verify_mode = ssl.CERT_NONE
     if args.session_in:
@@ -149,6 +151,7 @@ def main():
     p.add_argument("--sni", default="localhost")
     p.add_argument("--authority")
     p.add_argument("--ca")
+    p.add_argument("--cert", help="client certificate and its key (one PEM file)")
     p.add_argument("--path", action="append", default=[])
     p.add_argument("--method", default="GET")
     p.add_argument("--body-file")

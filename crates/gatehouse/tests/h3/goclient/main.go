@@ -46,6 +46,8 @@ func main() {
 	n := flag.Int("n", 1, "requests sent at once on one connection")
 	method := flag.String("method", "GET", "method")
 	bodyFile := flag.String("body-file", "", "request body")
+	certFile := flag.String("cert", "", "client certificate and its key (one PEM file)")
+	pq := flag.Bool("pq", false, "offer the X25519MLKEM768 key share first: a ClientHello longer than one packet")
 	flag.Parse()
 
 	fail := func(err error) {
@@ -69,8 +71,23 @@ func main() {
 		}
 		body = b
 	}
+	tlsConfig := &tls.Config{RootCAs: roots, ServerName: *host, NextProtos: []string{http3.NextProtoH3}}
+	if *certFile != "" {
+		pem, err := os.ReadFile(*certFile)
+		if err != nil {
+			fail(err)
+		}
+		pair, err := tls.X509KeyPair(pem, pem)
+		if err != nil {
+			fail(err)
+		}
+		tlsConfig.Certificates = []tls.Certificate{pair}
+	}
+	if *pq {
+		tlsConfig.CurvePreferences = []tls.CurveID{tls.X25519MLKEM768, tls.X25519}
+	}
 	tr := &http3.Transport{
-		TLSClientConfig: &tls.Config{RootCAs: roots, ServerName: *host, NextProtos: []string{http3.NextProtoH3}},
+		TLSClientConfig: tlsConfig,
 		QUICConfig:      &quic.Config{MaxIdleTimeout: 20 * time.Second},
 		Dial: func(ctx context.Context, _ string, tlsCfg *tls.Config, cfg *quic.Config) (*quic.Conn, error) {
 			return quic.DialAddr(ctx, *addr, tlsCfg, cfg)
