@@ -76,11 +76,13 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
         out,
         "gatehouse_quic_handshakes_total",
         "counter",
-        "QUIC handshakes completed, by kind (0-RTT is not offered).",
+        "QUIC handshakes completed, by kind: full, resumed, or resumed with requests in 0-RTT data.",
     );
     let resumed = q.resumed.get().min(q.handshakes.get());
+    let zero_rtt = q.zero_rtt.get().min(resumed);
     let _ = writeln!(out, "gatehouse_quic_handshakes_total{{kind=\"full\"}} {}", q.handshakes.get() - resumed);
-    let _ = writeln!(out, "gatehouse_quic_handshakes_total{{kind=\"resumed\"}} {resumed}");
+    let _ = writeln!(out, "gatehouse_quic_handshakes_total{{kind=\"resumed\"}} {}", resumed - zero_rtt);
+    let _ = writeln!(out, "gatehouse_quic_handshakes_total{{kind=\"0rtt\"}} {zero_rtt}");
     for (name, kind, text, v) in [
         (
             "gatehouse_quic_handshake_failures_total",

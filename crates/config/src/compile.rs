@@ -240,6 +240,10 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
             err(format!("{p}.http2_ping_timeout"), "must be greater than zero".into());
         }
         check_http3(&p, l, &mut err);
+        if l.quic.early_data && c.tls.session_cache == crate::model::SessionCacheMode::Off {
+            // rustls allows 0-RTT only with single-use (stateful) tickets (RFC 8446 §8.1).
+            err(format!("{p}.quic.early_data"), "0-RTT needs `tls.session_cache` (`local` or `redis`)".into());
+        }
     }
 
     let r = &c.resolver;
@@ -579,6 +583,10 @@ listeners:
             .expect("valid");
         assert_eq!(good.listeners["h"].alt_svc, crate::AltSvc::Value("h3=\":443\"".into()));
         assert_eq!(good.listeners["h"].quic.max_streams, 100);
+        assert!(!good.listeners["h"].quic.early_data);
+        let no_cache = "tls: {self_signed: {dir: /tmp/x, names: [a.test]}, session_cache: off}\nlisteners:\n  h: { bind: \"127.0.0.1:0\", tls: {}, http3: true, quic: { early_data: true } }\n";
+        let errs = compile(no_cache).expect_err("0-RTT without a session cache").0;
+        assert_eq!(errs.iter().map(|e| e.path.as_str()).collect::<Vec<_>>(), ["listeners.h.quic.early_data"]);
     }
 
     #[test]

@@ -371,6 +371,9 @@ pub struct Quic {
     pub connection_window: ByteSize,
     /// When a new client must prove its address first (a Retry packet, one more round trip).
     pub retry: QuicRetry,
+    /// 0-RTT: a resuming client's first requests sent with its handshake. Only safe methods are
+    /// served so, forwarded with `Early-Data: 1` (RFC 8470); others are answered `425`.
+    pub early_data: bool,
 }
 
 /// When QUIC clients are sent a Retry (address validation) before their handshake.
@@ -394,6 +397,7 @@ impl Default for Quic {
             stream_window: ByteSize(1 << 20),
             connection_window: ByteSize(8 << 20),
             retry: QuicRetry::Auto,
+            early_data: false,
         }
     }
 }

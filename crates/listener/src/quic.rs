@@ -70,7 +70,7 @@ fn server_config(
     tls: &TlsAcceptor,
     policy: Option<&Arc<SitePolicy>>,
 ) -> Option<quinn::ServerConfig> {
-    let rustls = match tls.quic_config(policy) {
+    let rustls = match tls.quic_config(policy, listener.quic.early_data) {
         Ok(c) => c,
         Err(e) => {
             tracing::error!(error = %e, "cannot make the QUIC TLS settings");
@@ -120,7 +120,7 @@ pub async fn quic_loop(
     let runtime = quinn::TokioRuntime;
     let endpoint = quinn::Runtime::wrap_udp_socket(&runtime, socket).and_then(|socket| {
         let peek = HelloPeek::new(configs.default.crypto.clone());
-        peek.enable(configs.tls.quic_needs_name());
+        peek.enable(configs.tls.quic_needs_name(config.quic.early_data));
         let socket = PeekSocket::new(socket, peek.clone());
         let endpoint = quinn::Endpoint::new_with_abstract_socket(
             quinn::EndpointConfig::default(),
@@ -144,7 +144,7 @@ pub async fn quic_loop(
     // New settings (on reload) apply to new connections.
     let renew = |configs: &mut Arc<QuicConfigs>, config: &Arc<Listener>, acceptor: Arc<TlsAcceptor>| {
         if let Some(new) = QuicConfigs::new(config.clone(), acceptor) {
-            peek.enable(new.tls.quic_needs_name());
+            peek.enable(new.tls.quic_needs_name(config.quic.early_data));
             endpoint.set_server_config(Some((*new.default).clone()));
             *configs = new;
         }
@@ -257,12 +257,16 @@ async fn serve_connection(
     let config = configs.listener.clone();
     let timeout = config.tls.as_ref().map_or(config.header_read_timeout.0, |t| t.handshake_timeout.0);
     let deadline = tokio::time::Instant::now() + timeout;
+    // Whether the client may send 0-RTT data: unknown unless its ClientHello was read.
+    let mut offers_early = true;
     let (handshake, policy) = if peek.enabled() {
         // The client's name first: its certificate loaded, its site's configuration chosen.
         let seen = peek.wait(incoming.remote_address(), incoming.orig_dst_cid(), deadline).await;
         let policy = match seen {
-            Some(Seen::Hello(name)) => {
-                tokio::time::timeout_at(deadline, configs.tls.quic_prepare(name.as_deref())).await.ok().flatten()
+            Some(Seen::Hello(hello)) => {
+                offers_early = gatehouse_hello::parse(&hello).is_ok_and(|h| h.early_data);
+                let prepare = configs.tls.quic_prepare(&hello, config.quic.early_data);
+                tokio::time::timeout_at(deadline, prepare).await.ok().flatten()
             }
             _ => None,
         };
@@ -273,29 +277,40 @@ async fn serve_connection(
     } else {
         (incoming.accept(), None)
     };
-    let handshake = match handshake {
-        Ok(connecting) => tokio::time::timeout_at(deadline, connecting).await,
-        Err(e) => Ok(Err(e)),
+    let connecting = match handshake {
+        Ok(connecting) => connecting,
+        Err(e) => return handshake_failed(&stats, &e),
     };
-    drop(handshaking);
-    let conn = match handshake {
-        Ok(Ok(conn)) => conn,
-        Ok(Err(e)) => {
-            stats.quic.failed.inc();
-            tracing::debug!(error = %e, "QUIC handshake failed");
-            return;
+    // With 0-RTT on (never for a site verifying client certificates), requests are taken while
+    // the handshake completes; `pending` resolves when it has.
+    let zero_rtt = config.quic.early_data && policy.is_none() && offers_early;
+    let connecting = if zero_rtt {
+        match connecting.into_0rtt() {
+            Ok((conn, accepted)) => Ok((conn, accepted)),
+            Err(connecting) => Err(connecting),
         }
-        Err(_) => {
-            stats.quic.failed.inc();
-            tracing::debug!("QUIC handshake timed out");
-            return;
+    } else {
+        Err(connecting)
+    };
+    let (conn, mut pending, mut handshaking) = match connecting {
+        Ok((conn, accepted)) => (conn, Some(accepted), Some(handshaking)),
+        Err(connecting) => {
+            let finished = tokio::time::timeout_at(deadline, connecting).await;
+            drop(handshaking);
+            match finished {
+                Ok(Ok(conn)) => {
+                    stats.quic.handshakes.inc();
+                    (conn, None, None)
+                }
+                Ok(Err(e)) => return handshake_failed(&stats, &e),
+                Err(_) => return handshake_failed(&stats, &quinn::ConnectionError::TimedOut),
+            }
         }
     };
-    stats.quic.handshakes.inc();
     let shared = ctx.shared.clone();
     shared.stats.connections_accepted.inc();
     shared.stats.connections_active.inc();
-    let _active = Active { shared: shared.clone(), stats: stats.clone(), conn: conn.clone() };
+    let active = Active { shared: shared.clone(), stats: stats.clone(), conn: conn.clone() };
     stats.quic.connections.fetch_add(1, Relaxed);
     let mut info = ConnInfo::new(conn.remote_address(), local, true);
     info.body_timeout = config.body_read_timeout.0;
@@ -318,8 +333,33 @@ async fn serve_connection(
     };
     let mut drain = ctx.drain.clone();
     let mut draining = false;
+    // Whether a request came in 0-RTT data (quinn does not say whether a server accepted any).
+    let mut early_seen = false;
     loop {
         let accepted = tokio::select! {
+            // The completion is looked at first: a request that came with the client's Finished
+            // (in the same datagram) is not early. One taken before it was seen is (as quinn's
+            // `RecvStream::is_0rtt` judges). A 0-RTT request seen only after the completion goes
+            // unmarked; it came from a client that completed the handshake with a ticket used
+            // once, so it is not a replay (a replayed ClientHello completes nothing).
+            biased;
+            completed = completion(&mut pending, deadline) => {
+                pending = None;
+                handshaking = None;
+                if !completed {
+                    handshake_failed(&stats, &quinn::ConnectionError::TimedOut);
+                    break;
+                }
+                if let Some(e) = active.conn.close_reason() {
+                    handshake_failed(&stats, &e);
+                    break;
+                }
+                stats.quic.handshakes.inc();
+                if early_seen {
+                    stats.quic.zero_rtt.inc();
+                }
+                continue;
+            }
             accepted = h3.accept() => accepted,
             _ = drained(&mut drain), if !draining => {
                 // GOAWAY: requests already sent are served, no new one is taken.
@@ -331,10 +371,12 @@ async fn serve_connection(
         match accepted {
             Ok(Some(resolver)) => {
                 stats.quic.requests.inc();
+                let early = pending.is_some();
+                early_seen |= early;
                 let (shared, info) = (shared.clone(), info.clone());
                 tokio::spawn(ClockScoped(Box::pin(async move {
                     match resolver.resolve_request().await {
-                        Ok((req, stream)) => serve_request(shared, info, req, stream).await,
+                        Ok((req, stream)) => serve_request(shared, info, req, stream, early).await,
                         Err(e) => tracing::debug!(error = %e, "HTTP/3 request refused"),
                     }
                 })));
@@ -346,6 +388,22 @@ async fn serve_connection(
             }
         }
     }
+    drop((handshaking, active));
+}
+
+/// Resolves when a 0-RTT connection's handshake completes or fails (`true`), or at `deadline`
+/// (`false`); never without one.
+async fn completion(pending: &mut Option<quinn::ZeroRttAccepted>, deadline: tokio::time::Instant) -> bool {
+    match pending {
+        // It says whether 0-RTT was accepted on a client only.
+        Some(accepted) => tokio::time::timeout_at(deadline, accepted).await.is_ok(),
+        None => std::future::pending().await,
+    }
+}
+
+fn handshake_failed(stats: &TlsStats, e: &quinn::ConnectionError) {
+    stats.quic.failed.inc();
+    tracing::debug!(error = %e, "QUIC handshake failed");
 }
 
 /// The client certificate `conn` presented, verified under `policy`.
@@ -375,11 +433,26 @@ async fn serve_request(
     info: Arc<ConnInfo>,
     req: http::Request<()>,
     stream: h3::server::RequestStream<h3_quinn::BidiStream<Bytes>, Bytes>,
+    early: bool,
 ) {
     let (mut send, recv) = stream.split();
+    let mut req = req;
     if req.method() == http::Method::CONNECT {
         // No extended CONNECT (RFC 9220) yet, and no tunnels.
         return refuse(&shared, &mut send, http::StatusCode::NOT_IMPLEMENTED).await;
+    }
+    if early {
+        // 0-RTT data can be replayed: only a safe method is served from it, and the backend is
+        // told (RFC 8470), so it can answer 425 itself. The client sends anything else again
+        // once the handshake is complete.
+        if !matches!(*req.method(), http::Method::GET | http::Method::HEAD | http::Method::OPTIONS) {
+            let resp = gatehouse_proxy::error::simple(http::StatusCode::TOO_EARLY, false);
+            if let Err(e) = send_response(&mut send, resp).await {
+                tracing::debug!(error = %e, "HTTP/3 answer not sent whole");
+            }
+            return;
+        }
+        req.headers_mut().insert(EARLY_DATA, http::HeaderValue::from_static("1"));
     }
     // A body must be as long as its content-length says (RFC 9114 §4.1.2): toward an HTTP/1.1
     // endpoint the excess would be read as a request of its own. Connection-specific headers
@@ -440,6 +513,9 @@ impl std::fmt::Display for LengthMismatch {
 }
 
 impl std::error::Error for LengthMismatch {}
+
+/// Set on a request forwarded from 0-RTT data (RFC 8470 §5.1).
+const EARLY_DATA: header::HeaderName = header::HeaderName::from_static("early-data");
 
 /// Headers HTTP/3 forbids (RFC 9114, 4.2): connection-specific ones.
 const CONNECTION_SPECIFIC: [header::HeaderName; 5] = [

@@ -6,7 +6,7 @@
 //! that asks for client certificates (its own TLS configuration). So each worker's UDP socket is
 //! wrapped: the Initial packets that go through it are decrypted (their keys derive from the
 //! packet's destination connection id, RFC 9001 §5.2), their CRYPTO frames put together, and the
-//! ClientHello's `server_name` kept under the client's address and original destination
+//! ClientHello kept under the client's address and original destination
 //! connection id, where the accept side finds it ([`HelloPeek::wait`]).
 //!
 //! ```text
@@ -41,8 +41,8 @@ const HELLO_MAX: u64 = gatehouse_hello::DEFAULT_MAX_HELLO_BYTES as u64;
 /// What was read of a client's ClientHello.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seen {
-    /// The whole ClientHello, and the name it sent (`server_name`), if any.
-    Hello(Option<String>),
+    /// The whole ClientHello (the handshake message), which parses.
+    Hello(Vec<u8>),
     /// A ClientHello that does not parse, or longer than allowed.
     Unreadable,
 }
@@ -84,8 +84,9 @@ impl Entry {
         if prefix.len() < whole {
             return;
         }
-        self.seen = Some(match gatehouse_hello::parse(&prefix[..whole]) {
-            Ok(hello) => Seen::Hello(hello.server_name.map(str::to_owned)),
+        prefix.truncate(whole);
+        self.seen = Some(match gatehouse_hello::parse(&prefix) {
+            Ok(_) => Seen::Hello(prefix),
             Err(_) => Seen::Unreadable,
         });
         self.fragments = Vec::new();

@@ -117,6 +117,36 @@ impl rustls::server::ProducesTickets for CountedTickets {
     }
 }
 
+/// The session cache, counting the tickets taken from it: over QUIC with 0-RTT on, each is a
+/// resumed handshake.
+#[derive(Debug)]
+struct CountedSessions {
+    inner: Arc<SessionCache>,
+    stats: Arc<crate::stats::TlsStats>,
+}
+
+impl StoresServerSessions for CountedSessions {
+    fn put(&self, key: Vec<u8>, value: Vec<u8>) -> bool {
+        self.inner.put(key, value)
+    }
+
+    fn get(&self, key: &[u8]) -> Option<Vec<u8>> {
+        self.inner.get(key)
+    }
+
+    fn take(&self, key: &[u8]) -> Option<Vec<u8>> {
+        let taken = self.inner.take(key);
+        if taken.is_some() {
+            self.stats.quic.resumed.inc();
+        }
+        taken
+    }
+
+    fn can_cache(&self) -> bool {
+        self.inner.can_cache()
+    }
+}
+
 /// Chooses a QUIC handshake's certificate among those in memory (see
 /// [`TlsAcceptor::quic_config`]).
 #[derive(Debug)]
@@ -245,13 +275,18 @@ impl TlsAcceptor {
     /// the same certificates and resumption (tickets sealed with the same keys, so a session
     /// made over TCP or QUIC on any node resumes on any other), no early data; client
     /// certificates verified under `policy`, the site's the client named (see
-    /// [`TlsAcceptor::quic_prepare`]).
+    /// [`TlsAcceptor::quic_prepare`]). With `early_data` (and no `policy`: a client is
+    /// verified before anything it sends is served), a resuming client may send 0-RTT data.
     ///
     /// The certificate is chosen while the ClientHello is read, without waiting, among those in
     /// memory: [`TlsAcceptor::quic_prepare`] has loaded the one the client names. Should it not
     /// be there after all (the name was not read beforehand), it is looked up in the background
     /// and this handshake gets the default certificate, or is refused.
-    pub fn quic_config(&self, policy: Option<&Arc<SitePolicy>>) -> Result<Arc<ServerConfig>, rustls::Error> {
+    pub fn quic_config(
+        &self,
+        policy: Option<&Arc<SitePolicy>>,
+        early_data: bool,
+    ) -> Result<Arc<ServerConfig>, rustls::Error> {
         let builder = ServerConfig::builder_with_provider(self.offer.provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])?;
         let builder = match policy {
@@ -264,25 +299,47 @@ impl TlsAcceptor {
             runtime: tokio::runtime::Handle::try_current().ok(),
         };
         let mut config = builder.with_cert_resolver(Arc::new(resolver));
-        let tickets = self.resumption.ticketer.as_ref().map(|t| {
+        // 0-RTT takes single-use tickets, kept in the session cache (and, with `session_cache:
+        // redis`, taken from Redis by the first node that sees one: RFC 8446 §8.1 across the
+        // cluster); rustls refuses early data with stateless tickets, which a replay could reuse.
+        let early = early_data && policy.is_none() && self.resumption.sessions.is_some();
+        let tickets = self.resumption.ticketer.as_ref().filter(|_| !early).map(|t| {
             Arc::new(CountedTickets { inner: t.clone(), stats: self.certs.stats.clone() })
                 as Arc<dyn rustls::server::ProducesTickets>
         });
         self.settle(&mut config, vec![b"h3".to_vec()], tickets);
+        if let (true, Some(sessions)) = (early, &self.resumption.sessions) {
+            config.session_storage =
+                Arc::new(CountedSessions { inner: sessions.clone(), stats: self.certs.stats.clone() });
+            // QUIC bounds early data by its flow control; TLS must say "any amount" (RFC 9001 §4.6.1).
+            config.max_early_data_size = u32::MAX;
+        }
         Ok(Arc::new(config))
     }
 
-    /// Whether a QUIC handshake must know the client's name before it starts: certificates come
-    /// from a store (loaded on first use), or a site verifies client certificates.
-    pub fn quic_needs_name(&self) -> bool {
-        self.certs.has_store() || !self.offer.client_auth.is_empty()
+    /// Whether a QUIC handshake must see the ClientHello before it starts: certificates come
+    /// from a store (loaded on first use), a site verifies client certificates, or (with
+    /// `early_data`) single-use tickets are shared through Redis.
+    pub fn quic_needs_name(&self, early_data: bool) -> bool {
+        self.certs.has_store()
+            || !self.offer.client_auth.is_empty()
+            || (early_data && self.resumption.sessions.as_ref().is_some_and(|s| s.remote().is_some()))
     }
 
-    /// Readies a QUIC handshake for a client that named `sni` (as sent): loads its certificate
-    /// from the store if it is not in memory, and gives the client-certificate policy of its
-    /// site, whose configuration ([`TlsAcceptor::quic_config`]) the handshake must use.
-    pub async fn quic_prepare(&self, sni: Option<&str>) -> Option<Arc<SitePolicy>> {
-        let sni = sni.and_then(normalise);
+    /// Readies a QUIC handshake for a client whose ClientHello (the handshake message) is
+    /// `hello`: loads the certificate of the name it sent from the store if it is not in
+    /// memory, brings a ticket another node issued from Redis into the session cache (as
+    /// [`TlsAcceptor::accept`] does), and gives the client-certificate policy of its site,
+    /// whose configuration ([`TlsAcceptor::quic_config`]) the handshake must use.
+    /// With `early_data` the listener's QUIC tickets are single-use ones (see
+    /// [`TlsAcceptor::quic_config`]).
+    pub async fn quic_prepare(&self, hello: &[u8], early_data: bool) -> Option<Arc<SitePolicy>> {
+        let parsed = gatehouse_hello::parse(hello).ok();
+        let sni = parsed.as_ref().and_then(|h| h.server_name).and_then(normalise);
+        let psk = parsed.and_then(|h| h.psk_identities?.iter().next().map(|p| p.identity.to_vec()));
+        if let Some(psk) = psk.filter(|_| early_data) {
+            self.prefetch(&Offered { psk: Some(psk), ..Offered::default() }, true).await;
+        }
         if let Some(name) = sni.as_deref() {
             if self.certs.resolve_now(name).is_none() && self.certs.has_store() {
                 self.certs.resolve(name).await;
@@ -402,7 +459,7 @@ impl TlsAcceptor {
         };
         let tls13 = self.offer.versions.iter().any(|v| v.version == ProtocolVersion::TLSv1_3);
         let offered = Offered::read(&raw, tls13);
-        self.prefetch(&offered).await;
+        self.prefetch(&offered, self.resumption.ticketer.is_none()).await;
         let conn = match accepted.into_connection(config) {
             Ok(c) => c,
             Err((_, mut alert)) => {
@@ -440,10 +497,10 @@ impl TlsAcceptor {
     /// Brings a session that another node made into the local cache before rustls looks for it:
     /// a TLS 1.2 session id, or (without stateless tickets) a TLS 1.3 ticket id, which is taken
     /// from Redis so that it is used once across the cluster.
-    async fn prefetch(&self, offered: &Offered) {
+    async fn prefetch(&self, offered: &Offered, stateful_tickets: bool) {
         let Some(cache) = &self.resumption.sessions else { return };
         let Some(cluster) = cache.remote() else { return };
-        let (id, fetched) = if let (Some(id), None) = (&offered.psk, &self.resumption.ticketer) {
+        let (id, fetched) = if let (Some(id), true) = (&offered.psk, stateful_tickets) {
             // Stateful TLS 1.3 tickets are used once across the cluster: Redis is asked even when
             // this node holds the ticket, and a ticket Redis no longer has is not used here either.
             let fetched = crate::cluster::fetch_session_settled(cluster, id, true, &self.certs.stats).await;

@@ -105,6 +105,8 @@ pub struct QuicStats {
     pub handshakes: Counter,
     /// Handshakes that presented a ticket the node could open (a resumed session).
     pub resumed: Counter,
+    /// Resumed handshakes whose client sent requests in 0-RTT data.
+    pub zero_rtt: Counter,
     /// Handshakes that failed or timed out.
     pub failed: Counter,
     /// Retry packets sent to validate a client's address before its handshake.

@@ -259,6 +259,17 @@ fn alt_svc_is_off_or_set_by_the_listener() {
     assert_eq!(get("plain", "http").header("alt-svc"), None);
 }
 
+/// A node of `cluster` (cluster-wide tickets) serving `cert` over HTTP/3, with more `tls` settings
+/// and more settings of its listener.
+fn cluster_node(cluster: &Cluster, cert: &std::path::Path, id: &str, tls: &str, listener: &str) -> Gateway {
+    start(&format!(
+        "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\n{}node: {{id: {id}}}\ntls:\n{}\n  tickets: cluster{tls}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true{listener}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        cluster.redis_section(),
+        certificates(&[cert]),
+        targets(&[&cluster.backend])
+    ))
+}
+
 /// A session made over QUIC on node A resumes on node B: the ticket is sealed with the cluster's
 /// ticket keys, shared through Redis.
 #[test]
@@ -266,17 +277,9 @@ fn quic_sessions_resume_across_two_nodes() {
     if !aioquic("quic_sessions_resume_across_two_nodes") {
         return;
     }
-    let cluster = Cluster::new();
-    let pki = Pki::new();
+    let (cluster, pki) = (Cluster::new(), Pki::new());
     let cert = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
-    let node = |id: &str| {
-        start(&format!(
-            "workers: 2\n{}node: {{id: {id}}}\ntls:\n{}\n  tickets: cluster\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
-            cluster.redis_section(),
-            certificates(&[&cert]),
-            targets(&[&cluster.backend])
-        ))
-    };
+    let node = |id: &str| cluster_node(&cluster, &cert, id, "", "");
     let (a, b) = (node("a"), node("b"));
     let ca = pki.ca_file().display().to_string();
     let ticket = pki.dir.join("quic-ticket");
@@ -619,4 +622,72 @@ fn a_site_verifies_client_certificates_over_quic() {
     }
     let m = gw.metrics();
     assert!(metric_value(&m, "gatehouse_quic_handshake_failures_total").unwrap_or(0.0) >= 1.0, "{m}");
+}
+
+/// 0-RTT, turned on (`quic.early_data`): a client resuming on another node of the cluster sends
+/// its first requests with its handshake. A GET so sent reaches the backend with `Early-Data: 1`
+/// (RFC 8470); a POST is answered 425 and never forwarded. Each ticket allowing 0-RTT is used
+/// once across the cluster (taken from Redis by the node that sees it first), so a replayed
+/// ClientHello resumes nowhere. Without 0-RTT, or after the handshake, no request is marked.
+#[test]
+fn early_data_across_two_nodes_is_forwarded_marked_and_only_for_safe_methods() {
+    if !aioquic("early_data_across_two_nodes_is_forwarded_marked_and_only_for_safe_methods") {
+        return;
+    }
+    let (cluster, pki) = (Cluster::new(), Pki::new());
+    let cert = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
+    let node = |id: &str, early: bool| {
+        cluster_node(&cluster, &cert, id, "\n  session_cache: redis", &format!(", quic: {{early_data: {early}}}"))
+    };
+    let (a, b, off) = (node("a", true), node("b", true), node("c", false));
+    let ca = pki.ca_file().display().to_string();
+    let ticket = |n: u32| pki.dir.join(&format!("ticket-{n}")).display().to_string();
+    let on = |gw: &Gateway, args: &[&str]| h3_verified(gw.addr("https").port(), "shop.test", &ca, args);
+    let backend = &cluster.backend;
+    let last = || backend.requests().pop().expect("forwarded");
+
+    let first = on(&a, &["--session-out", &ticket(1), "--path", "/first"]);
+    assert_eq!(responses(&first)[0]["status"], 200, "{first}");
+    assert_eq!(last().header("early-data"), None);
+
+    // On node B, in 0-RTT: the GET is served and marked.
+    let get = on(&b, &["--session-in", &ticket(1), "--session-out", &ticket(2), "--early", "--path", "/early"]);
+    assert_eq!((&get["resumed"], &get["early_data_accepted"]), (&Value::Bool(true), &Value::Bool(true)), "{get}");
+    assert_eq!(responses(&get)[0]["status"], 200, "{get}");
+    let seen = last();
+    assert_eq!((seen.path_and_query().as_str(), seen.header("early-data")), ("/early", Some("1")));
+
+    // The same ClientHello again, on node A: the ticket is spent, no resumption, no early data.
+    let replay = on(&a, &["--session-in", &ticket(1), "--early", "--path", "/replayed"]);
+    assert_eq!((&replay["resumed"], &replay["early_data_accepted"]), (&Value::Bool(false), &Value::Bool(false)));
+    assert_eq!(responses(&replay)[0]["status"], 200, "{replay}");
+    assert_eq!(last().header("early-data"), None, "sent again after a full handshake");
+
+    // A POST in 0-RTT: 425, not forwarded.
+    let body = pki.dir.join("post.bin");
+    std::fs::write(&body, b"once").expect("write");
+    let body = body.display().to_string();
+    let before = backend.request_count();
+    let post = ["--method", "POST", "--path", "/post", "--body-file", &body];
+    let early_post =
+        on(&b, &[&["--session-in", &ticket(2), "--session-out", &ticket(3), "--early"][..], &post].concat());
+    assert_eq!(early_post["early_data_accepted"], true, "{early_post}");
+    assert_eq!(responses(&early_post)[0]["status"], 425, "{early_post}");
+    assert_eq!(backend.request_count(), before, "a POST from 0-RTT data was forwarded");
+    let m = b.metrics();
+    assert_eq!(metric_value(&m, "gatehouse_quic_handshakes_total{kind=\"0rtt\"}"), Some(2.0), "{m}");
+
+    // The same POST after the handshake is served, unmarked.
+    let late_post = on(&b, &[&["--session-in", &ticket(3), "--session-out", &ticket(4)][..], &post].concat());
+    assert_eq!(late_post["resumed"], true, "{late_post}");
+    assert_eq!(responses(&late_post)[0]["status"], 200, "{late_post}");
+    let seen = last();
+    assert_eq!((seen.method.as_str(), seen.header("early-data")), ("POST", None));
+
+    // A node without 0-RTT takes none; the client sends its request again after the handshake.
+    let plain = on(&off, &["--session-in", &ticket(4), "--early", "--path", "/late"]);
+    assert_eq!(plain["early_data_accepted"], false, "{plain}");
+    assert_eq!(responses(&plain)[0]["status"], 200, "{plain}");
+    let seen = last();
+    assert_eq!((seen.path_and_query().as_str(), seen.header("early-data")), ("/late", None));
 }

@@ -6,7 +6,7 @@ the session was resumed) and, per request, status, headers, body length and SHA-
 
   client.py --port P [--host 127.0.0.1] [--sni NAME] [--authority NAME] [--ca FILE]
             [--path /x ...] [--method GET] [--body-file F] [--repeat N]
-            [--session-in F] [--session-out F] [--timeout S]
+            [--session-in F] [--session-out F] [--early] [--timeout S] [--cert FILE]
 
 `--repeat N` sends each path N times, all at once, each on its own stream. A handshake that
 fails prints {"error": "..."} and exits 2.
@@ -37,11 +37,13 @@ class Client(QuicConnectionProtocol):
         self.resumed = None
         self.alpn = None
         self.closed = None
+        self.handshake_done = asyncio.Event()
 
     def quic_event_received(self, event: QuicEvent):
         if isinstance(event, HandshakeCompleted):
             self.resumed = event.session_resumed
             self.alpn = event.alpn_protocol
+            self.handshake_done.set()
         if isinstance(event, ConnectionTerminated):
             self.closed = {"code": event.error_code, "reason": event.reason_phrase}
             for fut in self.waiting.values():
@@ -98,10 +100,10 @@ async def run(args):
     config = QuicConfiguration(is_client=True, alpn_protocols=H3_ALPN, server_name=args.sni)
     if args.ca:
         config.load_verify_locations(args.ca)
-    if args.cert:
-        config.load_cert_chain(args.cert)
     else:
         config.verify_mode = ssl.CERT_NONE
+    if args.cert:
+        config.load_cert_chain(args.cert)
     if args.session_in:
         with open(args.session_in, "rb") as f:
             config.session_ticket = pickle.load(f)
@@ -115,10 +117,8 @@ async def run(args):
     try:
         async with connect(
             args.host, args.port, configuration=config, create_protocol=Client,
-            session_ticket_handler=tickets.append, wait_connected=True,
+            session_ticket_handler=tickets.append, wait_connected=not args.early,
         ) as client:
-            out["alpn"] = client.alpn
-            out["resumed"] = client.resumed
             authority = args.authority or args.sni
             calls = [
                 client.request(args.method, authority, path, body, headers)
@@ -128,6 +128,10 @@ async def run(args):
             out["responses"] = [
                 {"error": str(r)} if isinstance(r, BaseException) else summary(r) for r in done
             ]
+            await asyncio.wait_for(client.handshake_done.wait(), args.timeout)
+            out["alpn"] = client.alpn
+            out["resumed"] = client.resumed
+            out["early_data_accepted"] = client._quic.tls.early_data_accepted
             # A ticket may come after the handshake: give it a moment to arrive.
             for _ in range(20):
                 if tickets or not args.session_out:
@@ -160,6 +164,8 @@ def main():
     p.add_argument("--session-in")
     p.add_argument("--session-out")
     p.add_argument("--timeout", type=float, default=20.0)
+    p.add_argument("--early", action="store_true",
+                   help="send the requests at once, in 0-RTT data when resuming a session that allows it")
     args = p.parse_args()
     if not args.path:
         args.path = ["/"]
