@@ -42,7 +42,7 @@
 #   CONNS [100/20]   connections (requests rows); handshake rows use CONNS/10 clients
 #   SIZES [5k 10k 1m/5k 1m]
 #   STREAMS [1 10 100/1 10]
-#   TARGETS [gatehouse caddy]
+#   TARGETS [gatehouse caddy]; gatehouse-nogso adds Gatehouse with quic.gso: false (its GSO's worth)
 #   KEEP_WORKDIR [0] 1 = keep the temp dir
 
 set -Eeuo pipefail
@@ -91,9 +91,10 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -su
 	-addext subjectAltName=DNS:bench.test -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
 cat "$WORK/cert.pem" "$WORK/key.pem" >"$WORK/bundle.pem"
 
-free_ports 2
+free_ports 3
 P_GATEHOUSE=${REPLY_PORTS[0]}
 P_CADDY=${REPLY_PORTS[1]}
+P_NOGSO=${REPLY_PORTS[2]}
 cat >"$WORK/gatehouse.yaml" <<EOF
 workers: 1
 tls:
@@ -106,6 +107,9 @@ upstreams:
 sites:
   bench: {hosts: ["*"], routes: [{path: /, upstream: backend}]}
 EOF
+# The same with GSO off (quic.gso: false), for the gatehouse-nogso target.
+sed -e "s/127.0.0.1:$P_GATEHOUSE/127.0.0.1:$P_NOGSO/" -e 's/quic: {max_streams: 1000}/quic: {max_streams: 1000, gso: false}/' \
+	"$WORK/gatehouse.yaml" >"$WORK/gatehouse-nogso.yaml"
 cat >"$WORK/Caddyfile" <<EOF
 {
 	auto_https off
@@ -120,11 +124,20 @@ https://bench.test:$P_CADDY {
 }
 EOF
 
-port_of() { if [[ $1 == gatehouse ]]; then echo "$P_GATEHOUSE"; else echo "$P_CADDY"; fi; }
+port_of() {
+	case $1 in
+	gatehouse) echo "$P_GATEHOUSE" ;;
+	gatehouse-nogso) echo "$P_NOGSO" ;;
+	*) echo "$P_CADDY" ;;
+	esac
+}
 
 if want gatehouse; then
 	gatehouse_check "$WORK/gatehouse.yaml"
 	start_proc gatehouse 1 "$GATEHOUSE_BIN" run --config "$WORK/gatehouse.yaml"
+fi
+if want gatehouse-nogso; then
+	start_proc gatehouse-nogso 1 "$GATEHOUSE_BIN" run --config "$WORK/gatehouse-nogso.yaml"
 fi
 if want caddy; then
 	start_proc caddy 1 env GOMAXPROCS=1 HOME="$WORK" XDG_DATA_HOME="$WORK" XDG_CONFIG_HOME="$WORK" \
@@ -227,6 +240,12 @@ if "caddy" in targets and "gatehouse" in targets:
         g, c = med(row, "gatehouse", "per_cpu_s"), med(row, "caddy", "per_cpu_s")
         if g and c and c[0] > 0:
             print(f"- {row}: **{g[0] / c[0]:.2f}**")
+if "gatehouse-nogso" in targets and "gatehouse" in targets:
+    print("\nGatehouse with GSO / without (quic.gso: false), requests per server CPU-second (medians):\n")
+    for row in rows:
+        g, n = med(row, "gatehouse", "per_cpu_s"), med(row, "gatehouse-nogso", "per_cpu_s")
+        if g and n and n[0] > 0:
+            print(f"- {row}: **{g[0] / n[0]:.2f}**")
 h3, h2 = med("h3 5k x10", "gatehouse", "per_cpu_s"), med("h2 5k x10", "gatehouse", "per_cpu_s")
 if h3 and h2 and h3[0] > 0:
     print(f"\nGatehouse CPU per request, HTTP/3 / HTTP/2 over TLS (5 KB, 10 streams per connection): **{h2[0] / h3[0]:.2f}**")

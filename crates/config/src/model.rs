@@ -374,6 +374,9 @@ pub struct Quic {
     /// 0-RTT: a resuming client's first requests sent with its handshake. Only safe methods are
     /// served so, forwarded with `Early-Data: 1` (RFC 8470); others are answered `425`.
     pub early_data: bool,
+    /// Generic segmentation offload: a burst of packets to one client leaves in one system
+    /// call (`UDP_SEGMENT`), where the kernel has it.
+    pub gso: bool,
 }
 
 /// When QUIC clients are sent a Retry (address validation) before their handshake.
@@ -398,6 +401,7 @@ impl Default for Quic {
             connection_window: ByteSize(8 << 20),
             retry: QuicRetry::Auto,
             early_data: false,
+            gso: true,
         }
     }
 }

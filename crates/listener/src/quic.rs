@@ -92,7 +92,8 @@ fn server_config(
         .max_concurrent_uni_streams(3u32.into())
         .stream_receive_window(varint(q.stream_window.0))
         .receive_window(varint(q.connection_window.0))
-        .max_idle_timeout(quinn::IdleTimeout::try_from(q.idle_timeout.0).ok());
+        .max_idle_timeout(quinn::IdleTimeout::try_from(q.idle_timeout.0).ok())
+        .enable_segmentation_offload(q.gso);
     let mut config = quinn::ServerConfig::with_crypto(Arc::new(crypto));
     config.transport_config(Arc::new(transport));
     Some(config)
@@ -121,6 +122,13 @@ pub async fn quic_loop(
     let endpoint = quinn::Runtime::wrap_udp_socket(&runtime, socket).and_then(|socket| {
         let peek = HelloPeek::new(configs.default.crypto.clone());
         peek.enable(configs.tls.quic_needs_name(config.quic.early_data));
+        // What the kernel offers: packets per system call, each way (GSO and GRO, where the
+        // kernel has them; quinn-udp finds out).
+        tracing::debug!(
+            gso_segments = socket.max_transmit_segments(),
+            gro_segments = socket.max_receive_segments(),
+            "QUIC on the worker's UDP socket"
+        );
         let socket = PeekSocket::new(socket, peek.clone());
         let endpoint = quinn::Endpoint::new_with_abstract_socket(
             quinn::EndpointConfig::default(),
