@@ -115,6 +115,12 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
             "Packets sent on closed QUIC connections that were declared lost.",
             q.packets_lost.get(),
         ),
+        (
+            "gatehouse_quic_forwarded_packets_total",
+            "counter",
+            "Packets of the previous process's QUIC connections sent on to it after a binary upgrade.",
+            q.forwarded.get(),
+        ),
     ] {
         help(out, name, kind, text);
         let _ = writeln!(out, "{name} {v}");

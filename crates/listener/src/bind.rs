@@ -4,11 +4,14 @@
 //! process, which adopts them instead of binding: their accept queues carry over, so no connection
 //! waiting in them is lost.
 
+use crate::quic_handover::QuicLink;
 use gatehouse_config::Listener;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixDatagram;
+use std::sync::Arc;
 
 /// A listener's sockets: one per worker with `reuse_port`, else one shared.
 #[derive(Debug)]
@@ -23,7 +26,16 @@ pub struct BoundListener {
     pub sockets: Vec<TcpListener>,
     /// With `http3`: the UDP sockets QUIC is served on, on the same port (one per worker with
     /// `reuse_port`, else one).
-    pub udp: Vec<UdpSocket>,
+    pub udp: Vec<QuicSocket>,
+}
+
+/// A UDP socket QUIC is served on, and its state across a binary upgrade.
+#[derive(Debug)]
+pub struct QuicSocket {
+    /// The socket.
+    pub socket: UdpSocket,
+    /// Packets to and from the process before or after this one.
+    pub link: Arc<QuicLink>,
 }
 
 /// Why a listener has no sockets.
@@ -174,12 +186,14 @@ pub fn bind_listener(
 }
 
 /// Takes over `sockets`, listening sockets of `config` handed down by the process this one
-/// replaces. With `reuse_port` and fewer sockets than `workers` (the old process had fewer
-/// workers), more SO_REUSEPORT sockets join them when the handed-down ones allow it.
+/// replaces, and its QUIC sockets `udp` with their pairs to it. With `reuse_port` and fewer
+/// sockets than `workers` (the old process had fewer workers), more SO_REUSEPORT sockets join
+/// them when the handed-down ones allow it.
 pub fn adopt_listener(
     name: &str,
     config: &Listener,
     sockets: Vec<TcpListener>,
+    udp: Vec<(UdpSocket, UnixDatagram)>,
     workers: usize,
     reuse_port: bool,
 ) -> Result<BoundListener, BindError> {
@@ -202,8 +216,15 @@ pub fn adopt_listener(
     }
     let mut bound = BoundListener { name: name.to_string(), addr, config: config.clone(), sockets, udp: Vec::new() };
     bound.apply_socket_options().map_err(explain)?;
-    // QUIC sockets are not handed down yet: new ones join the old process's (SO_REUSEPORT), and
-    // its QUIC connections end with it.
+    // The QUIC sockets handed down with them, each with the pair to the old process, which goes
+    // on serving its connections from what this one sends it (`quic_handover`).
+    for (socket, pair) in udp {
+        if socket.local_addr().map_err(explain)?.port() != addr.port() || !config.http3 {
+            continue;
+        }
+        socket.set_nonblocking(true).map_err(explain)?;
+        bound.udp.push(QuicSocket { socket, link: Arc::new(QuicLink::new(Some(pair))) });
+    }
     bound.bind_udp(workers, reuse_port).map_err(|source| BindError::Bind {
         listener: name.into(),
         addr: config.bind,
@@ -223,7 +244,7 @@ impl BoundListener {
         if self.udp.is_empty() {
             let count = if reuse_port { workers.max(1) } else { 1 };
             for _ in 0..count {
-                self.udp.push(udp_socket(self.addr, reuse_port)?);
+                self.udp.push(QuicSocket { socket: udp_socket(self.addr, reuse_port)?, link: Arc::default() });
             }
         }
         Ok(())

@@ -23,13 +23,15 @@ mod per_ip;
 pub mod proxy_header;
 mod proxy_protocol;
 mod quic;
+mod quic_handover;
 mod quic_hello;
 mod serve;
 mod transport;
 mod workers;
 
-pub use bind::{adopt_listener, bind_listener, BindError, BoundListener};
+pub use bind::{adopt_listener, bind_listener, BindError, BoundListener, QuicSocket};
 pub use per_ip::{OverLimit, PerIpGuard, PerIpLimit};
 pub use quic::quic_loop;
+pub use quic_handover::{follow_generation, quic_generation, QuicLink};
 pub use serve::{accept_loop, AcceptBackoff, AcceptorCell, ServeContext};
 pub use workers::{Worker, Workers};

@@ -12,6 +12,7 @@
 //! know the connection: the client's packets are dropped there and the connection ends by idle
 //! timeout, after which the client connects again.
 
+use crate::quic_handover::{GenerationCids, QuicLink};
 use crate::quic_hello::{HelloPeek, PeekSocket, Seen};
 use crate::serve::{drained, AcceptorCell, ServeContext};
 use bytes::{Buf, Bytes};
@@ -109,6 +110,7 @@ fn varint(n: u64) -> quinn::VarInt {
 /// and every connection on it, stays; new connections get the new settings.
 pub async fn quic_loop(
     socket: UdpSocket,
+    link: Arc<QuicLink>,
     mut settings: watch::Receiver<Arc<Listener>>,
     tls: AcceptorCell,
     ctx: ServeContext,
@@ -129,9 +131,13 @@ pub async fn quic_loop(
             gro_segments = socket.max_receive_segments(),
             "QUIC on the worker's UDP socket"
         );
-        let socket = PeekSocket::new(socket, peek.clone());
+        let socket = PeekSocket::new(socket, peek.clone(), link, configs.tls.certs().stats.clone());
+        // Connection ids carry this process's generation, so a successor tells its packets
+        // from ours (`quic_handover`).
+        let mut endpoint_config = quinn::EndpointConfig::default();
+        endpoint_config.cid_generator(|| Box::new(GenerationCids::new()));
         let endpoint = quinn::Endpoint::new_with_abstract_socket(
-            quinn::EndpointConfig::default(),
+            endpoint_config,
             Some((*configs.default).clone()),
             socket,
             Arc::new(runtime),

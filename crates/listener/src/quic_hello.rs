@@ -17,6 +17,7 @@
 //! one), in any order and split anywhere (Chrome scatters its CRYPTO frames). Only Initial
 //! packets are looked at, and only while the listener needs the name; the table is bounded.
 
+use crate::quic_handover::QuicLink;
 use bytes::BytesMut;
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, ConnectionId, UdpPoller};
@@ -329,17 +330,51 @@ impl<'a> Reader<'a> {
     }
 }
 
-/// A worker's UDP socket, with the Initial packets that come in read by a [`HelloPeek`].
+/// A worker's UDP socket, with the Initial packets that come in read by a [`HelloPeek`], and
+/// the packets of a predecessor's connections sent on to it (a binary upgrade, [`QuicLink`]).
 #[derive(Debug)]
 pub struct PeekSocket {
     inner: Arc<dyn AsyncUdpSocket>,
     peek: Arc<HelloPeek>,
+    link: Arc<QuicLink>,
+    stats: Arc<gatehouse_tls::TlsStats>,
 }
 
 impl PeekSocket {
     /// Wraps `inner`.
-    pub fn new(inner: Arc<dyn AsyncUdpSocket>, peek: Arc<HelloPeek>) -> Arc<Self> {
-        Arc::new(PeekSocket { inner, peek })
+    pub fn new(
+        inner: Arc<dyn AsyncUdpSocket>,
+        peek: Arc<HelloPeek>,
+        link: Arc<QuicLink>,
+        stats: Arc<gatehouse_tls::TlsStats>,
+    ) -> Arc<Self> {
+        Arc::new(PeekSocket { inner, peek, link, stats })
+    }
+
+    /// Looks at `n` received buffers: Initial packets are read, a predecessor's packets sent on
+    /// (their buffers replaced by the last ones). What is left for quinn.
+    fn sort(&self, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta], n: usize) -> usize {
+        let mut n = n.min(bufs.len()).min(meta.len());
+        let mut i = 0;
+        while i < n {
+            let len = meta[i].len.min(bufs[i].len());
+            if self.link.forward(&bufs[i][..len], &meta[i]) {
+                self.stats.quic.forwarded.inc();
+                n -= 1;
+                if i != n {
+                    let (head, tail) = bufs.split_at_mut(n);
+                    let last = meta[n].len.min(tail[0].len()).min(head[i].len());
+                    head[i][..last].copy_from_slice(&tail[0][..last]);
+                    meta[i] = meta[n];
+                }
+                continue;
+            }
+            if self.peek.enabled() {
+                self.peek.offer(meta[i].addr, &bufs[i][..len], meta[i].stride);
+            }
+            i += 1;
+        }
+        n
     }
 }
 
@@ -358,15 +393,25 @@ impl AsyncUdpSocket for PeekSocket {
         bufs: &mut [IoSliceMut<'_>],
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
-        let polled = self.inner.poll_recv(cx, bufs, meta);
-        if let Poll::Ready(Ok(n)) = &polled {
-            if self.peek.enabled() {
-                for (buf, m) in bufs.iter().zip(meta.iter()).take(*n) {
-                    self.peek.offer(m.addr, &buf[..m.len.min(buf.len())], m.stride);
-                }
+        if let (Some(buf), Some(m)) = (bufs.first_mut(), meta.first_mut()) {
+            if let Poll::Ready(r) = self.link.poll_forwarded(cx, buf, m) {
+                return Poll::Ready(r.map(|()| 1));
             }
         }
-        polled
+        if !self.link.reads_socket() {
+            return Poll::Pending;
+        }
+        loop {
+            match self.inner.poll_recv(cx, bufs, meta) {
+                Poll::Ready(Ok(n)) => {
+                    let left = self.sort(bufs, meta, n);
+                    if left > 0 || n == 0 {
+                        return Poll::Ready(Ok(left));
+                    }
+                }
+                other => return other,
+            }
+        }
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {

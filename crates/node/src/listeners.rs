@@ -71,7 +71,10 @@ impl ListenerSet {
                 .map(|(k, _)| k.clone());
             if keep.is_none() {
                 let bound = match inherited.take(&format!("listener:{name}"), &cfg.bind.to_string()) {
-                    Some(sockets) => adopt_listener(name, cfg, sockets, n, reuse_port).map_err(NodeError::Listener)?,
+                    Some(sockets) => {
+                        let udp = inherited.take_udp(&format!("udp:{name}"), &cfg.bind.to_string());
+                        adopt_listener(name, cfg, sockets, udp, n, reuse_port).map_err(NodeError::Listener)?
+                    }
                     None => bind_listener(name, cfg, n, reuse_port).map_err(NodeError::Listener)?,
                 };
                 fresh.insert(name.clone(), bound);
@@ -209,9 +212,9 @@ fn start_quic(
     let (settings, _) = tokio::sync::watch::channel(Arc::new(bound.config.clone()));
     let mut tasks = Vec::new();
     for (i, udp) in bound.udp.iter().enumerate() {
-        match udp.try_clone() {
+        match udp.socket.try_clone() {
             Ok(socket) => {
-                let task = quic_loop(socket, settings.subscribe(), tls.clone(), ctx.clone());
+                let task = quic_loop(socket, udp.link.clone(), settings.subscribe(), tls.clone(), ctx.clone());
                 tasks.push(workers.workers[i % n].handle.spawn(task).abort_handle());
             }
             Err(e) => tracing::error!(listener = %bound.name, error = %e, "cannot share the QUIC socket"),
@@ -221,6 +224,35 @@ fn start_quic(
 }
 
 impl ListenerSet {
+    /// The QUIC sockets, by hand-over key, for a process that takes over, each with the end of a
+    /// new pair on which that process sends the packets of this one's connections.
+    pub fn udp_handover(&self) -> std::io::Result<Vec<crate::upgrade::UdpHandover<'_>>> {
+        let mut out = Vec::new();
+        for (name, r) in &self.running {
+            let sockets = r
+                .bound
+                .udp
+                .iter()
+                .map(|q| Ok((&q.socket, q.link.pair_for_successor()?)))
+                .collect::<std::io::Result<Vec<_>>>()?;
+            if !sockets.is_empty() {
+                out.push((format!("udp:{name}"), r.bound.config.bind.to_string(), sockets));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The successor reads the QUIC sockets now (or, `ok` false, never will).
+    pub fn quic_handed_over(&self, ok: bool) {
+        for q in self.running.values().flat_map(|r| r.bound.udp.iter()) {
+            if ok {
+                q.link.handed_over();
+            } else {
+                q.link.upgrade_failed();
+            }
+        }
+    }
+
     /// The listening sockets, by hand-over key, for a process that takes over.
     pub fn handover(&self) -> Vec<(String, String, Vec<&std::net::TcpListener>)> {
         self.running

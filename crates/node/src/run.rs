@@ -365,11 +365,14 @@ impl Control {
         match done {
             Ok(pid) => {
                 tracing::info!(pid, "the new process is ready; this one stops accepting and drains");
+                // It reads the QUIC sockets now, and sends this process its connections' packets.
+                self.listeners.quic_handed_over(true);
                 self.events.emit("upgraded", json!({ "pid": pid }));
                 true
             }
             Err(e) => {
                 tracing::error!("upgrade failed, this process goes on serving: {e}");
+                self.listeners.quic_handed_over(false);
                 self.events.emit("upgrade_failed", json!({ "error": e.to_string() }));
                 false
             }
@@ -422,7 +425,23 @@ impl Control {
     fn start_upgrade(&mut self) -> Option<JoinHandle<Result<u32, UpgradeError>>> {
         let mut sockets = self.listeners.handover();
         sockets.extend(self.other_sockets.iter().map(|(k, b, s)| (k.clone(), b.clone(), vec![s])));
-        match upgrade::start(sockets) {
+        let udp = match self.listeners.udp_handover() {
+            Ok(udp) => udp,
+            Err(e) => {
+                // Without the pairs the new process would take the old one's QUIC packets.
+                tracing::error!(
+                    "SIGUSR2: upgrade failed, this process goes on serving: cannot pair the QUIC sockets: {e}"
+                );
+                self.events.emit("upgrade_failed", json!({ "error": e.to_string() }));
+                self.listeners.quic_handed_over(false);
+                return None;
+            }
+        };
+        let started = upgrade::start(sockets, udp);
+        if started.is_err() {
+            self.listeners.quic_handed_over(false);
+        }
+        match started {
             Ok(starting) => {
                 tracing::info!(pid = starting.pid, "SIGUSR2: started a new process to take over the listeners");
                 self.events.emit("upgrading", json!({ "pid": starting.pid }));

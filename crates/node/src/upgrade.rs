@@ -8,15 +8,20 @@
 //! The hand-over travels in one environment variable, `GATEHOUSE_UPGRADE`, as JSON:
 //! `{"sockets": {"listener:web": {"bind": "0.0.0.0:443", "fds": [5, 6]}, "admin": {…}}, "ready_fd": 9}`.
 //! Sockets go to the listener (or admin, or demo backend) of the same name and configured address;
-//! the new process writes a line to `ready_fd` once it serves, and closes what nobody took.
+//! the new process writes a line to `ready_fd` once it serves, and closes what nobody took. An
+//! HTTP/3 listener's UDP sockets go too (`"udp": {"udp:web": {"bind": …, "fds": [10, 11],
+//! "pairs": [12, 13]}}`), each with one end of a Unix datagram pair on which the new process
+//! sends the packets of the old one's QUIC connections, told apart by the generation in their
+//! connection ids (`quic_generation`, the old process's; see `gatehouse_listener::quic_handover`).
 
 use crate::error::{NotReady, UpgradeError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::net::TcpListener;
+use std::net::{TcpListener, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::OnceLock;
@@ -32,7 +37,22 @@ const READY_LINE: &[u8] = b"ready\n";
 struct Handover {
     sockets: BTreeMap<String, Entry>,
     ready_fd: RawFd,
+    #[serde(default)]
+    udp: BTreeMap<String, UdpEntry>,
+    #[serde(default)]
+    quic_generation: u8,
 }
+
+#[derive(Serialize, Deserialize)]
+struct UdpEntry {
+    bind: String,
+    fds: Vec<RawFd>,
+    pairs: Vec<RawFd>,
+}
+
+/// A listener's QUIC sockets to hand over: key, configured address, and each socket with the
+/// end of its pair that the new process writes to.
+pub type UdpHandover<'a> = (String, String, Vec<(&'a UdpSocket, UnixDatagram)>);
 
 #[derive(Serialize, Deserialize)]
 struct Entry {
@@ -48,6 +68,7 @@ static STARTED_AS: OnceLock<Option<(PathBuf, Vec<OsString>)>> = OnceLock::new();
 #[derive(Default)]
 pub struct Inherited {
     sockets: BTreeMap<String, (String, Vec<TcpListener>)>,
+    udp: BTreeMap<String, (String, Vec<(UdpSocket, UnixDatagram)>)>,
     ready: Option<OwnedFd>,
 }
 
@@ -62,7 +83,8 @@ impl Inherited {
         };
         let handover: Handover = serde_json::from_str(&text.to_string_lossy()).map_err(UpgradeError::NotAHandover)?;
         let mut seen = HashSet::new();
-        let all = handover.sockets.values().flat_map(|e| e.fds.iter()).chain([&handover.ready_fd]);
+        let udp_fds = handover.udp.values().flat_map(|e| e.fds.iter().chain(e.pairs.iter()));
+        let all = handover.sockets.values().flat_map(|e| e.fds.iter()).chain(udp_fds).chain([&handover.ready_fd]);
         for &fd in all {
             if fd < 3 || !seen.insert(fd) {
                 return Err(UpgradeError::Descriptor { fd });
@@ -78,7 +100,21 @@ impl Inherited {
                 .collect::<Result<Vec<_>, _>>()?;
             sockets.insert(key, (entry.bind, listeners));
         }
-        Ok(Inherited { sockets, ready })
+        let mut udp = BTreeMap::new();
+        for (key, entry) in handover.udp {
+            if entry.fds.len() != entry.pairs.len() {
+                return Err(UpgradeError::NotAHandover(serde::de::Error::custom("a UDP socket without its pair")));
+            }
+            let mut taken = Vec::new();
+            for (&fd, &pair) in entry.fds.iter().zip(&entry.pairs) {
+                taken.push((UdpSocket::from(adopt(fd, "socket:")?), UnixDatagram::from(adopt(pair, "socket:")?)));
+            }
+            udp.insert(key, (entry.bind, taken));
+        }
+        if !udp.is_empty() {
+            gatehouse_listener::follow_generation(handover.quic_generation);
+        }
+        Ok(Inherited { sockets, udp, ready })
     }
 
     /// The sockets handed down under `key` for the configured address `bind`, if any.
@@ -90,6 +126,15 @@ impl Inherited {
                 None
             }
             None => None,
+        }
+    }
+
+    /// The QUIC sockets handed down under `key` for `bind`, each with its pair to the previous
+    /// process; none when the address changed.
+    pub fn take_udp(&mut self, key: &str, bind: &str) -> Vec<(UdpSocket, UnixDatagram)> {
+        match self.udp.remove(key) {
+            Some((b, sockets)) if b == bind => sockets,
+            _ => Vec::new(),
         }
     }
 
@@ -106,7 +151,8 @@ impl Inherited {
     /// Tells the previous process that this one serves (it then drains and exits), and closes the
     /// sockets no listener took.
     pub fn ready(&mut self) {
-        for (key, _) in std::mem::take(&mut self.sockets) {
+        let untaken = std::mem::take(&mut self.sockets).into_keys().chain(std::mem::take(&mut self.udp).into_keys());
+        for key in untaken {
             tracing::info!(key, "closing a handed-down socket no listener took");
         }
         if let Some(fd) = self.ready.take() {
@@ -143,8 +189,12 @@ pub struct Starting {
     ready: std::fs::File,
 }
 
-/// Starts the binary again with `sockets` (key, configured address, sockets) inherited.
-pub fn start(sockets: Vec<(String, String, Vec<&TcpListener>)>) -> Result<Starting, UpgradeError> {
+/// Starts the binary again with `sockets` (key, configured address, sockets) and the QUIC
+/// sockets `udp` inherited.
+pub fn start(
+    sockets: Vec<(String, String, Vec<&TcpListener>)>,
+    udp: Vec<UdpHandover<'_>>,
+) -> Result<Starting, UpgradeError> {
     let Some(Some((exe, args))) = STARTED_AS.get() else {
         return Err(UpgradeError::UnknownBinary);
     };
@@ -162,11 +212,22 @@ pub fn start(sockets: Vec<(String, String, Vec<&TcpListener>)>) -> Result<Starti
         let fds = listeners.iter().map(|l| dup(l.as_fd())).collect::<Result<Vec<_>, _>>()?;
         entries.insert(key, Entry { bind, fds });
     }
+    let mut udp_entries = BTreeMap::new();
+    for (key, bind, pairs) in udp {
+        let mut entry = UdpEntry { bind, fds: Vec::new(), pairs: Vec::new() };
+        for (socket, pair) in &pairs {
+            entry.fds.push(dup(socket.as_fd())?);
+            entry.pairs.push(dup(pair.as_fd())?);
+        }
+        udp_entries.insert(key, entry);
+    }
     let (reader, writer) =
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| UpgradeError::Pipe(e.into()))?;
     let ready_fd = dup(writer.as_fd())?;
     drop(writer);
-    let handover = serde_json::to_string(&Handover { sockets: entries, ready_fd }).map_err(UpgradeError::Encode)?;
+    let quic_generation = gatehouse_listener::quic_generation();
+    let handover = Handover { sockets: entries, ready_fd, udp: udp_entries, quic_generation };
+    let handover = serde_json::to_string(&handover).map_err(UpgradeError::Encode)?;
     let child = Command::new(exe)
         .args(args)
         .env(ENV, handover)

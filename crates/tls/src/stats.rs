@@ -119,6 +119,8 @@ pub struct QuicStats {
     pub requests: Counter,
     /// Packets sent on closed connections that were lost and sent again.
     pub packets_lost: Counter,
+    /// Packets of the previous process's connections sent on to it after a binary upgrade.
+    pub forwarded: Counter,
 }
 
 impl Counter {

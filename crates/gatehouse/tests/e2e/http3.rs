@@ -691,3 +691,55 @@ fn early_data_across_two_nodes_is_forwarded_marked_and_only_for_safe_methods() {
     let seen = last();
     assert_eq!((seen.path_and_query().as_str(), seen.header("early-data")), ("/late", None));
 }
+
+/// A binary upgrade (SIGUSR2) hands the UDP sockets to the new process: an HTTP/3 download under
+/// way in the old process goes on to its end (the new process sends the old one the packets of
+/// its connections), and new connections are the new process's.
+#[test]
+fn a_binary_upgrade_keeps_a_download_going() {
+    if !aioquic("a_binary_upgrade_keeps_a_download_going") {
+        return;
+    }
+    let mut site = Site::start();
+    let port = site.port();
+    let old_pid = site.gw.pid();
+    let big: Vec<u8> = (0..10_000_000u32).map(|i| (i % 239) as u8).collect();
+    site.backend.set_body(big.clone());
+    // The backend holds the answer until the upgrade is done; the download then runs across it.
+    site.backend.set_delay(std::time::Duration::from_millis(1500));
+    let download = site.h3_later("shop.test", &["--path", "/big"]);
+    site.received(1);
+    let ev = site.gw.upgrade();
+    assert_eq!(ev["event"], "upgraded", "{ev}");
+    assert_ne!(site.gw.pid(), old_pid);
+    assert_eq!(site.port(), port, "the upgrade moved the listener");
+    let v = download.join().expect("the download");
+    let r = &responses(&v)[0];
+    assert_eq!(r["status"], 200, "{v}");
+    assert_eq!(r["length"], 10_000_000);
+    assert_eq!(r["sha256"], sha256(&big));
+    let m = site.gw.metrics();
+    let forwarded = metric_value(&m, "gatehouse_quic_forwarded_packets_total").unwrap_or(0.0);
+    assert!(forwarded >= 10.0, "the old connection's packets did not go through the new process: {m}");
+
+    // A new connection is served by the new process, on the same port.
+    site.backend.set_delay(std::time::Duration::ZERO);
+    site.backend.set_body(bytes::Bytes::from_static(b"small\n"));
+    let v = site.h3("shop.test", &["--path", "/after"]);
+    assert_eq!(responses(&v)[0]["status"], 200, "{v}");
+    let m = site.gw.metrics();
+    assert!(metric_value(&m, "gatehouse_http3_requests_total").unwrap_or(0.0) >= 1.0, "{m}");
+
+    // Again, from the process that took over (its connections carry the next generation).
+    site.backend.set_body(big.clone());
+    site.backend.set_delay(std::time::Duration::from_millis(1500));
+    let before = site.backend.request_count();
+    let download = site.h3_later("shop.test", &["--path", "/big2"]);
+    site.received(before + 1);
+    let ev = site.gw.upgrade();
+    assert_eq!(ev["event"], "upgraded", "{ev}");
+    let v = download.join().expect("the second download");
+    assert_eq!(responses(&v)[0]["sha256"], sha256(&big), "{v}");
+    let m = site.gw.metrics();
+    assert!(metric_value(&m, "gatehouse_quic_forwarded_packets_total").unwrap_or(0.0) >= 10.0, "{m}");
+}
