@@ -121,6 +121,12 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
             "Packets of the previous process's QUIC connections sent on to it after a binary upgrade.",
             q.forwarded.get(),
         ),
+        (
+            "gatehouse_quic_steered_packets_total",
+            "counter",
+            "Packets that arrived on another worker's UDP socket than their connection's (the client's address changed), handed to the worker that has it.",
+            q.steered.get(),
+        ),
     ] {
         help(out, name, kind, text);
         let _ = writeln!(out, "{name} {v}");

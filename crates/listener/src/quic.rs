@@ -8,9 +8,10 @@
 //! Each worker runs its own endpoint on its own socket (`SO_REUSEPORT`), so a connection lives on
 //! the worker whose socket the kernel gave its first packet, and every later packet from the same
 //! client address and port reaches the same socket. A client whose address changes (NAT
-//! rebinding, a phone changing networks) lands on another worker's socket, whose endpoint does not
-//! know the connection: the client's packets are dropped there and the connection ends by idle
-//! timeout, after which the client connects again.
+//! rebinding, a phone changing networks) may land on another worker's socket: the connection ids
+//! carry the index of the socket whose endpoint has the connection, so that socket's wrapper
+//! hands the packet over (`quic_handover`), and the endpoint validates the new path and goes on
+//! there (RFC 9000 §9).
 
 use crate::quic_handover::{GenerationCids, QuicLink};
 use crate::quic_hello::{HelloPeek, PeekSocket, Seen};
@@ -110,7 +111,8 @@ fn varint(n: u64) -> quinn::VarInt {
 /// and every connection on it, stays; new connections get the new settings.
 pub async fn quic_loop(
     socket: UdpSocket,
-    link: Arc<QuicLink>,
+    index: usize,
+    links: Arc<[Arc<QuicLink>]>,
     mut settings: watch::Receiver<Arc<Listener>>,
     tls: AcceptorCell,
     ctx: ServeContext,
@@ -131,11 +133,12 @@ pub async fn quic_loop(
             gro_segments = socket.max_receive_segments(),
             "QUIC on the worker's UDP socket"
         );
-        let socket = PeekSocket::new(socket, peek.clone(), link, configs.tls.certs().stats.clone());
-        // Connection ids carry this process's generation, so a successor tells its packets
-        // from ours (`quic_handover`).
+        let socket = PeekSocket::new(socket, peek.clone(), links, index, configs.tls.certs().stats.clone());
+        // Connection ids carry this process's generation and this socket's index, so a
+        // successor tells its packets from ours, and a sibling socket the ones of our
+        // connections whose client moved (`quic_handover`).
         let mut endpoint_config = quinn::EndpointConfig::default();
-        endpoint_config.cid_generator(|| Box::new(GenerationCids::new()));
+        endpoint_config.cid_generator(move || Box::new(GenerationCids::new(index)));
         let endpoint = quinn::Endpoint::new_with_abstract_socket(
             endpoint_config,
             Some((*configs.default).clone()),

@@ -19,12 +19,14 @@
 //! A client's Initial and 0-RTT packets carry an id it chose, so they go to the new process: a
 //! handshake under way in the old process when the new one takes over is started again.
 
+use atomic_waker::AtomicWaker;
 use quinn::udp::{EcnCodepoint, RecvMeta};
 use quinn::{ConnectionId, ConnectionIdGenerator};
-use std::io;
+use std::collections::VecDeque;
+use std::io::{self, IoSliceMut};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::os::unix::net::UnixDatagram;
-use std::sync::atomic::{AtomicBool, AtomicU8, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicUsize, Ordering::Relaxed};
 use std::sync::{Mutex, MutexGuard};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -53,22 +55,18 @@ pub fn follow_generation(previous: u8) {
     HAS_PREDECESSOR.store(true, Relaxed);
 }
 
-/// Connection ids of [`CID_LEN`] bytes: this process's generation, then random bytes.
+/// Connection ids of [`CID_LEN`] bytes: this process's generation, the index of the UDP socket
+/// whose endpoint owns the connection, then random bytes.
 #[derive(Debug)]
 pub struct GenerationCids {
     generation: u8,
+    socket: u8,
 }
 
 impl GenerationCids {
-    /// Ids of this process's generation.
-    pub fn new() -> Self {
-        GenerationCids { generation: quic_generation() }
-    }
-}
-
-impl Default for GenerationCids {
-    fn default() -> Self {
-        Self::new()
+    /// Ids of this process's generation, for the endpoint on socket `socket` of its listener.
+    pub fn new(socket: usize) -> Self {
+        GenerationCids { generation: quic_generation(), socket: socket as u8 }
     }
 }
 
@@ -77,8 +75,9 @@ impl ConnectionIdGenerator for GenerationCids {
         let mut bytes = [0u8; CID_LEN];
         // A failing system random source leaves zeros: ids then only collide, which quinn
         // handles; there is nothing better to do mid-connection.
-        let _ = aws_lc_rs::rand::fill(&mut bytes[1..]);
+        let _ = aws_lc_rs::rand::fill(&mut bytes[2..]);
         bytes[0] = self.generation;
+        bytes[1] = self.socket;
         ConnectionId::new(&bytes)
     }
 
@@ -104,7 +103,15 @@ pub struct QuicLink {
     from_successor: Mutex<Inbound>,
     /// To the predecessor: the packets of its connections; `None` once it is gone.
     to_predecessor: Mutex<Option<UnixDatagram>>,
+    /// Packets of this socket's connections that arrived on a sibling socket (the client's
+    /// address changed, and the kernel's hash chose another socket), and whom to wake for them.
+    inbox: Mutex<VecDeque<(RecvMeta, Vec<u8>)>>,
+    inbox_len: AtomicUsize,
+    inbox_waker: AtomicWaker,
 }
+
+/// Packets waiting in an inbox at most; more are dropped (the client sends again).
+const INBOX_MAX: usize = 1024;
 
 #[derive(Debug, Default)]
 enum Inbound {
@@ -127,6 +134,9 @@ impl Default for QuicLink {
             forwarding: AtomicBool::new(false),
             from_successor: Mutex::default(),
             to_predecessor: Mutex::default(),
+            inbox: Mutex::default(),
+            inbox_len: AtomicUsize::new(0),
+            inbox_waker: AtomicWaker::new(),
         }
     }
 }
@@ -219,6 +229,43 @@ impl QuicLink {
         }
     }
 
+    /// Hands this socket's endpoint a datagram that arrived on a sibling socket.
+    pub fn deliver(&self, datagram: &[u8], meta: &RecvMeta) {
+        let mut inbox = lock(&self.inbox);
+        if inbox.len() < INBOX_MAX {
+            let stride = meta.stride.max(1);
+            for segment in datagram.chunks(stride) {
+                let m = RecvMeta { len: segment.len(), stride: segment.len(), ..*meta };
+                inbox.push_back((m, segment.to_vec()));
+            }
+            self.inbox_len.store(inbox.len(), Relaxed);
+        }
+        drop(inbox);
+        self.inbox_waker.wake();
+    }
+
+    /// Datagrams from sibling sockets, into `bufs` and `meta`: how many (0 with the waker
+    /// registered).
+    pub fn poll_inbox(&self, cx: &mut Context<'_>, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta]) -> usize {
+        self.inbox_waker.register(cx.waker());
+        if self.inbox_len.load(Relaxed) == 0 {
+            return 0;
+        }
+        let mut inbox = lock(&self.inbox);
+        let mut n = 0;
+        while n < bufs.len().min(meta.len()) {
+            let Some((m, data)) = inbox.pop_front() else { break };
+            if data.len() > bufs[n].len() {
+                continue;
+            }
+            bufs[n][..data.len()].copy_from_slice(&data);
+            meta[n] = m;
+            n += 1;
+        }
+        self.inbox_len.store(inbox.len(), Relaxed);
+        n
+    }
+
     /// Sends `datagram`, received by this process, to the predecessor when it belongs to one of
     /// its connections; `false` when it is this process's to handle.
     pub fn forward(&self, datagram: &[u8], meta: &RecvMeta) -> bool {
@@ -250,6 +297,14 @@ impl QuicLink {
         }
         true
     }
+}
+
+/// The socket index in the connection id a short-header datagram of this process's generation is
+/// addressed to, if any.
+pub fn socket_of(datagram: &[u8]) -> Option<usize> {
+    let first = *datagram.first()?;
+    (first & 0x80 == 0 && datagram.len() > CID_LEN && datagram[1] == quic_generation())
+        .then(|| usize::from(datagram[2]))
 }
 
 /// Whether a datagram's first packet is addressed to a connection id of `generation`: a
@@ -350,10 +405,10 @@ mod tests {
 
     #[test]
     fn ids_carry_the_generation() {
-        let mut ids = GenerationCids { generation: 42 };
+        let mut ids = GenerationCids { generation: 42, socket: 3 };
         let a = ids.generate_cid();
         let b = ids.generate_cid();
-        assert_eq!((a.len(), a[0], b[0]), (CID_LEN, 42, 42));
+        assert_eq!((a.len(), a[0], a[1], b[0], b[1]), (CID_LEN, 42, 3, 42, 3));
         assert_ne!(a, b);
     }
 }

@@ -17,7 +17,7 @@
 //! one), in any order and split anywhere (Chrome scatters its CRYPTO frames). Only Initial
 //! packets are looked at, and only while the listener needs the name; the table is bounded.
 
-use crate::quic_handover::QuicLink;
+use crate::quic_handover::{socket_of, QuicLink};
 use bytes::BytesMut;
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, ConnectionId, UdpPoller};
@@ -336,30 +336,51 @@ impl<'a> Reader<'a> {
 pub struct PeekSocket {
     inner: Arc<dyn AsyncUdpSocket>,
     peek: Arc<HelloPeek>,
-    link: Arc<QuicLink>,
+    /// The listener's sockets' links, this one's at `index`.
+    links: Arc<[Arc<QuicLink>]>,
+    index: usize,
     stats: Arc<gatehouse_tls::TlsStats>,
 }
 
 impl PeekSocket {
-    /// Wraps `inner`.
+    /// Wraps `inner`, socket `index` of a listener whose sockets' links are `links`.
     pub fn new(
         inner: Arc<dyn AsyncUdpSocket>,
         peek: Arc<HelloPeek>,
-        link: Arc<QuicLink>,
+        links: Arc<[Arc<QuicLink>]>,
+        index: usize,
         stats: Arc<gatehouse_tls::TlsStats>,
     ) -> Arc<Self> {
-        Arc::new(PeekSocket { inner, peek, link, stats })
+        Arc::new(PeekSocket { inner, peek, links, index, stats })
     }
 
-    /// Looks at `n` received buffers: Initial packets are read, a predecessor's packets sent on
-    /// (their buffers replaced by the last ones). What is left for quinn.
+    fn link(&self) -> &QuicLink {
+        &self.links[self.index]
+    }
+
+    /// Looks at `n` received buffers: Initial packets are read; a predecessor's packets are sent
+    /// on, and packets of a sibling socket's connections handed to its endpoint (their buffers
+    /// replaced by the last ones). What is left for quinn.
     fn sort(&self, bufs: &mut [IoSliceMut<'_>], meta: &mut [RecvMeta], n: usize) -> usize {
         let mut n = n.min(bufs.len()).min(meta.len());
         let mut i = 0;
         while i < n {
             let len = meta[i].len.min(bufs[i].len());
-            if self.link.forward(&bufs[i][..len], &meta[i]) {
+            let datagram = &bufs[i][..len];
+            let sibling = socket_of(datagram).filter(|&s| s != self.index).and_then(|s| self.links.get(s));
+            let moved = if let Some(sibling) = sibling {
+                // The client's address changed and the kernel chose this socket: the packet goes
+                // to the endpoint that has the connection, which validates the new path.
+                sibling.deliver(datagram, &meta[i]);
+                self.stats.quic.steered.inc();
+                true
+            } else if self.link().forward(datagram, &meta[i]) {
                 self.stats.quic.forwarded.inc();
+                true
+            } else {
+                false
+            };
+            if moved {
                 n -= 1;
                 if i != n {
                     let (head, tail) = bufs.split_at_mut(n);
@@ -394,11 +415,15 @@ impl AsyncUdpSocket for PeekSocket {
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
         if let (Some(buf), Some(m)) = (bufs.first_mut(), meta.first_mut()) {
-            if let Poll::Ready(r) = self.link.poll_forwarded(cx, buf, m) {
+            if let Poll::Ready(r) = self.link().poll_forwarded(cx, buf, m) {
                 return Poll::Ready(r.map(|()| 1));
             }
         }
-        if !self.link.reads_socket() {
+        let steered = self.link().poll_inbox(cx, bufs, meta);
+        if steered > 0 {
+            return Poll::Ready(Ok(steered));
+        }
+        if !self.link().reads_socket() {
             return Poll::Pending;
         }
         loop {

@@ -211,10 +211,11 @@ fn start_quic(
     let n = workers.workers.len().max(1);
     let (settings, _) = tokio::sync::watch::channel(Arc::new(bound.config.clone()));
     let mut tasks = Vec::new();
+    let links: Arc<[Arc<gatehouse_listener::QuicLink>]> = bound.udp.iter().map(|q| q.link.clone()).collect();
     for (i, udp) in bound.udp.iter().enumerate() {
         match udp.socket.try_clone() {
             Ok(socket) => {
-                let task = quic_loop(socket, udp.link.clone(), settings.subscribe(), tls.clone(), ctx.clone());
+                let task = quic_loop(socket, i, links.clone(), settings.subscribe(), tls.clone(), ctx.clone());
                 tasks.push(workers.workers[i % n].handle.spawn(task).abort_handle());
             }
             Err(e) => tracing::error!(listener = %bound.name, error = %e, "cannot share the QUIC socket"),

@@ -121,6 +121,9 @@ pub struct QuicStats {
     pub packets_lost: Counter,
     /// Packets of the previous process's connections sent on to it after a binary upgrade.
     pub forwarded: Counter,
+    /// Packets that arrived on another worker's socket than their connection's (the client's
+    /// address changed) and were handed to the worker that has the connection.
+    pub steered: Counter,
 }
 
 impl Counter {

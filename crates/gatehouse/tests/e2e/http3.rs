@@ -743,3 +743,24 @@ fn a_binary_upgrade_keeps_a_download_going() {
     let m = site.gw.metrics();
     assert!(metric_value(&m, "gatehouse_quic_forwarded_packets_total").unwrap_or(0.0) >= 10.0, "{m}");
 }
+
+/// A client whose address changes (NAT rebinding) keeps its connection: its packets reach
+/// whichever worker's socket the kernel's hash picks for the new address, and are handed to the
+/// worker that has the connection (the socket's index is in the connection id), which validates
+/// the new path and answers there. Sixteen moves across two workers' sockets.
+#[test]
+fn a_client_whose_address_changes_keeps_its_connection() {
+    if !aioquic("a_client_whose_address_changes_keeps_its_connection") {
+        return;
+    }
+    let site = Site::start();
+    let v = site.h3("shop.test", &["--path", "/moving", "--rebind", "16"]);
+    let all = responses(&v);
+    assert_eq!(all.len(), 17, "{v}");
+    assert!(all.iter().all(|r| r["status"] == 200), "{v}");
+    assert_eq!(site.backend.request_count(), 17);
+    let m = site.gw.metrics();
+    assert_eq!(metric_value(&m, "gatehouse_quic_handshakes_total{kind=\"full\"}"), Some(1.0), "one connection: {m}");
+    // The chance that sixteen new ports all hash to the first socket is 2^-16.
+    assert!(metric_value(&m, "gatehouse_quic_steered_packets_total").unwrap_or(0.0) >= 1.0, "{m}");
+}

@@ -7,6 +7,7 @@ the session was resumed) and, per request, status, headers, body length and SHA-
   client.py --port P [--host 127.0.0.1] [--sni NAME] [--authority NAME] [--ca FILE]
             [--path /x ...] [--method GET] [--body-file F] [--repeat N]
             [--session-in F] [--session-out F] [--early] [--timeout S] [--cert FILE]
+            [--rebind N]
 
 `--repeat N` sends each path N times, all at once, each on its own stream. A handshake that
 fails prints {"error": "..."} and exits 2.
@@ -17,6 +18,7 @@ import asyncio
 import hashlib
 import json
 import pickle
+import socket
 import ssl
 import sys
 
@@ -128,6 +130,25 @@ async def run(args):
             out["responses"] = [
                 {"error": str(r)} if isinstance(r, BaseException) else summary(r) for r in done
             ]
+            # NAT rebinding: the same connection goes on from a new local port, as when a NAT
+            # in front of the client gives it a new mapping. Then the requests again.
+            ports = []
+            for _ in range(args.rebind):
+                # A socket as aioquic's own (dual-stack IPv6); the old one stays open, unused.
+                sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+                sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+                sock.bind(("::", 0, 0, 0))
+                loop = asyncio.get_running_loop()
+                transport, _ = await loop.create_datagram_endpoint(lambda: client, sock=sock)
+                client._transport = transport
+                ports.append(sock.getsockname()[1])
+                calls = [client.request(args.method, authority, path, body, headers) for path in args.path]
+                done = await asyncio.wait_for(asyncio.gather(*calls, return_exceptions=True), args.timeout)
+                out["responses"] += [
+                    {"error": str(r)} if isinstance(r, BaseException) else summary(r) for r in done
+                ]
+            if args.rebind:
+                out["ports"] = ports
             await asyncio.wait_for(client.handshake_done.wait(), args.timeout)
             out["alpn"] = client.alpn
             out["resumed"] = client.resumed
@@ -164,6 +185,8 @@ def main():
     p.add_argument("--session-in")
     p.add_argument("--session-out")
     p.add_argument("--timeout", type=float, default=20.0)
+    p.add_argument("--rebind", type=int, default=0,
+                   help="after the requests, move to a new local port and send them again, this many times")
     p.add_argument("--early", action="store_true",
                    help="send the requests at once, in 0-RTT data when resuming a session that allows it")
     args = p.parse_args()
