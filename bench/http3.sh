@@ -42,7 +42,8 @@
 #   CONNS [100/20]   connections (requests rows); handshake rows use CONNS/10 clients
 #   SIZES [5k 10k 1m/5k 1m]
 #   STREAMS [1 10 100/1 10]
-#   TARGETS [gatehouse caddy]; gatehouse-nogso adds Gatehouse with quic.gso: false (its GSO's worth)
+#   TARGETS [gatehouse caddy]; gatehouse-nogso adds Gatehouse with quic.gso: false (its GSO's worth);
+#                    gatehouse-base adds GATEHOUSE_BASE_BIN, another build, same settings (before / after)
 #   KEEP_WORKDIR [0] 1 = keep the temp dir
 
 set -Eeuo pipefail
@@ -91,10 +92,11 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -su
 	-addext subjectAltName=DNS:bench.test -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
 cat "$WORK/cert.pem" "$WORK/key.pem" >"$WORK/bundle.pem"
 
-free_ports 3
+free_ports 4
 P_GATEHOUSE=${REPLY_PORTS[0]}
 P_CADDY=${REPLY_PORTS[1]}
 P_NOGSO=${REPLY_PORTS[2]}
+P_BASE=${REPLY_PORTS[3]}
 cat >"$WORK/gatehouse.yaml" <<EOF
 workers: 1
 tls:
@@ -110,6 +112,8 @@ EOF
 # The same with GSO off (quic.gso: false), for the gatehouse-nogso target.
 sed -e "s/127.0.0.1:$P_GATEHOUSE/127.0.0.1:$P_NOGSO/" -e 's/quic: {max_streams: 1000}/quic: {max_streams: 1000, gso: false}/' \
 	"$WORK/gatehouse.yaml" >"$WORK/gatehouse-nogso.yaml"
+# Another build with the same configuration, for the gatehouse-base target (before / after).
+sed -e "s/127.0.0.1:$P_GATEHOUSE/127.0.0.1:$P_BASE/" "$WORK/gatehouse.yaml" >"$WORK/gatehouse-base.yaml"
 cat >"$WORK/Caddyfile" <<EOF
 {
 	auto_https off
@@ -128,6 +132,7 @@ port_of() {
 	case $1 in
 	gatehouse) echo "$P_GATEHOUSE" ;;
 	gatehouse-nogso) echo "$P_NOGSO" ;;
+	gatehouse-base) echo "$P_BASE" ;;
 	*) echo "$P_CADDY" ;;
 	esac
 }
@@ -138,6 +143,10 @@ if want gatehouse; then
 fi
 if want gatehouse-nogso; then
 	start_proc gatehouse-nogso 1 "$GATEHOUSE_BIN" run --config "$WORK/gatehouse-nogso.yaml"
+fi
+if want gatehouse-base; then
+	[[ -x ${GATEHOUSE_BASE_BIN:-} ]] || die "gatehouse-base needs GATEHOUSE_BASE_BIN, another build of gatehouse"
+	start_proc gatehouse-base 1 "$GATEHOUSE_BASE_BIN" run --config "$WORK/gatehouse-base.yaml"
 fi
 if want caddy; then
 	start_proc caddy 1 env GOMAXPROCS=1 HOME="$WORK" XDG_DATA_HOME="$WORK" XDG_CONFIG_HOME="$WORK" \
@@ -246,6 +255,12 @@ if "gatehouse-nogso" in targets and "gatehouse" in targets:
         g, n = med(row, "gatehouse", "per_cpu_s"), med(row, "gatehouse-nogso", "per_cpu_s")
         if g and n and n[0] > 0:
             print(f"- {row}: **{g[0] / n[0]:.2f}**")
+if "gatehouse-base" in targets and "gatehouse" in targets:
+    print("\nGatehouse / the base build, requests per server CPU-second (medians):\n")
+    for row in rows:
+        g, b = med(row, "gatehouse", "per_cpu_s"), med(row, "gatehouse-base", "per_cpu_s")
+        if g and b and b[0] > 0:
+            print(f"- {row}: **{g[0] / b[0]:.2f}**")
 h3, h2 = med("h3 5k x10", "gatehouse", "per_cpu_s"), med("h2 5k x10", "gatehouse", "per_cpu_s")
 if h3 and h2 and h3[0] > 0:
     print(f"\nGatehouse CPU per request, HTTP/3 / HTTP/2 over TLS (5 KB, 10 streams per connection): **{h2[0] / h3[0]:.2f}**")
