@@ -123,6 +123,13 @@ fn requests_over_http3_go_the_request_path() {
         let v = site.h3(sni, &["--path", "/a?x=1"]);
         let r = &responses(&v)[0];
         assert_eq!(r["status"], 200, "{sni}: {r}");
+        // The server's SETTINGS: no QPACK dynamic table, so no blocked streams (both absent,
+        // that is 0: RFC 9204 §5); the header section limit is max_header_bytes (64 KiB).
+        let settings = &v["settings"];
+        for qpack in ["1", "7"] {
+            assert!(settings[qpack].is_null() || settings[qpack] == 0, "{settings}");
+        }
+        assert_eq!(settings["6"], 65_536, "{settings}");
     }
     let seen = site.backend.requests();
     assert_eq!(seen.len(), 2);

@@ -152,6 +152,7 @@ async def run(args):
             await asyncio.wait_for(client.handshake_done.wait(), args.timeout)
             out["alpn"] = client.alpn
             out["resumed"] = client.resumed
+            out["settings"] = {str(k): v for k, v in (client.h3._received_settings or {}).items()}
             out["early_data_accepted"] = client._quic.tls.early_data_accepted
             # A ticket may come after the handshake: give it a moment to arrive.
             for _ in range(20):
