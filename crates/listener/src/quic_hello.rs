@@ -61,8 +61,10 @@ impl Entry {
         if self.seen.is_some() || data.is_empty() {
             return;
         }
-        if offset.saturating_add(data.len() as u64) > HELLO_MAX {
+        let held: usize = self.fragments.iter().map(|(_, d)| d.len()).sum();
+        if offset.saturating_add(data.len() as u64) > HELLO_MAX || (held + data.len()) as u64 > HELLO_MAX {
             self.seen = Some(Seen::Unreadable);
+            self.fragments = Vec::new();
             return;
         }
         self.fragments.push((offset, data.to_vec()));
@@ -107,6 +109,8 @@ impl Table {
     fn entry(&mut self, key: Key, now: Instant) -> &mut Entry {
         if !self.entries.contains_key(&key) {
             while let Some((old, at)) = self.order.front() {
+                // At most TABLE_MAX entries of at most HELLO_MAX bytes each (64 MiB at worst
+                // under a flood of crafted Initial packets; a real ClientHello takes 0.3-2 KB).
                 if self.entries.len() < TABLE_MAX && at.elapsed() < ENTRY_TTL {
                     break;
                 }
@@ -164,7 +168,9 @@ impl HelloPeek {
     }
 
     /// What the client at `addr` whose first Initial went to `orig_dst_cid` sent, waiting for the
-    /// rest of its ClientHello until `deadline`; `None` if it did not come whole by then.
+    /// rest of its ClientHello until `deadline`; `None` if it did not come whole by then, or
+    /// if nothing of it is here (its entry was pushed out by a flood, or the Initial came
+    /// before the reading was turned on): the handshake then goes on without the name.
     pub async fn wait(
         &self,
         addr: SocketAddr,
@@ -178,9 +184,22 @@ impl HelloPeek {
             notified.as_mut().enable();
             {
                 let mut table = self.lock();
-                if let Some(seen) = table.entries.get(&key).and_then(|e| e.seen.clone()) {
-                    table.entries.remove(&key);
-                    return Some(seen);
+                match table.entries.get(&key).map(|e| e.seen.clone()) {
+                    Some(Some(seen)) => {
+                        table.entries.remove(&key);
+                        return Some(seen);
+                    }
+                    Some(None) => {
+                        // After a Retry the client sends its ClientHello again under the id the
+                        // Retry gave it: whole there, though the first flight's may not be.
+                        let again = table.entries.iter().find(|((a, _), e)| *a == addr && e.seen.is_some());
+                        if let Some((k, e)) = again {
+                            let (k, seen) = (*k, e.seen.clone());
+                            table.entries.remove(&k);
+                            return seen;
+                        }
+                    }
+                    None => return None,
                 }
             }
             if tokio::time::timeout_at(deadline, notified).await.is_err() {
@@ -415,8 +434,20 @@ impl AsyncUdpSocket for PeekSocket {
         meta: &mut [RecvMeta],
     ) -> Poll<io::Result<usize>> {
         if let (Some(buf), Some(m)) = (bufs.first_mut(), meta.first_mut()) {
-            if let Poll::Ready(r) = self.link().poll_forwarded(cx, buf, m) {
-                return Poll::Ready(r.map(|()| 1));
+            while let Poll::Ready(r) = self.link().poll_forwarded(cx, buf, m) {
+                if let Err(e) = r {
+                    return Poll::Ready(Err(e));
+                }
+                // From the successor, during a drain: a connection of a sibling socket (its client
+                // moved) goes to that socket's endpoint.
+                let len = m.len.min(buf.len());
+                match socket_of(&buf[..len]).filter(|&s| s != self.index).and_then(|s| self.links.get(s)) {
+                    Some(sibling) => {
+                        sibling.deliver(&buf[..len], m);
+                        self.stats.quic.steered.inc();
+                    }
+                    None => return Poll::Ready(Ok(1)),
+                }
             }
         }
         let steered = self.link().poll_inbox(cx, bufs, meta);

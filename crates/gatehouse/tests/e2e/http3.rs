@@ -771,3 +771,32 @@ fn a_client_whose_address_changes_keeps_its_connection() {
     // The chance that sixteen new ports all hash to the first socket is 2^-16.
     assert!(metric_value(&m, "gatehouse_quic_steered_packets_total").unwrap_or(0.0) >= 1.0, "{m}");
 }
+
+/// With `reuse_port: false` one UDP socket serves HTTP/3 (on one worker), as one TCP socket
+/// serves all workers: requests, and a client moving to new ports, are served.
+#[test]
+fn one_shared_socket_serves_http3_without_reuse_port() {
+    if !aioquic("one_shared_socket_serves_http3_without_reuse_port") {
+        return;
+    }
+    let pki = Pki::new();
+    let cert = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
+    let backend = Backend::start("b");
+    let gw = start(&format!(
+        "workers: 2\nreuse_port: false\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        certificates(&[&cert]),
+        targets(&[&backend])
+    ));
+    let ca = pki.ca_file().display().to_string();
+    let v =
+        h3_verified(gw.addr("https").port(), "shop.test", &ca, &["--path", "/one", "--repeat", "10", "--rebind", "3"]);
+    let all = responses(&v);
+    assert_eq!(all.len(), 13, "{v}");
+    assert!(all.iter().all(|r| r["status"] == 200), "{v}");
+    let m = gw.metrics();
+    assert_eq!(
+        metric_value(&m, "gatehouse_quic_steered_packets_total"),
+        Some(0.0),
+        "one socket, nothing to steer: {m}"
+    );
+}
