@@ -301,14 +301,7 @@ async fn serve_connection(
     // With 0-RTT on (never for a site verifying client certificates), requests are taken while
     // the handshake completes; `pending` resolves when it has.
     let zero_rtt = config.quic.early_data && policy.is_none() && offers_early;
-    let connecting = if zero_rtt {
-        match connecting.into_0rtt() {
-            Ok((conn, accepted)) => Ok((conn, accepted)),
-            Err(connecting) => Err(connecting),
-        }
-    } else {
-        Err(connecting)
-    };
+    let connecting = if zero_rtt { connecting.into_0rtt() } else { Err(connecting) };
     let (conn, mut pending, mut handshaking) = match connecting {
         Ok((conn, accepted)) => (conn, Some(accepted), Some(handshaking)),
         Err(connecting) => {

@@ -33,8 +33,6 @@ use std::time::Duration;
 
 /// This process's generation: 0, or its predecessor's plus one (wrapping).
 static GENERATION: AtomicU8 = AtomicU8::new(0);
-/// Whether this process took over UDP sockets from a predecessor.
-static HAS_PREDECESSOR: AtomicBool = AtomicBool::new(false);
 
 /// The length of the connection ids this server issues.
 pub const CID_LEN: usize = 8;
@@ -52,7 +50,6 @@ pub fn quic_generation() -> u8 {
 /// `previous + 1`.
 pub fn follow_generation(previous: u8) {
     GENERATION.store(previous.wrapping_add(1), Relaxed);
-    HAS_PREDECESSOR.store(true, Relaxed);
 }
 
 /// Connection ids of [`CID_LEN`] bytes: this process's generation, the index of the UDP socket
@@ -269,10 +266,8 @@ impl QuicLink {
     /// Sends `datagram`, received by this process, to the predecessor when it belongs to one of
     /// its connections; `false` when it is this process's to handle.
     pub fn forward(&self, datagram: &[u8], meta: &RecvMeta) -> bool {
-        if !self.forwarding.load(Relaxed)
-            || !HAS_PREDECESSOR.load(Relaxed)
-            || !addressed_to(datagram, quic_generation().wrapping_sub(1))
-        {
+        // A link has a pair to a predecessor only in a process that took its sockets over.
+        if !self.forwarding.load(Relaxed) || !addressed_to(datagram, quic_generation().wrapping_sub(1)) {
             return false;
         }
         let mut to = lock(&self.to_predecessor);

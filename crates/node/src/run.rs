@@ -437,11 +437,7 @@ impl Control {
                 return None;
             }
         };
-        let started = upgrade::start(sockets, udp);
-        if started.is_err() {
-            self.listeners.quic_handed_over(false);
-        }
-        match started {
+        match upgrade::start(sockets, udp) {
             Ok(starting) => {
                 tracing::info!(pid = starting.pid, "SIGUSR2: started a new process to take over the listeners");
                 self.events.emit("upgrading", json!({ "pid": starting.pid }));
@@ -450,6 +446,7 @@ impl Control {
             Err(e) => {
                 tracing::error!("SIGUSR2: upgrade failed, this process goes on serving: {e}");
                 self.events.emit("upgrade_failed", json!({ "error": e.to_string() }));
+                self.listeners.quic_handed_over(false);
                 None
             }
         }
