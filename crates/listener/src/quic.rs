@@ -281,8 +281,10 @@ async fn serve_connection(
         let seen = peek.wait(incoming.remote_address(), incoming.orig_dst_cid(), deadline).await;
         let policy = match seen {
             Some(Seen::Hello(hello)) => {
-                offers_early = gatehouse_hello::parse(&hello).is_ok_and(|h| h.early_data);
-                let prepare = configs.tls.quic_prepare(&hello, config.quic.early_data);
+                offers_early = hello.early_data;
+                // A ticket counts only where it is single-use (0-RTT on).
+                let psk = hello.psk.as_deref().filter(|_| config.quic.early_data);
+                let prepare = configs.tls.quic_prepare(hello.server_name.as_deref(), psk);
                 tokio::time::timeout_at(deadline, prepare).await.ok().flatten()
             }
             _ => None,

@@ -39,11 +39,22 @@ const ENTRY_TTL: Duration = Duration::from_secs(10);
 /// The longest ClientHello put together.
 const HELLO_MAX: u64 = gatehouse_hello::DEFAULT_MAX_HELLO_BYTES as u64;
 
+/// What a QUIC handshake needs of a ClientHello before it starts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hello {
+    /// The name it sent (`server_name`), as sent.
+    pub server_name: Option<String>,
+    /// Its first PSK identity: the ticket it resumes with.
+    pub psk: Option<Vec<u8>>,
+    /// It offers 0-RTT data (`early_data`).
+    pub early_data: bool,
+}
+
 /// What was read of a client's ClientHello.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seen {
-    /// The whole ClientHello (the handshake message), which parses.
-    Hello(Vec<u8>),
+    /// The whole ClientHello, which parses: what the handshake needs of it.
+    Hello(Hello),
     /// A ClientHello that does not parse, or longer than allowed.
     Unreadable,
 }
@@ -89,7 +100,11 @@ impl Entry {
         }
         prefix.truncate(whole);
         self.seen = Some(match gatehouse_hello::parse(&prefix) {
-            Ok(_) => Seen::Hello(prefix),
+            Ok(h) => Seen::Hello(Hello {
+                server_name: h.server_name.map(str::to_owned),
+                psk: h.psk_identities.and_then(|ids| ids.iter().next().map(|p| p.identity.to_vec())),
+                early_data: h.early_data,
+            }),
             Err(_) => Seen::Unreadable,
         });
         self.fragments = Vec::new();

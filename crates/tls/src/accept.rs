@@ -326,19 +326,16 @@ impl TlsAcceptor {
             || (early_data && self.resumption.sessions.as_ref().is_some_and(|s| s.remote().is_some()))
     }
 
-    /// Readies a QUIC handshake for a client whose ClientHello (the handshake message) is
-    /// `hello`: loads the certificate of the name it sent from the store if it is not in
-    /// memory, brings a ticket another node issued from Redis into the session cache (as
-    /// [`TlsAcceptor::accept`] does), and gives the client-certificate policy of its site,
-    /// whose configuration ([`TlsAcceptor::quic_config`]) the handshake must use.
-    /// With `early_data` the listener's QUIC tickets are single-use ones (see
-    /// [`TlsAcceptor::quic_config`]).
-    pub async fn quic_prepare(&self, hello: &[u8], early_data: bool) -> Option<Arc<SitePolicy>> {
-        let parsed = gatehouse_hello::parse(hello).ok();
-        let sni = parsed.as_ref().and_then(|h| h.server_name).and_then(normalise);
-        let psk = parsed.and_then(|h| h.psk_identities?.iter().next().map(|p| p.identity.to_vec()));
-        if let Some(psk) = psk.filter(|_| early_data) {
-            self.prefetch(&Offered { psk: Some(psk), ..Offered::default() }, true).await;
+    /// Readies a QUIC handshake for a client whose ClientHello named `sni` (as sent) and
+    /// resumes with the single-use ticket `psk` (0-RTT on: see [`TlsAcceptor::quic_config`]):
+    /// loads the name's certificate from the store if it is not in memory, brings the ticket,
+    /// issued by another node, from Redis into the session cache (as [`TlsAcceptor::accept`]
+    /// does), and gives the client-certificate policy of its site, whose configuration
+    /// ([`TlsAcceptor::quic_config`]) the handshake must use.
+    pub async fn quic_prepare(&self, sni: Option<&str>, psk: Option<&[u8]>) -> Option<Arc<SitePolicy>> {
+        let sni = sni.and_then(normalise);
+        if let Some(psk) = psk {
+            self.prefetch(&Offered { psk: Some(psk.to_vec()), ..Offered::default() }, true).await;
         }
         if let Some(name) = sni.as_deref() {
             if self.certs.resolve_now(name).is_none() && self.certs.has_store() {
