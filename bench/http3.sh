@@ -243,27 +243,22 @@ for row in rows:
         errs = sum(r.get("errors", 0) for r in runs if r["row"] == row and r["target"] == t)
         print(f"| {row} | {t} | {rps:,.0f} | {p99:.1f} | {cpu:.2f} | {m[0]:,.0f} ({m[1]:,.0f}-{m[2]:,.0f}) | {errs} |")
 print()
-if "caddy" in targets and "gatehouse" in targets:
-    print("Gatehouse / Caddy, requests per server CPU-second (medians):\n")
+def ratios(other, title):
+    """Gatehouse's requests per server CPU-second over `other`'s, row by row (medians)."""
+    if other not in targets or "gatehouse" not in targets:
+        return
+    print(f"{title}, requests per server CPU-second (medians):\n")
     for row in rows:
-        g, c = med(row, "gatehouse", "per_cpu_s"), med(row, "caddy", "per_cpu_s")
-        if g and c and c[0] > 0:
-            print(f"- {row}: **{g[0] / c[0]:.2f}**")
-if "gatehouse-nogso" in targets and "gatehouse" in targets:
-    print("\nGatehouse with GSO / without (quic.gso: false), requests per server CPU-second (medians):\n")
-    for row in rows:
-        g, n = med(row, "gatehouse", "per_cpu_s"), med(row, "gatehouse-nogso", "per_cpu_s")
-        if g and n and n[0] > 0:
-            print(f"- {row}: **{g[0] / n[0]:.2f}**")
-if "gatehouse-base" in targets and "gatehouse" in targets:
-    print("\nGatehouse / the base build, requests per server CPU-second (medians):\n")
-    for row in rows:
-        g, b = med(row, "gatehouse", "per_cpu_s"), med(row, "gatehouse-base", "per_cpu_s")
-        if g and b and b[0] > 0:
-            print(f"- {row}: **{g[0] / b[0]:.2f}**")
+        g, o = med(row, "gatehouse", "per_cpu_s"), med(row, other, "per_cpu_s")
+        if g and o and o[0] > 0:
+            print(f"- {row}: **{g[0] / o[0]:.2f}**")
+    print()
+ratios("caddy", "Gatehouse / Caddy")
+ratios("gatehouse-nogso", "Gatehouse with GSO / without (quic.gso: false)")
+ratios("gatehouse-base", "Gatehouse / the base build")
 h3, h2 = med("h3 5k x10", "gatehouse", "per_cpu_s"), med("h2 5k x10", "gatehouse", "per_cpu_s")
 if h3 and h2 and h3[0] > 0:
-    print(f"\nGatehouse CPU per request, HTTP/3 / HTTP/2 over TLS (5 KB, 10 streams per connection): **{h2[0] / h3[0]:.2f}**")
+    print(f"Gatehouse CPU per request, HTTP/3 / HTTP/2 over TLS (5 KB, 10 streams per connection): **{h2[0] / h3[0]:.2f}**")
 EOF
 cat "$REPORT"
 log "report: $REPORT"

@@ -236,11 +236,7 @@ impl TlsAcceptor {
             _ => self.offer.provider.clone(),
         };
         let builder = ServerConfig::builder_with_provider(provider).with_protocol_versions(&self.offer.versions)?;
-        let builder = match policy {
-            Some(p) => builder.with_client_cert_verifier(p.verifier.clone()),
-            None => builder.with_no_client_auth(),
-        };
-        let mut config = builder.with_cert_resolver(Arc::new(PairResolver(pair)));
+        let mut config = verify_clients(builder, policy).with_cert_resolver(Arc::new(PairResolver(pair)));
         let tickets = self.resumption.ticketer.clone().map(|t| t as Arc<dyn rustls::server::ProducesTickets>);
         self.settle(&mut config, self.offer.alpn.clone(), tickets);
         Ok(Arc::new(config))
@@ -289,10 +285,7 @@ impl TlsAcceptor {
     ) -> Result<Arc<ServerConfig>, rustls::Error> {
         let builder = ServerConfig::builder_with_provider(self.offer.provider.clone())
             .with_protocol_versions(&[&rustls::version::TLS13])?;
-        let builder = match policy {
-            Some(p) => builder.with_client_cert_verifier(p.verifier.clone()),
-            None => builder.with_no_client_auth(),
-        };
+        let builder = verify_clients(builder, policy);
         let resolver = QuicResolver {
             certs: self.certs.clone(),
             default_name: self.offer.default_name.clone(),
@@ -540,6 +533,17 @@ impl Offered {
         let lookup = !(hello.session_id.is_empty() || ticket || tls13_wins);
         let session_id = lookup.then(|| hello.session_id.to_vec());
         Offered { session_id, psk, ticket }
+    }
+}
+
+/// Client certificates verified under `policy`, or none asked for.
+fn verify_clients(
+    builder: rustls::ConfigBuilder<ServerConfig, rustls::WantsVerifier>,
+    policy: Option<&Arc<SitePolicy>>,
+) -> rustls::ConfigBuilder<ServerConfig, rustls::server::WantsServerCert> {
+    match policy {
+        Some(p) => builder.with_client_cert_verifier(p.verifier.clone()),
+        None => builder.with_no_client_auth(),
     }
 }
 

@@ -66,12 +66,17 @@ impl Site {
     /// A gateway with an HTTP/3 listener serving two certificates (no default one) in front of
     /// one backend.
     fn start() -> Site {
+        Site::start_with("")
+    }
+
+    /// The same with top-level settings `head` (lines of YAML) added.
+    fn start_with(head: &str) -> Site {
         let pki = Pki::new();
         let shop = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
         let other = pki.issue(&["*.other.test"], Algorithm::Rsa2048, "other.pem", None);
         let backend = Backend::start("b");
         let yaml = format!(
-            "workers: 2\nshutdown_grace: 10s\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+            "workers: 2\n{head}shutdown_grace: 10s\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
             certificates(&[&shop, &other]),
             targets(&[&backend])
         );
@@ -779,21 +784,12 @@ fn one_shared_socket_serves_http3_without_reuse_port() {
     if !aioquic("one_shared_socket_serves_http3_without_reuse_port") {
         return;
     }
-    let pki = Pki::new();
-    let cert = pki.issue(&["shop.test"], Algorithm::EcdsaP256, "shop.pem", None);
-    let backend = Backend::start("b");
-    let gw = start(&format!(
-        "workers: 2\nreuse_port: false\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
-        certificates(&[&cert]),
-        targets(&[&backend])
-    ));
-    let ca = pki.ca_file().display().to_string();
-    let v =
-        h3_verified(gw.addr("https").port(), "shop.test", &ca, &["--path", "/one", "--repeat", "10", "--rebind", "3"]);
+    let site = Site::start_with("reuse_port: false\n");
+    let v = site.h3("shop.test", &["--path", "/one", "--repeat", "10", "--rebind", "3"]);
     let all = responses(&v);
     assert_eq!(all.len(), 13, "{v}");
     assert!(all.iter().all(|r| r["status"] == 200), "{v}");
-    let m = gw.metrics();
+    let m = site.gw.metrics();
     assert_eq!(
         metric_value(&m, "gatehouse_quic_steered_packets_total"),
         Some(0.0),
