@@ -10,12 +10,21 @@ use crate::bundle::{self, Bundle, BundleError};
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
+
+/// How recent a directory's modification time may be and still be trusted to show the next
+/// change. File systems stamp times from a coarse clock (a kernel tick, or whole seconds on some
+/// network and FAT file systems), so two renames in one tick leave the same time: a scan that
+/// looked between them would never look again. A time this close to the scan is not remembered,
+/// and the next scan lists the directory (as git does with its racily clean index entries).
+const STAMP_SETTLE: Duration = Duration::from_secs(2);
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Stamp {
     modified: Option<SystemTime>,
     len: u64,
+    /// A file renamed in is a new inode even when its time and length match the old one's.
+    inode: u64,
 }
 
 #[derive(Debug, Default)]
@@ -44,7 +53,11 @@ pub struct DirStore {
 
 fn stamp(path: &Path) -> Option<Stamp> {
     let meta = std::fs::metadata(path).ok()?;
-    meta.is_file().then(|| Stamp { modified: meta.modified().ok(), len: meta.len() })
+    meta.is_file().then(|| Stamp {
+        modified: meta.modified().ok(),
+        len: meta.len(),
+        inode: std::os::unix::fs::MetadataExt::ino(&meta),
+    })
 }
 
 fn ocsp_path(pem: &Path) -> PathBuf {
@@ -86,6 +99,7 @@ impl DirStore {
     /// renamed in): one `stat` instead of one per file.
     pub fn scan(&self, check: bool, full: bool) -> std::io::Result<Changes> {
         let mut changes = Changes::default();
+        let started = SystemTime::now();
         // Read before listing: a change during the listing moves it, and the next scan looks.
         let dir_stamp = std::fs::metadata(&self.dir)?.modified().ok();
         if !full && dir_stamp.is_some() && self.lock().dir_stamp == dir_stamp {
@@ -125,7 +139,9 @@ impl DirStore {
             }
         }
         let mut st = self.lock();
-        st.dir_stamp = dir_stamp;
+        // A time within STAMP_SETTLE of the scan (or in its future) may still be shared by a
+        // change to come.
+        st.dir_stamp = dir_stamp.filter(|t| started.duration_since(*t).is_ok_and(|age| age >= STAMP_SETTLE));
         let removed: Vec<PathBuf> = st.files.keys().filter(|p| !present.contains(p)).cloned().collect();
         for path in removed {
             if let Some((_, names)) = st.files.remove(&path) {
@@ -185,5 +201,81 @@ fn unlink(names: &mut HashMap<String, Vec<PathBuf>>, path: &Path, of: &[String],
             }
         }
         changed.insert(n.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::issue::{self_signed, Algorithm};
+    use gatehouse_testkit::TempDir;
+
+    fn put(dir: &Path, name: &str) {
+        let pem = self_signed(&[name], Algorithm::EcdsaP256, 30).expect("test setup");
+        let tmp = dir.join(format!(".{name}.tmp"));
+        std::fs::write(&tmp, pem).expect("test setup");
+        std::fs::rename(&tmp, dir.join(format!("{name}.pem"))).expect("test setup");
+    }
+
+    /// Sets the directory's modification time, as a coarse file-system clock would leave it.
+    fn touch_dir(dir: &Path, at: SystemTime) {
+        std::fs::File::open(dir).and_then(|f| f.set_modified(at)).expect("test setup");
+    }
+
+    #[test]
+    fn a_file_added_in_the_same_clock_tick_as_the_last_scan_is_found() {
+        let tmp = TempDir::new();
+        let store = DirStore::new(tmp.path().to_path_buf());
+        let tick = SystemTime::now();
+        put(tmp.path(), "a.test");
+        touch_dir(tmp.path(), tick);
+        store.scan(false, false).expect("scan");
+        assert_eq!(store.files_for("a.test").len(), 1);
+        put(tmp.path(), "b.test");
+        touch_dir(tmp.path(), tick);
+        let changes = store.scan(true, false).expect("scan");
+        assert!(changes.names.contains("b.test"), "{changes:?}");
+        assert_eq!(store.files_for("b.test").len(), 1);
+    }
+
+    #[test]
+    fn a_settled_directory_is_not_listed_again_until_it_changes() {
+        let tmp = TempDir::new();
+        let store = DirStore::new(tmp.path().to_path_buf());
+        put(tmp.path(), "a.test");
+        let old = SystemTime::now() - Duration::from_secs(60);
+        touch_dir(tmp.path(), old);
+        store.scan(false, false).expect("scan");
+        // A file slipped in without moving the directory's time is not looked for...
+        put(tmp.path(), "b.test");
+        touch_dir(tmp.path(), old);
+        assert!(store.scan(true, false).expect("scan").names.is_empty());
+        // ...until a full scan.
+        assert!(store.scan(true, true).expect("scan").names.contains("b.test"));
+    }
+
+    #[test]
+    fn a_bundle_renamed_over_another_with_the_same_time_and_length_is_read() {
+        let tmp = TempDir::new();
+        let store = DirStore::new(tmp.path().to_path_buf());
+        let path = tmp.path().join("site.pem");
+        let first = self_signed(&["one.test"], Algorithm::EcdsaP256, 30).expect("test setup");
+        // ECDSA signatures vary in length by a byte or two: draw until one matches.
+        let second = (0..64)
+            .map(|_| self_signed(&["two.test"], Algorithm::EcdsaP256, 30).expect("test setup"))
+            .find(|s| s.len() == first.len())
+            .expect("a bundle of the same length");
+        let at = SystemTime::now() - Duration::from_secs(60);
+        std::fs::write(&path, &first).expect("test setup");
+        std::fs::File::options().write(true).open(&path).and_then(|f| f.set_modified(at)).expect("test setup");
+        store.scan(false, true).expect("scan");
+        assert_eq!(store.files_for("one.test").len(), 1);
+        let tmp_file = tmp.path().join(".site.tmp");
+        std::fs::write(&tmp_file, &second).expect("test setup");
+        std::fs::File::options().write(true).open(&tmp_file).and_then(|f| f.set_modified(at)).expect("test setup");
+        std::fs::rename(&tmp_file, &path).expect("test setup");
+        store.scan(true, true).expect("scan");
+        assert!(store.files_for("one.test").is_empty());
+        assert_eq!(store.files_for("two.test").len(), 1);
     }
 }
