@@ -10,6 +10,7 @@
 //! | `body_framing` | an HTTP/1.1 body as it arrives, split into reads | `crates/upstream` (`framing`) |
 //! | `response_head` | what an endpoint answers, as it arrives | `crates/upstream` (`h1`) |
 //! | `request_head` | what a client sends, as it arrives | `crates/listener` (`h1`) |
+//! | `huffman` | a QPACK string literal's Huffman-coded bytes (HTTP/3 header blocks) | `crates/huffman` |
 //! | `proxy_header` | a connection's first bytes on a `proxy_protocol` listener, as they arrive | `crates/listener` (`proxy_header`) |
 //!
 //! Each module uses only the products' public API, so the products' tests include the same file
@@ -22,6 +23,7 @@ pub mod app_key;
 pub mod body_framing;
 pub mod client_hello;
 pub mod config;
+pub mod huffman;
 pub mod jwt;
 pub mod proxy_header;
 pub mod replay;
