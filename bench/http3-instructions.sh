@@ -38,36 +38,18 @@ check_integers N DURATION ROUNDS
 export PATH=$PATH:/usr/local/go/bin:$HOME/go/bin
 need_commands valgrind callgrind_control callgrind_annotate nginx h2load curl openssl go python3
 gatehouse_binary
-H3LOAD=$BENCH/.cache/bin/h3load
-if [[ ! -x $H3LOAD || $BENCH/h3load/main.go -nt $H3LOAD ]]; then
-	log "building bench/h3load (quic-go)"
-	mkdir -p "$BENCH/.cache/bin"
-	(cd "$BENCH/h3load" && go build -o "$H3LOAD" .) || die "cannot build bench/h3load"
-fi
+h3load_binary
 raise_nofile
 make_workdir gatehouse-http3-instructions
 mkdir -p "$WORK/www"
 write_www "$WORK/www"
 start_backend 0
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench.test \
-	-addext subjectAltName=DNS:bench.test -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
-cat "$WORK/cert.pem" "$WORK/key.pem" >"$WORK/bundle.pem"
+bench_test_cert "$WORK"
 free_ports 1
 P=${REPLY_PORTS[0]}
-cat >"$WORK/gatehouse.yaml" <<EOF
-workers: 1
-cpu_affinity: off
-access_log: { path: "off" }
-tls:
-  certificates: [{cert: "$WORK/bundle.pem"}]
-  default_certificate: bench.test
-listeners:
-  https: {bind: "127.0.0.1:$P", tls: {}, http3: true, max_connections: 100000, quic: {max_streams: 1000}}
-upstreams:
-  backend: {targets: ["127.0.0.1:$P_BACKEND"]}
-sites:
-  bench: {hosts: ["*"], routes: [{path: /, upstream: backend}]}
-EOF
+h3_gatehouse_yaml "$P" "$WORK/bundle.pem" >"$WORK/gatehouse.yaml"
+# Access log off, as in bench/gateway-instructions.sh: the counts are of the request path.
+printf 'access_log: { path: "off" }\ncpu_affinity: off\n' >>"$WORK/gatehouse.yaml"
 gatehouse_check "$WORK/gatehouse.yaml"
 start_proc gatehouse none valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.gatehouse.%p" \
 	"$GATEHOUSE_BIN" run --config "$WORK/gatehouse.yaml"

@@ -74,12 +74,7 @@ if want caddy && ! command -v caddy >/dev/null; then
 fi
 gatehouse_binary
 
-H3LOAD=$BENCH/.cache/bin/h3load
-if [[ ! -x $H3LOAD || $BENCH/h3load/main.go -nt $H3LOAD ]]; then
-	log "building bench/h3load (quic-go)"
-	mkdir -p "$BENCH/.cache/bin"
-	(cd "$BENCH/h3load" && go build -o "$H3LOAD" .) || die "cannot build bench/h3load"
-fi
+h3load_binary
 
 make_workdir gatehouse-http3-bench
 HAPROXY_MAXCONN=0 # no HAProxy here
@@ -90,27 +85,14 @@ head -c 1048576 /dev/zero | tr '\0' 'x' >"$WORK/www/1m.html"
 start_backend 0
 
 # One certificate for both servers: key and chain apart for Caddy, one bundle for Gatehouse.
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench.test \
-	-addext subjectAltName=DNS:bench.test -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
-cat "$WORK/cert.pem" "$WORK/key.pem" >"$WORK/bundle.pem"
+bench_test_cert "$WORK"
 
 free_ports 4
 P_GATEHOUSE=${REPLY_PORTS[0]}
 P_CADDY=${REPLY_PORTS[1]}
 P_NOGSO=${REPLY_PORTS[2]}
 P_BASE=${REPLY_PORTS[3]}
-cat >"$WORK/gatehouse.yaml" <<EOF
-workers: 1
-tls:
-  certificates: [{cert: "$WORK/bundle.pem"}]
-  default_certificate: bench.test # h2load sends no name for an address
-listeners:
-  https: {bind: "127.0.0.1:$P_GATEHOUSE", tls: {}, http3: true, max_connections: 100000, quic: {max_streams: 1000}}
-upstreams:
-  backend: {targets: ["127.0.0.1:$P_BACKEND"]}
-sites:
-  bench: {hosts: ["*"], routes: [{path: /, upstream: backend}]}
-EOF
+h3_gatehouse_yaml "$P_GATEHOUSE" "$WORK/bundle.pem" >"$WORK/gatehouse.yaml"
 # The same with GSO off (quic.gso: false), for the gatehouse-nogso target.
 sed -e "s/127.0.0.1:$P_GATEHOUSE/127.0.0.1:$P_NOGSO/" -e 's/quic: {max_streams: 1000}/quic: {max_streams: 1000, gso: false}/' \
 	"$WORK/gatehouse.yaml" >"$WORK/gatehouse-nogso.yaml"

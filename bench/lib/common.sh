@@ -67,6 +67,38 @@ loadgen_binary() { # -> LOADGEN_BIN (absolute): the benches' TLS client, built (
 	[[ -x $LOADGEN_BIN ]] || die "gatehouse-loadgen not found or not executable: $LOADGEN_BIN"
 }
 
+h3load_binary() { # -> H3LOAD: bench/h3load (quic-go's HTTP/3 client), built with go when older than its source
+	H3LOAD=$BENCH/.cache/bin/h3load
+	if [[ ! -x $H3LOAD || $BENCH/h3load/main.go -nt $H3LOAD ]]; then
+		log "building bench/h3load (quic-go)"
+		mkdir -p "$BENCH/.cache/bin"
+		(cd "$BENCH/h3load" && go build -o "$H3LOAD" .) || die "cannot build bench/h3load"
+	fi
+}
+
+bench_test_cert() { # bench_test_cert DIR: an ECDSA P-256 certificate for bench.test, DIR/key.pem and
+	# DIR/cert.pem apart, both in DIR/bundle.pem
+	openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj /CN=bench.test \
+		-addext subjectAltName=DNS:bench.test -keyout "$1/key.pem" -out "$1/cert.pem" 2>/dev/null
+	cat "$1/cert.pem" "$1/key.pem" >"$1/bundle.pem"
+}
+
+h3_gatehouse_yaml() { # h3_gatehouse_yaml PORT BUNDLE -> (stdout) one worker, an https listener with
+	# HTTP/3 on 127.0.0.1:PORT serving BUNDLE, every request to the backend (start_backend)
+	cat <<EOF
+workers: 1
+tls:
+  certificates: [{cert: "$2"}]
+  default_certificate: bench.test # h2load sends no name for an address
+listeners:
+  https: {bind: "127.0.0.1:$1", tls: {}, http3: true, max_connections: 100000, quic: {max_streams: 1000}}
+upstreams:
+  backend: {targets: ["127.0.0.1:$P_BACKEND"]}
+sites:
+  bench: {hosts: ["*"], routes: [{path: /, upstream: backend}]}
+EOF
+}
+
 gatehouse_check() { # gatehouse_check CONFIG: `gatehouse check` must accept it (its errors shown if not)
 	"$GATEHOUSE_BIN" check "$1" >"$1.check" 2>&1 || {
 		cat "$1.check" >&2
