@@ -283,7 +283,7 @@ async fn serve_connection(
             Some(Seen::Hello(hello)) => {
                 offers_early = hello.early_data;
                 // A ticket counts only where it is single-use (0-RTT on).
-                let psk = hello.psk.as_deref().filter(|_| config.quic.early_data);
+                let psk = hello.psk.filter(|_| config.quic.early_data);
                 let prepare = configs.tls.quic_prepare(hello.server_name.as_deref(), psk);
                 tokio::time::timeout_at(deadline, prepare).await.ok().flatten()
             }

@@ -325,10 +325,10 @@ impl TlsAcceptor {
     /// issued by another node, from Redis into the session cache (as [`TlsAcceptor::accept`]
     /// does), and gives the client-certificate policy of its site, whose configuration
     /// ([`TlsAcceptor::quic_config`]) the handshake must use.
-    pub async fn quic_prepare(&self, sni: Option<&str>, psk: Option<&[u8]>) -> Option<Arc<SitePolicy>> {
+    pub async fn quic_prepare(&self, sni: Option<&str>, psk: Option<Vec<u8>>) -> Option<Arc<SitePolicy>> {
         let sni = sni.and_then(normalise);
-        if let Some(psk) = psk {
-            self.prefetch(&Offered { psk: Some(psk.to_vec()), ..Offered::default() }, true).await;
+        if psk.is_some() {
+            self.prefetch(&Offered { psk, ..Offered::default() }, true).await;
         }
         if let Some(name) = sni.as_deref() {
             if self.certs.resolve_now(name).is_none() && self.certs.has_store() {
