@@ -62,7 +62,9 @@
 #   GATEHOUSE_BIN   binary to test; unset = `cargo build --release -p gatehouse`
 #   QUICK [0]       1 = smoke run: short runs, one rep, BENCHMARKS.md untouched
 #   ROWS [unary stream]                rows to run
-#   TARGETS [gatehouse nginx haproxy]  proxies to compare
+#   TARGETS [gatehouse nginx haproxy]  proxies to compare; gatehouse-base adds GATEHOUSE_BASE_BIN,
+#                   another build with the same configuration (before / after a change)
+#   GATEHOUSE_BASE_BIN  the gatehouse-base target's binary
 #   DURATION [5/1]  seconds per measured ghz run
 #   REPS [3/1]      reps of every (row, proxy)
 #   CONNECTIONS [4] ghz --connections: client connections to the proxy
@@ -142,7 +144,9 @@ for r in "${ROW_LIST[@]}"; do
 	case $r in unary | stream) ;; *) die "unknown row '$r' in ROWS (unary stream)" ;; esac
 done
 for t in "${TARGET_LIST[@]}"; do
-	case $t in gatehouse | nginx | haproxy) ;; *) die "unknown target '$t' in TARGETS (gatehouse nginx haproxy)" ;; esac
+	case $t in gatehouse | gatehouse-base | nginx | haproxy) ;;
+	*) die "unknown target '$t' in TARGETS (gatehouse gatehouse-base nginx haproxy)" ;;
+	esac
 done
 if [[ $HAPROXY_STREAM_BUFSIZE == auto ]]; then
 	# A stream answer's messages (5-byte gRPC prefix each), headers and trailers, in one buffer.
@@ -173,6 +177,10 @@ CLK_TCK=$(getconf CLK_TCK)
 # ------------------------------------------------------------ binaries
 GATEHOUSE_VERSION=
 want gatehouse && gatehouse_binary
+if want gatehouse-base; then
+	[[ -x ${GATEHOUSE_BASE_BIN:-} ]] || die "gatehouse-base needs GATEHOUSE_BASE_BIN, another build of gatehouse"
+	[[ $GATEHOUSE_BASE_BIN == /* ]] || GATEHOUSE_BASE_BIN=$ORIG_PWD/$GATEHOUSE_BASE_BIN
+fi
 
 ghz_binary
 server_binary
@@ -246,7 +254,7 @@ start_proxy() { # start_proxy ROW TARGET: the instance ROW-TARGET written and ch
 	free_ports 1
 	PORT[$inst]=${REPLY_PORTS[0]}
 	case $t in
-	gatehouse)
+	gatehouse | gatehouse-base)
 		cat >"$dir/gatehouse.yaml" <<EOF
 workers: 1
 reuse_port: true
@@ -257,7 +265,9 @@ listeners:
 $(gatehouse_upstream 256 "127.0.0.1:$P_BACKEND" "    protocol: http2")
 EOF
 		gatehouse_check "$dir/gatehouse.yaml"
-		start_proc "$inst" 1 "$GATEHOUSE_BIN" run --config "$dir/gatehouse.yaml"
+		local bin=$GATEHOUSE_BIN
+		[[ $t == gatehouse-base ]] && bin=$GATEHOUSE_BASE_BIN
+		start_proc "$inst" 1 "$bin" run --config "$dir/gatehouse.yaml"
 		;;
 	nginx)
 		nginx_grpc_conf "$dir" "${PORT[$inst]}" >"$dir/nginx.conf"

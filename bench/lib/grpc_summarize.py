@@ -20,8 +20,9 @@ from summarize import OTHERS_WARN_PCT, cli, fmt_pct, med  # noqa: E402
 HEADING = "## gRPC (bench/grpc.sh)"
 ROWS = ["unary", "stream"]
 ROW_NAMES = {"unary": "unary: 1 request, 1 answer", "stream": "stream: 1 request, a stream of answers"}
-TARGET_NAMES = {"gatehouse": "**Gatehouse**", "nginx": "nginx", "haproxy": "HAProxy"}
-TARGET_ORDER = ["gatehouse", "nginx", "haproxy"]
+TARGET_NAMES = {"gatehouse": "**Gatehouse**", "gatehouse-base": "Gatehouse, base build", "nginx": "nginx",
+                "haproxy": "HAProxy"}
+TARGET_ORDER = ["gatehouse", "gatehouse-base", "nginx", "haproxy"]
 # Gatehouse / peer, calls per proxy CPU-second, that every row aims at.
 GOALS = [("nginx", "nginx", 1.3), ("haproxy", "HAProxy", 1.1)]
 
@@ -65,6 +66,8 @@ def ratio_lines(groups):
             if not peer:
                 continue
             out.append(peer_ratio_line(row, g, key, name, goal, "÷", "calls"))
+        if g.get("gatehouse-base"):
+            out.append(peer_ratio_line(row, g, "gatehouse-base", "the base build", None, "÷", "calls"))
     return out
 
 
