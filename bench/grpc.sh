@@ -177,10 +177,7 @@ CLK_TCK=$(getconf CLK_TCK)
 # ------------------------------------------------------------ binaries
 GATEHOUSE_VERSION=
 want gatehouse && gatehouse_binary
-if want gatehouse-base; then
-	[[ -x ${GATEHOUSE_BASE_BIN:-} ]] || die "gatehouse-base needs GATEHOUSE_BASE_BIN, another build of gatehouse"
-	[[ $GATEHOUSE_BASE_BIN == /* ]] || GATEHOUSE_BASE_BIN=$ORIG_PWD/$GATEHOUSE_BASE_BIN
-fi
+want gatehouse-base && gatehouse_base_binary
 
 ghz_binary
 server_binary

@@ -73,6 +73,7 @@ if want caddy && ! command -v caddy >/dev/null; then
 	read -r -a TARGET_LIST <<<"${TARGETS//caddy/}"
 fi
 gatehouse_binary
+want gatehouse-base && gatehouse_base_binary
 
 h3load_binary
 
@@ -129,7 +130,6 @@ if want gatehouse-nogso; then
 	start_proc gatehouse-nogso 1 "$GATEHOUSE_BIN" run --config "$WORK/gatehouse-nogso.yaml"
 fi
 if want gatehouse-base; then
-	[[ -x ${GATEHOUSE_BASE_BIN:-} ]] || die "gatehouse-base needs GATEHOUSE_BASE_BIN, another build of gatehouse"
 	start_proc gatehouse-base 1 "$GATEHOUSE_BASE_BIN" run --config "$WORK/gatehouse-base.yaml"
 fi
 if want caddy; then

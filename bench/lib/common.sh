@@ -55,6 +55,12 @@ gatehouse_binary() { # -> GATEHOUSE_BIN (absolute; built when unset), GATEHOUSE_
 	GATEHOUSE_VERSION=${out%%$'\n'*}
 }
 
+gatehouse_base_binary() { # -> GATEHOUSE_BASE_BIN (absolute): the gatehouse-base target's build, given
+	[[ -n ${GATEHOUSE_BASE_BIN:-} ]] || die "gatehouse-base needs GATEHOUSE_BASE_BIN, another build of gatehouse"
+	[[ $GATEHOUSE_BASE_BIN == /* ]] || GATEHOUSE_BASE_BIN=$ORIG_PWD/$GATEHOUSE_BASE_BIN
+	[[ -x $GATEHOUSE_BASE_BIN ]] || die "gatehouse-base binary not found or not executable: $GATEHOUSE_BASE_BIN"
+}
+
 loadgen_binary() { # -> LOADGEN_BIN (absolute): the benches' TLS client, built (release) when unset
 	if [[ -n ${LOADGEN_BIN:-} ]]; then
 		[[ $LOADGEN_BIN == /* ]] || LOADGEN_BIN=$ORIG_PWD/$LOADGEN_BIN

@@ -115,8 +115,10 @@ def peer_ratio_line(row, g, key, name, goal, sign, unit):
     r = ratio(med(gh, "req_per_cpu_s"), med(peer, "req_per_cpu_s"))
     r_rps = ratio(med(gh, "rps"), med(peer, "rps"))
     r_p99 = ratio(med(gh, "p99_ms"), med(peer, "p99_ms"))
-    verdict = "–" if r is None or goal is None else ("met" if r >= goal else "**missed**")
-    target = "" if goal is None else f"; goal ≥ {goal}: {verdict}"
+    target = ""
+    if goal is not None:
+        verdict = "–" if r is None else ("met" if r >= goal else "**missed**")
+        target = f"; goal ≥ {goal}: {verdict}"
     return (f"- {row}: Gatehouse{sign}{name}, {unit} per proxy CPU-s **{'–' if r is None else f'{r:.2f}'}** "
             f"(per rep: {fmt_ratios(paired(g, 'gatehouse', key))}{target}); "
             f"{unit}/s {'–' if r_rps is None else f'{r_rps:.2f}'}, p99 {'–' if r_p99 is None else f'{r_p99:.2f}'}")

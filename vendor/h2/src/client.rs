@@ -141,9 +141,6 @@ use crate::frame::{self, Headers, Pseudo, Reason, Settings, StreamId};
 use crate::proto::{self, Error};
 use crate::{FlowControl, PingPong, RecvStream, SendStream};
 
-/// What a client connection's reads fill (Gatehouse patch, PATCH.md).
-const CLIENT_READ_CAPACITY: usize = 64 * 1024;
-
 use bytes::{Buf, Bytes};
 use http::{uri, HeaderMap, Method, Request, Response, Version};
 use std::fmt;
@@ -153,6 +150,9 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tracing::Instrument;
+
+/// What a client connection's reads fill (Gatehouse patch, PATCH.md).
+const CLIENT_READ_CAPACITY: usize = 64 * 1024;
 
 /// Initializes new HTTP/2 streams on a connection by sending a request.
 ///

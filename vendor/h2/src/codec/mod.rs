@@ -16,12 +16,12 @@ use futures_sink::Sink;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite};
-
-/// The read buffer of a `Codec::new`: tokio-util's own default, as in the published crate.
-const READ_CAPACITY: usize = 8 * 1024;
 use tokio_util::codec::length_delimited;
 
 use std::io;
+
+/// The read buffer of a `Codec::new`: tokio-util's own default, as in the published crate.
+const READ_CAPACITY: usize = 8 * 1024;
 
 #[derive(Debug)]
 pub struct Codec<T, B> {
