@@ -6,8 +6,6 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -24,49 +22,8 @@ pub struct RequestBody {
     idle_ms: u64,
     last_ms: u64,
     deadline: gatehouse_clock::LazyDeadline,
-    /// What the body tells a sender that does not see it (hyper's HTTP/2 client sends it from a
-    /// task of its own and reports its failure only as the stream's reset), and its deadline:
-    /// allocated only for those (a body is moved about with its request, so it stays small).
-    watch: Option<Arc<Watch>>,
-}
-
-/// What a body being sent tells its sender: why it failed, if it did ([`Fault`]), and when its
-/// last part went (so a wait for the answer can count from there).
-#[derive(Debug)]
-pub(crate) struct Watch {
-    fault: AtomicU8,
-    last_ms: AtomicU64,
     /// When the whole body must have come ([`gatehouse_clock::now_ms`]; `u64::MAX`: no bound).
     due_ms: u64,
-}
-
-impl Watch {
-    fn new(last_ms: u64, due_ms: u64) -> Watch {
-        Watch { fault: AtomicU8::new(0), last_ms: AtomicU64::new(last_ms), due_ms }
-    }
-
-    /// Why the body failed, if it did.
-    pub(crate) fn fault(&self) -> Option<Fault> {
-        match self.fault.load(Ordering::Relaxed) {
-            1 => Some(Fault::TooLarge),
-            2 => Some(Fault::Timeout),
-            _ => None,
-        }
-    }
-
-    /// When the body's last part went (or when the watch began).
-    pub(crate) fn last_ms(&self) -> u64 {
-        self.last_ms.load(Ordering::Relaxed)
-    }
-}
-
-/// Why a body ended in an error, as [`RequestBody::watch`] reports it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Fault {
-    /// Over the route's limit.
-    TooLarge = 1,
-    /// The client stopped sending it.
-    Timeout = 2,
 }
 
 impl std::fmt::Debug for RequestBody {
@@ -108,7 +65,7 @@ impl RequestBody {
             idle_ms: 0,
             last_ms: 0,
             deadline: gatehouse_clock::LazyDeadline::default(),
-            watch: None,
+            due_ms: u64::MAX,
         }
     }
 
@@ -128,7 +85,7 @@ impl RequestBody {
             idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
             last_ms: gatehouse_clock::now_ms(),
             deadline: gatehouse_clock::LazyDeadline::default(),
-            watch: None,
+            due_ms: u64::MAX,
         }
     }
 
@@ -136,22 +93,14 @@ impl RequestBody {
     /// pauses between its parts.
     pub fn until(mut self, due_ms: Option<u64>) -> Self {
         if let (Some(due_ms), false) = (due_ms, self.is_empty()) {
-            self.watch = Some(Arc::new(Watch::new(self.last_ms, due_ms)));
+            self.due_ms = due_ms;
         }
         self
     }
 
-    /// What the body will tell its sender ([`Watch`]).
-    pub(crate) fn watch(&mut self) -> Arc<Watch> {
-        let last_ms = self.last_ms;
-        self.watch.get_or_insert_with(|| Arc::new(Watch::new(last_ms, u64::MAX))).clone()
-    }
-
-    fn failed(&mut self, fault: Fault) {
-        self.inner = None;
-        if let Some(watch) = &self.watch {
-            watch.fault.store(fault as u8, Ordering::Relaxed);
-        }
+    /// When the body's last part came (or when it began).
+    pub(crate) fn last_ms(&self) -> u64 {
+        self.last_ms
     }
 
     /// True when there is nothing to send (so the request can be replayed on a retry).
@@ -164,8 +113,7 @@ impl RequestBody {
     /// Whether the next part is late: the idle wait since the last one, or the whole body's
     /// bound, has passed (otherwise the task is woken by then).
     fn due(&mut self, cx: &mut Context<'_>) -> bool {
-        let due_ms = self.watch.as_ref().map_or(u64::MAX, |w| w.due_ms);
-        let due = self.last_ms.saturating_add(self.idle_ms).min(due_ms);
+        let due = self.last_ms.saturating_add(self.idle_ms).min(self.due_ms);
         due != u64::MAX && self.deadline.expired(cx, due)
     }
 }
@@ -184,15 +132,12 @@ impl Body for RequestBody {
                 if let Some(data) = frame.data_ref() {
                     let n = data.len() as u64;
                     if n > this.remaining {
-                        this.failed(Fault::TooLarge);
+                        this.inner = None;
                         return Poll::Ready(Some(Err(Box::new(BodyTooLarge))));
                     }
                     this.remaining -= n;
                 }
                 this.last_ms = gatehouse_clock::now_ms();
-                if let Some(watch) = &this.watch {
-                    watch.last_ms.store(this.last_ms, Ordering::Relaxed);
-                }
                 Poll::Ready(Some(Ok(frame)))
             }
             Poll::Ready(Some(Err(e))) => Poll::Ready(Some(Err(e))),
@@ -201,7 +146,7 @@ impl Body for RequestBody {
                 Poll::Ready(None)
             }
             Poll::Pending if this.due(cx) => {
-                this.failed(Fault::Timeout);
+                this.inner = None;
                 Poll::Ready(Some(Err(Box::new(BodyTimeout))))
             }
             Poll::Pending => Poll::Pending,

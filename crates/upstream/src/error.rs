@@ -29,7 +29,7 @@ pub enum UpstreamError {
     /// The TCP connect failed.
     Connect(io::Error),
     /// The HTTP/2 handshake failed.
-    Handshake(hyper::Error),
+    Handshake(h2::Error),
     /// TLS with the endpoint failed: in the handshake, or by an alert on the connection after it.
     Tls {
         /// The name the endpoint was verified for.
@@ -61,8 +61,8 @@ pub enum UpstreamError {
     /// The HTTP/2 exchange failed.
     H2 {
         /// Why.
-        source: hyper::Error,
-        /// Whether hyper had started sending the request (it gives an unsent one back).
+        source: h2::Error,
+        /// Whether the request's stream had been opened.
         sent: bool,
     },
     /// There was no connection to send on.

@@ -10,6 +10,7 @@ mod breaker;
 mod endpoint;
 mod error;
 mod h1;
+mod h2_client;
 mod health;
 mod io;
 mod members;

@@ -6,14 +6,17 @@ use crate::body::RequestBody;
 use crate::endpoint::EndpointState;
 use crate::error::UpstreamError;
 use crate::h1::H1Conn;
+use crate::h2_client::{self, H2Body, H2Load, Keepalive, Pump, Pumped};
 use crate::io::{connect, Counted, UpstreamIo};
 use crate::proxy_header::Origin;
 use crate::response::UpstreamBody;
 use crate::{Protocol, Settings};
-use hyper::client::conn::http2;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
+use bytes::Bytes;
+use h2::client::SendRequest;
+use std::future::Future as _;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 /// An idle HTTP/1.1 connection in a worker's pool.
@@ -36,7 +39,7 @@ pub(crate) enum Conn {
     /// Boxed: a lease travels with the response body, and moving it must stay cheap.
     H1(Box<H1Conn>),
     /// Boxed too: a stream's place beside the sender would make every lease bigger.
-    H2(Box<(http2::SendRequest<RequestBody>, Stream)>),
+    H2(Box<(SendRequest<Bytes>, Stream)>),
 }
 
 /// Most HTTP/2 connections a worker keeps to one endpoint: a new one is opened when each is at
@@ -47,24 +50,9 @@ pub(crate) const MAX_H2_CONNS: usize = 8;
 /// One of a worker's HTTP/2 connections to an endpoint.
 #[derive(Debug)]
 pub(crate) struct H2Conn {
-    sender: http2::SendRequest<RequestBody>,
+    sender: SendRequest<Bytes>,
     load: Arc<H2Load>,
 }
-
-/// The streams an HTTP/2 connection carries now, and how many its server allows.
-#[derive(Debug)]
-pub(crate) struct H2Load {
-    open: AtomicUsize,
-    /// The server's limit, as the connection's task last read it (see [`Lease::h2_handshake`]).
-    max: AtomicUsize,
-    /// The limit was read after an answer came: it is the server's.
-    known: std::sync::atomic::AtomicBool,
-    /// Asks the connection's task to read the limit again.
-    look: tokio::sync::Notify,
-}
-
-/// How often a connection's task reads its server's stream limit again, after the first answer.
-const H2_LIMIT_REREAD: Duration = Duration::from_secs(5);
 
 /// A worker's HTTP/2 connections to an endpoint, and news of one being opened.
 #[derive(Debug, Default)]
@@ -83,7 +71,7 @@ struct H2Conns {
 
 /// What a request on HTTP/2 does ([`Lease::pick_h2`]).
 enum Pick<'a> {
-    Stream(http2::SendRequest<RequestBody>, Stream),
+    Stream(SendRequest<Bytes>, Stream),
     Wait,
     /// Open a connection; the guard (when there is a slot to mark) ends the opening when dropped.
     Open(Option<OpeningGuard<'a>>),
@@ -243,7 +231,7 @@ impl Lease {
         let slot = self.h2_slot();
         let Ok(mut guard) = slot.conns.lock() else { return Pick::Open(None) };
         let conns = &mut *guard;
-        conns.list.retain(|c| !c.sender.is_closed());
+        conns.list.retain(|c| !c.load.closed.load(Relaxed));
         let list = &mut conns.list;
         let room = list.iter().position(|c| c.load.open.load(Relaxed) < c.load.max.load(Relaxed));
         let i = match room {
@@ -308,11 +296,7 @@ impl Lease {
 
     /// Starts HTTP/2 on a new connection, adds it to this worker's for the endpoint, and takes a
     /// stream on it.
-    async fn h2_handshake(
-        &self,
-        io: UpstreamIo,
-        s: &Settings,
-    ) -> Result<(http2::SendRequest<RequestBody>, Stream), UpstreamError> {
+    async fn h2_handshake(&self, io: UpstreamIo, s: &Settings) -> Result<(SendRequest<Bytes>, Stream), UpstreamError> {
         // Until this server's SETTINGS are read on it, the limit its other connections have.
         let known = self
             .h2_slot()
@@ -320,54 +304,11 @@ impl Lease {
             .lock()
             .ok()
             .and_then(|c| c.list.iter().find(|c| c.load.known.load(Relaxed)).map(|c| c.load.max.load(Relaxed)));
-        let mut builder = http2::Builder::new(TokioExecutor::new());
-        builder.timer(TokioTimer::new()).keep_alive_interval(s.ping_interval).keep_alive_timeout(s.ping_timeout);
-        if let Some(max) = known {
-            // Nor does hyper send more before the SETTINGS come: a stream over the server's
-            // limit would be refused (REFUSED_STREAM), and fail its request.
-            builder.initial_max_send_streams(max);
-        }
-        let (sender, conn) = builder.handshake(TokioIo::new(io)).await.map_err(UpstreamError::Handshake)?;
-        let load = Arc::new(H2Load {
-            open: AtomicUsize::new(0),
-            max: AtomicUsize::new(known.unwrap_or_else(|| conn.current_max_send_streams())),
-            known: std::sync::atomic::AtomicBool::new(false),
-            look: tokio::sync::Notify::new(),
-        });
-        let published = load.clone();
-        tokio::spawn(async move {
-            // hyper's connection future runs rarely (the frames are read by a task of hyper's
-            // own), so the limit is read when asked to (after an answer: the server's SETTINGS
-            // came before it) and now and then, for a server that changes it later.
-            let mut conn = std::pin::pin!(conn);
-            let mut every = tokio::time::interval(H2_LIMIT_REREAD);
-            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            let mut asked = std::pin::pin!(published.look.notified());
-            let _ = std::future::poll_fn(|cx| {
-                use std::future::Future as _;
-                let polled = conn.as_mut().poll(cx);
-                let mut look = false;
-                while every.poll_tick(cx).is_ready() {
-                    look = true;
-                }
-                let mut answered = false;
-                while asked.as_mut().poll(cx).is_ready() {
-                    asked.set(published.look.notified());
-                    answered = true;
-                }
-                if look || answered {
-                    published.max.store(conn.current_max_send_streams(), Relaxed);
-                }
-                if answered {
-                    published.known.store(true, Relaxed);
-                }
-                polled
-            })
-            .await;
-        });
+        let keepalive = s.ping_interval.map(|interval| Keepalive { interval, timeout: s.ping_timeout });
+        let (sender, load) = h2_client::handshake(io, known, keepalive).await.map_err(UpstreamError::Handshake)?;
         let stream = Stream::take(&load);
         if let Ok(mut conns) = self.h2_slot().conns.lock() {
-            conns.list.retain(|c| !c.sender.is_closed());
+            conns.list.retain(|c| !c.load.closed.load(Relaxed));
             if conns.list.len() < MAX_H2_CONNS {
                 conns.list.push(H2Conn { sender: sender.clone(), load });
             }
@@ -422,53 +363,66 @@ impl Lease {
 
     async fn send_h2(
         mut self,
-        mut sender: http2::SendRequest<RequestBody>,
+        mut sender: SendRequest<Bytes>,
         stream: Stream,
         mut req: http::Request<RequestBody>,
         read_timeout: Duration,
     ) -> Result<http::Response<UpstreamBody>, SendFailure> {
         h2_form(&mut req, &self.ep.authority, self.ep.tls.is_some());
-        // hyper sends the body from a task of its own and reports a body's failure only as the
-        // stream's reset: the body says why it failed here.
-        let watch = (!req.body().is_empty()).then(|| req.body_mut().watch());
-        let faulted = |f: crate::body::Fault| watch.as_deref().and_then(crate::body::Watch::fault) == Some(f);
+        // A connection found gone before anything was sent: the request comes back as it was.
+        if let Poll::Ready(Err(e)) = sender.poll_ready(&mut Context::from_waker(std::task::Waker::noop())) {
+            return Err(SendFailure::with(UpstreamError::H2 { source: e, sent: false }, req));
+        }
+        let (parts, body) = req.into_parts();
+        let end = body.is_empty();
+        let (mut answer, send) = match sender.send_request(http::Request::from_parts(parts, ()), end) {
+            Ok(opened) => opened,
+            Err(e) => return Err(SendFailure::new(UpstreamError::H2 { source: e, sent: false })),
+        };
+        // The body goes from this task while the answer is awaited: a unary call's HEADERS and
+        // DATA are queued together and leave in one write.
+        let mut pump = (!end).then(|| Pump::new(body, send));
         // The wait for the answer's head counts from the request's last part: a client that
         // streams its body for longer than `read_timeout` (a gRPC upload) is not cut off.
-        let sent_ms = gatehouse_clock::now_ms();
+        let mut from = gatehouse_clock::now_ms();
         let read_ms = u64::try_from(read_timeout.as_millis()).unwrap_or(u64::MAX);
-        let mut send = std::pin::pin!(sender.try_send_request(req));
-        let answered = loop {
-            let from = watch.as_deref().map_or(sent_ms, |w| w.last_ms().max(sent_ms));
-            let left = from.saturating_add(read_ms).saturating_sub(gatehouse_clock::now_ms());
-            if left == 0 {
-                break None;
+        let mut deadline = gatehouse_clock::LazyDeadline::default();
+        let answered = std::future::poll_fn(|cx| {
+            if let Some(p) = pump.as_mut() {
+                let polled = p.poll(cx);
+                from = from.max(p.last_ms());
+                match polled {
+                    Poll::Ready(Pumped::Done) => pump = None,
+                    Poll::Ready(Pumped::Failed(e)) => return Poll::Ready(Err(e)),
+                    Poll::Pending => {}
+                }
             }
-            if let Ok(answer) = tokio::time::timeout(Duration::from_millis(left), send.as_mut()).await {
-                break Some(answer);
+            if let Poll::Ready(answer) = std::pin::Pin::new(&mut answer).poll(cx) {
+                return Poll::Ready(answer.map_err(|e| UpstreamError::H2 { source: e, sent: true }));
             }
-        };
+            if deadline.expired(cx, from.saturating_add(read_ms)) {
+                return Poll::Ready(Err(UpstreamError::Timeout));
+            }
+            Poll::Pending
+        })
+        .await;
         match answered {
-            None => Err(SendFailure::new(UpstreamError::Timeout)),
-            Some(Err(mut e)) => {
-                let unsent = e.take_message();
-                let source = e.into_error();
-                let error = if caused_by::<crate::BodyTooLarge>(&source) || faulted(crate::body::Fault::TooLarge) {
-                    UpstreamError::BodyTooLarge
-                } else if caused_by::<crate::BodyTimeout>(&source) || faulted(crate::body::Fault::Timeout) {
-                    UpstreamError::ClientTimeout
-                } else {
-                    UpstreamError::H2 { source, sent: unsent.is_none() }
-                };
-                Err(SendFailure { request: unsent, error })
-            }
-            Some(Ok(resp)) => {
+            Err(e) => Err(SendFailure::new(e)),
+            Ok(resp) => {
                 if !stream.0.known.load(Relaxed) {
-                    // The server's SETTINGS came before its answer: the connection's task reads
-                    // the limit (asked more than once before it does, it reads once).
-                    stream.0.look.notify_one();
+                    // The server's SETTINGS came before its answer: the limit read now is its.
+                    stream.0.known.store(true, Relaxed);
                 }
                 self.conn = Some(Conn::H2(Box::new((sender, stream))));
-                Ok(resp.map(|incoming| UpstreamBody::h2(incoming, self, read_timeout)))
+                let length = resp
+                    .headers()
+                    .get(http::header::CONTENT_LENGTH)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok());
+                Ok(resp.map(|recv| {
+                    let body = H2Body::new(recv, length, pump.map(Pump::spawn));
+                    UpstreamBody::h2(body, self, read_timeout)
+                }))
             }
         }
     }
@@ -507,16 +461,4 @@ pub(crate) fn h2_form(req: &mut http::Request<RequestBody>, endpoint: &str, tls:
     if headers.get(header::TE).is_some_and(|te| !te.as_bytes().eq_ignore_ascii_case(b"trailers")) {
         headers.remove(header::TE);
     }
-}
-
-/// Whether `E` is among the causes of `error`.
-fn caused_by<E: std::error::Error + 'static>(error: &hyper::Error) -> bool {
-    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
-    while let Some(e) = source {
-        if e.is::<E>() {
-            return true;
-        }
-        source = e.source();
-    }
-    false
 }

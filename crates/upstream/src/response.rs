@@ -1,14 +1,14 @@
 //! The response body as read from the endpoint: HTTP/1.1 bodies are decoded straight from the
-//! connection's buffer (length, chunked or until close); HTTP/2 bodies come from hyper. A body read
+//! connection's buffer (length, chunked or until close); HTTP/2 bodies from their stream. A body read
 //! whole gives its connection back to the pool; a broken or abandoned one closes it. A gap longer
 //! than the read timeout between two reads fails the body.
 
 use crate::h1::{BodyError, Framing, Piece};
+use crate::h2_client::H2Body;
 use crate::pool::{Conn, Lease};
 use bytes::Bytes;
 use gatehouse_http1::RawHead;
 use http_body::{Body, Frame, SizeHint};
-use hyper::body::Incoming;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -29,7 +29,7 @@ pub struct UpstreamBody {
 #[derive(Debug)]
 enum Kind {
     H1 { framing: Framing, reusable: bool },
-    H2(Incoming),
+    H2(H2Body),
     Done,
 }
 
@@ -46,7 +46,7 @@ pub enum UpstreamBodyError {
     /// Nothing arrived within the read timeout.
     Timeout,
     /// The HTTP/2 stream failed.
-    H2(hyper::Error),
+    H2(h2::Error),
 }
 
 impl std::fmt::Display for UpstreamBodyError {
@@ -91,8 +91,8 @@ impl UpstreamBody {
         body
     }
 
-    pub(crate) fn h2(incoming: Incoming, lease: Lease, read_timeout: Duration) -> Self {
-        UpstreamBody { lease: Some(lease), raw: None, kind: Kind::H2(incoming), read_timeout, timer: None }
+    pub(crate) fn h2(body: H2Body, lease: Lease, read_timeout: Duration) -> Self {
+        UpstreamBody { lease: Some(lease), raw: None, kind: Kind::H2(body), read_timeout, timer: None }
     }
 
     /// The head's lines when they are passed on unparsed (see [`RawHead`]): edits of the
@@ -155,8 +155,8 @@ impl Body for UpstreamBody {
         loop {
             let (framing, reusable) = match &mut this.kind {
                 Kind::Done => return Poll::Ready(None),
-                Kind::H2(incoming) => {
-                    return match Pin::new(incoming).poll_frame(cx) {
+                Kind::H2(body) => {
+                    return match body.poll_frame(cx) {
                         Poll::Ready(Some(Ok(frame))) => {
                             this.timer = None;
                             Poll::Ready(Some(Ok(frame)))
@@ -215,7 +215,7 @@ impl Body for UpstreamBody {
         match &self.kind {
             Kind::Done => true,
             Kind::H1 { framing, .. } => framing.finished(),
-            Kind::H2(incoming) => incoming.is_end_stream(),
+            Kind::H2(body) => body.is_end_stream(),
         }
     }
 
@@ -225,7 +225,7 @@ impl Body for UpstreamBody {
             Kind::H1 { framing: Framing::Length(n), .. } => SizeHint::with_exact(*n),
             Kind::H1 { framing: Framing::Empty, .. } => SizeHint::with_exact(0),
             Kind::H1 { .. } => SizeHint::default(),
-            Kind::H2(incoming) => incoming.size_hint(),
+            Kind::H2(body) => body.size_hint(),
         }
     }
 }
