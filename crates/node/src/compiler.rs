@@ -3,7 +3,9 @@
 //! on the control thread at normal priority it took that time from the traffic workers sharing the
 //! core, and their p99 latency tripled while revisions were applied. At nice 19 the kernel runs it
 //! in the workers' idle moments, and still within the second even when every core is busy
-//! (measured in bench/control.sh).
+//! (measured in bench/control.sh). Files the node keeps (the copy of the revision it runs, written
+//! and flushed to disk) are written by a second such thread, so that a slow disk never holds up
+//! the next revision's compile.
 
 use crate::error::NodeError;
 use std::sync::mpsc;
@@ -16,21 +18,21 @@ pub struct Compiler {
 }
 
 impl Compiler {
-    /// Starts the thread.
-    pub fn start() -> Result<Compiler, NodeError> {
+    /// Starts the thread, named `name`.
+    pub fn start(name: &str) -> Result<Compiler, NodeError> {
         let (jobs, rx) = mpsc::channel::<Job>();
         std::thread::Builder::new()
-            .name("gatehouse-compile".into())
+            .name(name.into())
             .spawn(move || {
                 // Linux keeps a nice value per thread: this one alone is lowered.
                 if let Err(e) = rustix::process::setpriority_process(Some(rustix::thread::gettid()), 19) {
-                    tracing::warn!(error = %e, "cannot lower the compile thread's priority");
+                    tracing::warn!(error = %e, "cannot lower a compile thread's priority");
                 }
                 while let Ok(job) = rx.recv() {
                     job();
                 }
             })
-            .map_err(|source| NodeError::Start { what: "start the compile thread", source })?;
+            .map_err(|source| NodeError::Start { what: "start a compile thread", source })?;
         Ok(Compiler { jobs })
     }
 

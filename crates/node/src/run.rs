@@ -38,6 +38,8 @@ struct Control {
     workers: Workers,
     builders: Builders,
     compiler: Compiler,
+    /// Writes the files the node keeps, beside the compile thread (see [`Compiler`]).
+    writer: Compiler,
     shared: Arc<Shared>,
     listeners: ListenerSet,
     ctx: ServeContext,
@@ -247,7 +249,8 @@ impl Control {
             events,
             workers,
             builders: Builders { registry, route_stats: Arc::new(route_stats), plugins: Arc::new(plugins) },
-            compiler: Compiler::start()?,
+            compiler: Compiler::start("gatehouse-compile")?,
+            writer: Compiler::start("gatehouse-write")?,
             shared: shared.clone(),
             listeners: ListenerSet::default(),
             ctx,

@@ -9,6 +9,11 @@ pub const HOST: &str = "app.test";
 /// Generous bound for conditions that normally hold within milliseconds.
 pub const SETTLE: Duration = Duration::from_secs(5);
 
+/// How long a node may take to apply (or refuse) a revision: a compile at the lowest CPU priority
+/// on a machine whose cores are busy with other tests. A node that follows returns as soon as its
+/// event comes; only one that does not waits this long.
+pub const APPLY_WAIT: Duration = Duration::from_secs(30);
+
 /// Starts the gateway binary built for this test run.
 pub fn start(yaml: &str) -> Gateway {
     Gateway::start_with(env!("CARGO_BIN_EXE_gatehouse"), yaml)

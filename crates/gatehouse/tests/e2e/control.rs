@@ -2,7 +2,7 @@
 //! validation naming the field, revisions, release, rollback and diffs, secrets that never come
 //! back out, certificates through the API, the audit log, and a restart on the released revision.
 
-use crate::common::{start, targets, HOST, SETTLE};
+use crate::common::{start, targets, APPLY_WAIT, HOST};
 use crate::tls::{eventually, s_client, serial, Pki};
 use gatehouse_control::document::sha256_hex;
 use gatehouse_testkit::{http_get, http_request, Backend, Gateway, Response, TempDir};
@@ -141,7 +141,7 @@ fn drafts_become_revisions_that_release_roll_back_and_survive_a_restart() {
     // Nothing runs a revision until it is released.
     assert_eq!(backend_of(&gw, "/b"), "a");
     assert_eq!(api.call("POST", &format!("/revisions/{r1}/release"), None, Value::Null).0, 200);
-    let ev = gw.wait_event("applied", SETTLE);
+    let ev = gw.wait_event("applied", APPLY_WAIT);
     assert_eq!(ev["revision"].as_u64(), Some(r1));
     assert_eq!(backend_of(&gw, "/b"), "b");
 
@@ -153,13 +153,13 @@ fn drafts_become_revisions_that_release_roll_back_and_survive_a_restart() {
     assert!(d["unified"].as_str().expect("unified").contains("-    - path: /b\n"), "{d}");
     assert!(d["rows"].as_array().expect("rows").iter().any(|r| r["kind"] == "removed"), "{d}");
     assert_eq!(api.call("POST", &format!("/revisions/{r2}/release"), None, Value::Null).0, 200);
-    assert_eq!(gw.wait_event("applied", SETTLE)["revision"].as_u64(), Some(r2));
+    assert_eq!(gw.wait_event("applied", APPLY_WAIT)["revision"].as_u64(), Some(r2));
     assert_eq!(backend_of(&gw, "/b"), "a");
 
     // Roll back to the earlier revision; "rolling back" to a later one is refused.
     assert_eq!(api.call("POST", &format!("/revisions/{r2}/rollback"), None, Value::Null).0, 409);
     assert_eq!(api.call("POST", &format!("/revisions/{r1}/rollback"), None, Value::Null).0, 200);
-    assert_eq!(gw.wait_event("applied", SETTLE)["revision"].as_u64(), Some(r1));
+    assert_eq!(gw.wait_event("applied", APPLY_WAIT)["revision"].as_u64(), Some(r1));
     assert_eq!(backend_of(&gw, "/b"), "b");
 
     let (_, nodes) = api.call("GET", "/nodes", None, Value::Null);
@@ -302,12 +302,12 @@ fn the_admin_cli_applies_a_file_diffs_releases_and_rolls_back() {
     assert!(ok && out.contains(&format!("-    - {}\n+    - {}\n", a.addr(), b.addr())), "{out}");
 
     assert!(admin_cli(&gw, &["release", "2"]).0);
-    assert_eq!(gw.wait_event("applied", SETTLE)["revision"].as_u64(), Some(2));
+    assert_eq!(gw.wait_event("applied", APPLY_WAIT)["revision"].as_u64(), Some(2));
     assert_eq!(backend_of(&gw, "/"), "b");
     let (ok, out, _) = admin_cli(&gw, &["revisions"]);
     assert!(ok && out.lines().nth(1).is_some_and(|l| l.starts_with("2\t") && l.ends_with("released")), "{out}");
     assert!(admin_cli(&gw, &["rollback", "1"]).0);
-    assert_eq!(gw.wait_event("applied", SETTLE)["revision"].as_u64(), Some(1));
+    assert_eq!(gw.wait_event("applied", APPLY_WAIT)["revision"].as_u64(), Some(1));
     assert_eq!(backend_of(&gw, "/"), "a");
     let (ok, out, _) = admin_cli(&gw, &["nodes"]);
     assert!(ok && out.starts_with("solo\trevision 1\ttarget 1\tok"), "{out}");

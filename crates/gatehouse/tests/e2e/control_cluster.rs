@@ -3,7 +3,7 @@
 //! up on the released revision, and a revision a node cannot apply leaves it running what it
 //! ran, with the error in the API — while load runs on every node and no request fails.
 
-use crate::common::{start, targets, Cluster, HOST, SETTLE};
+use crate::common::{start, targets, Cluster, APPLY_WAIT, HOST};
 use crate::control::{admin_section, Api};
 use gatehouse_testkit::{http_get, Backend, Gateway, Load, TempDir};
 use serde_json::{json, Value};
@@ -26,7 +26,7 @@ fn backend_of(gw: &Gateway) -> String {
 
 fn applied(gw: &mut Gateway, revision: u64) {
     loop {
-        let ev = gw.wait_event("applied", SETTLE);
+        let ev = gw.wait_event("applied", APPLY_WAIT);
         if ev["revision"].as_u64() == Some(revision) {
             return;
         }
@@ -41,7 +41,7 @@ fn release_refused<const N: usize>(api: &Api, nodes: [&mut Gateway; N]) -> u64 {
     let n = api.commit("require client certificates");
     assert_eq!(api.call("POST", &format!("/revisions/{n}/release"), None, Value::Null).0, 200);
     for gw in nodes {
-        let ev = gw.wait_event("apply_failed", SETTLE);
+        let ev = gw.wait_event("apply_failed", APPLY_WAIT);
         assert_eq!(ev["revision"].as_u64(), Some(n), "{ev}");
     }
     n

@@ -162,7 +162,7 @@ fn try_resume(from: u16, to: u16, sess: &Path, args: &[&str]) -> Result<bool, Ha
 
 fn applied(gw: &mut Gateway, revision: u64) {
     loop {
-        let ev = gw.wait_event("applied", crate::common::SETTLE);
+        let ev = gw.wait_event("applied", crate::common::APPLY_WAIT);
         if ev["revision"].as_u64() == Some(revision) {
             return;
         }

@@ -192,7 +192,7 @@ impl Control {
             match result {
                 Ok((rev, running)) => {
                     let keep_copy = self.follower.applied(rev, running);
-                    self.compiler.spawn(keep_copy);
+                    self.writer.spawn(keep_copy);
                     self.shared.stats.reloads.inc();
                     let took = started.elapsed();
                     tracing::info!(
@@ -211,7 +211,13 @@ impl Control {
                 Err(e) => {
                     self.follower.refused(number, &e);
                     self.shared.stats.reload_failures.inc();
-                    tracing::error!(revision = number, "revision refused, keeping the running configuration:\n{e}");
+                    let took = started.elapsed();
+                    tracing::error!(
+                        revision = number,
+                        took = ?took,
+                        compile = ?compiled,
+                        "revision refused, keeping the running configuration:\n{e}"
+                    );
                     self.events.emit(
                         "apply_failed",
                         json!({ "revision": number, "errors": e.to_string().lines().collect::<Vec<_>>(), "generation": self.generation }),
