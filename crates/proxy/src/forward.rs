@@ -400,6 +400,11 @@ where
                     let left = std::time::Duration::from_millis(due.saturating_sub(gatehouse_clock::now_ms()));
                     // Dropping the attempt resets its HTTP/2 stream (or closes its connection).
                     match Box::pin(tokio::time::timeout(left, lease.send(request, settings.read_timeout))).await {
+                        // Both bounds passed before the task ran again (a busy worker): the
+                        // deadline, the earlier one, is why.
+                        Ok(Err(failure)) if failure.error.is_timeout() && gatehouse_clock::now_ms() >= due => {
+                            return Err(ProxyError::DeadlineExceeded)
+                        }
                         Ok(answer) => answer,
                         Err(_) => return Err(ProxyError::DeadlineExceeded),
                     }
