@@ -41,7 +41,8 @@ pub(crate) struct H2Load {
     pub(crate) max: AtomicUsize,
     /// An answer came on the connection, so its server's SETTINGS (sent first) are in.
     pub(crate) known: AtomicBool,
-    /// The connection's task ended: the connection is gone.
+    /// The connection takes no new streams: its task ended, or a request found it refusing them
+    /// (the server sent GOAWAY).
     pub(crate) closed: AtomicBool,
 }
 
@@ -384,9 +385,9 @@ impl H2Body {
         if !self.data_done {
             match self.recv.poll_data(cx) {
                 Poll::Ready(Some(Ok(data))) => {
-                    let taken = data.len();
-                    let data = if taken < COALESCE { self.join(data, cx) } else { data };
-                    let _ = self.recv.flow_control().release_capacity(taken);
+                    let data = if data.len() < COALESCE { self.join(data, cx) } else { data };
+                    // One release for all the pieces joined (each takes the connection's lock).
+                    let _ = self.recv.flow_control().release_capacity(data.len());
                     if let Some(left) = self.remaining.as_mut() {
                         *left = left.saturating_sub(data.len() as u64);
                     }
@@ -405,14 +406,12 @@ impl H2Body {
         }
     }
 
-    /// `first` and the data that has arrived after it, up to [`COALESCE`] bytes, without waiting;
-    /// the room of all but `first` given back to the window here.
+    /// `first` and the data that has arrived after it, up to [`COALESCE`] bytes, without waiting.
     fn join(&mut self, first: Bytes, cx: &mut Context<'_>) -> Bytes {
         let mut joined: Option<bytes::BytesMut> = None;
         loop {
             match self.recv.poll_data(cx) {
                 Poll::Ready(Some(Ok(more))) => {
-                    let _ = self.recv.flow_control().release_capacity(more.len());
                     let buf = joined.get_or_insert_with(|| {
                         let mut buf = bytes::BytesMut::with_capacity(COALESCE.max(first.len() + more.len()));
                         buf.extend_from_slice(&first);

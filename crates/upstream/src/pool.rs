@@ -231,21 +231,30 @@ impl Lease {
         let slot = self.h2_slot();
         let Ok(mut guard) = slot.conns.lock() else { return Pick::Open(None) };
         let conns = &mut *guard;
-        conns.list.retain(|c| !c.load.closed.load(Relaxed));
-        let list = &mut conns.list;
-        let room = list.iter().position(|c| c.load.open.load(Relaxed) < c.load.max.load(Relaxed));
-        let i = match room {
-            Some(i) => i,
-            None if conns.opening => return Pick::Wait,
-            None if list.len() < MAX_H2_CONNS => {
-                conns.opening = true;
-                return Pick::Open(Some(OpeningGuard(slot)));
-            }
-            None => match (0..list.len()).min_by_key(|&i| list[i].load.open.load(Relaxed)) {
+        let i = loop {
+            conns.list.retain(|c| !c.load.closed.load(Relaxed));
+            let list = &mut conns.list;
+            let room = list.iter().position(|c| c.load.open.load(Relaxed) < c.load.max.load(Relaxed));
+            let i = match room {
                 Some(i) => i,
-                None => return Pick::Open(None),
-            },
+                None if conns.opening => return Pick::Wait,
+                None if list.len() < MAX_H2_CONNS => {
+                    conns.opening = true;
+                    return Pick::Open(Some(OpeningGuard(slot)));
+                }
+                None => match (0..list.len()).min_by_key(|&i| list[i].load.open.load(Relaxed)) {
+                    Some(i) => i,
+                    None => return Pick::Open(None),
+                },
+            };
+            // A connection whose server sent GOAWAY runs on for its open streams but takes no
+            // new one: it is left, and the request looks again.
+            match list[i].sender.poll_ready(&mut Context::from_waker(std::task::Waker::noop())) {
+                Poll::Ready(Err(_)) => list[i].load.closed.store(true, Relaxed),
+                _ => break i,
+            }
         };
+        let list = &mut conns.list;
         let stream = Stream::take(&list[i].load);
         let sender = list[i].sender.clone();
         // Busy no more: a connection opened for a peak goes once it carries nothing and the first
@@ -369,15 +378,20 @@ impl Lease {
         read_timeout: Duration,
     ) -> Result<http::Response<UpstreamBody>, SendFailure> {
         h2_form(&mut req, &self.ep.authority, self.ep.tls.is_some());
-        // A connection found gone before anything was sent: the request comes back as it was.
+        // A connection that takes no new streams (broken, or the server sent GOAWAY) is left for
+        // a new one from now on, and the request comes back as it was.
         if let Poll::Ready(Err(e)) = sender.poll_ready(&mut Context::from_waker(std::task::Waker::noop())) {
+            stream.0.closed.store(true, Relaxed);
             return Err(SendFailure::with(UpstreamError::H2 { source: e, sent: false }, req));
         }
         let (parts, body) = req.into_parts();
         let end = body.is_empty();
         let (mut answer, send) = match sender.send_request(http::Request::from_parts(parts, ()), end) {
             Ok(opened) => opened,
-            Err(e) => return Err(SendFailure::new(UpstreamError::H2 { source: e, sent: false })),
+            Err(e) => {
+                stream.0.closed.store(true, Relaxed);
+                return Err(SendFailure::new(UpstreamError::H2 { source: e, sent: false }));
+            }
         };
         // The body goes from this task while the answer is awaited: a unary call's HEADERS and
         // DATA are queued together and leave in one write.
@@ -398,7 +412,13 @@ impl Lease {
                 }
             }
             if let Poll::Ready(answer) = std::pin::Pin::new(&mut answer).poll(cx) {
-                return Poll::Ready(answer.map_err(|e| UpstreamError::H2 { source: e, sent: true }));
+                return Poll::Ready(answer.map_err(|e| {
+                    if e.is_go_away() {
+                        // The server said GOAWAY: this connection takes no more streams.
+                        stream.0.closed.store(true, Relaxed);
+                    }
+                    UpstreamError::H2 { source: e, sent: true }
+                }));
             }
             if deadline.expired(cx, from.saturating_add(read_ms)) {
                 return Poll::Ready(Err(UpstreamError::Timeout));

@@ -191,6 +191,66 @@ fn http2_upstreams_with_open_streams_are_pinged_at_the_interval() {
     assert_eq!((resp.status, resp.text()), (200, "pinged".to_string()), "{resp:?}");
 }
 
+/// An HTTP/2 upstream that sends GOAWAY (a server shutting down gracefully) while a stream is
+/// still open on the connection gets no new streams there: the next request goes on a new
+/// connection (whether the gateway had read the GOAWAY before it, or opened the request's stream
+/// past the GOAWAY's last one, which the server never processes, and tries again), and the open
+/// stream is still answered on the old one.
+#[test]
+fn an_http2_upstream_that_sends_goaway_is_left_for_a_new_connection() {
+    use gatehouse_testkit::h2raw::{flag, kind, H2Conn};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let gw = start(&format!(
+        "workers: 1\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  u: {{targets: [\"{}\"], protocol: http2}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        listener.local_addr().expect("address")
+    ));
+    let (accepted_tx, accepted) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for _ in 0..2 {
+            if let Ok((stream, _)) = listener.accept() {
+                if accepted_tx.send(stream).is_err() {
+                    return;
+                }
+            }
+        }
+    });
+    let request = |endpoint: &mut H2Conn| {
+        let request = endpoint.read_until(SETTLE, |f| f.kind == kind::HEADERS, |_| {}).expect("the request");
+        endpoint.frame(kind::SETTINGS, flag::ACK, 0, &[]).expect("ack the settings");
+        request.stream
+    };
+    let answer = |endpoint: &mut H2Conn, stream: u32, text: &[u8]| {
+        // `:status: 200` (HPACK static index 8), then a body.
+        endpoint.headers(stream, &[0x88], false, true).expect("answer");
+        endpoint.data(stream, text, true).expect("body");
+    };
+    let get = |path: &str| {
+        let url = format!("http://{}{path}", gw.addr("http"));
+        std::thread::spawn(move || curl(&[&url, "-H", &format!("Host: {HOST}")]))
+    };
+
+    let first = get("/slow");
+    let stream = accepted.recv_timeout(SETTLE).expect("the gateway connects");
+    let mut old = H2Conn::accept(stream, SETTLE).expect("the gateway's preface");
+    let open = request(&mut old);
+    // GOAWAY: no stream after the open one, NO_ERROR.
+    let mut goaway = open.to_be_bytes().to_vec();
+    goaway.extend_from_slice(&0u32.to_be_bytes());
+    old.frame(kind::GOAWAY, 0, 0, &goaway).expect("GOAWAY");
+
+    let second = get("/next");
+    let stream = accepted.recv_timeout(SETTLE).expect("a new connection for the next request");
+    let mut new = H2Conn::accept(stream, SETTLE).expect("the gateway's preface");
+    let next = request(&mut new);
+    answer(&mut new, next, b"new");
+    let resp = second.join().expect("curl");
+    assert_eq!((resp.status, resp.text()), (200, "new".to_string()), "{resp:?}");
+
+    answer(&mut old, open, b"old");
+    let resp = first.join().expect("curl");
+    assert_eq!((resp.status, resp.text()), (200, "old".to_string()), "{resp:?}");
+}
+
 /// Runs h2load against `url` with `args` and returns how many requests succeeded. CI installs
 /// it (nghttp2-client); elsewhere `None` says the test was skipped, unless `CI` is set.
 fn h2load(url: &str, args: &[&str]) -> Option<(u64, String)> {
