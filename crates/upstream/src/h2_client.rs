@@ -413,7 +413,9 @@ impl H2Body {
             match self.recv.poll_data(cx) {
                 Poll::Ready(Some(Ok(more))) => {
                     let buf = joined.get_or_insert_with(|| {
-                        let mut buf = bytes::BytesMut::with_capacity(COALESCE.max(first.len() + more.len()));
+                        // Room for what a run of such frames brings, within the joined size.
+                        let room = COALESCE.min(8 * (first.len() + more.len()));
+                        let mut buf = bytes::BytesMut::with_capacity(room.max(first.len() + more.len()));
                         buf.extend_from_slice(&first);
                         buf
                     });
