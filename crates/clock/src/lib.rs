@@ -49,7 +49,12 @@ pub fn now() -> Instant {
 
 /// Milliseconds since the first call in this process (monotonic), from [`now`].
 pub fn now_ms() -> u64 {
-    u64::try_from(now().saturating_duration_since(epoch()).as_millis()).unwrap_or(u64::MAX)
+    millis(now().saturating_duration_since(epoch()))
+}
+
+/// `d` in whole milliseconds, as the `_ms` deadlines count (`u64::MAX` past that).
+pub fn millis(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// A future whose every poll shares one clock reading among the [`now`] calls made in it (a

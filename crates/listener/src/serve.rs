@@ -312,8 +312,7 @@ pub(crate) fn serve_connection(
 
 /// When the opening bytes must have arrived: `header_read_timeout` from now.
 pub(crate) fn due(config: &Listener) -> u64 {
-    let timeout = u64::try_from(config.header_read_timeout.0.as_millis()).unwrap_or(u64::MAX);
-    gatehouse_clock::now_ms().saturating_add(timeout)
+    gatehouse_clock::now_ms().saturating_add(gatehouse_clock::millis(config.header_read_timeout.0))
 }
 
 /// Serves a connection on a TLS listener: handshake within the listener's handshake timeout,

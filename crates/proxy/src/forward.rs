@@ -317,8 +317,7 @@ where
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        let due_ms =
-            limit.map(|d| gatehouse_clock::now_ms().saturating_add(u64::try_from(d.as_millis()).unwrap_or(u64::MAX)));
+        let due_ms = limit.map(|d| gatehouse_clock::now_ms().saturating_add(gatehouse_clock::millis(d)));
         outcome.due_ms = due_ms;
         // A gRPC stream may pause as long as the call lasts: what bounds a silent client is the
         // upstream's wait for the answer, counted from the request's last part.

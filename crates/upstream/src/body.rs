@@ -82,7 +82,7 @@ impl RequestBody {
         RequestBody {
             inner: Some(Box::pin(body.map_err(Into::into))),
             remaining: limit,
-            idle_ms: u64::try_from(idle.as_millis()).unwrap_or(u64::MAX),
+            idle_ms: gatehouse_clock::millis(idle),
             last_ms: gatehouse_clock::now_ms(),
             deadline: gatehouse_clock::LazyDeadline::default(),
             due_ms: u64::MAX,

@@ -207,7 +207,7 @@ impl Ping {
                     Poll::Ready(Ok(_)) => self.sent_ms = None,
                     Poll::Ready(Err(_)) => return Err(()),
                     Poll::Pending => {
-                        let late = sent_ms.saturating_add(ms(self.keepalive.timeout));
+                        let late = sent_ms.saturating_add(gatehouse_clock::millis(self.keepalive.timeout));
                         return if self.timer.expired(cx, late) { Err(()) } else { Ok(()) };
                     }
                 }
@@ -216,7 +216,7 @@ impl Ping {
                 // Looked at again when a stream opens (h2 runs the connection's task then).
                 return Ok(());
             }
-            let due = self.read_ms.load(Relaxed).saturating_add(ms(self.keepalive.interval));
+            let due = self.read_ms.load(Relaxed).saturating_add(gatehouse_clock::millis(self.keepalive.interval));
             if !self.timer.expired(cx, due) {
                 return Ok(());
             }
@@ -226,10 +226,6 @@ impl Ping {
             self.sent_ms = Some(gatehouse_clock::now_ms());
         }
     }
-}
-
-fn ms(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
 }
 
 /// What sending a request's body came to.

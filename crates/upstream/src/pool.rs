@@ -399,7 +399,7 @@ impl Lease {
         // The wait for the answer's head counts from the request's last part: a client that
         // streams its body for longer than `read_timeout` (a gRPC upload) is not cut off.
         let mut from = gatehouse_clock::now_ms();
-        let read_ms = u64::try_from(read_timeout.as_millis()).unwrap_or(u64::MAX);
+        let read_ms = gatehouse_clock::millis(read_timeout);
         let mut deadline = gatehouse_clock::LazyDeadline::default();
         let answered = std::future::poll_fn(|cx| {
             if let Some(p) = pump.as_mut() {
