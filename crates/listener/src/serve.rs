@@ -517,6 +517,10 @@ type Polled = Result<Frame<Bytes>, Box<dyn std::error::Error + Send + Sync>>;
 /// The most data gathered into one frame for the client (see [`TrackedBody::gather`]).
 const GATHER_UP_TO: usize = 32 * 1024;
 
+/// Data of at least this size goes to the client as it comes: a write of its own costs less than
+/// copying it into a larger piece.
+const GATHER_BELOW: usize = 8 * 1024;
+
 impl TrackedBody {
     fn new(inner: ResponseBody, guard: BusyGuard) -> Self {
         let mut stall = StallMark::default();
@@ -530,7 +534,8 @@ impl TrackedBody {
     /// `first` and the data the body has ready after it, as one frame. hyper sends a stream's
     /// next data only once the connection has written the last, so data read from the upstream
     /// in one go (an HTTP/2 upstream's frames, a gRPC stream's messages) would otherwise go to
-    /// the client one frame per write. Only what is ready is taken: nothing waits.
+    /// the client one frame per write. Only what is ready is taken: nothing waits. Used for
+    /// pieces under [`GATHER_BELOW`] only.
     fn gather(&mut self, first: Bytes, cx: &mut Context<'_>) -> Bytes {
         let mut gathered: Option<BytesMut> = None;
         while gathered.as_ref().map_or(first.len(), |g| g.len()) < GATHER_UP_TO && !self.inner.is_end_stream() {
@@ -578,7 +583,7 @@ impl Body for TrackedBody {
         let mut frame = Pin::new(&mut this.inner).poll_frame(cx);
         if let Poll::Ready(Some(Ok(f))) = frame {
             frame = Poll::Ready(Some(Ok(match f.into_data() {
-                Ok(data) if data.len() < GATHER_UP_TO && !this.inner.is_end_stream() => {
+                Ok(data) if data.len() < GATHER_BELOW && !this.inner.is_end_stream() => {
                     Frame::data(this.gather(data, cx))
                 }
                 Ok(data) => Frame::data(data),

@@ -1,7 +1,9 @@
 //! How the HTTP/2 library the gateway runs on (h2, carried in `vendor/h2` with the patch of its
-//! `PATCH.md`) writes and reads a connection: the answers of many streams go out together, and a
-//! client connection reads more than 8 KiB at a time. Both sides are hyper's, as in the gateway's
-//! listeners and upstream pools, over an in-memory pipe that counts the calls made on it.
+//! `PATCH.md`) writes and reads a connection: the answers of many streams go out together, a
+//! client connection reads more than 8 KiB at a time, and a stream's DATA frames read together
+//! are passed on as one piece. Both sides are hyper's, as in the gateway's listeners and upstream
+//! pools (or h2's own server, to send frames as a gRPC server does), over an in-memory pipe that
+//! counts the calls made on it.
 
 use std::io;
 use std::pin::Pin;
@@ -143,4 +145,48 @@ async fn a_client_connection_reads_more_than_8_kib_at_a_time() {
     // 64 answers of 1 KiB frames were written at once. The published h2 reads into a buffer of
     // 8 KiB (it grows only for a frame larger than what is left).
     assert!(largest > 8 << 10, "the largest read was {largest} bytes");
+}
+
+#[tokio::test]
+async fn a_streams_data_frames_read_together_come_as_one_piece() {
+    const FRAMES: usize = 100;
+    const SIZE: usize = 1024;
+    let (server_io, _, client_io, _) = pipe();
+    // A server that answers with FRAMES DATA frames of SIZE bytes, one per message as a gRPC
+    // server sends a stream's messages, queued before the connection writes any of them, and
+    // then trailers.
+    tokio::spawn(async move {
+        let mut conn = h2::server::handshake(server_io).await.expect("server handshake");
+        if let Some(Ok((_req, mut respond))) = conn.accept().await {
+            let mut send = respond.send_response(http::Response::new(()), false).expect("head");
+            for i in 0..FRAMES {
+                send.send_data(Bytes::from(vec![(i % 251) as u8; SIZE]), false).expect("data");
+            }
+            let mut trailers = http::HeaderMap::new();
+            trailers.insert("grpc-status", http::HeaderValue::from_static("0"));
+            send.send_trailers(trailers).expect("trailers");
+        }
+        while let Some(Ok(_)) = conn.accept().await {}
+    });
+    let mut sender = client(client_io).await;
+    let req = http::Request::get("http://test/").body(Full::new(Bytes::new())).expect("request");
+    let mut body = sender.send_request(req).await.expect("answer").into_body();
+    let (mut pieces, mut data, mut trailers) = (0, Vec::new(), None);
+    while let Some(frame) = body.frame().await {
+        let frame = frame.expect("frame");
+        match frame.into_data() {
+            Ok(piece) => {
+                pieces += 1;
+                data.extend_from_slice(&piece);
+            }
+            Err(frame) => trailers = frame.into_trailers().ok(),
+        }
+    }
+    // Every byte, in order, and the trailers after them.
+    let sent: Vec<u8> = (0..FRAMES).flat_map(|i| vec![(i % 251) as u8; SIZE]).collect();
+    assert!(data == sent, "{} bytes received, {} sent, or not in order", data.len(), sent.len());
+    assert_eq!(trailers.as_ref().and_then(|t| t.get("grpc-status")).map(|v| v.as_bytes()), Some(&b"0"[..]));
+    // The published h2 passes on a piece per DATA frame: FRAMES of them. Merged, the 100 KiB come
+    // in pieces of up to 16 KiB.
+    assert!(pieces <= FRAMES / 8, "{pieces} pieces for {FRAMES} DATA frames of {SIZE} bytes");
 }

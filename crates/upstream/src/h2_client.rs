@@ -344,22 +344,14 @@ impl Drop for PumpTask {
     }
 }
 
-/// Up to how much of an answer's data that has already arrived in small frames is passed on as
-/// one piece (HTTP/2's default frame size). A server-streaming gRPC call's messages come a frame
-/// each; passed on one by one, each cost the whole way through the gateway and a frame of its own
-/// to the client.
-const COALESCE: usize = 16 * 1024;
-
 /// An answer's body as read from its stream: data (its room given back to the endpoint's window
-/// as it is taken; what has already arrived in small frames joined into pieces of up to
-/// [`COALESCE`] bytes), then trailers.
+/// as it is taken), then trailers. The frames of a stream that arrived in one read come as one
+/// piece (the vendored h2 merges them, vendor/h2/PATCH.md).
 #[derive(Debug)]
 pub(crate) struct H2Body {
     recv: RecvStream,
     /// The data is all read: trailers, or the end, come next.
     data_done: bool,
-    /// The stream's failure, found while joining data that was passed on first.
-    failed: Option<h2::Error>,
     /// What `content-length` says is left, when it is given.
     remaining: Option<u64>,
     /// The request's body still being sent.
@@ -368,21 +360,16 @@ pub(crate) struct H2Body {
 
 impl H2Body {
     pub(crate) fn new(recv: RecvStream, content_length: Option<u64>, pump: Option<PumpTask>) -> Self {
-        H2Body { recv, data_done: false, failed: None, remaining: content_length, _pump: pump }
+        H2Body { recv, data_done: false, remaining: content_length, _pump: pump }
     }
 
     pub(crate) fn poll_frame(
         &mut self,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<http_body::Frame<Bytes>, h2::Error>>> {
-        if let Some(e) = self.failed.take() {
-            return Poll::Ready(Some(Err(e)));
-        }
         if !self.data_done {
             match self.recv.poll_data(cx) {
                 Poll::Ready(Some(Ok(data))) => {
-                    let data = if data.len() < COALESCE { self.join(data, cx) } else { data };
-                    // One release for all the pieces joined (each takes the connection's lock).
                     let _ = self.recv.flow_control().release_capacity(data.len());
                     if let Some(left) = self.remaining.as_mut() {
                         *left = left.saturating_sub(data.len() as u64);
@@ -402,40 +389,8 @@ impl H2Body {
         }
     }
 
-    /// `first` and the data that has arrived after it, up to [`COALESCE`] bytes, without waiting.
-    fn join(&mut self, first: Bytes, cx: &mut Context<'_>) -> Bytes {
-        let mut joined: Option<bytes::BytesMut> = None;
-        loop {
-            match self.recv.poll_data(cx) {
-                Poll::Ready(Some(Ok(more))) => {
-                    let buf = joined.get_or_insert_with(|| {
-                        // Room for what a run of such frames brings, within the joined size.
-                        let room = COALESCE.min(8 * (first.len() + more.len()));
-                        let mut buf = bytes::BytesMut::with_capacity(room.max(first.len() + more.len()));
-                        buf.extend_from_slice(&first);
-                        buf
-                    });
-                    buf.extend_from_slice(&more);
-                    if buf.len() >= COALESCE {
-                        break;
-                    }
-                }
-                Poll::Ready(Some(Err(e))) => {
-                    self.failed = Some(e);
-                    break;
-                }
-                Poll::Ready(None) => {
-                    self.data_done = true;
-                    break;
-                }
-                Poll::Pending => break,
-            }
-        }
-        joined.map_or(first, bytes::BytesMut::freeze)
-    }
-
     pub(crate) fn is_end_stream(&self) -> bool {
-        self.failed.is_none() && self.recv.is_end_stream()
+        self.recv.is_end_stream()
     }
 
     pub(crate) fn size_hint(&self) -> http_body::SizeHint {

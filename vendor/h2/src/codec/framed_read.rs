@@ -2,7 +2,7 @@ use crate::frame::{self, Frame, Kind, Reason};
 use crate::frame::{
     DEFAULT_MAX_FRAME_SIZE, DEFAULT_SETTINGS_HEADER_TABLE_SIZE, MAX_MAX_FRAME_SIZE,
 };
-use crate::proto::Error;
+use crate::proto::{Error, DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD};
 
 use crate::hpack;
 
@@ -428,13 +428,84 @@ where
             };
 
             tracing::trace!(read.bytes = bytes.len());
-            if let Some(frame) = self.decoder.decode(bytes)? {
+            if let Some(mut frame) = self.decoder.decode(bytes)? {
+                if let Frame::Data(ref mut data) = frame {
+                    self.merge_data(data);
+                }
                 tracing::debug!(?frame, "received");
                 return Poll::Ready(Some(Ok(frame)));
             }
         }
     }
 }
+
+/// The most payload [`FramedRead::merge_data`] gathers into one DATA frame.
+const MERGE_UP_TO: usize = 16 * 1024;
+
+impl<T> FramedRead<T> {
+    /// Appends to `first` the payload of the DATA frames of the same stream that follow it,
+    /// whole, in what has already been read (up to [`MERGE_UP_TO`] bytes in all, no padding on
+    /// either side), and takes those frames out of the read buffer: the streams then see one
+    /// frame where the peer sent many (a gRPC stream's messages), with the same payload, the
+    /// same flow-controlled length in all, and the last one's END_STREAM.
+    ///
+    /// Only frames of at least `DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD` bytes are merged, and
+    /// the merged frame counts how many it stands for: the budget against floods of small or
+    /// empty DATA frames (`Counts::record_data_frame`) sees every small frame as before, and
+    /// the others as if they had come one by one. Anything else (another frame type or stream,
+    /// a frame not fully read, one over the maximum frame size) is left for the codec, which
+    /// decodes and checks it as usual.
+    fn merge_data(&mut self, first: &mut frame::Data) {
+        if first.is_end_stream()
+            || first.flow_controlled_len() != first.payload().len()
+            || first.payload().len() < DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD
+            || first.payload().len() >= MERGE_UP_TO
+        {
+            return;
+        }
+        let max_frame_size = self.max_frame_size();
+        let mut merged: Option<BytesMut> = None;
+        let mut total = first.payload().len();
+        loop {
+            let buf = self.inner.read_buffer_mut();
+            if buf.len() < frame::HEADER_LEN {
+                break;
+            }
+            let len = usize::from(buf[0]) << 16 | usize::from(buf[1]) << 8 | usize::from(buf[2]);
+            let head = frame::Head::parse(&buf[..frame::HEADER_LEN]);
+            if head.kind() != Kind::Data
+                || head.stream_id() != first.stream_id()
+                || head.flag() & DATA_PADDED != 0
+                || len > max_frame_size
+                || len < DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD
+                || buf.len() < frame::HEADER_LEN + len
+                || total + len > MERGE_UP_TO
+            {
+                break;
+            }
+            let out = merged.get_or_insert_with(|| {
+                let mut out = BytesMut::with_capacity(MERGE_UP_TO);
+                out.extend_from_slice(first.payload());
+                out
+            });
+            out.extend_from_slice(&buf[frame::HEADER_LEN..frame::HEADER_LEN + len]);
+            buf.advance(frame::HEADER_LEN + len);
+            first.add_merged_frame();
+            total += len;
+            if head.flag() & DATA_END_STREAM != 0 {
+                first.set_end_stream(true);
+                break;
+            }
+        }
+        if let Some(out) = merged {
+            *first.payload_mut() = out.freeze();
+        }
+    }
+}
+
+/// DATA frame flags (RFC 9113, section 6.1).
+const DATA_END_STREAM: u8 = 0x1;
+const DATA_PADDED: u8 = 0x8;
 
 fn map_err(err: io::Error) -> Error {
     if let io::ErrorKind::InvalidData = err.kind() {

@@ -14,6 +14,9 @@ pub struct Data<T = Bytes> {
     data: T,
     flags: DataFlags,
     pad_len: Option<u8>,
+    /// How many DATA frames as received this one stands for: more than one when
+    /// `FramedRead::merge_data` appended the payload of those that followed it.
+    frames: usize,
 }
 
 #[derive(Copy, Clone, Default, Eq, PartialEq)]
@@ -33,6 +36,7 @@ impl<T> Data<T> {
             data: payload,
             flags: DataFlags::default(),
             pad_len: None,
+            frames: 1,
         }
     }
 
@@ -99,6 +103,16 @@ impl<T> Data<T> {
         self.data
     }
 
+    /// How many DATA frames as received this one stands for (see `FramedRead::merge_data`).
+    pub(crate) fn frames(&self) -> usize {
+        self.frames
+    }
+
+    /// Notes that the payload of one more received DATA frame was appended to this one.
+    pub(crate) fn add_merged_frame(&mut self) {
+        self.frames += 1;
+    }
+
     pub(crate) fn head(&self) -> Head {
         Head::new(Kind::Data, self.flags.into(), self.stream_id)
     }
@@ -112,6 +126,7 @@ impl<T> Data<T> {
             data: f(self.data),
             flags: self.flags,
             pad_len: self.pad_len,
+            frames: self.frames,
         }
     }
 }
@@ -137,6 +152,7 @@ impl Data<Bytes> {
             data: payload,
             flags,
             pad_len,
+            frames: 1,
         })
     }
 
@@ -161,6 +177,7 @@ mod tests {
             data: Bytes::copy_from_slice(data),
             flags: DataFlags::default(),
             pad_len,
+            frames: 1,
         }
     }
 
@@ -223,6 +240,9 @@ impl<T> fmt::Debug for Data<T> {
         }
         if let Some(ref pad_len) = self.pad_len {
             f.field("pad_len", pad_len);
+        }
+        if self.frames > 1 {
+            f.field("frames", &self.frames);
         }
         // `data` bytes purposefully excluded
         f.finish()

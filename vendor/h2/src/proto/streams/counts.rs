@@ -137,6 +137,15 @@ impl Counts {
         }
     }
 
+    /// Records the framing overhead of `frames` DATA frames merged into one of `payload_len`
+    /// bytes (`FramedRead::merge_data`), each of them of at least
+    /// `DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD` bytes: as recording each would have.
+    pub fn record_merged_data_frames(&mut self, payload_len: usize, frames: usize) {
+        let overhead = frames.saturating_mul(DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD);
+        self.data_frame_budget
+            .replenish(payload_len.saturating_sub(overhead));
+    }
+
     /// Releases the framing overhead of a DATA frame that is no longer
     /// buffered internally.
     pub fn release_data_frame(&mut self, payload_len: usize) {
