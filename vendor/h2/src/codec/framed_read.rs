@@ -473,9 +473,10 @@ impl<T> FramedRead<T> {
             }
             let len = usize::from(buf[0]) << 16 | usize::from(buf[1]) << 8 | usize::from(buf[2]);
             let head = frame::Head::parse(&buf[..frame::HEADER_LEN]);
+            let flags = frame::DataFlags::load(head.flag());
             if head.kind() != Kind::Data
                 || head.stream_id() != first.stream_id()
-                || head.flag() & DATA_PADDED != 0
+                || flags.is_padded()
                 || len > max_frame_size
                 || len < DEFAULT_DATA_FRAME_OVERHEAD_THRESHOLD
                 || buf.len() < frame::HEADER_LEN + len
@@ -492,7 +493,7 @@ impl<T> FramedRead<T> {
             buf.advance(frame::HEADER_LEN + len);
             first.add_merged_frame();
             total += len;
-            if head.flag() & DATA_END_STREAM != 0 {
+            if flags.is_end_stream() {
                 first.set_end_stream(true);
                 break;
             }
@@ -502,10 +503,6 @@ impl<T> FramedRead<T> {
         }
     }
 }
-
-/// DATA frame flags (RFC 9113, section 6.1).
-const DATA_END_STREAM: u8 = 0x1;
-const DATA_PADDED: u8 = 0x8;
 
 fn map_err(err: io::Error) -> Error {
     if let io::ErrorKind::InvalidData = err.kind() {

@@ -20,7 +20,7 @@ pub struct Data<T = Bytes> {
 }
 
 #[derive(Copy, Clone, Default, Eq, PartialEq)]
-struct DataFlags(u8);
+pub(crate) struct DataFlags(u8);
 
 const END_STREAM: u8 = 0x1;
 const PADDED: u8 = 0x8;
@@ -252,7 +252,7 @@ impl<T> fmt::Debug for Data<T> {
 // ===== impl DataFlags =====
 
 impl DataFlags {
-    fn load(bits: u8) -> DataFlags {
+    pub(crate) fn load(bits: u8) -> DataFlags {
         DataFlags(bits & ALL)
     }
 
@@ -260,7 +260,7 @@ impl DataFlags {
         self.0 == 0
     }
 
-    fn is_end_stream(&self) -> bool {
+    pub(crate) fn is_end_stream(&self) -> bool {
         self.0 & END_STREAM == END_STREAM
     }
 
@@ -272,7 +272,7 @@ impl DataFlags {
         self.0 &= !END_STREAM
     }
 
-    fn is_padded(&self) -> bool {
+    pub(crate) fn is_padded(&self) -> bool {
         self.0 & PADDED == PADDED
     }
 

@@ -656,13 +656,15 @@ impl Inner {
             let mut res = actions.recv.recv_data(frame, stream);
             // A stream can receive at most one final DATA frame, so it cannot
             // be used to create unbounded framing overhead on that stream.
-            if res.is_ok() && !is_end_stream && frames > 1 {
-                counts.record_merged_data_frames(payload_len, frames);
-            } else if res.is_ok() && !is_end_stream {
-                res = counts.record_data_frame(payload_len).map_err(|_| {
-                    tracing::debug!("too many small DATA frames");
-                    Error::library_go_away_data(Reason::ENHANCE_YOUR_CALM, "too_many_data_frames")
-                });
+            if res.is_ok() && !is_end_stream {
+                if frames > 1 {
+                    counts.record_merged_data_frames(payload_len, frames);
+                } else {
+                    res = counts.record_data_frame(payload_len).map_err(|_| {
+                        tracing::debug!("too many small DATA frames");
+                        Error::library_go_away_data(Reason::ENHANCE_YOUR_CALM, "too_many_data_frames")
+                    });
+                }
             }
 
             // Any stream error after receiving a DATA frame means
