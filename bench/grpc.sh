@@ -63,7 +63,10 @@
 #   QUICK [0]       1 = smoke run: short runs, one rep, BENCHMARKS.md untouched
 #   ROWS [unary stream]                rows to run
 #   TARGETS [gatehouse nginx haproxy]  proxies to compare; gatehouse-base adds GATEHOUSE_BASE_BIN,
-#                   another build with the same configuration (before / after a change)
+#                   another build with the same configuration (before / after a change); h2-floor
+#                   adds gatehouse-h2-floor (crates/h2-floor: h2 server in, h2 client out, the
+#                   forwarding headers and nothing else), the floor of a proxy on the h2 crate
+#   H2_FLOOR_BIN    the h2-floor target's binary; unset = `cargo build --release -p gatehouse-h2-floor`
 #   GATEHOUSE_BASE_BIN  the gatehouse-base target's binary
 #   DURATION [5/1]  seconds per measured ghz run
 #   REPS [3/1]      reps of every (row, proxy)
@@ -144,8 +147,8 @@ for r in "${ROW_LIST[@]}"; do
 	case $r in unary | stream) ;; *) die "unknown row '$r' in ROWS (unary stream)" ;; esac
 done
 for t in "${TARGET_LIST[@]}"; do
-	case $t in gatehouse | gatehouse-base | nginx | haproxy) ;;
-	*) die "unknown target '$t' in TARGETS (gatehouse gatehouse-base nginx haproxy)" ;;
+	case $t in gatehouse | gatehouse-base | nginx | haproxy | h2-floor) ;;
+	*) die "unknown target '$t' in TARGETS (gatehouse gatehouse-base nginx haproxy h2-floor)" ;;
 	esac
 done
 if [[ $HAPROXY_STREAM_BUFSIZE == auto ]]; then
@@ -178,6 +181,17 @@ CLK_TCK=$(getconf CLK_TCK)
 GATEHOUSE_VERSION=
 want gatehouse && gatehouse_binary
 want gatehouse-base && gatehouse_base_binary
+if want h2-floor; then
+	if [[ -n ${H2_FLOOR_BIN:-} ]]; then
+		[[ $H2_FLOOR_BIN == /* ]] || H2_FLOOR_BIN=$ORIG_PWD/$H2_FLOOR_BIN
+	else
+		command -v cargo >/dev/null || die "cargo not found; set H2_FLOOR_BIN"
+		log "building: cargo build --release -p gatehouse-h2-floor"
+		cargo build --release -p gatehouse-h2-floor
+		H2_FLOOR_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/gatehouse-h2-floor
+	fi
+	[[ -x $H2_FLOOR_BIN ]] || die "gatehouse-h2-floor not found or not executable: $H2_FLOOR_BIN"
+fi
 
 ghz_binary
 server_binary
@@ -277,6 +291,10 @@ EOF
 			"    http-reuse always"$'\n'"    server backend 127.0.0.1:$P_BACKEND proto h2" >"$dir/haproxy.cfg"
 		haproxy -c -q -f "$dir/haproxy.cfg" >&2 || die "haproxy rejected $dir/haproxy.cfg"
 		start_proc "$inst" 1 haproxy -db -f "$dir/haproxy.cfg"
+		;;
+	h2-floor)
+		start_proc "$inst" 1 "$H2_FLOOR_BIN" --listen "127.0.0.1:${PORT[$inst]}" --backend "127.0.0.1:$P_BACKEND" \
+			--max-streams "$MAX_STREAMS"
 		;;
 	esac
 }
@@ -432,6 +450,7 @@ fi
 	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS DURATION=${DURATION}s (ghz --connections=$CONNECTIONS --concurrency=$CONCURRENCY --duration-stop=ignore) MSG_SIZE=$MSG_SIZE STREAM_MSGS=$STREAM_MSGS BACKEND_PROCS=$BACKEND_PROCS WARMUP=${WARMUP}s QUIET_WAIT=${QUIET_WAIT}s QUIET_PCT=$QUIET_PCT RETRIES=$RETRIES; runs measured again for a disturbance: $REMEASURED"
 	echo "- Layout: backend (grpc-go, GOMAXPROCS=$BACKEND_PROCS) and ghz (--cpus=1) on CPU 0; the proxy under test alone on CPU 1 with one worker/thread. Proxies of a row rotated by one each rep; rows interleaved."
 	echo "- Calls: unary = bench.B/Unary, a $MSG_SIZE-byte message echoed; stream = bench.B/Stream, a 1-byte request answered with $STREAM_MSGS messages of $MSG_SIZE bytes (bench/grpc/bench.proto). Cleartext HTTP/2 (h2c) on both sides of every proxy."
+	want h2-floor && echo "- h2 floor (reference, not a proxy to run): gatehouse-h2-floor (crates/h2-floor), the same vendored h2 and tokio as Gatehouse with nothing but h2 in, h2 out over one multiplexed backend connection and the forwarding headers below; no routing, limits, timeouts, metrics or logs."
 	echo "- Upstream connections: Gatehouse \`protocol: http2\` (one multiplexed connection per worker); nginx \`grpc_pass\` with upstream \`keepalive 256\` (one connection per call in progress, kept); HAProxy \`proto h2\`, \`http-reuse always\` (multiplexed). Streams per client connection allowed: $MAX_STREAMS in each."
 	if want haproxy && [[ " ${ROW_LIST[*]} " == *" stream "* ]]; then
 		if ((HAPROXY_STREAM_BUFSIZE)); then

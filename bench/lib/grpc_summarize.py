@@ -14,15 +14,15 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from reencrypt_summarize import (  # noqa: E402
-    ms_num, noise_notes, num, one_decimal, peer_ratio_line, rate_cell, run_groups, spread, vals)
-from summarize import OTHERS_WARN_PCT, cli, fmt_pct, med  # noqa: E402
+    fmt_ratios, ms_num, noise_notes, num, one_decimal, paired, peer_ratio_line, rate_cell, run_groups, spread, vals)
+from summarize import OTHERS_WARN_PCT, cli, fmt_pct, med, ratio  # noqa: E402
 
 HEADING = "## gRPC (bench/grpc.sh)"
 ROWS = ["unary", "stream"]
 ROW_NAMES = {"unary": "unary: 1 request, 1 answer", "stream": "stream: 1 request, a stream of answers"}
 TARGET_NAMES = {"gatehouse": "**Gatehouse**", "gatehouse-base": "Gatehouse, base build", "nginx": "nginx",
-                "haproxy": "HAProxy"}
-TARGET_ORDER = ["gatehouse", "gatehouse-base", "nginx", "haproxy"]
+                "haproxy": "HAProxy", "h2-floor": "h2 floor (reference)"}
+TARGET_ORDER = ["gatehouse", "gatehouse-base", "nginx", "haproxy", "h2-floor"]
 # Gatehouse / peer, calls per proxy CPU-second, that every row aims at.
 GOALS = [("nginx", "nginx", 1.3), ("haproxy", "HAProxy", 1.1)]
 
@@ -68,6 +68,25 @@ def ratio_lines(groups):
             out.append(peer_ratio_line(row, g, key, name, goal, "÷", "calls"))
         if g.get("gatehouse-base"):
             out.append(peer_ratio_line(row, g, "gatehouse-base", "the base build", None, "÷", "calls"))
+        if g.get("h2-floor"):
+            out.append(peer_ratio_line(row, g, "h2-floor", "the h2 floor", None, "÷", "calls"))
+    return out
+
+
+def floor_lines(groups):
+    """The h2 floor (gatehouse-h2-floor: h2 server in, h2 client out, the forwarding headers and
+    nothing else) against the peers: the most a proxy on the h2 crate could reach."""
+    out = []
+    for row in ROWS:
+        g = groups.get(row, {})
+        if not g.get("h2-floor"):
+            continue
+        for key, name, goal in GOALS:
+            if not g.get(key):
+                continue
+            r = ratio(med(g["h2-floor"], "req_per_cpu_s"), med(g[key], "req_per_cpu_s"))
+            out.append(f"- {row}: h2 floor÷{name}, calls per proxy CPU-s **{'–' if r is None else f'{r:.2f}'}** "
+                       f"(per rep: {fmt_ratios(paired(g, 'h2-floor', key))}; Gatehouse's goal ≥ {goal})")
     return out
 
 
@@ -78,6 +97,11 @@ def summarize(rows):
             "ratios of runs paired by rep). Calls per proxy CPU-s > 1: Gatehouse forwards more per CPU-second; "
             "p99 < 1: Gatehouse's is lower.", ""]
     out += ratio_lines(groups) or ["- (no ratios: Gatehouse and a peer were not both measured)"]
+    floor = floor_lines(groups)
+    if floor:
+        out += ["", "The h2 floor against the peers: what a proxy doing nothing but h2 in, h2 out and the "
+                "forwarding headers gets per CPU-second on the same HTTP/2 library as Gatehouse (vendored h2, "
+                "tokio), the bound on what any gateway built on it can reach.", ""] + floor
     notes = []
     busy = [f"{row} {med([r for g in groups[row].values() for r in g], 'cpu0_busy_pct'):.0f} %"
             for row in ROWS if row in groups]
