@@ -1,19 +1,21 @@
-//! `gatehouse-h2-floor`: the floor of an HTTP/2 proxy built on the h2 crate, as a reference for
-//! `bench/grpc.sh` (target `h2-floor`).
+//! `gatehouse-h2-floor`: a reference forwarder on the h2 crate for `bench/grpc.sh` (target
+//! `h2-floor`).
 //!
-//! It does what every proxy of that bench does per call and nothing more: takes a stream from an
+//! It does what every proxy of that bench does per call and little more: takes a stream from an
 //! h2c client connection, adds the same four forwarding headers (X-Forwarded-For, X-Real-IP,
-//! X-Forwarded-Proto, a fresh X-Request-Id, echoed in the answer), opens a stream on one
-//! multiplexed h2c connection to the backend, and passes the request's and the answer's DATA
-//! frames and trailers on as they come. One thread, one task per connection and per call, on the
-//! same tokio and (vendored) h2 as Gatehouse. No routing, limits, timeouts, metrics, logs, health
-//! or back-pressure beyond HTTP/2's windows: it is not a proxy to run, it is what Gatehouse's own
-//! HTTP/2 path costs at the least while it is built on h2 — the bench's measure of how much of
-//! a proxy's CPU per call the library leaves to the rest.
+//! X-Forwarded-Proto, a fresh X-Request-Id, echoed in the answer, never indexed by HPACK, as
+//! Gatehouse's), opens a stream on one multiplexed h2c connection to the backend, and passes the
+//! request's and the answer's DATA frames and trailers on as they come, with the back-pressure
+//! Gatehouse applies (the next piece is taken once the stream has room; a request's first 64 KiB
+//! without waiting) and Gatehouse's windows and send buffers. One thread, one task per
+//! connection and per call, on the same tokio and vendored h2 as Gatehouse. No routing, limits,
+//! deadlines, timeouts, metrics, logs, health or flood guards: not a proxy to run, but what the
+//! HTTP/2 path costs on that library with the gateway's own work left out.
 
 use bytes::Bytes;
 use clap::Parser;
 use h2::{client, server, RecvStream, SendStream};
+use http::header::HeaderName;
 use http::{HeaderValue, Request, Response};
 use std::cell::Cell;
 use std::net::SocketAddr;
@@ -39,29 +41,65 @@ const CLIENT_STREAM_WINDOW: u32 = 1024 * 1024;
 const CLIENT_CONN_WINDOW: u32 = 1024 * 1024;
 const BACKEND_STREAM_WINDOW: u32 = 2 * 1024 * 1024;
 const BACKEND_CONN_WINDOW: u32 = 5 * 1024 * 1024;
+/// What a stream may hold unsent, as Gatehouse's listener (64 KiB) and upstream client (1 MiB).
+const CLIENT_SEND_BUFFER: usize = 64 * 1024;
+const BACKEND_SEND_BUFFER: usize = 1024 * 1024;
+/// A request's first bytes go before the backend's window is known, as Gatehouse's pump sends them.
+const UNWINDOWED: usize = 65_535;
+
+const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
+const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
+const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
+const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
 
 thread_local!(static NEXT_ID: Cell<u64> = const { Cell::new(0) });
 
-/// A fresh request id per call, 32 hex digits like Gatehouse's (a constant one would be indexed by
-/// HPACK after its first use and cost less than any real proxy's).
+/// A fresh request id per call, 32 hex digits as Gatehouse's, marked sensitive as Gatehouse marks
+/// its own: never added to HPACK's table, where a value used once would only push out the
+/// headers that repeat.
 fn request_id() -> HeaderValue {
     let n = NEXT_ID.with(|c| {
         let n = c.get().wrapping_add(1);
         c.set(n);
         n
     });
-    let id = format!("{:016x}{:016x}", n.wrapping_mul(0x9e37_79b9_7f4a_7c15), n);
-    HeaderValue::from_str(&id).unwrap_or(HeaderValue::from_static("0"))
+    let mut id = HeaderValue::from_maybe_shared(Bytes::from(format!(
+        "{:016x}{:016x}",
+        n.wrapping_mul(0x9e37_79b9_7f4a_7c15),
+        n
+    )))
+    .expect("hex digits are a valid header value");
+    id.set_sensitive(true);
+    id
 }
 
-/// Passes a stream's DATA frames on as they come (their room given back as they leave), then its
-/// trailers or its end.
-async fn pipe(mut from: RecvStream, mut to: SendStream<Bytes>) -> Result<(), h2::Error> {
+/// Passes a stream's DATA frames on as they come (their room given back as they leave), the last
+/// one with END_STREAM, then its trailers if it has them. The next piece is taken only once the
+/// stream has room to send (`free` bytes may go before that), as hyper's server and Gatehouse's
+/// upstream pump do.
+async fn pipe(mut from: RecvStream, mut to: SendStream<Bytes>, free: usize) -> Result<(), h2::Error> {
+    let mut queued = 0;
     while let Some(data) = from.data().await {
         let data = data?;
         let n = data.len();
-        to.send_data(data, false)?;
+        let end = from.is_end_stream();
+        to.send_data(data, end)?;
         from.flow_control().release_capacity(n)?;
+        if end {
+            return Ok(());
+        }
+        queued += n;
+        if queued >= free {
+            to.reserve_capacity(1);
+            while to.capacity() == 0 {
+                match std::future::poll_fn(|cx| to.poll_capacity(cx)).await {
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Err(e),
+                    // The stream no longer sends (reset or closed by the peer).
+                    None => return Ok(()),
+                }
+            }
+        }
     }
     match from.trailers().await? {
         Some(trailers) => to.send_trailers(trailers),
@@ -80,26 +118,26 @@ async fn call(
     let mut up = Request::from_parts(parts, ());
     let id = request_id();
     let headers = up.headers_mut();
-    headers.insert("x-forwarded-for", peer.clone());
-    headers.insert("x-real-ip", peer);
-    headers.insert("x-forwarded-proto", HeaderValue::from_static("http"));
-    headers.insert("x-request-id", id.clone());
+    headers.insert(X_FORWARDED_FOR, peer.clone());
+    headers.insert(X_REAL_IP, peer);
+    headers.insert(X_FORWARDED_PROTO, HeaderValue::from_static("http"));
+    headers.insert(X_REQUEST_ID, id.clone());
     let end = body.is_end_stream();
     let mut backend = backend.ready().await?;
     let (answer, send) = backend.send_request(up, end)?;
     let request = async move {
         if !end {
-            pipe(body, send).await?;
+            pipe(body, send, UNWINDOWED).await?;
         }
         Ok::<_, h2::Error>(())
     };
     let response = async move {
         let (mut parts, body) = answer.await?.into_parts();
-        parts.headers.insert("x-request-id", id);
+        parts.headers.insert(X_REQUEST_ID, id);
         let end = body.is_end_stream();
         let send = respond.send_response(Response::from_parts(parts, ()), end)?;
         if !end {
-            pipe(body, send).await?;
+            pipe(body, send, 0).await?;
         }
         Ok::<_, h2::Error>(())
     };
@@ -116,6 +154,7 @@ async fn serve(tcp: TcpStream, peer: SocketAddr, backend: client::SendRequest<By
         .initial_window_size(CLIENT_STREAM_WINDOW)
         .initial_connection_window_size(CLIENT_CONN_WINDOW)
         .max_concurrent_streams(max_streams)
+        .max_send_buffer_size(CLIENT_SEND_BUFFER)
         .handshake::<_, Bytes>(tcp)
         .await
     {
@@ -125,7 +164,9 @@ async fn serve(tcp: TcpStream, peer: SocketAddr, backend: client::SendRequest<By
     while let Some(Ok((req, respond))) = conn.accept().await {
         let (backend, peer) = (backend.clone(), peer.clone());
         tokio::spawn(async move {
-            let _ = call(backend, req, respond, peer).await;
+            if let Err(e) = call(backend, req, respond, peer).await {
+                eprintln!("gatehouse-h2-floor: call failed: {e}");
+            }
         });
     }
 }
@@ -138,18 +179,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (backend, conn) = client::Builder::new()
             .initial_window_size(BACKEND_STREAM_WINDOW)
             .initial_connection_window_size(BACKEND_CONN_WINDOW)
+            .max_send_buffer_size(BACKEND_SEND_BUFFER)
             .handshake::<_, Bytes>(tcp)
             .await?;
         tokio::spawn(async move {
-            if let Err(e) = conn.await {
-                eprintln!("gatehouse-h2-floor: backend connection ended: {e}");
-                std::process::exit(1);
+            // Every call goes over this one connection: without it, nothing is left to measure.
+            match conn.await {
+                Ok(()) => eprintln!("gatehouse-h2-floor: the backend closed its connection"),
+                Err(e) => eprintln!("gatehouse-h2-floor: backend connection failed: {e}"),
             }
+            std::process::exit(1);
         });
         let listener = TcpListener::bind(args.listen).await?;
         loop {
-            let (tcp, peer) = listener.accept().await?;
-            tcp.set_nodelay(true)?;
+            let (tcp, peer) = match listener.accept().await {
+                Ok(accepted) => accepted,
+                Err(e) => {
+                    eprintln!("gatehouse-h2-floor: accept: {e}");
+                    continue;
+                }
+            };
+            if tcp.set_nodelay(true).is_err() {
+                continue;
+            }
             tokio::spawn(serve(tcp, peer, backend.clone(), args.max_streams));
         }
     })
