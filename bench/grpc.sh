@@ -22,7 +22,8 @@
 #          `http2 on` from 1.25.1; `grpc_pass grpc://backend`, upstream `keepalive 256`: one
 #          upstream connection per call in progress, kept), HAProxy (nbthread 1; `bind ... proto
 #          h2`, `server ... proto h2`, `http-reuse always`; stream row: a buffer that holds a
-#          whole answer, see HAPROXY_STREAM_BUFSIZE).  One instance per (row, proxy), all
+#          whole answer, see HAPROXY_STREAM_BUFSIZE); the h2-floor reference when asked for
+#          (crates/h2-floor, one multiplexed backend connection).  One instance per (row, proxy), all
 #          started at once.  Each allows max(256, CONCURRENCY / CONNECTIONS) streams per client
 #          connection; nginx's keepalive_requests is 1,000,000 (its default of 1,000 would close
 #          the client connections); every proxy adds the same forwarding headers as
@@ -450,7 +451,7 @@ fi
 	echo "- Settings: ROWS=\"${ROW_LIST[*]}\" TARGETS=\"${TARGET_LIST[*]}\" REPS=$REPS DURATION=${DURATION}s (ghz --connections=$CONNECTIONS --concurrency=$CONCURRENCY --duration-stop=ignore) MSG_SIZE=$MSG_SIZE STREAM_MSGS=$STREAM_MSGS BACKEND_PROCS=$BACKEND_PROCS WARMUP=${WARMUP}s QUIET_WAIT=${QUIET_WAIT}s QUIET_PCT=$QUIET_PCT RETRIES=$RETRIES; runs measured again for a disturbance: $REMEASURED"
 	echo "- Layout: backend (grpc-go, GOMAXPROCS=$BACKEND_PROCS) and ghz (--cpus=1) on CPU 0; the proxy under test alone on CPU 1 with one worker/thread. Proxies of a row rotated by one each rep; rows interleaved."
 	echo "- Calls: unary = bench.B/Unary, a $MSG_SIZE-byte message echoed; stream = bench.B/Stream, a 1-byte request answered with $STREAM_MSGS messages of $MSG_SIZE bytes (bench/grpc/bench.proto). Cleartext HTTP/2 (h2c) on both sides of every proxy."
-	want h2-floor && echo "- h2 floor (reference, not a proxy to run): gatehouse-h2-floor (crates/h2-floor), the same vendored h2 and tokio as Gatehouse with nothing but h2 in, h2 out over one multiplexed backend connection and the forwarding headers below; no routing, limits, timeouts, metrics or logs."
+	want h2-floor && echo "- h2 floor (reference, not a proxy to run): gatehouse-h2-floor (crates/h2-floor), the same vendored h2 and tokio as Gatehouse with nothing but h2 in, h2 out over one multiplexed backend connection, the forwarding headers below and Gatehouse's windows, send buffers and back-pressure; no routing, limits, deadlines, timeouts, metrics or logs."
 	echo "- Upstream connections: Gatehouse \`protocol: http2\` (one multiplexed connection per worker); nginx \`grpc_pass\` with upstream \`keepalive 256\` (one connection per call in progress, kept); HAProxy \`proto h2\`, \`http-reuse always\` (multiplexed). Streams per client connection allowed: $MAX_STREAMS in each."
 	if want haproxy && [[ " ${ROW_LIST[*]} " == *" stream "* ]]; then
 		if ((HAPROXY_STREAM_BUFSIZE)); then

@@ -2,7 +2,8 @@
 """Summarise the per-run CSV written by bench/grpc.sh (via record_run.py --tool ghz --extra) into
 a Markdown section: one table row per (row, proxy) with the median and min-max spread over the
 reps of calls/s, messages/s, proxy CPU %, calls per proxy CPU-second and p99; then Gatehouse's
-ratios to nginx and HAProxy against the goals.  Section replacement in BENCHMARKS.md is
+ratios to nginx and HAProxy against the goals, and the h2 floor's (a reference forwarder on the
+same HTTP/2 library) when it ran.  Section replacement in BENCHMARKS.md is
 summarize.py's.  Standard library only.
 
 Usage:
@@ -75,7 +76,7 @@ def ratio_lines(groups):
 
 def floor_lines(groups):
     """The h2 floor (gatehouse-h2-floor: h2 server in, h2 client out, the forwarding headers and
-    nothing else) against the peers: the most a proxy on the h2 crate could reach."""
+    Gatehouse's back-pressure, nothing else) against the peers."""
     out = []
     for row in ROWS:
         g = groups.get(row, {})
@@ -99,9 +100,9 @@ def summarize(rows):
     out += ratio_lines(groups) or ["- (no ratios: Gatehouse and a peer were not both measured)"]
     floor = floor_lines(groups)
     if floor:
-        out += ["", "The h2 floor against the peers: what a proxy doing nothing but h2 in, h2 out and the "
-                "forwarding headers gets per CPU-second on the same HTTP/2 library as Gatehouse (vendored h2, "
-                "tokio), the bound on what any gateway built on it can reach.", ""] + floor
+        out += ["", "The h2 floor against the peers: what a proxy doing nothing but h2 in, h2 out, the "
+                "forwarding headers and Gatehouse's back-pressure gets per CPU-second on the same HTTP/2 library as Gatehouse (vendored h2, "
+                "tokio), a reference for the HTTP/2 path on that library with the gateway's own work left out.", ""] + floor
     notes = []
     busy = [f"{row} {med([r for g in groups[row].values() for r in g], 'cpu0_busy_pct'):.0f} %"
             for row in ROWS if row in groups]
