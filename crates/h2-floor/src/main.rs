@@ -3,8 +3,8 @@
 //!
 //! It does what every proxy of that bench does per call and little more: takes a stream from an
 //! h2c client connection, adds the same four forwarding headers (X-Forwarded-For, X-Real-IP,
-//! X-Forwarded-Proto, a fresh X-Request-Id, echoed in the answer, never indexed by HPACK, as
-//! Gatehouse's), opens a stream on one multiplexed h2c connection to the backend, and passes the
+//! X-Forwarded-Proto, and a fresh X-Request-Id made by Gatehouse's own generator, echoed in the
+//! answer), opens a stream on one multiplexed h2c connection to the backend, and passes the
 //! request's and the answer's DATA frames and trailers on as they come, with the back-pressure
 //! Gatehouse applies (the next piece is taken once the stream has room; a request's first 64 KiB
 //! without waiting) and Gatehouse's windows and send buffers. One thread, one task per
@@ -17,7 +17,6 @@ use clap::Parser;
 use h2::{client, server, RecvStream, SendStream};
 use http::header::HeaderName;
 use http::{HeaderValue, Request, Response};
-use std::cell::Cell;
 use std::net::SocketAddr;
 use tokio::net::{TcpListener, TcpStream};
 
@@ -51,27 +50,6 @@ const X_FORWARDED_FOR: HeaderName = HeaderName::from_static("x-forwarded-for");
 const X_REAL_IP: HeaderName = HeaderName::from_static("x-real-ip");
 const X_FORWARDED_PROTO: HeaderName = HeaderName::from_static("x-forwarded-proto");
 const X_REQUEST_ID: HeaderName = HeaderName::from_static("x-request-id");
-
-thread_local!(static NEXT_ID: Cell<u64> = const { Cell::new(0) });
-
-/// A fresh request id per call, 32 hex digits as Gatehouse's, marked sensitive as Gatehouse marks
-/// its own: never added to HPACK's table, where a value used once would only push out the
-/// headers that repeat.
-fn request_id() -> HeaderValue {
-    let n = NEXT_ID.with(|c| {
-        let n = c.get().wrapping_add(1);
-        c.set(n);
-        n
-    });
-    let mut id = HeaderValue::from_maybe_shared(Bytes::from(format!(
-        "{:016x}{:016x}",
-        n.wrapping_mul(0x9e37_79b9_7f4a_7c15),
-        n
-    )))
-    .expect("hex digits are a valid header value");
-    id.set_sensitive(true);
-    id
-}
 
 /// Passes a stream's DATA frames on as they come (their room given back as they leave), the last
 /// one with END_STREAM, then its trailers if it has them. The next piece is taken only once the
@@ -116,7 +94,8 @@ async fn call(
 ) -> Result<(), h2::Error> {
     let (parts, body) = req.into_parts();
     let mut up = Request::from_parts(parts, ());
-    let id = request_id();
+    // Gatehouse's own ids, at its cost: 32 hex digits, never indexed by HPACK.
+    let id = gatehouse_proxy::request_id::generate();
     let headers = up.headers_mut();
     headers.insert(X_FORWARDED_FOR, peer.clone());
     headers.insert(X_REAL_IP, peer);
