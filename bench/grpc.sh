@@ -182,17 +182,7 @@ CLK_TCK=$(getconf CLK_TCK)
 GATEHOUSE_VERSION=
 want gatehouse && gatehouse_binary
 want gatehouse-base && gatehouse_base_binary
-if want h2-floor; then
-	if [[ -n ${H2_FLOOR_BIN:-} ]]; then
-		[[ $H2_FLOOR_BIN == /* ]] || H2_FLOOR_BIN=$ORIG_PWD/$H2_FLOOR_BIN
-	else
-		command -v cargo >/dev/null || die "cargo not found; set H2_FLOOR_BIN"
-		log "building: cargo build --release -p gatehouse-h2-floor"
-		cargo build --release -p gatehouse-h2-floor
-		H2_FLOOR_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/gatehouse-h2-floor
-	fi
-	[[ -x $H2_FLOOR_BIN ]] || die "gatehouse-h2-floor not found or not executable: $H2_FLOOR_BIN"
-fi
+want h2-floor && workspace_binary H2_FLOOR_BIN gatehouse-h2-floor
 
 ghz_binary
 server_binary

@@ -40,16 +40,23 @@ need_commands() { # need_commands CMD...: each must be in PATH
 
 # ------------------------------------------------------------ gatehouse binary
 # shellcheck disable=SC2034 # GATEHOUSE_VERSION is for the sourcing script
-gatehouse_binary() { # -> GATEHOUSE_BIN (absolute; built when unset), GATEHOUSE_VERSION
-	if [[ -n ${GATEHOUSE_BIN:-} ]]; then
-		[[ $GATEHOUSE_BIN == /* ]] || GATEHOUSE_BIN=$ORIG_PWD/$GATEHOUSE_BIN
+# workspace_binary VAR PACKAGE: VAR (the name of a variable) made absolute when given, or set to
+# PACKAGE's release build, built with cargo when VAR is unset; it must be executable.
+workspace_binary() {
+	local -n bin=$1
+	if [[ -n ${bin:-} ]]; then
+		[[ $bin == /* ]] || bin=$ORIG_PWD/$bin
 	else
-		command -v cargo >/dev/null || die "cargo not found; set GATEHOUSE_BIN"
-		log "building: cargo build --release -p gatehouse"
-		cargo build --release -p gatehouse
-		GATEHOUSE_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/gatehouse
+		command -v cargo >/dev/null || die "cargo not found; set $1"
+		log "building: cargo build --release -p $2"
+		cargo build --release -p "$2"
+		bin=${CARGO_TARGET_DIR:-$ROOT/target}/release/$2
 	fi
-	[[ -x $GATEHOUSE_BIN ]] || die "gatehouse binary not found or not executable: $GATEHOUSE_BIN"
+	[[ -x $bin ]] || die "$2 binary not found or not executable: $bin"
+}
+
+gatehouse_binary() { # -> GATEHOUSE_BIN (absolute; built when unset), GATEHOUSE_VERSION
+	workspace_binary GATEHOUSE_BIN gatehouse
 	local out
 	out=$("$GATEHOUSE_BIN" version 2>&1) || die "'$GATEHOUSE_BIN version' failed: $out"
 	GATEHOUSE_VERSION=${out%%$'\n'*}
@@ -62,15 +69,7 @@ gatehouse_base_binary() { # -> GATEHOUSE_BASE_BIN (absolute): the gatehouse-base
 }
 
 loadgen_binary() { # -> LOADGEN_BIN (absolute): the benches' TLS client, built (release) when unset
-	if [[ -n ${LOADGEN_BIN:-} ]]; then
-		[[ $LOADGEN_BIN == /* ]] || LOADGEN_BIN=$ORIG_PWD/$LOADGEN_BIN
-	else
-		command -v cargo >/dev/null || die "cargo not found; set LOADGEN_BIN"
-		log "building: cargo build --release -p gatehouse-loadgen"
-		cargo build --release -p gatehouse-loadgen
-		LOADGEN_BIN=${CARGO_TARGET_DIR:-$ROOT/target}/release/gatehouse-loadgen
-	fi
-	[[ -x $LOADGEN_BIN ]] || die "gatehouse-loadgen not found or not executable: $LOADGEN_BIN"
+	workspace_binary LOADGEN_BIN gatehouse-loadgen
 }
 
 h3load_binary() { # -> H3LOAD: bench/h3load (quic-go's HTTP/3 client), built with go when older than its source
