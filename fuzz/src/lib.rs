@@ -6,6 +6,7 @@
 //! | `jwt` | a bearer token | `crates/jwt` |
 //! | `config` | a configuration file | `crates/config`, `crates/plugins`, `crates/proxy` |
 //! | `router` | route tables, then requests' host and path | `crates/router` |
+//! | `path` | a request path as a client writes it | `crates/path` |
 //! | `app_key` | a service's key sources, a request target and an `X-APP-KEY` header | `crates/plugins`, `crates/proxy` |
 //! | `body_framing` | an HTTP/1.1 body as it arrives, split into reads | `crates/upstream` (`framing`) |
 //! | `response_head` | what an endpoint answers, as it arrives | `crates/upstream` (`h1`) |
@@ -25,6 +26,7 @@ pub mod client_hello;
 pub mod config;
 pub mod huffman;
 pub mod jwt;
+pub mod path;
 pub mod proxy_header;
 pub mod replay;
 pub mod request_head;

@@ -201,6 +201,7 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
     crate::control::validate(c, &mut err);
     crate::request_id::validate(c, &mut err);
     crate::proxy_protocol::validate(c, &mut err);
+    crate::paths::validate(c, &mut err);
 
     if c.listeners.is_empty() {
         err("listeners".into(), "at least one listener is required".into());

@@ -34,6 +34,10 @@ pub struct Service {
     /// Longest a request may take, head to the end of the response, as for routes.
     #[serde(default)]
     pub stream_timeout: Option<Duration>,
+    /// Route, guard and forward normalized paths (`false`: the client's path as sent, and then no
+    /// `acl` or `per_path` limit may apply).
+    #[serde(default = "yes")]
+    pub normalize_path: bool,
     /// How callers prove who they are: `none`, `app_key`, `jwt`, or a list of those accepted.
     #[serde(default)]
     pub auth: Auth,

@@ -31,6 +31,8 @@ pub struct Config {
     pub access_log: AccessLog,
     /// Forwarding headers added to upstream requests.
     pub forwarding: Forwarding,
+    /// How request paths are normalized.
+    pub paths: crate::paths::Paths,
     /// Address of the built-in demo backend, started by the binary when set.
     pub demo_backend: Option<SocketAddr>,
     /// Traffic listeners by name.
@@ -143,6 +145,7 @@ impl Default for Config {
             admin: None,
             access_log: AccessLog::default(),
             forwarding: Forwarding::default(),
+            paths: crate::paths::Paths::default(),
             demo_backend: None,
             listeners: BTreeMap::new(),
             upstreams: BTreeMap::new(),
@@ -592,6 +595,10 @@ pub struct Site {
     /// Client certificates (mutual TLS) for handshakes naming this site.
     #[serde(default)]
     pub client_auth: Option<ClientAuth>,
+    /// Route and forward normalized paths (`false`: each route of the site gets the client's
+    /// path as sent, unless the route says otherwise).
+    #[serde(default = "defaults::yes")]
+    pub normalize_path: bool,
 }
 
 /// Client-certificate verification for a site.
@@ -631,6 +638,10 @@ pub struct Route {
     /// stream's bound); none by default. A gRPC call's `grpc-timeout` may shorten it.
     #[serde(default)]
     pub stream_timeout: Option<Duration>,
+    /// Forward the normalized path (`true`) or the client's path as sent (`false`); the site's
+    /// `normalize_path` when absent.
+    #[serde(default)]
+    pub normalize_path: Option<bool>,
 }
 
 /// Host header policy.

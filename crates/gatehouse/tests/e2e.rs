@@ -49,6 +49,8 @@ mod http3;
 mod limits;
 #[path = "e2e/metrics.rs"]
 mod metrics;
+#[path = "e2e/paths.rs"]
+mod paths;
 #[path = "e2e/pool.rs"]
 mod pool;
 #[path = "e2e/proxy_protocol.rs"]

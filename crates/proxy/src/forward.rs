@@ -7,6 +7,7 @@ use crate::error::ProxyError;
 use crate::headers::{
     add_forwarding, keyless_target, strip_hop_by_hop, upstream_target, valid_host, wants_upgrade, Keep, ResponseHeaders,
 };
+use crate::path::PathState;
 use crate::snapshot::{RouteEntry, Snapshot};
 use crate::{ClientCert, ConnInfo, Shared};
 use bytes::Bytes;
@@ -42,6 +43,8 @@ where
         let snap = shared.snapshot.load_full();
         // Before anything can fail, so refusals and errors carry the id too.
         let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
+        // Before the log captures the target, so it shows the path every later stage judged.
+        let path = crate::path::normalize(&mut req, snap.paths);
         let record = snap.access_log.as_ref().map(|log| capture(log, &req, &conn, start, request_id.clone()));
         // Calls are POSTs: any other request costs no header lookup.
         let (grpc, web) = if req.method() == Method::POST { call_kind(&mut req) } else { (false, None) };
@@ -55,7 +58,7 @@ where
             due_ms: None,
             judge: None,
         };
-        let (rewrite, resp) = match forward(&shared, &snap, req, &conn, &mut outcome).await {
+        let (rewrite, resp) = match forward(&shared, &snap, req, path, &conn, &mut outcome).await {
             Ok(mut resp) => {
                 // A gRPC-Web call's answer goes back as gRPC-Web when it is a gRPC answer; any
                 // other (an endpoint's error page) as it is.
@@ -258,7 +261,8 @@ fn request_host<B>(req: &Request<B>) -> Result<Option<&str>, ProxyError> {
 fn forward<'a, B>(
     shared: &'a Shared,
     snap: &'a Snapshot,
-    req: Request<B>,
+    mut req: Request<B>,
+    path: PathState,
     conn: &'a ConnInfo,
     outcome: &'a mut Outcome,
 ) -> impl std::future::Future<Output = Result<Response<ResponseBody>, ProxyError>> + Send + 'a
@@ -267,9 +271,9 @@ where
     B::Error: Into<gatehouse_upstream::BoxError>,
 {
     async move {
-        let (route, host) = route(snap, &req)?;
+        let route = route(snap, &mut req, path, outcome)?;
         outcome.route = Some(route.clone());
-        let client_cert = gate(route, host, &req, conn)?;
+        let client_cert = gate(route, &req, conn)?;
         let upstream = &route.upstream;
         let settings = &upstream.settings;
         // HTTP/2 and HTTP/3 clients: pseudo-headers, no hop-by-hop headers, the head as a map.
@@ -489,20 +493,48 @@ fn client_failure(e: UpstreamError, limit: u64) -> ProxyError {
     }
 }
 
-/// The route of a request and the host it was routed by (empty when the request names none):
-/// its host checked, then the router's match for host and path.
+/// The route of a request: its host checked, then the router's match for host and normalized
+/// path. A route that takes paths as sent (`normalize_path: false`) gets the client's target
+/// back, and only when that selects it too; a path the normalizer refused goes nowhere else.
 #[inline]
-fn route<'s, 'r, B>(snap: &'s Snapshot, req: &'r Request<B>) -> Result<(&'s Arc<RouteEntry>, &'r str), ProxyError> {
+fn route<'s, B>(
+    snap: &'s Snapshot,
+    req: &mut Request<B>,
+    path: PathState,
+    outcome: &mut Outcome,
+) -> Result<&'s Arc<RouteEntry>, ProxyError> {
     let host = request_host(req)?;
     if host.is_some_and(|h| !valid_host(h)) {
         return Err(ProxyError::BadRequest("invalid Host header"));
     }
     let host = host.unwrap_or("");
-    let route = snap.router.lookup(host, req.uri().path()).ok_or(ProxyError::NoRoute)?;
-    if route.service.as_ref().is_some_and(|s| !s.owns(req.uri().path())) {
-        return Err(ProxyError::NoRoute);
+    let lookup = |path: &str| match snap.router.lookup(host, path) {
+        Some(route) if route.service.as_ref().is_none_or(|s| s.owns(path)) => Ok(route),
+        _ => Err(ProxyError::NoRoute),
+    };
+    match path {
+        PathState::Same => lookup(req.uri().path()),
+        PathState::Refused(why) if !snap.raw_routes => Err(ProxyError::BadRequest(why.reason())),
+        PathState::Refused(why) => match lookup(req.uri().path()) {
+            Ok(route) if !route.normalize_path => Ok(route),
+            _ => Err(ProxyError::BadRequest(why.reason())),
+        },
+        PathState::Normalized { raw } => {
+            let route = lookup(req.uri().path())?;
+            if route.normalize_path {
+                return Ok(route);
+            }
+            match lookup(raw.path()) {
+                Ok(same) if Arc::ptr_eq(same, route) => {}
+                _ => return Err(ProxyError::BadRequest("the path as sent and normalized select different routes")),
+            }
+            if snap.access_log.is_some() {
+                outcome.keyless_uri = Some(raw.path_and_query().map_or("/", |pq| pq.as_str()).to_string());
+            }
+            *req.uri_mut() = raw;
+            Ok(route)
+        }
     }
-    Ok((route, host))
 }
 
 /// What the route asks of the connection and the request before anything is forwarded: HTTPS
@@ -511,11 +543,11 @@ fn route<'s, 'r, B>(snap: &'s Snapshot, req: &'r Request<B>) -> Result<(&'s Arc<
 #[inline]
 fn gate<'c, B>(
     route: &RouteEntry,
-    host: &str,
     req: &Request<B>,
     conn: &'c ConnInfo,
 ) -> Result<Option<Option<&'c ClientCert>>, ProxyError> {
     if let (Some(port), false) = (route.https_redirect, conn.tls) {
+        let host = request_host(req).ok().flatten().unwrap_or("");
         return Err(ProxyError::RedirectHttps(https_location(host, port, req.uri())));
     }
     let client_cert = match route.client_auth {

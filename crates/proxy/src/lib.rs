@@ -1,9 +1,10 @@
-//! The request path after a connection is served: give it an id, route, check, rewrite headers,
-//! select an endpoint, forward with bounded retries, stream the response back, record.
+//! The request path after a connection is served: give it an id, normalize its path, route,
+//! check, rewrite headers, select an endpoint, forward with bounded retries, stream the response
+//! back, record.
 //!
 //! ```text
-//! request ─► id ─► validate ─► route ─► limits ─► rewrite ─► select ─► lease ─► send ─┬► stream response
-//!                     400        404       413                  503       502    504   └► retry (bounded)
+//! request ─► id ─► path ─► validate ─► route ─► limits ─► rewrite ─► select ─► lease ─► send ─┬► stream response
+//!                  400       400        404       413                  503       502    504   └► retry (bounded)
 //! ```
 //! Everything reads one [`Snapshot`], loaded once per request; errors become responses in exactly
 //! one place ([`error::ProxyError::into_response`], or [`error::ProxyError::into_grpc_response`]
@@ -17,6 +18,7 @@ mod forward;
 pub mod grpc;
 mod grpc_web;
 mod headers;
+mod path;
 pub mod request_id;
 mod snapshot;
 pub mod websocket;

@@ -116,6 +116,8 @@ pub struct RouteEntry {
     pub client_auth: Option<bool>,
     /// The API service this route is, with its Admit stage.
     pub service: Option<Arc<ServiceGate>>,
+    /// Whether the normalized path is forwarded (`false`: the client's, as sent).
+    pub normalize_path: bool,
 }
 
 /// Route counters by route id, so a reload that keeps a route keeps its counts.
@@ -163,6 +165,11 @@ pub struct Snapshot {
     pub access_log: Option<AccessLog>,
     /// Services, apps and plans.
     pub gateway: Gateway,
+    /// How request paths are normalized.
+    pub paths: gatehouse_path::Rules,
+    /// Whether some route forwards the client's path as sent (`normalize_path: false`), so a
+    /// path the normalizer refuses must be routed as sent before it is refused.
+    pub raw_routes: bool,
 }
 
 impl Snapshot {
@@ -200,6 +207,7 @@ impl Snapshot {
             table.add_service(name, svc, gate, &site_of)?;
         }
         let (router, routes) = table.build()?;
+        let raw_routes = routes.iter().any(|r| !r.normalize_path);
         let via = via_values(&config.forwarding)?;
         let request_ids = config
             .forwarding
@@ -209,6 +217,7 @@ impl Snapshot {
             .transpose()
             .map_err(SnapshotError::RequestId)?;
         Ok(Snapshot {
+            paths: config.paths.rules(),
             generation,
             request_ids,
             forwarding: config.forwarding.clone(),
@@ -219,6 +228,7 @@ impl Snapshot {
             upstreams,
             access_log,
             gateway,
+            raw_routes,
         })
     }
 }
@@ -291,6 +301,7 @@ impl<'a> RouteTable<'a> {
                     https_redirect: site.https_redirect.then_some(site.https_port),
                     client_auth: site.client_auth.as_ref().map(|c| c.required),
                     service: None,
+                    normalize_path: r.normalize_path.unwrap_or(site.normalize_path),
                 });
                 self.routes.push(entry.clone());
                 entries.push((r.path.clone(), entry));
@@ -331,6 +342,7 @@ impl<'a> RouteTable<'a> {
                 https_redirect: site.and_then(|(_, s)| s.https_redirect.then_some(s.https_port)),
                 client_auth: site.and_then(|(_, s)| s.client_auth.as_ref().map(|c| c.required)),
                 service: Some(gate.clone()),
+                normalize_path: svc.normalize_path,
             })
         };
         let mut sites: Vec<&'a str> = Vec::new();

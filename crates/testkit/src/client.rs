@@ -205,6 +205,25 @@ pub struct H2Answer {
     pub trailers: Vec<(String, String)>,
 }
 
+/// A cleartext HTTP/2 connection (prior knowledge) by hyper's client, driven by a task of its own.
+async fn h2c_connect<B>(addr: SocketAddr) -> hyper::client::conn::http2::SendRequest<B>
+where
+    B: http_body::Body + Send + Unpin + 'static,
+    B::Data: Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let stream = tokio::time::timeout(IO_TIMEOUT, tokio::net::TcpStream::connect(addr))
+        .await
+        .expect("connect in time")
+        .expect("connect");
+    let (sender, conn) =
+        hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), TokioIo::new(stream))
+            .await
+            .expect("HTTP/2 handshake");
+    tokio::spawn(conn);
+    sender
+}
+
 /// One `POST` over cleartext HTTP/2 (prior knowledge) by hyper's client, with `body` and the
 /// trailer fields `trailers` (and `te: trailers`); the answer read whole, trailers included.
 pub fn h2c_exchange(addr: SocketAddr, host: &str, path: &str, body: &[u8], trailers: &[(&str, &str)]) -> H2Answer {
@@ -213,15 +232,7 @@ pub fn h2c_exchange(addr: SocketAddr, host: &str, path: &str, body: &[u8], trail
     };
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     rt.block_on(async {
-        let stream = tokio::time::timeout(IO_TIMEOUT, tokio::net::TcpStream::connect(addr))
-            .await
-            .expect("connect in time")
-            .expect("connect");
-        let (mut sender, conn) =
-            hyper::client::conn::http2::handshake(hyper_util::rt::TokioExecutor::new(), TokioIo::new(stream))
-                .await
-                .expect("HTTP/2 handshake");
-        tokio::spawn(conn);
+        let mut sender = h2c_connect(addr).await;
         let mut map = http::HeaderMap::new();
         for (k, v) in trailers {
             map.append(http::HeaderName::try_from(*k).expect("name"), http::HeaderValue::try_from(*v).expect("value"));
@@ -245,5 +256,38 @@ pub fn h2c_exchange(addr: SocketAddr, host: &str, path: &str, body: &[u8], trail
             },
             trailers,
         }
+    })
+}
+
+/// GETs of each target in turn over one cleartext HTTP/2 connection (prior knowledge) by hyper's
+/// client; each target goes as `:path` exactly as written (dots, escapes and backslashes kept).
+/// The answers in order.
+pub fn h2c_get_each(addr: SocketAddr, host: &str, targets: &[&str]) -> Vec<Response> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    rt.block_on(async {
+        let mut sender = h2c_connect(addr).await;
+        let mut out = Vec::new();
+        for target in targets {
+            let req = Request::get(format!("http://{host}{target}"))
+                .body(Full::new(Bytes::new()))
+                .unwrap_or_else(|e| panic!("request for {target:?}: {e}"));
+            let resp = tokio::time::timeout(IO_TIMEOUT, sender.send_request(req))
+                .await
+                .expect("answer in time")
+                .unwrap_or_else(|e| panic!("answer to {target:?}: {e}"));
+            let (parts, incoming) = resp.into_parts();
+            let body = tokio::time::timeout(IO_TIMEOUT, incoming.collect()).await.expect("body in time").expect("body");
+            out.push(Response {
+                status: parts.status.as_u16(),
+                version: "HTTP/2".into(),
+                headers: parts
+                    .headers
+                    .iter()
+                    .map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                    .collect(),
+                body: body.to_bytes().to_vec(),
+            });
+        }
+        out
     })
 }

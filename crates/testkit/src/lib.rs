@@ -24,7 +24,7 @@ mod redis;
 mod wait;
 
 pub use backend::{Backend, Recorded};
-pub use client::{curl, h2c_exchange, http_get, http_request, H2Answer, HttpConn, Response};
+pub use client::{curl, h2c_exchange, h2c_get_each, http_get, http_request, H2Answer, HttpConn, Response};
 pub use dns::DnsServer;
 pub use gateway::{metric_value, Gateway, TempDir};
 pub use haproxy::Haproxy;

@@ -19,12 +19,12 @@ fn client_script() -> PathBuf {
 }
 
 /// Whether aioquic is there; without it (and without `CI`) a test is skipped.
-fn aioquic(test: &str) -> bool {
+pub(crate) fn aioquic(test: &str) -> bool {
     crate::common::python_has("aioquic", test)
 }
 
 /// Runs the HTTP/3 client against `port` with `args`; what it printed.
-fn h3(port: u16, args: &[&str]) -> Value {
+pub(crate) fn h3(port: u16, args: &[&str]) -> Value {
     let mut cmd = Command::new("python3");
     cmd.arg(client_script()).args(["--port", &port.to_string()]).args(args);
     json_of(cmd)
@@ -39,7 +39,7 @@ fn json_of(mut cmd: Command) -> Value {
 }
 
 /// The responses of a client run that connected; panics with its error otherwise.
-fn responses(v: &Value) -> &Vec<Value> {
+pub(crate) fn responses(v: &Value) -> &Vec<Value> {
     assert!(v.get("error").is_none(), "HTTP/3 client failed: {v}");
     assert_eq!(v["alpn"], "h3", "{v}");
     v["responses"].as_array().expect("responses")
