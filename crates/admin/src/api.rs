@@ -46,6 +46,39 @@ pub struct Api {
     pub certs: Option<CertStore>,
     /// Nodes report this often; a report older than three intervals is stale.
     pub poll_interval: Duration,
+    /// Where files first named in a draft may be (`admin.file_roots`).
+    pub file_roots: Vec<std::path::PathBuf>,
+    /// Calls without an accepted token: counted, logged at a bounded rate, never audited.
+    pub refused: Refused,
+}
+
+/// Calls refused for want of an accepted token. They are not audited, so that nobody without a
+/// token can grow the audit log; they are counted, and logged at most once per [`Refused::EVERY`]
+/// with how many came since.
+#[derive(Debug, Default)]
+pub struct Refused {
+    /// Every refused call.
+    pub total: std::sync::atomic::AtomicU64,
+    /// When the last line was logged, and the count then.
+    logged: Mutex<Option<(std::time::Instant, u64)>>,
+}
+
+impl Refused {
+    /// At most one log line this often.
+    const EVERY: Duration = Duration::from_secs(10);
+
+    fn count(&self, remote: SocketAddr, method: &Method, path: &str) {
+        use std::sync::atomic::Ordering;
+        let total = self.total.fetch_add(1, Ordering::Relaxed) + 1;
+        let mut last = self.logged.lock().unwrap_or_else(|p| p.into_inner());
+        let now = std::time::Instant::now();
+        if last.is_none_or(|(at, _)| now.duration_since(at) >= Self::EVERY) {
+            let since = last.map_or(total, |(_, then)| total - then);
+            let shown: String = path.chars().take(128).collect();
+            tracing::warn!(%remote, %method, path = %shown, refused_since_last = since, "admin API call without a valid token");
+            *last = Some((now, total));
+        }
+    }
 }
 
 /// An API call, parsed.
@@ -197,7 +230,9 @@ impl Api {
             Ok(r) => http_util::json(r.status, &r.body),
             Err(e) => http_util::json(e.status.as_u16(), &error_body(e)),
         };
-        if changes {
+        if who.is_none() {
+            self.refused.count(remote, &method, &path);
+        } else if changes {
             let (status, detail) = match &result {
                 Ok(r) => (r.status, r.audit.clone()),
                 Err(e) => (e.status.as_u16(), json!({"error": e.message})),
@@ -263,7 +298,12 @@ impl Api {
             (&Method::GET, ["nodes"]) => self.nodes().await,
             (&Method::GET, ["audit"]) => {
                 let limit = c.param("limit").and_then(|l| l.parse().ok()).unwrap_or(100usize).min(1000);
-                Ok(Reply::ok(json!({ "entries": self.audit.tail(limit) })))
+                let before = match c.param("before") {
+                    Some(b) => Some(b.parse::<u64>().map_err(|_| ApiError::bad("before: a byte offset from `next`"))?),
+                    None => None,
+                };
+                let page = self.audit.page(limit, before);
+                Ok(Reply::ok(json!({ "entries": page.entries, "next": page.next })))
             }
             (_, ["certificates", ..]) => match &self.certs {
                 Some(store) => store.call(c, &segs[1..]).await,

@@ -44,15 +44,20 @@ impl Tokens {
     }
 }
 
-/// One JSON line per change attempt through the API.
+/// One JSON line per change attempt by a token holder, in a file of at most `max_bytes` that is
+/// moved to `<file>.1` (replacing the one before) when the next line would not fit.
 pub struct Audit {
     path: Option<PathBuf>,
-    file: Mutex<Option<std::fs::File>>,
+    max_bytes: u64,
+    file: Mutex<Option<(std::fs::File, u64)>>,
 }
+
+/// The longest request path an entry keeps (a longer one is cut, marked with `…`).
+const MAX_PATH: usize = 256;
 
 /// One audit entry.
 pub struct Entry<'a> {
-    /// Token name, or `-` when none was accepted.
+    /// Token name.
     pub who: &'a str,
     /// Client address.
     pub remote: std::net::SocketAddr,
@@ -66,28 +71,50 @@ pub struct Entry<'a> {
     pub detail: serde_json::Value,
 }
 
+/// A page of the audit log, newest entry first.
+pub struct Page {
+    /// The entries.
+    pub entries: Vec<serde_json::Value>,
+    /// Where the next (older) page ends: pass it as `before`; none at the start of the file.
+    pub next: Option<u64>,
+}
+
 impl Audit {
-    /// Appends to `path` (created mode 600); `None`: no audit log.
-    pub fn new(path: Option<PathBuf>) -> Self {
-        Audit { path, file: Mutex::new(None) }
+    /// Appends to `path` (created mode 600), at most `max_bytes` per file; `None`: no audit log.
+    pub fn new(path: Option<PathBuf>, max_bytes: u64) -> Self {
+        Audit { path, max_bytes: max_bytes.max(4096), file: Mutex::new(None) }
     }
 
     /// Writes one entry.
     pub fn write(&self, e: Entry<'_>) {
         let Some(path) = &self.path else { return };
+        let shown = match e.path.char_indices().nth(MAX_PATH) {
+            Some((cut, _)) => format!("{}…", &e.path[..cut]),
+            None => e.path.to_string(),
+        };
         let line = json!({
             "time": gatehouse_telemetry::rfc3339_time(std::time::SystemTime::now()),
             "who": e.who,
             "remote": e.remote.to_string(),
             "method": e.method,
-            "path": e.path,
+            "path": shown,
             "status": e.status,
             "detail": e.detail,
-        });
+        })
+        .to_string()
+            + "\n";
         let mut slot = self.file.lock().unwrap_or_else(|p| p.into_inner());
+        if slot.as_ref().is_some_and(|(_, len)| len + line.len() as u64 > self.max_bytes) {
+            *slot = None;
+            let old = PathBuf::from(format!("{}.1", path.display()));
+            if let Err(e) = std::fs::rename(path, &old) {
+                tracing::error!(path = %path.display(), error = %e, "cannot rotate the audit log");
+            }
+        }
         if slot.is_none() {
             use std::os::unix::fs::OpenOptionsExt;
-            match std::fs::OpenOptions::new().append(true).create(true).mode(0o600).open(path) {
+            let opened = std::fs::OpenOptions::new().append(true).create(true).mode(0o600).open(path);
+            match opened.and_then(|f| f.metadata().map(|m| (f, m.len()))) {
                 Ok(f) => *slot = Some(f),
                 Err(e) => {
                     tracing::error!(path = %path.display(), error = %e, "cannot open the audit log");
@@ -95,19 +122,90 @@ impl Audit {
                 }
             }
         }
-        if let Some(f) = slot.as_mut() {
-            if let Err(e) = writeln!(f, "{line}") {
-                tracing::error!(path = %path.display(), error = %e, "cannot write the audit log");
-                *slot = None;
+        if let Some((f, len)) = slot.as_mut() {
+            match f.write_all(line.as_bytes()) {
+                Ok(()) => *len += line.len() as u64,
+                Err(e) => {
+                    tracing::error!(path = %path.display(), error = %e, "cannot write the audit log");
+                    *slot = None;
+                }
             }
         }
     }
 
-    /// The last `limit` entries, newest first.
-    pub fn tail(&self, limit: usize) -> Vec<serde_json::Value> {
-        let Some(path) = &self.path else { return Vec::new() };
-        let text = std::fs::read_to_string(path).unwrap_or_default();
-        text.lines().rev().take(limit).filter_map(|l| serde_json::from_str(l).ok()).collect()
+    /// At most `limit` entries ending before byte `before` (default: the end), newest first,
+    /// read backwards from there a block at a time, never the whole file. Offsets count through
+    /// the file moved aside (`<file>.1`) and then the current one, as if they were one.
+    pub fn page(&self, limit: usize, before: Option<u64>) -> Page {
+        const BLOCK: u64 = 64 * 1024;
+        let Some(path) = &self.path else { return Page { entries: Vec::new(), next: None } };
+        let log = Joined::open(&[PathBuf::from(format!("{}.1", path.display())), path.clone()]);
+        let mut end = before.map_or(log.len(), |b| b.min(log.len()));
+        let mut entries = Vec::new();
+        // Bytes from `start` to `end` not yet split into lines (the first may be partial).
+        let mut tail: Vec<u8> = Vec::new();
+        let mut start = end;
+        while entries.len() < limit && start > 0 {
+            let from = start.saturating_sub(BLOCK);
+            let Some(mut block) = log.read(from, start) else { break };
+            block.extend_from_slice(&tail);
+            tail = block;
+            start = from;
+            // Whole lines: those after a newline, or all when the start is reached.
+            while entries.len() < limit {
+                let body = &tail[..tail.len().saturating_sub(usize::from(tail.last() == Some(&b'\n')))];
+                let cut = match body.iter().rposition(|&b| b == b'\n') {
+                    Some(i) => i + 1,
+                    None if start == 0 && !body.is_empty() => 0,
+                    None => break,
+                };
+                if let Ok(v) = serde_json::from_slice(&body[cut..]) {
+                    entries.push(v);
+                }
+                end = start + cut as u64;
+                tail.truncate(cut);
+                if cut == 0 {
+                    break;
+                }
+            }
+        }
+        Page { entries, next: (end > 0).then_some(end) }
+    }
+}
+
+/// Files read as one, in order (missing ones are empty).
+struct Joined(Vec<(std::fs::File, u64)>);
+
+impl Joined {
+    fn open(paths: &[PathBuf]) -> Joined {
+        Joined(
+            paths
+                .iter()
+                .filter_map(|p| std::fs::File::open(p).ok())
+                .filter_map(|f| f.metadata().ok().map(|m| (f, m.len())))
+                .collect(),
+        )
+    }
+
+    fn len(&self) -> u64 {
+        self.0.iter().map(|(_, len)| len).sum()
+    }
+
+    /// The bytes from `from` to `to`.
+    fn read(&self, from: u64, to: u64) -> Option<Vec<u8>> {
+        use std::os::unix::fs::FileExt;
+        let mut out = Vec::with_capacity(usize::try_from(to - from).ok()?);
+        let mut base = 0;
+        for (f, len) in &self.0 {
+            let (a, b) = (from.max(base), to.min(base + len));
+            if a < b {
+                let mut part = vec![0; usize::try_from(b - a).ok()?];
+                f.read_exact_at(&mut part, a - base).ok()?;
+                out.extend_from_slice(&part);
+            }
+            base += len;
+        }
+        Some(out)
     }
 }
 

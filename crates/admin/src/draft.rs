@@ -124,6 +124,8 @@ impl Api {
         let mut doc = draft.document.clone();
         let mut audit = f(&mut doc)?;
         let doc = document::normalise(doc, Some(&draft.document)).map_err(ApiError::invalid)?;
+        // Before validation, which reads the files.
+        super::draft_files::check(&draft.document, &doc, &self.file_roots)?;
         self.validate(&doc)?;
         let saved = self.store.put_draft(expected, doc, &c.who).await?;
         audit["draft_version"] = json!(saved.version);

@@ -9,6 +9,7 @@ mod auth;
 mod certs;
 mod console;
 mod draft;
+mod draft_files;
 mod http_util;
 mod metrics;
 mod stats;
@@ -108,6 +109,9 @@ async fn handle(
             let mut text = render_metrics(&state.shared);
             render_tls(&mut text, &state.tls);
             render_dns(&mut text, &state.dns);
+            if let Some(api) = &state.api {
+                metrics::render_admin(&mut text, &api.refused);
+            }
             http_util::text(200, "text/plain; version=0.0.4", text)
         }
         (&http::Method::GET, "/status") => {

@@ -162,6 +162,18 @@ pub fn render_dns(out: &mut String, stats: &gatehouse_discovery::Stats) {
     }
 }
 
+/// The admin API's own counters.
+pub fn render_admin(out: &mut String, refused: &crate::api::Refused) {
+    help(
+        out,
+        "gatehouse_admin_unauthenticated_total",
+        "counter",
+        "Admin API calls refused for want of a valid token (not audited).",
+    );
+    let n = refused.total.load(std::sync::atomic::Ordering::Relaxed);
+    let _ = writeln!(out, "gatehouse_admin_unauthenticated_total {n}");
+}
+
 /// The proxy's metrics in the Prometheus text format.
 pub fn render_metrics(shared: &Shared) -> String {
     let snap = shared.snapshot.load();

@@ -27,9 +27,16 @@ pub struct Admin {
     /// `<control.dir>/audit.log`, `off` for none.
     #[serde(default)]
     pub audit_log: Option<String>,
+    /// Largest audit log file; when the next line would not fit, the file becomes `<file>.1`.
+    #[serde(default = "audit_max_size")]
+    pub audit_max_size: ByteSize,
     /// Serve the admin listener over TLS, optionally requiring client certificates.
     #[serde(default)]
     pub tls: Option<AdminTls>,
+    /// Directories a file first named in a draft (a JWT public key, a CA bundle) must be under;
+    /// empty: the configuration file's directory and `control.dir`.
+    #[serde(default)]
+    pub file_roots: Vec<PathBuf>,
 }
 
 fn admin_bind() -> SocketAddr {
@@ -38,6 +45,10 @@ fn admin_bind() -> SocketAddr {
 
 fn max_body() -> ByteSize {
     ByteSize(8 << 20)
+}
+
+fn audit_max_size() -> ByteSize {
+    ByteSize(16 << 20)
 }
 
 /// One API token.

@@ -32,22 +32,23 @@ fn client_auth(config: &Config) -> Result<ClientAuthIndex, Vec<Setting>> {
         let Some(ca) = &site.client_auth else { continue };
         let path = format!("sites.{name}.client_auth.ca");
         let mut roots = rustls::RootCertStore::empty();
-        match CertificateDer::pem_file_iter(&ca.ca) {
-            Ok(certs) => {
-                for c in certs {
+        let shown = gatehouse_files::shown(&ca.ca);
+        match gatehouse_files::read(&ca.ca) {
+            Ok(pem) => {
+                for c in CertificateDer::pem_slice_iter(&pem) {
                     let added = match c {
                         Ok(c) => roots.add(c).map_err(Cause::from),
                         Err(e) => Err(Cause::from(e)),
                     };
                     if let Err(e) = added {
-                        errors.push(Setting::new(format!("{path}: {}", ca.ca.display()), e));
+                        errors.push(Setting::new(format!("{path}: {shown}"), e));
                     }
                 }
             }
-            Err(e) => errors.push(Setting::new(format!("{path}: cannot read {}", ca.ca.display()), e)),
+            Err(e) => errors.push(Setting::new(format!("{path}: cannot read {shown}"), e)),
         }
         if roots.is_empty() {
-            errors.push(Setting::new(path, format!("{} holds no CA certificate", ca.ca.display())));
+            errors.push(Setting::new(path, format!("{shown} holds no CA certificate")));
             continue;
         }
         let builder = rustls::server::WebPkiClientVerifier::builder_with_provider(

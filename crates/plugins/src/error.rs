@@ -140,7 +140,11 @@ impl fmt::Display for GatewayError {
                 write!(f, "apps.{app}.jwt_keys[{key}].alg: unsupported `{alg}`")
             }
             GatewayError::ReadPublicKey { app, key, path, source } => {
-                write!(f, "apps.{app}.jwt_keys[{key}].public_key: cannot read {}: {source}", path.display())
+                write!(
+                    f,
+                    "apps.{app}.jwt_keys[{key}].public_key: cannot read {}: {source}",
+                    gatehouse_files::shown(path)
+                )
             }
             GatewayError::KeyMaterial { app, key } => {
                 write!(f, "apps.{app}.jwt_keys[{key}]: HS256 takes a `secret`, RS256 and ES256 a `public_key`")

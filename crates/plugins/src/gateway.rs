@@ -204,7 +204,7 @@ impl Gateway {
                 let key = match (alg, &k.secret, &k.public_key) {
                     (Algorithm::Hs256, Some(s), None) => VerifyKey::hmac(s.as_bytes()),
                     (Algorithm::Rs256 | Algorithm::Es256, None, Some(path)) => {
-                        let pem = std::fs::read(path).map_err(|source| GatewayError::ReadPublicKey {
+                        let pem = gatehouse_files::read(path).map_err(|source| GatewayError::ReadPublicKey {
                             app: app_id(),
                             key: i,
                             path: path.clone(),

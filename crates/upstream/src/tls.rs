@@ -58,12 +58,12 @@ impl std::fmt::Display for TlsSetupError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             TlsSetupError::Read { field, path, source } => {
-                write!(f, "tls.{field}: cannot read {}: {source}", path.display())
+                write!(f, "tls.{field}: cannot read {}: {source}", gatehouse_files::shown(path))
             }
             TlsSetupError::Pem { field, path, expected } => {
-                write!(f, "tls.{field}: {} holds no {expected}", path.display())
+                write!(f, "tls.{field}: {} holds no {expected}", gatehouse_files::shown(path))
             }
-            TlsSetupError::Anchor { path, source } => write!(f, "tls.ca: {}: {source}", path.display()),
+            TlsSetupError::Anchor { path, source } => write!(f, "tls.ca: {}: {source}", gatehouse_files::shown(path)),
             TlsSetupError::NoSystemRoots => {
                 f.write_str("tls: the system has no root certificates; name a CA file in `tls.ca`")
             }
@@ -237,7 +237,7 @@ impl std::fmt::Debug for EndpointTls {
 }
 
 fn read(path: &Path, field: &'static str) -> Result<Vec<u8>, TlsSetupError> {
-    std::fs::read(path).map_err(|source| TlsSetupError::Read { field, path: path.to_path_buf(), source })
+    gatehouse_files::read(path).map_err(|source| TlsSetupError::Read { field, path: path.to_path_buf(), source })
 }
 
 /// The system's root certificates, read once per process (a few milliseconds of parsing).

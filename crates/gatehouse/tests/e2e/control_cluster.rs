@@ -33,10 +33,11 @@ fn applied(gw: &mut Gateway, revision: u64) {
     }
 }
 
-/// Commits and releases a revision no node can apply (its site needs a CA file none of them
-/// has); returns its number once `nodes` have each refused it.
+/// Commits and releases a revision no node can apply (its site's CA, given inline, holds no
+/// certificate); returns its number once `nodes` have each refused it.
 fn release_refused<const N: usize>(api: &Api, nodes: [&mut Gateway; N]) -> u64 {
-    let site = json!({ "hosts": [HOST], "routes": [{ "path": "/", "upstream": "u" }], "client_auth": { "ca": "/nonexistent/gatehouse-ca.pem" } });
+    let ca = "-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+    let site = json!({ "hosts": [HOST], "routes": [{ "path": "/", "upstream": "u" }], "client_auth": { "ca": ca } });
     assert_eq!(api.call("PUT", "/draft/sites/main", Some(api.version()), site).0, 200);
     let n = api.commit("require client certificates");
     assert_eq!(api.call("POST", &format!("/revisions/{n}/release"), None, Value::Null).0, 200);

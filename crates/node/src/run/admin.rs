@@ -60,6 +60,18 @@ fn token_from_file(path: &Path, bind: std::net::SocketAddr) -> Result<String, No
     Ok(token)
 }
 
+/// `admin.file_roots`, or by default the configuration file's directory and `control.dir`.
+fn file_roots(a: &gatehouse_config::Admin, config: &Config, file: Option<&Path>) -> Vec<PathBuf> {
+    if !a.file_roots.is_empty() {
+        return a.file_roots.clone();
+    }
+    let file_dir = file.map(|f| match f.parent() {
+        Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+        _ => PathBuf::from("."),
+    });
+    file_dir.into_iter().chain([config.control.dir.clone()]).collect()
+}
+
 /// The admin API, when tokens are configured.
 fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) -> Result<Option<Arc<Api>>, NodeError> {
     if !a.api_on() {
@@ -96,8 +108,10 @@ fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) ->
         max_body: usize::try_from(a.max_body.0).unwrap_or(usize::MAX),
         store,
         base: control.base.clone(),
-        audit: Audit::new(audit),
+        audit: Audit::new(audit, a.audit_max_size.0),
         certs,
         poll_interval: config.control.poll_interval.0,
+        file_roots: file_roots(a, config, control.path.as_deref()),
+        refused: Default::default(),
     })))
 }

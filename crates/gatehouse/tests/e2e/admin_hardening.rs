@@ -1,0 +1,117 @@
+//! The admin API as an attacker with a token, or without one, would try it: files named in a
+//! draft (devices, files outside the roots, files that exist or not), and what an unauthenticated
+//! caller can make the node write (docs/security.md, "Admin API exposure").
+
+use crate::common::{start, targets};
+use crate::control::{admin_section, Api};
+use gatehouse_jwt::sign::SigningKey;
+use gatehouse_jwt::Algorithm;
+use gatehouse_testkit::{http_request, Backend, Gateway, TempDir};
+use serde_json::{json, Value};
+use std::time::{Duration, Instant};
+
+fn node(dir: &TempDir, backend: &Backend, admin_extra: &str) -> Gateway {
+    start(&format!(
+        "workers: 1\n{}control: {{dir: \"{}\"}}\nnode: {{id: solo}}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  u: {{targets: {}}}\nservices:\n  api: {{path: /api, upstream: u, auth: jwt}}\n",
+        admin_section(admin_extra),
+        dir.join("control").display(),
+        targets(&[backend])
+    ))
+}
+
+/// `PUT /draft/apps/a2` with one ES256 key at `public_key`: status and body.
+fn put_key(api: &Api, public_key: &str) -> (u16, Value) {
+    let app = json!({ "jwt_keys": [{ "alg": "ES256", "public_key": public_key }], "grants": { "api": null } });
+    api.call("PUT", "/draft/apps/a2", Some(api.version()), app)
+}
+
+#[test]
+fn a_draft_reads_no_file_outside_the_roots_and_says_nothing_of_what_exists() {
+    let (backend, dir) = (Backend::start("b"), TempDir::new());
+    let gw = node(&dir, &backend, "");
+    let api = Api::new(&gw);
+    let (_, public) = SigningKey::generate(Algorithm::Es256).expect("EC key");
+    // Outside the roots (the configuration's directory and control.dir): a device, a secret
+    // that exists, a file that does not, a directory; each refused at once, with one message.
+    let outside = TempDir::new();
+    let elsewhere = outside.join("key.pem");
+    std::fs::write(&elsewhere, &public).expect("write");
+    let started = Instant::now();
+    let mut messages = Vec::new();
+    for path in ["/dev/zero", "/etc/shadow", "/etc/no-such-file.pem", "/etc", &elsewhere.display().to_string()] {
+        let (status, body) = put_key(&api, path);
+        assert_eq!(status, 422, "{path}: {body}");
+        let errors = body["errors"].as_array().expect("errors");
+        assert_eq!(errors.len(), 1, "{path}: {body}");
+        assert_eq!(errors[0]["path"], "apps.a2.jwt_keys[0].public_key", "{body}");
+        messages.push(errors[0]["message"].as_str().expect("message").to_string());
+    }
+    assert!(messages.windows(2).all(|w| w[0] == w[1]), "the refusals differ: {messages:?}");
+    assert!(started.elapsed() < Duration::from_secs(10), "refusals took {:?}", started.elapsed());
+    let r = http_request(gw.admin(), "GET", "127.0.0.1", "/healthz", &[], b"").expect("healthz");
+    assert_eq!(r.status, 200);
+    // Under the configuration's directory: read.
+    let inside = gw.dir().join("a2.pem");
+    std::fs::write(&inside, &public).expect("write");
+    let (status, body) = put_key(&api, &inside.display().to_string());
+    assert_eq!(status, 200, "{body}");
+    // PEM given inline: taken as it is, and shown back.
+    let (status, body) = put_key(&api, &public);
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["document"]["apps"]["a2"]["jwt_keys"][0]["public_key"], public.as_str());
+    // Inline PEM that is not a public key is refused without echoing it.
+    let (status, body) = put_key(&api, "-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n");
+    assert_eq!(status, 422, "{body}");
+    assert!(!body.to_string().contains("AAAA"), "{body}");
+}
+
+#[test]
+fn strangers_cannot_grow_the_audit_log_and_it_stays_bounded_and_paged() {
+    let (backend, dir) = (Backend::start("b"), TempDir::new());
+    let gw = node(&dir, &backend, "  audit_max_size: 4k\n");
+    let api = Api::new(&gw);
+    let log = dir.join("control").join("audit.log");
+    let long = format!("/api/v1/draft/apps/{}", "x".repeat(60_000));
+    for _ in 0..500 {
+        let r = http_request(gw.admin(), "DELETE", "127.0.0.1", &long, &[], b"").expect("delete");
+        assert_eq!(r.status, 401);
+    }
+    assert!(!log.exists() || std::fs::metadata(&log).expect("log").len() == 0, "calls without a token were audited");
+    let metrics = http_request(gw.admin(), "GET", "127.0.0.1", "/metrics", &[], b"").expect("metrics").text();
+    assert!(metrics.contains("gatehouse_admin_unauthenticated_total 500"), "{metrics}");
+
+    // A token holder's attempts are audited (a stale If-Match: 412), each path cut to 256
+    // characters, the file moved aside before it passes 4 KiB.
+    for i in 0..40 {
+        let (status, _) =
+            api.call("DELETE", &format!("/draft/apps/a{i:02}{}", "y".repeat(400)), Some(999), Value::Null);
+        assert_eq!(status, 412);
+    }
+    let len = std::fs::metadata(&log).expect("log").len();
+    assert!(len <= 4096, "audit.log is {len} bytes");
+    let rotated = std::fs::read_to_string(format!("{}.1", log.display())).expect("audit.log.1");
+    assert!(rotated.lines().all(|l| l.len() < 600), "an entry kept a long path");
+
+    // Paged from the end: newest first, each page before the last one's `next`.
+    let (status, first) = api.call("GET", "/audit?limit=3", None, Value::Null);
+    assert_eq!(status, 200, "{first}");
+    let shown = |page: &Value| -> Vec<String> {
+        page["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .map(|e| e["path"].as_str().unwrap_or("").to_string())
+            .collect()
+    };
+    let newest = shown(&first);
+    assert_eq!(newest.len(), 3);
+    let index = |p: &str| p.strip_prefix("/api/v1/draft/apps/a").and_then(|r| r.get(..2)).map(str::to_string);
+    let indexes: Vec<_> = newest.iter().filter_map(|p| index(p)).collect();
+    assert_eq!(indexes, ["39", "38", "37"], "{newest:?}");
+    let next = first["next"].as_u64().expect("next");
+    let (_, second) = api.call("GET", &format!("/audit?limit=3&before={next}"), None, Value::Null);
+    let older = shown(&second);
+    assert_eq!(older.len(), 3, "{second}");
+    let indexes: Vec<_> = older.iter().filter_map(|p| index(p)).collect();
+    assert_eq!(indexes, ["36", "35", "34"], "{older:?}");
+}
