@@ -162,7 +162,7 @@ for t in "${TARGET_LIST[@]}"; do
 workers: 1
 cpu_affinity: off
 access_log: { path: "off" }
-admin: { bind: "127.0.0.1:${STATUS[$t]}" }
+admin: { bind: "127.0.0.1:${STATUS[$t]}", public: [/healthz, /metrics, /status] }
 tls: { certificates: [{ cert: "$BUNDLE" }], default_certificate: bench.test }
 listeners:
   http: { bind: "127.0.0.1:${PORT[$t]}" }

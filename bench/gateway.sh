@@ -178,7 +178,7 @@ workers: 1
 reuse_port: true
 cpu_affinity: off
 access_log: { path: "off" }
-admin: { bind: "127.0.0.1:$P_ADMIN" }
+admin: { bind: "127.0.0.1:$P_ADMIN", public: [/healthz, /metrics, /status] }
 listeners:
   http: { bind: "127.0.0.1:$P_GATEHOUSE", max_connections: 20000 }
 $(gatehouse_upstream 256)

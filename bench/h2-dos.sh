@@ -69,7 +69,7 @@ phase() {
 	port=${REPLY_PORTS[0]} admin=${REPLY_PORTS[1]}
 	cat >"$WORK/gw.yaml" <<EOF
 workers: 1
-admin: { bind: "127.0.0.1:$admin" }
+admin: { bind: "127.0.0.1:$admin", public: [/healthz, /metrics, /status] }
 listeners:
   h2c: { bind: "127.0.0.1:$port", protocol: h2c }
 $(gatehouse_upstream 256)

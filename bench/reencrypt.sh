@@ -257,7 +257,7 @@ workers: 1
 reuse_port: true
 cpu_affinity: off
 access_log: { path: "off" }
-admin: { bind: "127.0.0.1:$2" }
+admin: { bind: "127.0.0.1:$2", public: [/healthz, /metrics, /status] }
 EOF
 	if (($3)); then
 		echo "tls: { certificates: [{ cert: \"$BUNDLE\" }], default_certificate: proxy.test }"

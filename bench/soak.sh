@@ -90,7 +90,7 @@ read -r P_HTTP P_TLS P_ADMIN <<<"${REPLY_PORTS[*]}"
 cat >"$WORK/gatehouse.yaml" <<EOF
 workers: auto
 access_log: { path: "off" }
-admin: { bind: "127.0.0.1:$P_ADMIN" }
+admin: { bind: "127.0.0.1:$P_ADMIN", public: [/healthz, /metrics, /status] }
 tls: { certificates: [{ cert: "$CERT_CACHE/ecdsa.pem" }], default_certificate: bench.test }
 listeners:
   http: { bind: "127.0.0.1:$P_HTTP" }

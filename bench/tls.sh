@@ -278,7 +278,7 @@ workers: $workers
 reuse_port: $( ((reuse)) && echo true || echo false)
 cpu_affinity: off
 access_log: { path: "off" }
-admin: { bind: "127.0.0.1:$admin" }
+admin: { bind: "127.0.0.1:$admin", public: [/healthz, /metrics, /status] }
 tls:
   certificates: [{ cert: "$bundle" }]
 $( ((store)) && echo "  store: { dir: \"$STORE_DIR\", scan_interval: 2s }")

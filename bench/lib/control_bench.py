@@ -190,7 +190,7 @@ def pct(values, q):
 
 def admin_section():
     digest = hashlib.sha256(TOKEN.encode()).hexdigest()
-    return f'admin:\n  bind: "127.0.0.1:0"\n  tokens: [{{name: bench, sha256: "{digest}"}}]\n'
+    return f'admin:\n  bind: "127.0.0.1:0"\n  public: [/healthz, /metrics, /status]\n  tokens: [{{name: bench, sha256: "{digest}"}}]\n'
 
 
 def release_experiment(procs, binary, work, quick):
@@ -205,7 +205,7 @@ def release_experiment(procs, binary, work, quick):
         f.write("bench-control-cluster-secret-0123456789abcdef\n")
     be = backend(procs, work)
     nodes = []
-    plain_admin = 'admin: {bind: "127.0.0.1:0"}\n'
+    plain_admin = 'admin: {bind: "127.0.0.1:0", public: [/healthz, /metrics, /status]}\n'
     for i in range(3):
         yaml = (f"workers: 1\n{admin_section() if i == 0 else plain_admin}"
                 f"redis: {{url: \"redis://127.0.0.1:{redis_port}\", secret_file: \"{secret}\"}}\n"

@@ -455,7 +455,7 @@ class Rig:
         if redis:
             y.append(f'redis: {{ url: "redis://127.0.0.1:{redis}/0", secret_file: "{secret_file}" }}')
         y += [f"workers: {workers}", f"reuse_port: {'true' if reuse_port else 'false'}", "cpu_affinity: off",
-              'access_log: { path: "off" }', f'admin: {{ bind: "127.0.0.1:{admin}" }}']
+              'access_log: { path: "off" }', f'admin: {{ bind: "127.0.0.1:{admin}", public: [/healthz, /metrics, /status] }}']
         lst = f'  main: {{ bind: "127.0.0.1:{port}", max_connections: 30000, defer_accept: {str(defer_accept).lower()}'
         if bundle:
             y += ["tls:", f'  certificates: [{{ cert: "{bundle}" }}]']

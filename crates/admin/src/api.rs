@@ -67,7 +67,8 @@ impl Refused {
     /// At most one log line this often.
     const EVERY: Duration = Duration::from_secs(10);
 
-    fn count(&self, remote: SocketAddr, method: &Method, path: &str) {
+    /// Counts one refused call, and logs it unless one was logged within [`Refused::EVERY`].
+    pub fn count(&self, remote: SocketAddr, method: &Method, path: &str) {
         use std::sync::atomic::Ordering;
         let total = self.total.fetch_add(1, Ordering::Relaxed) + 1;
         let mut last = self.logged.lock().unwrap_or_else(|p| p.into_inner());

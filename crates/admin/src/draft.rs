@@ -9,10 +9,6 @@ use gatehouse_control::document;
 use http::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
-fn valid_name(name: &str) -> bool {
-    name.len() <= 128 && gatehouse_config::valid_name(name)
-}
-
 fn section_of(s: &str) -> Result<&str, ApiError> {
     PUBLISHED_SECTIONS.iter().find(|p| **p == s).copied().ok_or_else(|| {
         ApiError::not_found(format!("no section `{s}`; expected one of {}", PUBLISHED_SECTIONS.join(", ")))
@@ -79,11 +75,8 @@ impl Api {
             }
             (&Method::PUT, [section, name]) => {
                 let section = section_of(section)?.to_string();
-                if !valid_name(name) {
-                    return Err(ApiError::invalid(vec![field(
-                        &format!("{section}.{name}"),
-                        "names may use letters, digits, `-`, `_` and `.` only".into(),
-                    )]));
+                if let Some(why) = gatehouse_config::name_error(name) {
+                    return Err(ApiError::invalid(vec![field(&format!("{section}.{name}"), why.into())]));
                 }
                 let (name, entry) = (name.to_string(), object_body(c)?);
                 self.edit(c, move |d| {

@@ -44,6 +44,35 @@ pub struct AdminState {
     pub status: StatusDoc,
     /// The API and console; none when no token is configured.
     pub api: Option<Arc<Api>>,
+    /// Which `Host` names it answers for, and what it answers without a token.
+    pub exposure: Exposure,
+}
+
+/// What the admin listener shows and to whom (`admin.hosts`, `admin.public`).
+#[derive(Debug, Clone, Default)]
+pub struct Exposure {
+    /// Host names answered for besides IP addresses and `localhost`, lower case.
+    pub hosts: Vec<String>,
+    /// Paths answered without a token.
+    pub public: Vec<String>,
+}
+
+impl Exposure {
+    /// Whether a request naming `host` (a `Host` value, port and all) is for this listener:
+    /// an IP address, `localhost`, or a configured name. A name that resolves here only because
+    /// someone made it (DNS rebinding) is none of these.
+    pub fn answers_for(&self, host: &str) -> bool {
+        let name = match host.strip_prefix('[') {
+            Some(rest) => return rest.split(']').next().is_some_and(|ip| ip.parse::<std::net::Ipv6Addr>().is_ok()),
+            None => match host.rsplit_once(':') {
+                Some((name, port)) if port.bytes().all(|b| b.is_ascii_digit()) => name,
+                _ => host,
+            },
+        };
+        name.parse::<std::net::Ipv4Addr>().is_ok()
+            || name.eq_ignore_ascii_case("localhost")
+            || self.hosts.iter().any(|h| h.eq_ignore_ascii_case(name))
+    }
 }
 
 /// The next connection on `listener`. When accepting fails (out of descriptors or memory), backs
@@ -95,6 +124,31 @@ pub async fn serve(listener: tokio::net::TcpListener, state: Arc<AdminState>, tl
     }
 }
 
+/// The 401 for a request to a path that answers without a token only when `admin.public` lists
+/// it, made without an accepted token; `None` when it may go on.
+fn needs_token(
+    state: &AdminState,
+    req: &http::Request<hyper::body::Incoming>,
+    path: &str,
+    remote: SocketAddr,
+) -> Option<http::Response<Full<Bytes>>> {
+    let guarded = req.method() == http::Method::GET
+        && gatehouse_config::PUBLIC_PATHS.contains(&path)
+        && !state.exposure.public.iter().any(|p| p == path);
+    let api = state.api.as_ref();
+    if !guarded || api.is_some_and(|a| a.tokens.check(req.headers().get(http::header::AUTHORIZATION)).is_some()) {
+        return None;
+    }
+    if let Some(api) = api {
+        api.refused.count(remote, req.method(), path);
+    }
+    let body = serde_json::json!({"error": "a bearer token is required (or list the path in admin.public)"});
+    let mut resp = http_util::json(401, &body);
+    resp.headers_mut()
+        .insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer realm=\"gatehouse\""));
+    Some(resp)
+}
+
 /// Time allowed for a TLS handshake and for a request head on the admin listener.
 const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
@@ -104,6 +158,17 @@ async fn handle(
     remote: SocketAddr,
 ) -> http::Response<Full<Bytes>> {
     let path = req.uri().path().to_string();
+    let host = req.headers().get(http::header::HOST).map(|h| h.to_str().unwrap_or("\u{0}"));
+    if host.is_some_and(|h| !state.exposure.answers_for(h)) {
+        return http_util::text(
+            421,
+            "text/plain",
+            "421 Misdirected Request: not a host this listener answers for\n".into(),
+        );
+    }
+    if let Some(refused) = needs_token(state, &req, &path, remote) {
+        return refused;
+    }
     match (req.method(), path.as_str()) {
         (&http::Method::GET, "/metrics") => {
             let mut text = render_metrics(&state.shared);

@@ -49,21 +49,31 @@ impl std::error::Error for ConfigErrors {}
 
 /// Parses and validates a configuration document.
 pub fn compile(text: &str) -> Result<Config, ConfigErrors> {
-    let mut errors = Vec::new();
-    let config = schema::read(text, &mut errors);
+    let (config, errors) = compile_all(text);
     finish(config, errors)
 }
 
 /// [`compile`] for a document already parsed (a published revision merged into a node's file),
 /// which spares printing and parsing it again.
 pub fn compile_value(root: serde_yaml::Value) -> Result<Config, ConfigErrors> {
-    let mut errors = Vec::new();
-    let config = schema::read_value(root, &mut errors);
+    let (mut errors, mut unread) = (Vec::new(), schema::Unread::default());
+    let config = schema::read_value(root, &mut errors, &mut unread);
+    validate(&config, &unread, &mut errors);
     finish(config, errors)
 }
 
-fn finish(config: Config, mut errors: Vec<ConfigError>) -> Result<Config, ConfigErrors> {
-    validate(&config, &mut errors);
+/// What of `text` could be read, with every error of the whole document: for `gatehouse
+/// check`, whose later steps (files, keys) also look at what was read when some of it was not,
+/// so one run lists every mistake. An entry that could not be read is left out, and nothing
+/// that refers to it is reported again.
+pub fn compile_all(text: &str) -> (Config, Vec<ConfigError>) {
+    let (mut errors, mut unread) = (Vec::new(), schema::Unread::default());
+    let config = schema::read(text, &mut errors, &mut unread);
+    validate(&config, &unread, &mut errors);
+    (config, errors)
+}
+
+fn finish(config: Config, errors: Vec<ConfigError>) -> Result<Config, ConfigErrors> {
     if errors.is_empty() {
         Ok(config)
     } else {
@@ -194,16 +204,16 @@ fn validate_tls(c: &Config, err: &mut impl FnMut(String, String)) {
     }
 }
 
-fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
+fn validate(c: &Config, unread: &schema::Unread, errors: &mut Vec<ConfigError>) {
     let mut err = |path: String, msg: String| errors.push(ConfigError { path, message: msg });
     validate_tls(c, &mut err);
-    crate::validate_gateway::validate(c, &mut err);
+    crate::validate_gateway::validate(c, unread, &mut err);
     crate::control::validate(c, &mut err);
     crate::request_id::validate(c, &mut err);
     crate::proxy_protocol::validate(c, &mut err);
     crate::paths::validate(c, &mut err);
 
-    if c.listeners.is_empty() {
+    if c.listeners.is_empty() && !unread.any("listeners") {
         err("listeners".into(), "at least one listener is required".into());
     }
     let mut binds = HashMap::new();
@@ -365,7 +375,7 @@ fn validate(c: &Config, errors: &mut Vec<ConfigError>) {
             if !paths.insert(r.path.as_str()) {
                 err(format!("{rp}.path"), format!("`{}` is routed twice in this site", r.path));
             }
-            if !c.upstreams.contains_key(&r.upstream) {
+            if !c.upstreams.contains_key(&r.upstream) && !unread.has("upstreams", &r.upstream) {
                 err(format!("{rp}.upstream"), format!("unknown upstream `{}`", r.upstream));
             }
             if r.stream_timeout.is_some_and(|d| d.0.is_zero()) {

@@ -37,6 +37,20 @@ pub struct Admin {
     /// empty: the configuration file's directory and `control.dir`.
     #[serde(default)]
     pub file_roots: Vec<PathBuf>,
+    /// Host names the listener answers for besides IP addresses and `localhost`; any other
+    /// `Host` (a browser led there by DNS rebinding) gets 421.
+    #[serde(default)]
+    pub hosts: Vec<String>,
+    /// Paths answered without a token; the others of [`PUBLIC_PATHS`] need one (any role).
+    #[serde(default = "public_default")]
+    pub public: Vec<String>,
+}
+
+/// The admin paths that may be answered without a token (`admin.public`).
+pub const PUBLIC_PATHS: &[&str] = &["/healthz", "/metrics", "/status", "/api/v1/openapi.json"];
+
+fn public_default() -> Vec<String> {
+    vec!["/healthz".into()]
 }
 
 fn admin_bind() -> SocketAddr {
@@ -165,6 +179,16 @@ pub(crate) fn validate(c: &crate::Config, err: &mut impl FnMut(String, String)) 
         }
         if a.max_body.0 < 1024 {
             err("admin.max_body".into(), "must be at least 1k".into());
+        }
+        for (i, p) in a.public.iter().enumerate() {
+            if !PUBLIC_PATHS.contains(&p.as_str()) {
+                err(format!("admin.public[{i}]"), format!("`{p}`: expected one of {}", PUBLIC_PATHS.join(", ")));
+            }
+        }
+        for (i, h) in a.hosts.iter().enumerate() {
+            if crate::compile::check_host_pattern(&h.to_ascii_lowercase()).is_err() || h.contains(['*', ':']) {
+                err(format!("admin.hosts[{i}]"), format!("`{h}` is not a host name (no port, no wildcard)"));
+            }
         }
     }
     if let Some(id) = &c.node.id {

@@ -16,7 +16,7 @@ mod units;
 mod upstream;
 mod validate_gateway;
 
-pub use compile::{compile, compile_value, ConfigError, ConfigErrors, PREFERRED_CIPHER_SUITES};
+pub use compile::{compile, compile_all, compile_value, ConfigError, ConfigErrors, PREFERRED_CIPHER_SUITES};
 pub use control::*;
 pub use error::ValueError;
 pub use gateway::*;
@@ -24,10 +24,10 @@ pub use model::*;
 pub use paths::{EscapedSlashes, Paths};
 pub use proxy_protocol::ProxyProtocol;
 pub use request_id::RequestId;
-pub use schema::valid_name;
+pub use schema::{name_error, valid_name};
 pub use units::{ByteSize, Duration};
 pub use upstream::*;
-pub use validate_gateway::JWT_ALGORITHMS;
+pub use validate_gateway::{check_app_key, JWT_ALGORITHMS};
 
 /// The quick-start configuration used by `gatehouse run` without a file.
 pub const QUICKSTART: &str = include_str!("quickstart.yaml");

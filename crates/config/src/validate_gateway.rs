@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 /// Algorithms a JWT key may name.
 pub const JWT_ALGORITHMS: &[&str] = &["HS256", "RS256", "ES256"];
 
-pub(crate) fn validate(c: &Config, err: &mut impl FnMut(String, String)) {
+pub(crate) fn validate(c: &Config, unread: &crate::schema::Unread, err: &mut impl FnMut(String, String)) {
     for (name, s) in &c.services {
         let p = format!("services.{name}");
         if !s.path.starts_with('/') {
@@ -19,7 +19,7 @@ pub(crate) fn validate(c: &Config, err: &mut impl FnMut(String, String)) {
         } else if s.path.contains("/~") || s.path.contains(['?', '#', '*']) {
             err(format!("{p}.path"), "a plain path prefix: no `/~`, `?`, `#` or `*`".into());
         }
-        if !c.upstreams.contains_key(&s.upstream) {
+        if !c.upstreams.contains_key(&s.upstream) && !unread.has("upstreams", &s.upstream) {
             err(format!("{p}.upstream"), format!("unknown upstream `{}`", s.upstream));
         }
         if s.stream_timeout.is_some_and(|d| d.0.is_zero()) {
@@ -111,11 +111,11 @@ pub(crate) fn validate(c: &Config, err: &mut impl FnMut(String, String)) {
             }
         }
         for (service, plan) in &app.grants {
-            if !c.services.contains_key(service) {
+            if !c.services.contains_key(service) && !unread.has("services", service) {
                 err(format!("{p}.grants.{service}"), format!("unknown service `{service}`"));
             }
             if let Some(plan) = plan {
-                if !c.plans.contains_key(plan) {
+                if !c.plans.contains_key(plan) && !unread.has("plans", plan) {
                     err(format!("{p}.grants.{service}"), format!("unknown plan `{plan}`"));
                 }
             }
@@ -138,7 +138,8 @@ pub(crate) fn validate(c: &Config, err: &mut impl FnMut(String, String)) {
 }
 
 /// Characters an app key may use: it travels in a header, a query string and a path segment.
-fn check_app_key(k: &str) -> Result<(), ValueError> {
+/// The file check and the admin API (before it keeps only the key's hash) both use this.
+pub fn check_app_key(k: &str) -> Result<(), ValueError> {
     if k.is_empty() || k.len() > 512 {
         return Err(ValueError::AppKeyLength);
     }

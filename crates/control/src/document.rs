@@ -160,6 +160,9 @@ pub fn normalise(document: Value, current: Option<&Value>) -> Result<Value, Vec<
     if let Some(Value::Object(apps)) = map.get_mut("apps") {
         for (id, app) in apps.iter_mut() {
             let Value::Object(app) = app else { continue };
+            if let Some(Err(e)) = app.get("key").and_then(Value::as_str).map(gatehouse_config::check_app_key) {
+                errors.push(FieldError::new(format!("apps.{id}.key"), e.to_string()));
+            }
             hash_app_key(app);
             let stored = current.and_then(|c| c.get("apps")).and_then(|a| a.get(id));
             restore_secrets(id, app, stored, &mut errors);

@@ -45,7 +45,10 @@ fn client_auth(config: &Config) -> Result<ClientAuthIndex, Vec<Setting>> {
                     }
                 }
             }
-            Err(e) => errors.push(Setting::new(format!("{path}: cannot read {shown}"), e)),
+            Err(e) => {
+                errors.push(Setting::new(format!("{path}: cannot read {shown}"), e));
+                continue;
+            }
         }
         if roots.is_empty() {
             errors.push(Setting::new(path, format!("{shown} holds no CA certificate")));

@@ -100,10 +100,17 @@ impl std::error::Error for Rejected {}
 /// the path is already normalized, which one scan of its bytes finds for most paths.
 ///
 /// A path that does not start with `/` (`*` of `OPTIONS *`) is returned as it is.
+#[inline]
 pub fn normalize(path: &str, rules: Rules) -> Result<Cow<'_, str>, Rejected> {
     if !path.starts_with('/') || already_normal(path.as_bytes(), rules.merge_slashes) {
         return Ok(Cow::Borrowed(path));
     }
+    rebuild(path, rules)
+}
+
+/// The slow path: the path decoded and its segments rebuilt.
+#[inline(never)]
+fn rebuild(path: &str, rules: Rules) -> Result<Cow<'_, str>, Rejected> {
     let decoded = decode(path, rules.escaped_slashes)?;
     let out = remove_dot_segments(&decoded, rules.merge_slashes)?;
     Ok(if out == path { Cow::Borrowed(path) } else { Cow::Owned(out) })
@@ -115,17 +122,82 @@ pub fn is_normalized(path: &str, rules: Rules) -> bool {
     matches!(normalize(path, rules), Ok(Cow::Borrowed(_)))
 }
 
+/// Bytes the byte-at-a-time scan must look at: `%`, `\\` and `/` (what follows a `/` decides).
+static NOTABLE: [bool; 256] = {
+    let mut t = [false; 256];
+    t[b'%' as usize] = true;
+    t[b'\\' as usize] = true;
+    t[b'/' as usize] = true;
+    t
+};
+
+const ONES: u64 = 0x0101_0101_0101_0101;
+const HIGH: u64 = 0x8080_8080_8080_8080;
+
+/// The high bit of each byte of `w` that equals `b`. Every such byte is marked; a byte above a
+/// marked one may be marked too (the borrow of the subtraction), which only sends a word to the
+/// exact scan.
+#[inline(always)]
+fn bytes_equal(w: u64, b: u8) -> u64 {
+    let x = w ^ (ONES * u64::from(b));
+    x.wrapping_sub(ONES) & !x & HIGH
+}
+
+/// The eight bytes from `at` as a little-endian word (the caller keeps `at + 8` in bounds).
+#[inline(always)]
+fn word(bytes: &[u8], at: usize) -> u64 {
+    match bytes.get(at..at + 8) {
+        Some(&[a, b, c, d, e, f, g, h]) => u64::from_le_bytes([a, b, c, d, e, f, g, h]),
+        _ => 0,
+    }
+}
+
+/// Whether a word (and the word one byte on) may hold `%`, `\\`, `//` or `/.` (`.` and `/`
+/// differ in their lowest bit only, so one test finds both after a `/`; a `//` kept when
+/// slashes are not merged goes to the exact scan).
+#[inline(always)]
+fn suspect(w: u64, next: u64) -> bool {
+    bytes_equal(w, b'%') | bytes_equal(w, b'\\') | (bytes_equal(w, b'/') & bytes_equal(next | ONES, b'/')) != 0
+}
+
 /// The fast path: no escape, no backslash, no repeated slash (when merging), no dot segment.
+/// Eight bytes at a time, each word beside the word one byte on (a `/` and the byte after it);
+/// a suspect word, rare, sends the path to the exact [`scan`].
+#[inline]
 fn already_normal(bytes: &[u8], merge_slashes: bool) -> bool {
-    let mut prev = 0u8;
-    for (i, &b) in bytes.iter().enumerate() {
-        match b {
-            b'%' | b'\\' => return false,
-            b'/' if prev == b'/' && merge_slashes => return false,
-            b'.' if prev == b'/' && is_dot_segment(&bytes[i..]) => return false,
+    let len = bytes.len();
+    if len < 8 {
+        return scan(bytes, merge_slashes);
+    }
+    let mut i = 0;
+    while i + 8 < len {
+        if suspect(word(bytes, i), word(bytes, i + 1)) {
+            return scan(bytes, merge_slashes);
+        }
+        i += 8;
+    }
+    // The last eight bytes (some seen already); the last one has nothing after it.
+    let w = word(bytes, len - 8);
+    !suspect(w, w >> 8) || scan(bytes, merge_slashes)
+}
+
+/// [`already_normal`] a byte at a time: one table lookup a byte; only a `/` leads to more.
+fn scan(bytes: &[u8], merge_slashes: bool) -> bool {
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        i += 1;
+        if !NOTABLE[usize::from(b)] {
+            continue;
+        }
+        if b != b'/' {
+            return false;
+        }
+        match bytes.get(i) {
+            Some(b'/') if merge_slashes => return false,
+            Some(b'.') if is_dot_segment(&bytes[i..]) => return false,
             _ => {}
         }
-        prev = b;
     }
     true
 }

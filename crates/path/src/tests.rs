@@ -132,3 +132,18 @@ fn the_result_is_idempotent_and_holds_no_dot_segment_or_double_slash() {
 fn paths_that_are_not_absolute_are_left_alone() {
     assert_eq!(norm("*").as_deref(), Ok("*"));
 }
+
+#[test]
+fn the_word_scan_agrees_with_the_byte_scan() {
+    let pieces = ["/", "a", ".", "..", "%", "\\", "x.y", ";", "é", "//", "/.", "abcdefg"];
+    // Every sequence of up to 5 pieces (249k paths), so each case sits at many offsets of a word.
+    let mut stack = vec![(String::new(), 0)];
+    while let Some((p, n)) = stack.pop() {
+        for merge in [true, false] {
+            assert_eq!(already_normal(p.as_bytes(), merge), scan(p.as_bytes(), merge), "{p:?} merge {merge}");
+        }
+        if n < 5 {
+            stack.extend(pieces.iter().map(|q| (format!("{p}{q}"), n + 1)));
+        }
+    }
+}

@@ -531,7 +531,7 @@ fn route<'s, B>(
             if snap.access_log.is_some() {
                 outcome.keyless_uri = Some(raw.path_and_query().map_or("/", |pq| pq.as_str()).to_string());
             }
-            *req.uri_mut() = raw;
+            *req.uri_mut() = *raw;
             Ok(route)
         }
     }

@@ -11,10 +11,11 @@ use http::Request;
 pub(crate) enum PathState {
     /// The path was normal already.
     Same,
-    /// The target now holds the normalized path; this is the client's.
+    /// The target now holds the normalized path; this is the client's (boxed: the state is
+    /// kept in every request's future, and nearly every request has `Same`).
     Normalized {
         /// The target as the client sent it.
-        raw: Uri,
+        raw: Box<Uri>,
     },
     /// The path cannot be made normal; the target is the client's.
     Refused(Rejected),
@@ -41,7 +42,7 @@ pub(crate) fn normalize<B>(req: &mut Request<B>, rules: Rules) -> PathState {
     let mut parts = uri.clone().into_parts();
     parts.path_and_query = Some(new_pq);
     match Uri::from_parts(parts) {
-        Ok(new) => PathState::Normalized { raw: std::mem::replace(req.uri_mut(), new) },
+        Ok(new) => PathState::Normalized { raw: Box::new(std::mem::replace(req.uri_mut(), new)) },
         Err(_) => PathState::Refused(Rejected::InvalidEscape),
     }
 }

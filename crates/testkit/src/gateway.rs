@@ -90,6 +90,24 @@ fn parse_listeners(v: &Value) -> BTreeMap<String, SocketAddr> {
         .unwrap_or_default()
 }
 
+/// `yaml` with `/metrics` and `/status` answered without a token (`admin.public`), as the tests
+/// read them, unless it says what is public itself; as it is when it is not YAML with an
+/// `admin` map.
+fn metrics_public(yaml: &str) -> String {
+    let Ok(mut doc) = serde_yaml::from_str::<serde_yaml::Value>(yaml) else { return yaml.to_string() };
+    let Some(admin) = doc.get_mut("admin").and_then(serde_yaml::Value::as_mapping_mut) else {
+        return yaml.to_string();
+    };
+    if admin.contains_key("public") {
+        return yaml.to_string();
+    }
+    admin.insert(
+        "public".into(),
+        serde_yaml::Value::Sequence(vec!["/healthz".into(), "/metrics".into(), "/status".into()]),
+    );
+    serde_yaml::to_string(&doc).unwrap_or_else(|_| yaml.to_string())
+}
+
 impl Gateway {
     /// Starts the binary named by `$GATEHOUSE_BIN` (or `gatehouse` next to the test executable's
     /// `deps` directory) with `yaml` as its configuration. See [`Gateway::start_with`].
@@ -108,7 +126,7 @@ impl Gateway {
         let bin = bin.as_ref();
         let dir = TempDir::new();
         let config = dir.join("gatehouse.yaml");
-        std::fs::write(&config, yaml).expect("write the configuration");
+        std::fs::write(&config, metrics_public(yaml)).expect("write the configuration");
         let mut child = Command::new(bin)
             .arg("run")
             .arg("--config")
@@ -226,7 +244,7 @@ impl Gateway {
 
     /// Replaces the configuration file (takes effect on [`Gateway::reload`]).
     pub fn write_config(&self, yaml: &str) {
-        std::fs::write(&self.config, yaml).expect("write the configuration");
+        std::fs::write(&self.config, metrics_public(yaml)).expect("write the configuration");
     }
 
     /// Sends `signal` (`HUP`, `TERM`, ...) with `kill`.
@@ -373,7 +391,7 @@ impl Gateway {
 
     /// The admin `/metrics` text.
     pub fn metrics(&self) -> String {
-        let resp = http_get(self.admin(), "admin", "/metrics", &[]);
+        let resp = http_get(self.admin(), "127.0.0.1", "/metrics", &[]);
         assert_eq!(resp.status, 200, "GET /metrics");
         resp.text()
     }

@@ -115,3 +115,96 @@ fn strangers_cannot_grow_the_audit_log_and_it_stays_bounded_and_paged() {
     let indexes: Vec<_> = older.iter().filter_map(|p| index(p)).collect();
     assert_eq!(indexes, ["36", "35", "34"], "{older:?}");
 }
+
+#[test]
+fn the_admin_listener_answers_its_own_names_and_shows_little_without_a_token() {
+    let (backend, dir) = (Backend::start("b"), TempDir::new());
+    // `public` written out, so the test kit leaves it as configured (the default).
+    let gw = node(&dir, &backend, "  public: [/healthz]\n  hosts: [gatehouse-admin.internal]\n");
+    let get = |host: &str, path: &str, token: Option<&str>| {
+        let auth = token.map(|t| format!("Bearer {t}"));
+        let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", a.as_str())).collect();
+        http_request(gw.admin(), "GET", host, path, &headers, b"").expect("request")
+    };
+    // DNS rebinding: a page on attacker.example whose name now resolves to 127.0.0.1 sends its
+    // own name as Host.
+    for host in ["attacker.example", "attacker.example:9080", "localhost.attacker.example"] {
+        for path in ["/healthz", "/metrics", "/api/v1/draft", "/console/"] {
+            let r = get(host, path, Some(crate::control::TOKEN));
+            assert_eq!(r.status, 421, "{host} {path}: {}", r.text());
+        }
+    }
+    let port = gw.admin().port();
+    for host in [
+        "127.0.0.1".to_string(),
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "[::1]:9".into(),
+        "gatehouse-admin.internal".into(),
+    ] {
+        assert_eq!(get(&host, "/healthz", None).status, 200, "{host}");
+    }
+    // Only /healthz without a token; /metrics and /status with one of either role.
+    for path in ["/metrics", "/status", "/api/v1/openapi.json"] {
+        let r = get("127.0.0.1", path, None);
+        assert_eq!((r.status, r.header("www-authenticate")), (401, Some("Bearer realm=\"gatehouse\"")), "{path}");
+        assert_eq!(get("127.0.0.1", path, Some(crate::control::TOKEN)).status, 200, "{path}");
+    }
+    assert!(get("127.0.0.1", "/metrics", Some(crate::control::TOKEN))
+        .text()
+        .contains("gatehouse_admin_unauthenticated_total 3"));
+}
+
+#[test]
+fn the_api_and_the_file_check_refuse_the_same_names_and_keys_alike() {
+    let (backend, dir) = (Backend::start("b"), TempDir::new());
+    let gw = node(&dir, &backend, "");
+    let api = Api::new(&gw);
+    let upstream = json!({ "targets": ["127.0.0.1:1"] });
+    let long = "a".repeat(129);
+    for (name, why) in [
+        ("..", "a name needs a letter, digit, `-` or `_`"),
+        (long.as_str(), "names are 1 to 128 characters long"),
+        ("a%20b", "names may use letters, digits, `-`, `_` and `.` only"),
+    ] {
+        let (status, body) =
+            api.call("PUT", &format!("/draft/upstreams/{name}"), Some(api.version()), upstream.clone());
+        assert_eq!(status, 422, "{name}: {body}");
+        assert_eq!(body["errors"][0]["message"], why, "{name}: {body}");
+        // The file check says the same of the same name.
+        let (ok, stderr) = crate::common::check(&format!(
+            "listeners: {{http: {{bind: \"127.0.0.1:0\"}}}}\nupstreams: {{\"{}\": {{targets: [\"127.0.0.1:1\"]}}}}\n",
+            name.replace("%20", " ")
+        ));
+        assert!(!ok && stderr.contains(if name == "a%20b" { "names may use letters" } else { why }), "{stderr}");
+    }
+    // An app key the file check refuses is refused before the API keeps only its hash.
+    let app = json!({ "key": "with space", "grants": { "api": null } });
+    let (status, body) = api.call("PUT", "/draft/apps/spaced", Some(api.version()), app);
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["errors"][0]["path"], "apps.spaced.key", "{body}");
+    assert_eq!(body["errors"][0]["message"], "letters, digits and `-._~+=!$'()*,;:@` only", "{body}");
+    assert!(!body.to_string().contains("with space"), "the key came back: {body}");
+}
+
+#[test]
+fn check_lists_the_document_s_and_the_files_errors_in_one_run() {
+    let (ok, stderr) = crate::common::check(
+        "listeners:\n  http: {bind: \"127.0.0.1:0\", backlg: 5}\n  h2: {bind: \"127.0.0.1:0\"}\n\
+         upstreams:\n  u: {targets: [\"127.0.0.1:1\"], balance: fastest}\n  v: {targets: [\"127.0.0.1:2\"], tls: {ca: /nonexistent/ca.pem}}\n\
+         sites:\n  s: {hosts: [\"*\"], client_auth: {ca: /nonexistent/client-ca.pem}, routes: [{path: api, upstream: u}, {path: /v, upstream: v}]}\n",
+    );
+    assert!(!ok);
+    let lines: Vec<&str> = stderr.lines().collect();
+    assert!(lines.last().is_some_and(|l| l.ends_with("has 5 error(s)")), "{stderr}");
+    for want in [
+        "listeners.http.backlg: unknown field",
+        "upstreams.u.balance: unknown variant",
+        "sites.s.routes[0].path: must start with `/`",
+        "sites.s.client_auth.ca: cannot read /nonexistent/client-ca.pem",
+        "upstreams.v: tls.ca: cannot read /nonexistent/ca.pem",
+    ] {
+        assert!(stderr.contains(want), "missing {want:?}: {stderr}");
+    }
+    assert!(!stderr.contains("unknown upstream") && !stderr.contains("at least one listener"), "{stderr}");
+}

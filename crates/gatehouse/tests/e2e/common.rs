@@ -109,7 +109,7 @@ pub fn counts(backends: &[&Backend]) -> Vec<usize> {
 /// covered by `reload::signals_right_after_ready_are_handled`. Tests about other things call this
 /// before their first signal so that they test their own subject.
 pub fn settled(gw: &Gateway) {
-    let status = gatehouse_testkit::http_get(gw.admin(), "admin", "/status", &[]);
+    let status = gatehouse_testkit::http_get(gw.admin(), "127.0.0.1", "/status", &[]);
     assert_eq!(status.status, 200, "admin /status: {status:?}");
 }
 

@@ -40,7 +40,7 @@ impl Api {
         if let Some(t) = &tag {
             headers.push(("if-match", t.as_str()));
         }
-        http_request(self.addr, method, "admin", &format!("/api/v1{path}"), &headers, body.as_bytes())
+        http_request(self.addr, method, "127.0.0.1", &format!("/api/v1{path}"), &headers, body.as_bytes())
             .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
 
@@ -93,7 +93,7 @@ fn drafts_become_revisions_that_release_roll_back_and_survive_a_restart() {
     let api = Api::new(&gw);
 
     // Tokens: none, unknown, read-only.
-    let r = http_request(gw.admin(), "GET", "admin", "/api/v1/draft", &[], b"").expect("request");
+    let r = http_request(gw.admin(), "GET", "127.0.0.1", "/api/v1/draft", &[], b"").expect("request");
     assert_eq!((r.status, r.header("www-authenticate")), (401, Some("Bearer realm=\"gatehouse\"")));
     assert_eq!(
         Api { addr: gw.admin(), token: "ops-token-7d1c0b".into() }.call("GET", "/draft", None, Value::Null).0,
@@ -375,7 +375,7 @@ fn the_admin_listener_can_require_client_certificates() {
     std::fs::write(&operator, clients.issue(&["alice.ops"], Algorithm::EcdsaP256, 30).expect("issue")).expect("write");
     let (a, dir) = (Backend::start("a"), TempDir::new());
     let tls = format!(
-        "  tls: {{cert: \"{0}\", key: \"{0}\", client_ca: \"{1}\"}}\n",
+        "  hosts: [admin.test]\n  tls: {{cert: \"{0}\", key: \"{0}\", client_ca: \"{1}\"}}\n",
         server.display(),
         pki.dir.join("operators.pem").display()
     );

@@ -172,7 +172,7 @@ fn nodes_keep_serving_while_redis_is_away_and_follow_again_when_it_returns_empty
     let (s, e) = api.call("GET", "/revisions", None, Value::Null);
     assert_eq!(s, 503, "{e}");
     assert!(e["error"].as_str().is_some_and(|m| m.contains("unavailable")), "{e}");
-    let status = gatehouse_testkit::http_get(n1.admin(), "admin", "/status", &[]);
+    let status = gatehouse_testkit::http_get(n1.admin(), "127.0.0.1", "/status", &[]);
     assert_eq!(status.status, 200);
 
     // Redis back, empty: the nodes keep revision 1 (nothing is released any more); a new

@@ -144,8 +144,10 @@ fn every_operation_answers_as_the_openapi_document_says() {
         dir.join("control").display(),
         targets(&[&a])
     ));
-    let spec = http_request(gw.admin(), "GET", "admin", "/api/v1/openapi.json", &[], b"").expect("openapi");
-    assert_eq!(spec.status, 200, "served without a token");
+    let auth = format!("Bearer {}", crate::control::TOKEN);
+    let spec = http_request(gw.admin(), "GET", "127.0.0.1", "/api/v1/openapi.json", &[("authorization", &auth)], b"")
+        .expect("openapi");
+    assert_eq!(spec.status, 200, "served with a token");
     let doc: Value = serde_json::from_slice(&spec.body).expect("the document is JSON");
     let mut k = Contract { doc, api: Api::new(&gw), seen: BTreeSet::new() };
     k.check("GET", "/openapi.json", &spec);
@@ -155,7 +157,7 @@ fn every_operation_answers_as_the_openapi_document_says() {
     assert_eq!(http_request(gw.addr("http"), "GET", HOST, "/", &[], b"").expect("traffic").status, 200);
     let (s, stats) = k.call("GET", "/stats", None, "");
     assert_eq!((s, stats["requests"]["2xx"].as_u64()), (200, Some(1)), "{stats}");
-    let unauth = http_request(gw.admin(), "GET", "admin", "/api/v1/status", &[], b"").expect("status");
+    let unauth = http_request(gw.admin(), "GET", "127.0.0.1", "/api/v1/status", &[], b"").expect("status");
     assert_eq!(k.check("GET", "/status", &unauth).0, 401);
 
     let (_, draft) = k.call("GET", "/draft", None, "");

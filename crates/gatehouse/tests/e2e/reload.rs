@@ -130,7 +130,7 @@ fn a_reload_that_cannot_bind_keeps_everything_running() {
     assert!(ev["errors"].to_string().contains(&a.addr().to_string()), "the error names the address: {ev}");
     assert_eq!(gw.generation(), 1);
     assert_eq!(http_get(http, HOST, "/", &[]).status, 200, "the running listener was lost");
-    let status = http_get(gw.admin(), "admin", "/status", &[]);
+    let status = http_get(gw.admin(), "127.0.0.1", "/status", &[]);
     let doc: serde_json::Value = serde_json::from_slice(&status.body).expect("/status is JSON");
     assert_eq!(doc["generation"], 1, "{doc}");
     assert_eq!(doc["listeners"]["http"], http.to_string(), "{doc}");

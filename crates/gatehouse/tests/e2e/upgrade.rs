@@ -28,7 +28,7 @@ fn binary_upgrades_under_load_lose_no_request() {
         pids.push(gw.pid());
         assert_eq!(gw.addr("http"), port, "upgrade {i} moved the listener");
         assert_eq!(gw.admin(), admin, "upgrade {i} moved the admin listener");
-        let status = http_get(admin, "admin", "/status", &[]);
+        let status = http_get(admin, "127.0.0.1", "/status", &[]);
         assert_eq!(status.status, 200);
         let doc: serde_json::Value = serde_json::from_str(&status.text()).expect("status JSON");
         assert_eq!(doc["pid"], gw.pid(), "the admin socket is served by the new process: {doc}");

@@ -24,6 +24,10 @@ pub(super) fn start(
         dns: control.discovery.stats(),
         status: control.status.clone(),
         api: admin_api(a, config, control)?,
+        exposure: admin::Exposure {
+            hosts: a.hosts.iter().map(|h| h.to_ascii_lowercase()).collect(),
+            public: a.public.clone(),
+        },
     };
     let tls = a.tls.as_ref().map(crate::tls::admin_server_config).transpose()?;
     control.other_tasks.push(tokio::spawn(admin::serve(l, Arc::new(state), tls)));
