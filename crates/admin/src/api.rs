@@ -50,7 +50,12 @@ pub struct Api {
     pub file_roots: Vec<std::path::PathBuf>,
     /// Calls without an accepted token: counted, logged at a bounded rate, never audited.
     pub refused: Refused,
+    /// With `admin.app_keys: hmac`, an app key's `key_hmac` under the cluster secret.
+    pub app_key_mac: Option<AppKeyMac>,
 }
+
+/// An app key's digest under the cluster secret (`Cluster::app_key_mac`).
+pub type AppKeyMac = Arc<dyn Fn(&[u8]) -> [u8; 32] + Send + Sync>;
 
 /// Calls refused for want of an accepted token. They are not audited, so that nobody without a
 /// token can grow the audit log; they are counted, and logged at most once per [`Refused::EVERY`]

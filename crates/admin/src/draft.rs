@@ -9,6 +9,30 @@ use gatehouse_control::document;
 use http::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
+/// Each app key in `doc` replaced by its `key_hmac` (`admin.app_keys: hmac`), once its
+/// characters are checked as the file check does.
+fn mac_app_keys(doc: &mut Value, mac: &(dyn Fn(&[u8]) -> [u8; 32] + Send + Sync)) -> Result<(), ApiError> {
+    let apps = doc.get_mut("apps").and_then(Value::as_object_mut).into_iter().flatten();
+    let mut errors = Vec::new();
+    for (id, app) in apps {
+        let Some(app) = app.as_object_mut() else { continue };
+        let Some(Value::String(key)) = app.get("key") else { continue };
+        if let Err(e) = gatehouse_config::check_app_key(key) {
+            errors.push(field(&format!("apps.{id}.key"), e.to_string()));
+            continue;
+        }
+        let hex: String = mac(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        app.remove("key");
+        app.remove("key_sha256");
+        app.insert("key_hmac".into(), json!(hex));
+    }
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid(errors))
+    }
+}
+
 fn section_of(s: &str) -> Result<&str, ApiError> {
     PUBLISHED_SECTIONS.iter().find(|p| **p == s).copied().ok_or_else(|| {
         ApiError::not_found(format!("no section `{s}`; expected one of {}", PUBLISHED_SECTIONS.join(", ")))
@@ -116,6 +140,9 @@ impl Api {
         }
         let mut doc = draft.document.clone();
         let mut audit = f(&mut doc)?;
+        if let Some(mac) = &self.app_key_mac {
+            mac_app_keys(&mut doc, mac.as_ref())?;
+        }
         let doc = document::normalise(doc, Some(&draft.document)).map_err(ApiError::invalid)?;
         // Before validation, which reads the files.
         super::draft_files::check(&draft.document, &doc, &self.file_roots)?;

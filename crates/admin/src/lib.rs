@@ -14,7 +14,7 @@ mod http_util;
 mod metrics;
 mod stats;
 
-pub use api::Api;
+pub use api::{Api, AppKeyMac};
 pub use auth::{Audit, Tokens};
 pub use certs::CertStore;
 pub use metrics::{render_dns, render_metrics, render_tls};

@@ -102,6 +102,8 @@ pub struct Cluster {
     certificates: LessSafeKey,
     revisions: LessSafeKey,
     ids: hmac::Key,
+    /// Digests of app keys (`key_hmac`).
+    app_keys: hmac::Key,
     rng: SystemRandom,
     stats: Arc<RedisStats>,
     last_log_ms: AtomicU64,
@@ -151,6 +153,9 @@ impl Cluster {
             certificates: derive(secret, b"certificates")?,
             revisions: derive(secret, b"revisions")?,
             ids: hmac::Key::from(ids_okm),
+            app_keys: hmac::Key::from(
+                ids_prk.expand(&[b"app keys"], hmac::HMAC_SHA256).map_err(|_| ClusterError::KeyDerivation)?,
+            ),
             rng: SystemRandom::new(),
             stats,
             last_log_ms: AtomicU64::new(0),
@@ -261,6 +266,15 @@ impl Cluster {
     pub fn late_write_wait(&self) -> Duration {
         Duration::from_micros(self.latency_ewma_us.load(Relaxed).saturating_mul(2))
             .clamp(LATE_WRITE_WAIT_MIN, LATE_WRITE_WAIT_MAX)
+    }
+
+    /// An app key's `key_hmac`: HMAC-SHA-256 under a key of its own derived from the cluster
+    /// secret, so a stored digest says nothing about a key without the secret.
+    pub fn app_key_mac(&self, key: &[u8]) -> [u8; 32] {
+        let tag = hmac::sign(&self.app_keys, key);
+        let mut out = [0u8; 32];
+        out.copy_from_slice(tag.as_ref());
+        out
     }
 
     /// `id` under the cluster's keyed hash (HMAC-SHA-256, truncated to 128 bits), so an id a

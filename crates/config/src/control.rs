@@ -44,6 +44,21 @@ pub struct Admin {
     /// Paths answered without a token; the others of [`PUBLIC_PATHS`] need one (any role).
     #[serde(default = "public_default")]
     pub public: Vec<String>,
+    /// How an app key given to the API is kept: `sha256` (`key_sha256`) or `hmac` (`key_hmac`,
+    /// under the cluster secret).
+    #[serde(default)]
+    pub app_keys: AppKeyDigest,
+}
+
+/// How the admin API keeps the app keys it is given.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AppKeyDigest {
+    /// Its SHA-256 (`key_sha256`): safe for keys of high entropy only.
+    #[default]
+    Sha256,
+    /// Its HMAC-SHA-256 under the cluster secret (`key_hmac`).
+    Hmac,
 }
 
 /// The admin paths that may be answered without a token (`admin.public`).
@@ -179,6 +194,9 @@ pub(crate) fn validate(c: &crate::Config, err: &mut impl FnMut(String, String)) 
         }
         if a.max_body.0 < 1024 {
             err("admin.max_body".into(), "must be at least 1k".into());
+        }
+        if a.app_keys == AppKeyDigest::Hmac && c.redis.is_none() {
+            err("admin.app_keys".into(), "`hmac` needs the cluster secret (`redis.secret_file`)".into());
         }
         for (i, p) in a.public.iter().enumerate() {
             if !PUBLIC_PATHS.contains(&p.as_str()) {

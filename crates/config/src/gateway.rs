@@ -320,9 +320,14 @@ pub struct App {
     /// The app key, as callers send it.
     #[serde(default)]
     pub key: Option<String>,
-    /// The SHA-256 of the app key in hex, so the file need not hold the key itself.
+    /// The SHA-256 of the app key in hex, so the file need not hold the key itself. Safe only
+    /// for keys of high entropy: a guessable key is found from its digest offline.
     #[serde(default)]
     pub key_sha256: Option<String>,
+    /// The HMAC-SHA-256 of the app key under a key derived from the cluster secret
+    /// (`redis.secret_file`), in hex: a leaked file or revision reveals nothing without the secret.
+    #[serde(default)]
+    pub key_hmac: Option<String>,
     /// Shared secret: the HS256 key of JWTs the app signs (when `jwt_keys` does not list one).
     #[serde(default)]
     pub secret: Option<String>,

@@ -67,8 +67,18 @@ pub(crate) fn validate(c: &Config, unread: &crate::schema::Unread, err: &mut imp
     let mut keys: HashMap<&str, &str> = HashMap::new();
     for (name, app) in &c.apps {
         let p = format!("apps.{name}");
+        if [app.key.is_some(), app.key_sha256.is_some(), app.key_hmac.is_some()].iter().filter(|s| **s).count() > 1 {
+            err(p.clone(), "set one of `key`, `key_sha256` and `key_hmac`".into());
+        } else if let Some(h) = &app.key_hmac {
+            if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                err(format!("{p}.key_hmac"), "64 hexadecimal digits expected".into());
+            }
+            if c.redis.is_none() {
+                err(format!("{p}.key_hmac"), "needs the cluster secret (`redis.secret_file`)".into());
+            }
+        }
         match (&app.key, &app.key_sha256) {
-            (Some(_), Some(_)) => err(p.clone(), "set `key` or `key_sha256`, not both".into()),
+            (Some(_), Some(_)) => {}
             (Some(k), None) => {
                 if let Err(e) = check_app_key(k) {
                     err(format!("{p}.key"), e.to_string());
@@ -83,10 +93,13 @@ pub(crate) fn validate(c: &Config, unread: &crate::schema::Unread, err: &mut imp
             }
             (None, None) => {}
         }
-        let has_credentials =
-            app.key.is_some() || app.key_sha256.is_some() || app.secret.is_some() || !app.jwt_keys.is_empty();
+        let has_credentials = app.key.is_some()
+            || app.key_sha256.is_some()
+            || app.key_hmac.is_some()
+            || app.secret.is_some()
+            || !app.jwt_keys.is_empty();
         if !has_credentials {
-            err(p.clone(), "no credentials: set key, key_sha256, secret or jwt_keys".into());
+            err(p.clone(), "no credentials: set key, key_sha256, key_hmac, secret or jwt_keys".into());
         }
         if app.secret.as_deref() == Some("") {
             err(format!("{p}.secret"), "must not be empty".into());

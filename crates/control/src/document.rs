@@ -177,7 +177,7 @@ pub fn normalise(document: Value, current: Option<&Value>) -> Result<Value, Vec<
 
 /// The draft never holds an app key, only its hash; the gateway looks such apps up by hash.
 fn hash_app_key(app: &mut Map<String, Value>) {
-    if app.contains_key("key_sha256") {
+    if app.contains_key("key_sha256") || app.contains_key("key_hmac") {
         return;
     }
     if let Some(Value::String(key)) = app.remove("key") {

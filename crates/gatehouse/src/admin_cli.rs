@@ -80,6 +80,22 @@ pub enum AdminCommand {
         /// Revision number.
         revision: u64,
     },
+    /// Make a new app key: 256 random bits, base64url (43 characters), printed once. With
+    /// `--app`, also give it to that app in the draft (creating the app), where only its hash is
+    /// kept; without, nothing is sent anywhere.
+    NewKey {
+        /// The app to give the key to.
+        #[arg(long)]
+        app: Option<String>,
+    },
+}
+
+/// A new app key: 32 bytes from the system's generator, base64url without padding (letters,
+/// digits, `-` and `_`: usable in a header, a query string and a path segment alike).
+fn new_app_key() -> Result<String, String> {
+    let mut bytes = [0u8; 32];
+    aws_lc_rs::rand::fill(&mut bytes).map_err(|_| "the system's random generator failed".to_string())?;
+    Ok(data_encoding::BASE64URL_NOPAD.encode(&bytes))
 }
 
 struct Client {
@@ -171,6 +187,11 @@ fn opt(v: &Value) -> String {
 
 /// Runs one admin command.
 pub fn run(target: &Target, command: AdminCommand) -> Result<(), String> {
+    if let AdminCommand::NewKey { app: None } = command {
+        // Made here, sent nowhere: no admin listener needed.
+        println!("{}", new_app_key()?);
+        return Ok(());
+    }
     let client = Client::new(target)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async move {
@@ -297,6 +318,20 @@ pub fn run(target: &Target, command: AdminCommand) -> Result<(), String> {
                     .ok("POST", &format!("/revisions/{revision}/stage"), None, Some(json!({ "label": label })))
                     .await?;
                 println!("staged {revision} to {label}");
+            }
+            AdminCommand::NewKey { app: None } => println!("{}", new_app_key()?),
+            AdminCommand::NewKey { app: Some(app) } => {
+                let key = new_app_key()?;
+                let (draft, version) = client.ok("GET", "/draft", None, None).await?;
+                let mut entry = draft["document"]["apps"].get(&app).cloned().unwrap_or_else(|| json!({}));
+                if let Some(fields) = entry.as_object_mut() {
+                    fields.remove("key_sha256");
+                    fields.insert("key".into(), json!(key));
+                }
+                client.ok("PUT", &format!("/draft/apps/{app}"), version, Some(entry)).await?;
+                // The one time the key is shown: the draft keeps its hash only.
+                println!("{key}");
+                eprintln!("app `{app}` has a new key in the draft (commit and release to use it)");
             }
             AdminCommand::Unstage { label } => {
                 client.ok("DELETE", &format!("/stages/{label}"), None, None).await?;

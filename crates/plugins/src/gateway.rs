@@ -85,6 +85,9 @@ pub(crate) struct KeyIndex {
     /// By the keyed hash, which needs no hashing again.
     plain: HashMap<u64, Vec<KeyedApp>, BuildHasherDefault<Prehashed>>,
     digests: HashMap<[u8; 32], Arc<AppEntry>>,
+    /// By `key_hmac`, under the cluster's key (none offline: such apps are then never found).
+    macs: HashMap<[u8; 32], Arc<AppEntry>>,
+    cluster: Option<Arc<gatehouse_cluster::Cluster>>,
 }
 
 impl KeyIndex {
@@ -107,16 +110,33 @@ impl KeyIndex {
         self.digests.insert(digest, app.clone()).map(|other| other.id.clone())
     }
 
+    /// Adds a key by its `key_hmac`; returns the app that already has that key.
+    fn add_mac(&mut self, mac: [u8; 32], app: &Arc<AppEntry>) -> Option<Arc<str>> {
+        if let Some(c) = &self.cluster {
+            let plain = self.plain.values().flatten().find(|(k, _)| c.app_key_mac(k) == mac);
+            if let Some((_, other)) = plain {
+                return Some(other.id.clone());
+            }
+        }
+        self.macs.insert(mac, app.clone()).map(|other| other.id.clone())
+    }
+
     fn find(&self, key: &[u8]) -> Option<&Arc<AppEntry>> {
         let h = self.hasher.hash_one(key);
         let found = self.plain.get(&h).and_then(|candidates| {
             candidates.iter().find(|(k, _)| verify_slices_are_equal(k, key).is_ok()).map(|(_, app)| app)
         });
-        match found {
-            Some(app) => Some(app),
-            None if !self.digests.is_empty() => self.digests.get(&key_digest(key)),
-            None => None,
+        if found.is_some() {
+            return found;
         }
+        let by_digest = match self.digests.is_empty() {
+            true => None,
+            false => self.digests.get(&key_digest(key)),
+        };
+        if self.macs.is_empty() {
+            return by_digest;
+        }
+        by_digest.or_else(|| self.macs.get(&self.cluster.as_ref()?.app_key_mac(key)))
     }
 }
 
@@ -229,13 +249,20 @@ impl Gateway {
                 grants: grants.into(),
                 jwt_keys: unnamed.into(),
             });
-            let clash = match (&app.key, &app.key_sha256) {
-                (Some(k), _) => gw.keys.add_plain(k.as_bytes(), &entry),
-                (None, Some(hex)) => gw.keys.add_digest(
+            let clash = match (&app.key, &app.key_sha256, &app.key_hmac) {
+                (Some(k), _, _) => gw.keys.add_plain(k.as_bytes(), &entry),
+                (None, Some(hex), _) => gw.keys.add_digest(
                     parse_sha256_hex(hex).ok_or_else(|| GatewayError::KeySha256NotHex { app: app_id() })?,
                     &entry,
                 ),
-                (None, None) => None,
+                (None, None, Some(hex)) => {
+                    gw.keys.cluster.clone_from(&registry.redis);
+                    gw.keys.add_mac(
+                        parse_sha256_hex(hex).ok_or_else(|| GatewayError::KeySha256NotHex { app: app_id() })?,
+                        &entry,
+                    )
+                }
+                (None, None, None) => None,
             };
             if let Some(other) = clash {
                 return Err(GatewayError::SameKey { app: app_id(), other });

@@ -208,3 +208,54 @@ fn check_lists_the_document_s_and_the_files_errors_in_one_run() {
     }
     assert!(!stderr.contains("unknown upstream") && !stderr.contains("at least one listener"), "{stderr}");
 }
+
+#[test]
+fn new_app_keys_have_256_bits_and_the_draft_keeps_only_their_hash() {
+    let (backend, dir) = (Backend::start("b"), TempDir::new());
+    let gw = node(&dir, &backend, "");
+    let api = Api::new(&gw);
+    let (ok, out, err) = crate::control::admin_cli(&gw, &["new-key", "--app", "shop"]);
+    assert!(ok, "{err}");
+    let key = out.trim();
+    assert_eq!(key.len(), 43, "{key}");
+    assert!(key.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'), "{key}");
+    let (_, shop) = api.call("GET", "/draft/apps/shop", None, Value::Null);
+    assert_eq!(shop["key_sha256"], gatehouse_control::document::sha256_hex(key.as_bytes()), "{shop}");
+    assert!(!shop.to_string().contains(key), "{shop}");
+    // Again: another key replaces it; without --app nothing is sent.
+    let (ok, again, _) = crate::control::admin_cli(&gw, &["new-key", "--app", "shop"]);
+    assert!(ok && again.trim() != key);
+    let version = api.version();
+    let (ok, local, _) = crate::control::admin_cli(&gw, &["new-key"]);
+    assert!(ok && local.trim().len() == 43 && local.trim() != key);
+    assert_eq!(api.version(), version, "new-key without --app changed the draft");
+}
+
+#[test]
+fn app_keys_can_be_kept_as_hmacs_under_the_cluster_secret() {
+    let cluster = crate::common::Cluster::new();
+    let gw = start(&format!(
+        "workers: 1\n{}{}control: {{dir: \"{}\"}}\nnode: {{id: solo}}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  u: {{targets: {}}}\nservices:\n  api: {{path: /api, upstream: u, auth: app_key}}\n",
+        admin_section("  app_keys: hmac\n"),
+        cluster.redis_section(),
+        cluster.dir.join("control").display(),
+        targets(&[&cluster.backend])
+    ));
+    let api = Api::new(&gw);
+    let (ok, out, err) = crate::control::admin_cli(&gw, &["new-key", "--app", "shop"]);
+    assert!(ok, "{err}");
+    let key = out.trim().to_string();
+    let (_, shop) = api.call("GET", "/draft/apps/shop", None, Value::Null);
+    let mac = shop["key_hmac"].as_str().expect("key_hmac").to_string();
+    assert_eq!(mac.len(), 64, "{shop}");
+    assert!(shop.get("key_sha256").is_none() && shop.get("key").is_none(), "{shop}");
+    assert_ne!(mac, gatehouse_control::document::sha256_hex(key.as_bytes()), "a plain SHA-256");
+    // Granted, released: the key opens the service; another does not.
+    let app = json!({ "key_hmac": mac, "grants": { "api": null } });
+    assert_eq!(api.call("PUT", "/draft/apps/shop", Some(api.version()), app).0, 200);
+    let n = api.commit("shop gets a key kept as an HMAC");
+    assert_eq!(api.call("POST", &format!("/revisions/{n}/release"), None, Value::Null).0, 200);
+    let get = |k: &str| gatehouse_testkit::http_get(gw.addr("http"), "app.test", "/api/x", &[("x-app-key", k)]).status;
+    gatehouse_testkit::wait_until(std::time::Duration::from_secs(30), || (get(&key) == 200).then_some(()));
+    assert_eq!(get("another-key-0123456789"), 401);
+}

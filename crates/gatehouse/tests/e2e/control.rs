@@ -265,7 +265,7 @@ fn certificates_uploaded_through_the_api_serve_at_once_and_bad_ones_are_refused(
 }
 
 /// Runs `gatehouse admin ARGS` against `gw`; returns success, stdout and stderr.
-fn admin_cli(gw: &Gateway, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn admin_cli(gw: &Gateway, args: &[&str]) -> (bool, String, String) {
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
         .arg("admin")
         .args(args)

@@ -117,5 +117,12 @@ fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) ->
         poll_interval: config.control.poll_interval.0,
         file_roots: file_roots(a, config, control.path.as_deref()),
         refused: Default::default(),
+        app_key_mac: match (a.app_keys, control.tls.cluster()) {
+            (gatehouse_config::AppKeyDigest::Hmac, Some(c)) => {
+                let c = c.clone();
+                Some(Arc::new(move |key: &[u8]| c.app_key_mac(key)))
+            }
+            _ => None,
+        },
     })))
 }
