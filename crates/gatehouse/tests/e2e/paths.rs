@@ -109,6 +109,8 @@ struct Files {
     nginx: Nginx,
     gw: Gateway,
     pki: Pki,
+    /// Holds the gateway's JSON access log.
+    logs: gatehouse_testkit::TempDir,
 }
 
 impl Files {
@@ -126,16 +128,18 @@ impl Files {
         }
         let pki = Pki::new();
         let cert = pki.issue(&[HOST], Algorithm::EcdsaP256, "files.pem", None);
+        let logs = gatehouse_testkit::TempDir::new();
         let yaml = format!(
-            "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\n\
+            "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\naccess_log: {{path: \"{}\", format: json}}\ntls:\n{}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true}}\n\
              upstreams:\n  www: {{targets: [\"127.0.0.1:{}\"]}}\n\
              services:\n\
              \x20 files: {{path: /files, upstream: www, acl: {{deny: [{{paths: [\"/admin/**\"]}}]}}}}\n\
              \x20 open: {{path: /open, upstream: www, acl: {{allow: [{{paths: [\"/public/**\"]}}]}}}}\n",
+            logs.join("access.log").display(),
             certificates(&[&cert]),
             nginx.port(0),
         );
-        Files { gw: start(&yaml), nginx, pki }
+        Files { gw: start(&yaml), nginx, pki, logs }
     }
 
     /// What nginx answered, as `status request_uri` lines.
@@ -233,6 +237,15 @@ fn allowed_paths_reach_the_backend_normalized_with_the_query_as_sent() {
         runs.iter().flat_map(|_| ALLOWED.iter().map(|(_, seen)| format!("200 {seen}"))).collect();
     want.sort();
     assert_eq!(log, want);
+    // The access log shows the path every stage judged, as the backend got it (prefix and all).
+    let lines = crate::common::access_log_lines(&files.logs.join("access.log"), ALLOWED.len() * runs.len());
+    let mut logged: Vec<String> = lines.iter().map(|l| l["uri"].as_str().unwrap_or("").to_string()).collect();
+    logged.sort();
+    logged.dedup();
+    let mut normalized: Vec<&str> =
+        vec!["/files/public/index.txt", "/open/public/index.txt?q=%2e%2e/../x", "/open/public/a%20b.txt"];
+    normalized.sort();
+    assert_eq!(logged, normalized);
 }
 
 #[test]
