@@ -11,6 +11,8 @@ use std::sync::Arc;
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum GatewayError {
+    /// Several apps' keys could not be read or used, each its own error (one a line).
+    Several(Vec<GatewayError>),
     /// An app is granted a service that does not exist.
     UnknownService {
         /// The app.
@@ -133,6 +135,15 @@ pub enum GatewayError {
 impl fmt::Display for GatewayError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
+            GatewayError::Several(all) => {
+                for (i, e) in all.iter().enumerate() {
+                    if i > 0 {
+                        writeln!(f)?;
+                    }
+                    write!(f, "{e}")?;
+                }
+                Ok(())
+            }
             GatewayError::UnknownService { app, service } => write!(f, "apps.{app}: unknown service `{service}`"),
             GatewayError::UnknownPlan { app, plan } => write!(f, "apps.{app}: unknown plan `{plan}`"),
             GatewayError::Secret { app, source } => write!(f, "apps.{app}.secret: {source}"),

@@ -189,6 +189,9 @@ impl Gateway {
         let index: HashMap<&str, usize> = config.services.keys().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
 
         let mut gw = Gateway::default();
+        // Key material comes from files: every app's failures are gathered, so one run names
+        // every unreadable key.
+        let mut key_errors = Vec::new();
         for (id, app) in &config.apps {
             let app_id = || id.clone();
             let mut grants = vec![None; index.len()];
@@ -207,39 +210,13 @@ impl Gateway {
                 };
                 grants[i] = Some(plan);
             }
-            let mut unnamed = Vec::new();
-            let mut named = Vec::new();
-            if let Some(secret) = &app.secret {
-                unnamed.push(
-                    VerifyKey::hmac(secret.as_bytes())
-                        .map_err(|source| GatewayError::Secret { app: app_id(), source })?,
-                );
-            }
-            for (i, k) in app.jwt_keys.iter().enumerate() {
-                let alg: Algorithm = k.alg.parse().map_err(|_| GatewayError::UnsupportedAlgorithm {
-                    app: app_id(),
-                    key: i,
-                    alg: k.alg.clone(),
-                })?;
-                let key = match (alg, &k.secret, &k.public_key) {
-                    (Algorithm::Hs256, Some(s), None) => VerifyKey::hmac(s.as_bytes()),
-                    (Algorithm::Rs256 | Algorithm::Es256, None, Some(path)) => {
-                        let pem = gatehouse_files::read(path).map_err(|source| GatewayError::ReadPublicKey {
-                            app: app_id(),
-                            key: i,
-                            path: path.clone(),
-                            source,
-                        })?;
-                        VerifyKey::from_pem(alg, &pem)
-                    }
-                    _ => return Err(GatewayError::KeyMaterial { app: app_id(), key: i }),
+            let (unnamed, named) = match verify_keys(id, app) {
+                Ok(keys) => keys,
+                Err(errors) => {
+                    key_errors.extend(errors);
+                    continue;
                 }
-                .map_err(|source| GatewayError::JwtKey { app: app_id(), key: i, source })?;
-                match &k.kid {
-                    Some(kid) => named.push((kid.clone(), key)),
-                    None => unnamed.push(key),
-                }
-            }
+            };
             let entry = Arc::new(AppEntry {
                 id: id.as_str().into(),
                 id_value: HeaderValue::try_from(id.as_str())
@@ -272,6 +249,11 @@ impl Gateway {
             }
             gw.by_id.insert(entry.id.clone(), entry);
         }
+        match key_errors.len() {
+            0 => {}
+            1 => return Err(key_errors.remove(0)),
+            _ => return Err(GatewayError::Several(key_errors)),
+        }
         for (i, (name, s)) in config.services.iter().enumerate() {
             let in_service = |e| GatewayError::Service { service: name.clone(), source: Box::new(e) };
             let plugins = plugin_set(registry, &format!("service.{name}"), &s.acl, &s.rate_limits, &s.headers)
@@ -280,6 +262,51 @@ impl Gateway {
             gw.services.insert(name.clone(), Arc::new(gate));
         }
         Ok(gw)
+    }
+}
+
+/// The keys that verify app `id`'s JWTs: those without a `kid` (its `secret` first), and those
+/// with one. Every key that cannot be read or used is an error of its own.
+type AppKeys = (Vec<VerifyKey>, Vec<(String, VerifyKey)>);
+
+fn verify_keys(id: &str, app: &gatehouse_config::App) -> Result<AppKeys, Vec<GatewayError>> {
+    let app_id = || id.to_string();
+    let (mut unnamed, mut named, mut errors) = (Vec::new(), Vec::new(), Vec::new());
+    if let Some(secret) = &app.secret {
+        match VerifyKey::hmac(secret.as_bytes()) {
+            Ok(k) => unnamed.push(k),
+            Err(source) => errors.push(GatewayError::Secret { app: app_id(), source }),
+        }
+    }
+    for (i, k) in app.jwt_keys.iter().enumerate() {
+        let Ok(alg) = k.alg.parse::<Algorithm>() else {
+            errors.push(GatewayError::UnsupportedAlgorithm { app: app_id(), key: i, alg: k.alg.clone() });
+            continue;
+        };
+        let key = match (alg, &k.secret, &k.public_key) {
+            (Algorithm::Hs256, Some(s), None) => VerifyKey::hmac(s.as_bytes()),
+            (Algorithm::Rs256 | Algorithm::Es256, None, Some(path)) => match gatehouse_files::read(path) {
+                Ok(pem) => VerifyKey::from_pem(alg, &pem),
+                Err(source) => {
+                    errors.push(GatewayError::ReadPublicKey { app: app_id(), key: i, path: path.clone(), source });
+                    continue;
+                }
+            },
+            _ => {
+                errors.push(GatewayError::KeyMaterial { app: app_id(), key: i });
+                continue;
+            }
+        };
+        match (key, &k.kid) {
+            (Ok(key), Some(kid)) => named.push((kid.clone(), key)),
+            (Ok(key), None) => unnamed.push(key),
+            (Err(source), _) => errors.push(GatewayError::JwtKey { app: app_id(), key: i, source }),
+        }
+    }
+    if errors.is_empty() {
+        Ok((unnamed, named))
+    } else {
+        Err(errors)
     }
 }
 

@@ -259,3 +259,23 @@ fn app_keys_can_be_kept_as_hmacs_under_the_cluster_secret() {
     gatehouse_testkit::wait_until(std::time::Duration::from_secs(30), || (get(&key) == 200).then_some(()));
     assert_eq!(get("another-key-0123456789"), 401);
 }
+
+#[test]
+fn check_names_every_unreadable_key_file() {
+    let (ok, stderr) = crate::common::check(
+        "listeners: {http: {bind: \"127.0.0.1:0\"}}\nupstreams: {u: {targets: [\"127.0.0.1:1\"]}}\n\
+         sites: {s: {hosts: [\"*\"], routes: [{path: x, upstream: u}]}}\n\
+         services: {api: {path: /api, upstream: u, auth: jwt}}\n\
+         apps:\n  a: {jwt_keys: [{alg: ES256, public_key: /nonexistent/a.pem}, {alg: RS256, public_key: /dev/zero}], grants: {api: ~}}\n  b: {jwt_keys: [{alg: ES256, public_key: /nonexistent/b.pem}], grants: {api: ~}}\n",
+    );
+    assert!(!ok);
+    for want in [
+        "sites.s.routes[0].path: must start with `/`",
+        "apps.a.jwt_keys[0].public_key: cannot read /nonexistent/a.pem",
+        "apps.a.jwt_keys[1].public_key: cannot read /dev/zero: not a regular file",
+        "apps.b.jwt_keys[0].public_key: cannot read /nonexistent/b.pem",
+    ] {
+        assert!(stderr.contains(want), "missing {want:?}: {stderr}");
+    }
+    assert!(stderr.lines().last().is_some_and(|l| l.ends_with("has 4 error(s)")), "{stderr}");
+}
