@@ -54,8 +54,8 @@ pub struct Api {
     pub app_key_mac: Option<AppKeyMac>,
 }
 
-/// An app key's digest under the cluster secret (`Cluster::app_key_mac`).
-pub type AppKeyMac = Arc<dyn Fn(&[u8]) -> [u8; 32] + Send + Sync>;
+/// An app key's `key_hmac`, in hex, under the cluster secret (`Cluster::app_key_mac`).
+pub type AppKeyMac = Arc<dyn Fn(&[u8]) -> String + Send + Sync>;
 
 /// Calls refused for want of an accepted token. They are not audited, so that nobody without a
 /// token can grow the audit log; they are counted, and logged at most once per [`Refused::EVERY`]

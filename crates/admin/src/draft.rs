@@ -11,7 +11,7 @@ use serde_json::{json, Map, Value};
 
 /// Each app key in `doc` replaced by its `key_hmac` (`admin.app_keys: hmac`), once its
 /// characters are checked as the file check does.
-fn mac_app_keys(doc: &mut Value, mac: &(dyn Fn(&[u8]) -> [u8; 32] + Send + Sync)) -> Result<(), ApiError> {
+fn mac_app_keys(doc: &mut Value, mac: &(dyn Fn(&[u8]) -> String + Send + Sync)) -> Result<(), ApiError> {
     let apps = doc.get_mut("apps").and_then(Value::as_object_mut).into_iter().flatten();
     let mut errors = Vec::new();
     for (id, app) in apps {
@@ -21,10 +21,10 @@ fn mac_app_keys(doc: &mut Value, mac: &(dyn Fn(&[u8]) -> [u8; 32] + Send + Sync)
             errors.push(field(&format!("apps.{id}.key"), e.to_string()));
             continue;
         }
-        let hex: String = mac(key.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
+        let hmac = mac(key.as_bytes());
         app.remove("key");
         app.remove("key_sha256");
-        app.insert("key_hmac".into(), json!(hex));
+        app.insert("key_hmac".into(), json!(hmac));
     }
     if errors.is_empty() {
         Ok(())

@@ -100,7 +100,8 @@ fn new_app_key() -> Result<String, String> {
 
 struct Client {
     authority: String,
-    token: String,
+    /// Needed only when the client calls (`new-key` alone sends nothing).
+    token: Option<String>,
 }
 
 impl Client {
@@ -113,10 +114,10 @@ impl Client {
             .trim_end_matches('/')
             .to_string();
         let token = match &t.token_file {
-            Some(f) => std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?,
-            None => std::env::var("GATEHOUSE_TOKEN").map_err(|_| "give --token-file or set GATEHOUSE_TOKEN")?,
+            Some(f) => Some(std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?),
+            None => std::env::var("GATEHOUSE_TOKEN").ok(),
         };
-        Ok(Client { authority, token: token.trim().to_string() })
+        Ok(Client { authority, token: token.map(|t| t.trim().to_string()) })
     }
 
     async fn call(
@@ -126,6 +127,7 @@ impl Client {
         if_match: Option<u64>,
         body: Option<Value>,
     ) -> Result<(u16, Value, Option<u64>), String> {
+        let token = self.token.as_deref().ok_or("give --token-file or set GATEHOUSE_TOKEN")?;
         let stream = tokio::net::TcpStream::connect(&self.authority)
             .await
             .map_err(|e| format!("cannot reach {}: {e}", self.authority))?;
@@ -138,7 +140,7 @@ impl Client {
             .method(method)
             .uri(format!("/api/v1{path}"))
             .header(http::header::HOST, &self.authority)
-            .header(http::header::AUTHORIZATION, format!("Bearer {}", self.token))
+            .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
             .header(http::header::CONTENT_TYPE, "application/json");
         if let Some(v) = if_match {
             req = req.header(http::header::IF_MATCH, format!("\"{v}\""));
@@ -187,11 +189,6 @@ fn opt(v: &Value) -> String {
 
 /// Runs one admin command.
 pub fn run(target: &Target, command: AdminCommand) -> Result<(), String> {
-    if let AdminCommand::NewKey { app: None } = command {
-        // Made here, sent nowhere: no admin listener needed.
-        println!("{}", new_app_key()?);
-        return Ok(());
-    }
     let client = Client::new(target)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
     rt.block_on(async move {
@@ -319,13 +316,16 @@ pub fn run(target: &Target, command: AdminCommand) -> Result<(), String> {
                     .await?;
                 println!("staged {revision} to {label}");
             }
+            // Made here, sent nowhere: no admin listener or token needed.
             AdminCommand::NewKey { app: None } => println!("{}", new_app_key()?),
             AdminCommand::NewKey { app: Some(app) } => {
                 let key = new_app_key()?;
                 let (draft, version) = client.ok("GET", "/draft", None, None).await?;
                 let mut entry = draft["document"]["apps"].get(&app).cloned().unwrap_or_else(|| json!({}));
                 if let Some(fields) = entry.as_object_mut() {
+                    // Whichever digest the app had gives way to the new key's.
                     fields.remove("key_sha256");
+                    fields.remove("key_hmac");
                     fields.insert("key".into(), json!(key));
                 }
                 client.ok("PUT", &format!("/draft/apps/{app}"), version, Some(entry)).await?;

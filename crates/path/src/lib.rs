@@ -116,12 +116,6 @@ fn rebuild(path: &str, rules: Rules) -> Result<Cow<'_, str>, Rejected> {
     Ok(if out == path { Cow::Borrowed(path) } else { Cow::Owned(out) })
 }
 
-/// Whether `path` is its own normalized form (used to check configured prefixes, which a
-/// normalized path could otherwise never match).
-pub fn is_normalized(path: &str, rules: Rules) -> bool {
-    matches!(normalize(path, rules), Ok(Cow::Borrowed(_)))
-}
-
 /// Bytes the byte-at-a-time scan must look at: `%`, `\\` and `/` (what follows a `/` decides).
 static NOTABLE: [bool; 256] = {
     let mut t = [false; 256];

@@ -121,7 +121,7 @@ fn the_result_is_idempotent_and_holds_no_dot_segment_or_double_slash() {
     ] {
         for input in inputs {
             let Ok(once) = normalize(input, rules) else { continue };
-            assert!(is_normalized(&once, rules), "{input} -> {once} under {rules:?}");
+            assert!(matches!(normalize(&once, rules), Ok(Cow::Borrowed(_))), "{input} -> {once} under {rules:?}");
             assert!(!once.contains("//"), "{once}");
             assert!(once.split('/').all(|s| s != "." && s != ".."), "{once}");
         }

@@ -189,6 +189,8 @@ impl Gateway {
         let index: HashMap<&str, usize> = config.services.keys().enumerate().map(|(i, n)| (n.as_str(), i)).collect();
 
         let mut gw = Gateway::default();
+        // For `key_hmac` apps: lookups ask it only when there are some.
+        gw.keys.cluster.clone_from(&registry.redis);
         // Key material comes from files: every app's failures are gathered, so one run names
         // every unreadable key.
         let mut key_errors = Vec::new();
@@ -232,13 +234,10 @@ impl Gateway {
                     parse_sha256_hex(hex).ok_or_else(|| GatewayError::KeySha256NotHex { app: app_id() })?,
                     &entry,
                 ),
-                (None, None, Some(hex)) => {
-                    gw.keys.cluster.clone_from(&registry.redis);
-                    gw.keys.add_mac(
-                        parse_sha256_hex(hex).ok_or_else(|| GatewayError::KeySha256NotHex { app: app_id() })?,
-                        &entry,
-                    )
-                }
+                (None, None, Some(hex)) => gw.keys.add_mac(
+                    parse_sha256_hex(hex).ok_or_else(|| GatewayError::KeySha256NotHex { app: app_id() })?,
+                    &entry,
+                ),
                 (None, None, None) => None,
             };
             if let Some(other) = clash {

@@ -120,7 +120,7 @@ fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) ->
         app_key_mac: match (a.app_keys, control.tls.cluster()) {
             (gatehouse_config::AppKeyDigest::Hmac, Some(c)) => {
                 let c = c.clone();
-                Some(Arc::new(move |key: &[u8]| c.app_key_mac(key)))
+                Some(Arc::new(move |key: &[u8]| data_encoding::HEXLOWER.encode(&c.app_key_mac(key))))
             }
             _ => None,
         },
