@@ -32,7 +32,7 @@ pub fn redirect(to: &'static str) -> http::Response<Full<Bytes>> {
 }
 
 /// Decodes `%XX` escapes in a path segment; `None` when they are broken or do not make UTF-8.
-pub use gatehouse_redis::percent_decode;
+pub use gatehouse_path::percent_decode;
 
 /// The query string as pairs, decoded.
 pub fn query_pairs(query: Option<&str>) -> Vec<(String, String)> {

@@ -78,14 +78,14 @@ impl Exposure {
 /// The next connection on `listener`. When accepting fails (out of descriptors or memory), backs
 /// off instead of spinning, then goes on.
 pub async fn accept(listener: &tokio::net::TcpListener, what: &str) -> (tokio::net::TcpStream, SocketAddr) {
-    let mut backoff = gatehouse_listener::AcceptBackoff::default();
+    let mut backoff = gatehouse_telemetry::AcceptBackoff::default();
     loop {
         match listener.accept().await {
             Ok(accepted) => {
                 backoff.succeeded(what);
                 return accepted;
             }
-            Err(e) => backoff.failed(what, &e).await,
+            Err(e) => tokio::time::sleep(backoff.failed(what, &e)).await,
         }
     }
 }

@@ -11,7 +11,7 @@
 
 use crate::store::StoreError;
 use crate::types::{Action, Draft, Event, NodeReport, Releases, Revision, RevisionMeta};
-use gatehouse_tls::issue::write_private;
+use gatehouse_files::write_private;
 use serde::de::DeserializeOwned;
 use std::collections::BTreeMap;
 use std::io::Write;

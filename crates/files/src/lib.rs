@@ -3,7 +3,8 @@
 //! regular file only (never a device, a FIFO or a directory), at most [`MAX_LEN`] bytes, or PEM
 //! written inline instead of a path. The admin API also asks [`allowed`] whether a file named in a
 //! draft lies under the roots it may read, and answers every refusal with one message, so a
-//! client cannot learn which paths exist.
+//! client cannot learn which paths exist. Files that hold secrets (private keys, the admin
+//! token, cached revisions) are written by [`write_private`]: mode 0600, renamed into place whole.
 
 #![forbid(unsafe_code)]
 
@@ -64,6 +65,18 @@ pub fn allowed(value: &Path, roots: &[PathBuf]) -> bool {
     let Ok(real) = value.canonicalize() else { return false };
     let under = roots.iter().filter_map(|r| r.canonicalize().ok()).any(|root| real.starts_with(root));
     under && std::fs::metadata(&real).is_ok_and(|m| m.is_file() && m.len() <= MAX_LEN)
+}
+
+/// Writes a file that holds a private key: mode 0600, written under a hidden name beside it and
+/// renamed into place, so a directory scan never sees half of it.
+pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
+    use std::io::Write;
+    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let tmp = path.with_file_name(format!(".{name}.tmp"));
+    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
+    f.write_all(data)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path)
 }
 
 #[cfg(test)]

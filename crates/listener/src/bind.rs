@@ -4,14 +4,11 @@
 //! process, which adopts them instead of binding: their accept queues carry over, so no connection
 //! waiting in them is lost.
 
-use crate::quic_handover::QuicLink;
 use gatehouse_config::Listener;
 use socket2::{Domain, Protocol, Socket, Type};
 use std::io;
-use std::net::{SocketAddr, TcpListener, UdpSocket};
+use std::net::{SocketAddr, TcpListener};
 use std::os::fd::AsRawFd;
-use std::os::unix::net::UnixDatagram;
-use std::sync::Arc;
 
 /// A listener's sockets: one per worker with `reuse_port`, else one shared.
 #[derive(Debug)]
@@ -24,18 +21,6 @@ pub struct BoundListener {
     pub config: Listener,
     /// The sockets.
     pub sockets: Vec<TcpListener>,
-    /// With `http3`: the UDP sockets QUIC is served on, on the same port (one per worker with
-    /// `reuse_port`, else one).
-    pub udp: Vec<QuicSocket>,
-}
-
-/// A UDP socket QUIC is served on, and its state across a binary upgrade.
-#[derive(Debug)]
-pub struct QuicSocket {
-    /// The socket.
-    pub socket: UdpSocket,
-    /// Packets to and from the process before or after this one.
-    pub link: Arc<QuicLink>,
 }
 
 /// Why a listener has no sockets.
@@ -103,8 +88,10 @@ impl std::error::Error for BindError {
     }
 }
 
-/// A non-blocking socket of `kind` bound to `addr` (IPv6 only for an IPv6 address).
-fn bound_socket(addr: SocketAddr, kind: Type, protocol: Protocol, reuse_port: bool) -> io::Result<Socket> {
+/// A non-blocking socket of `kind` bound to `addr` (IPv6 only for an IPv6 address), sharing the
+/// port with its siblings under `reuse_port`: a listener's TCP sockets, and its UDP ones for
+/// HTTP/3 (`gatehouse-http3`).
+pub fn bound_socket(addr: SocketAddr, kind: Type, protocol: Protocol, reuse_port: bool) -> io::Result<Socket> {
     let s = Socket::new(Domain::for_address(addr), kind, Some(protocol))?;
     if kind == Type::STREAM {
         s.set_reuse_address(true)?;
@@ -126,11 +113,6 @@ fn socket(addr: SocketAddr, config: &Listener, reuse_port: bool) -> io::Result<T
     let s = TcpListener::from(s);
     set_defer_accept(&s, config.defer_accept)?;
     Ok(s)
-}
-
-/// A UDP socket for QUIC on `addr`.
-fn udp_socket(addr: SocketAddr, reuse_port: bool) -> io::Result<UdpSocket> {
-    bound_socket(addr, Type::DGRAM, Protocol::UDP, reuse_port).map(UdpSocket::from)
 }
 
 /// Seconds a connection that has sent nothing waits in the kernel under `defer_accept`; then the
@@ -179,21 +161,19 @@ pub fn bind_listener(
             sockets.push(socket(addr, config, true).map_err(explain)?);
         }
     }
-    let mut bound = BoundListener { name: name.to_string(), addr, config: config.clone(), sockets, udp: Vec::new() };
+    let bound = BoundListener { name: name.to_string(), addr, config: config.clone(), sockets };
     bound.apply_socket_options().map_err(explain)?;
-    bound.bind_udp(workers, reuse_port).map_err(explain)?;
     Ok(bound)
 }
 
 /// Takes over `sockets`, listening sockets of `config` handed down by the process this one
-/// replaces, and its QUIC sockets `udp` with their pairs to it. With `reuse_port` and fewer
+/// replaces. With `reuse_port` and fewer
 /// sockets than `workers` (the old process had fewer workers), more SO_REUSEPORT sockets join
 /// them when the handed-down ones allow it.
 pub fn adopt_listener(
     name: &str,
     config: &Listener,
     sockets: Vec<TcpListener>,
-    udp: Vec<(UdpSocket, UnixDatagram)>,
     workers: usize,
     reuse_port: bool,
 ) -> Result<BoundListener, BindError> {
@@ -214,42 +194,12 @@ pub fn adopt_listener(
             sockets.push(socket(addr, config, true).map_err(explain)?);
         }
     }
-    let mut bound = BoundListener { name: name.to_string(), addr, config: config.clone(), sockets, udp: Vec::new() };
+    let bound = BoundListener { name: name.to_string(), addr, config: config.clone(), sockets };
     bound.apply_socket_options().map_err(explain)?;
-    // The QUIC sockets handed down with them, each with the pair to the old process, which goes
-    // on serving its connections from what this one sends it (`quic_handover`).
-    for (socket, pair) in udp {
-        if socket.local_addr().map_err(explain)?.port() != addr.port() || !config.http3 {
-            continue;
-        }
-        socket.set_nonblocking(true).map_err(explain)?;
-        bound.udp.push(QuicSocket { socket, link: Arc::new(QuicLink::new(Some(pair))) });
-    }
-    bound.bind_udp(workers, reuse_port).map_err(|source| BindError::Bind {
-        listener: name.into(),
-        addr: config.bind,
-        source,
-    })?;
     Ok(bound)
 }
 
 impl BoundListener {
-    /// Binds the UDP sockets of an `http3` listener on its port when it has none yet, or closes
-    /// them when it no longer serves HTTP/3.
-    pub fn bind_udp(&mut self, workers: usize, reuse_port: bool) -> io::Result<()> {
-        if !self.config.http3 {
-            self.udp.clear();
-            return Ok(());
-        }
-        if self.udp.is_empty() {
-            let count = if reuse_port { workers.max(1) } else { 1 };
-            for _ in 0..count {
-                self.udp.push(QuicSocket { socket: udp_socket(self.addr, reuse_port)?, link: Arc::default() });
-            }
-        }
-        Ok(())
-    }
-
     /// Sets the options of `config` that a bound socket can change (`defer_accept`) on every
     /// socket: for sockets handed down by a previous process and for sockets kept across a reload.
     pub fn apply_socket_options(&self) -> io::Result<()> {

@@ -22,16 +22,11 @@ mod io;
 mod per_ip;
 pub mod proxy_header;
 mod proxy_protocol;
-mod quic;
-mod quic_handover;
-mod quic_hello;
 mod serve;
 mod transport;
 mod workers;
 
-pub use bind::{adopt_listener, bind_listener, BindError, BoundListener, QuicSocket};
+pub use bind::{adopt_listener, bind_listener, bound_socket, BindError, BoundListener};
 pub use per_ip::{OverLimit, PerIpGuard, PerIpLimit};
-pub use quic::quic_loop;
-pub use quic_handover::{follow_generation, quic_generation, QuicLink};
-pub use serve::{accept_loop, AcceptBackoff, AcceptorCell, ServeContext};
+pub use serve::{accept_loop, drained, AcceptorCell, ServeContext};
 pub use workers::{Worker, Workers};

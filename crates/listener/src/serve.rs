@@ -11,6 +11,7 @@ use crate::transport::Transport;
 use bytes::{Bytes, BytesMut};
 use gatehouse_clock::ClockScoped;
 use gatehouse_config::{AltSvc, Listener, ListenerProtocol};
+use gatehouse_proxy::error::ProxyError;
 use gatehouse_proxy::{ClientCert, ConnInfo, ResponseBody, Shared};
 use gatehouse_tls::TlsAcceptor;
 use http_body::{Body, Frame, SizeHint};
@@ -79,7 +80,7 @@ pub async fn accept_loop(
     let local = listener.local_addr().unwrap_or(config.bind);
     let config = advertised(config, local.port());
     let limit = Arc::new(Semaphore::new(config.max_connections));
-    let mut backoff = AcceptBackoff::default();
+    let mut backoff = gatehouse_telemetry::AcceptBackoff::default();
     let name = config.bind.to_string();
     let trusted = config.proxy_protocol.as_ref().map(Trusted::new);
     loop {
@@ -156,42 +157,8 @@ pub async fn accept_loop(
             }
             Err(e) => {
                 ctx.shared.stats.accept_errors.inc();
-                backoff.failed(&name, &e).await;
+                tokio::time::sleep(backoff.failed(&name, &e)).await;
             }
-        }
-    }
-}
-
-/// Accept failures in a row (out of descriptors or memory, say): the first is logged, the loop
-/// backs off instead of spinning while connections wait in the backlog, and the recovery is logged
-/// with how many attempts failed over how long.
-#[derive(Debug, Default)]
-pub struct AcceptBackoff {
-    failures: u64,
-    since: Option<std::time::Instant>,
-}
-
-impl AcceptBackoff {
-    /// How long to wait after a failed accept before the next attempt.
-    const PAUSE: Duration = Duration::from_millis(50);
-
-    /// Notes a failure of the listener at `what` and waits before the next attempt.
-    pub async fn failed(&mut self, what: &str, error: &std::io::Error) {
-        if self.failures == 0 {
-            tracing::warn!(listener = what, %error, "accept failed; backing off until it succeeds again");
-            self.since = Some(std::time::Instant::now());
-        }
-        self.failures += 1;
-        tokio::time::sleep(Self::PAUSE).await;
-    }
-
-    /// Notes a success, logging the recovery after failures.
-    pub fn succeeded(&mut self, what: &str) {
-        if self.failures > 0 {
-            let over = self.since.map(|t| t.elapsed()).unwrap_or_default();
-            tracing::info!(listener = what, failures = self.failures, over = ?over, "accept works again");
-            self.failures = 0;
-            self.since = None;
         }
     }
 }
@@ -460,11 +427,9 @@ async fn websocket(
     let (upstream, early) = match upstream {
         Some(up) if gatehouse_proxy::websocket::accepts(&parts.headers, &key) => up,
         _ => {
-            tracing::warn!("the endpoint's WebSocket handshake answer does not match the key sent");
-            let mut resp =
-                http::Response::new(TrackedBody::new(ResponseBody::full(Bytes::from_static(b"Bad Gateway\n")), guard));
-            *resp.status_mut() = http::StatusCode::BAD_GATEWAY;
-            return resp;
+            let refused =
+                ProxyError::BadUpstreamAnswer("a WebSocket handshake answer that does not accept the key sent");
+            return refused.into_response().map(|inner| TrackedBody::new(inner, guard));
         }
     };
     gatehouse_proxy::websocket::to_connect_answer(&mut parts);
@@ -483,9 +448,10 @@ async fn websocket(
 }
 
 /// Splices a WebSocket's HTTP/2 stream with the endpoint's connection until either side ends.
-async fn tunnel_h2<C>(mut client: C, mut upstream: gatehouse_proxy::UpstreamIo, early: Bytes)
+async fn tunnel_h2<C, U>(mut client: C, mut upstream: U, early: Bytes)
 where
     C: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    U: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     use tokio::io::AsyncWriteExt;
     if !early.is_empty() && client.write_all(&early).await.is_err() {
@@ -496,7 +462,8 @@ where
     }
 }
 
-pub(crate) async fn drained(rx: &mut watch::Receiver<bool>) {
+/// Resolves once `rx` says the process drains.
+pub async fn drained(rx: &mut watch::Receiver<bool>) {
     // The guard `wait_for` returns is not Send; drop it before the select arm runs.
     let _ = rx.wait_for(|d| *d).await.map(|_| ());
 }

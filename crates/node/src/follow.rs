@@ -215,7 +215,7 @@ impl Follower {
             if let Some(dir) = cache.parent() {
                 let _ = std::fs::create_dir_all(dir);
             }
-            if let Err(e) = gatehouse_tls::issue::write_private(&cache, &bytes) {
+            if let Err(e) = gatehouse_files::write_private(&cache, &bytes) {
                 tracing::warn!(path = %cache.display(), error = %e, "cannot keep the applied revision for restarts");
             }
         }

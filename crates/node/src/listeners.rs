@@ -8,8 +8,9 @@
 use crate::error::NodeError;
 use crate::upgrade::Inherited;
 use gatehouse_config::Config;
+use gatehouse_http3::{adopt_udp, bind_udp, quic_loop, QuicLink, QuicSocket};
 use gatehouse_listener::{
-    accept_loop, adopt_listener, bind_listener, quic_loop, AcceptorCell, BoundListener, PerIpLimit, ServeContext,
+    accept_loop, adopt_listener, bind_listener, AcceptorCell, BindError, BoundListener, PerIpLimit, ServeContext,
     Workers,
 };
 use gatehouse_tls::TlsAcceptor;
@@ -22,6 +23,8 @@ struct Running {
     bound: BoundListener,
     tasks: Vec<AbortHandle>,
     tls: Option<AcceptorCell>,
+    /// With `http3`: the UDP sockets QUIC is served on, on the same port.
+    udp: Vec<QuicSocket>,
     /// The QUIC endpoints' tasks (HTTP/3) and where a reload sends them new settings: unlike
     /// the TCP accept tasks, they are never restarted for a change of settings, as their open
     /// connections live in them.
@@ -54,7 +57,7 @@ impl ListenerSet {
         // Phase 1, no side effects on running listeners: pair each wanted listener with the
         // running one it keeps (same address; same name too for port 0), bind the others.
         let mut plan: Vec<(&String, &gatehouse_config::Listener, Option<String>)> = Vec::new();
-        let mut fresh: BTreeMap<String, BoundListener> = BTreeMap::new();
+        let mut fresh: BTreeMap<String, (BoundListener, Vec<QuicSocket>)> = BTreeMap::new();
         for (name, cfg) in &config.listeners {
             let keep = self
                 .running
@@ -70,14 +73,7 @@ impl ListenerSet {
                 })
                 .map(|(k, _)| k.clone());
             if keep.is_none() {
-                let bound = match inherited.take(&format!("listener:{name}"), &cfg.bind.to_string()) {
-                    Some(sockets) => {
-                        let udp = inherited.take_udp(&format!("udp:{name}"), &cfg.bind.to_string());
-                        adopt_listener(name, cfg, sockets, udp, n, reuse_port).map_err(NodeError::Listener)?
-                    }
-                    None => bind_listener(name, cfg, n, reuse_port).map_err(NodeError::Listener)?,
-                };
-                fresh.insert(name.clone(), bound);
+                fresh.insert(name.clone(), bind_or_adopt(name, cfg, inherited, n, reuse_port)?);
             }
             plan.push((name, cfg, keep));
         }
@@ -122,25 +118,27 @@ impl ListenerSet {
                             // Told, each endpoint stops taking connections and ends with its last.
                             settings.send_replace(Arc::new(cfg.clone()));
                             drop(handles);
-                            r.bound.udp.clear();
+                            r.udp.clear();
                             None
                         }
-                        (None, _) => {
-                            if let Err(e) = r.bound.bind_udp(n, reuse_port) {
+                        (None, http3) => {
+                            if !http3 {
+                                r.udp.clear();
+                            } else if let Err(e) = bind_udp(&mut r.udp, r.bound.addr, n, reuse_port) {
                                 tracing::error!(listener = %name, error = %e, "cannot bind the UDP sockets for HTTP/3");
                             }
-                            start_quic(&r.bound, workers, ctx, cell.as_ref())
+                            start_quic(&r.bound, &r.udp, workers, ctx, cell.as_ref())
                         }
                     };
-                    Running { bound: r.bound, tasks, tls: cell, quic }
+                    Running { bound: r.bound, tasks, tls: cell, udp: r.udp, quic }
                 }
                 None => {
-                    let Some(bound) = fresh.remove(name) else { continue };
+                    let Some((bound, udp)) = fresh.remove(name) else { continue };
                     tracing::info!(listener = %name, addr = %bound.addr, reuse_port, workers = n, "listening");
                     let cell = tls.get(name).map(|a| Arc::new(arc_swap::ArcSwap::new(a.clone())));
                     let tasks = start(&bound, workers, ctx, cell.as_ref());
-                    let quic = start_quic(&bound, workers, ctx, cell.as_ref());
-                    Running { bound, tasks, tls: cell, quic }
+                    let quic = start_quic(&bound, &udp, workers, ctx, cell.as_ref());
+                    Running { bound, tasks, tls: cell, udp, quic }
                 }
             };
             self.running.insert(name.clone(), running);
@@ -170,6 +168,39 @@ impl ListenerSet {
             }
         }
     }
+}
+
+/// A listener's sockets, bound or taken over from the process this one replaces (its TCP
+/// sockets, and with `http3` its UDP ones with their pairs to the old process); with `http3`,
+/// UDP sockets are bound on the listener's port where none were handed down.
+fn bind_or_adopt(
+    name: &str,
+    cfg: &gatehouse_config::Listener,
+    inherited: &mut Inherited,
+    workers: usize,
+    reuse_port: bool,
+) -> Result<(BoundListener, Vec<QuicSocket>), NodeError> {
+    let bind = cfg.bind.to_string();
+    let (bound, mut udp) = match inherited.take(&format!("listener:{name}"), &bind) {
+        Some(sockets) => {
+            let handed = inherited.take_udp(&format!("udp:{name}"), &bind);
+            let bound = adopt_listener(name, cfg, sockets, workers, reuse_port).map_err(NodeError::Listener)?;
+            let udp = match cfg.http3 {
+                true => adopt_udp(handed, bound.addr)
+                    .map_err(|source| BindError::Adopt { listener: name.into(), addr: cfg.bind, source })
+                    .map_err(NodeError::Listener)?,
+                false => Vec::new(),
+            };
+            (bound, udp)
+        }
+        None => (bind_listener(name, cfg, workers, reuse_port).map_err(NodeError::Listener)?, Vec::new()),
+    };
+    if cfg.http3 {
+        bind_udp(&mut udp, bound.addr, workers, reuse_port)
+            .map_err(|source| BindError::Bind { listener: name.into(), addr: cfg.bind, source })
+            .map_err(NodeError::Listener)?;
+    }
+    Ok((bound, udp))
 }
 
 fn abort(tasks: &mut Vec<AbortHandle>) {
@@ -203,17 +234,18 @@ fn start(bound: &BoundListener, workers: &Workers, ctx: &ServeContext, tls: Opti
 /// settings go.
 fn start_quic(
     bound: &BoundListener,
+    udp: &[QuicSocket],
     workers: &Workers,
     ctx: &ServeContext,
     tls: Option<&AcceptorCell>,
 ) -> Option<QuicTasks> {
-    let tls = tls.filter(|_| !bound.udp.is_empty())?;
+    let tls = tls.filter(|_| !udp.is_empty())?;
     let n = workers.workers.len().max(1);
     let (settings, _) = tokio::sync::watch::channel(Arc::new(bound.config.clone()));
     let mut tasks = Vec::new();
-    let links: Arc<[Arc<gatehouse_listener::QuicLink>]> = bound.udp.iter().map(|q| q.link.clone()).collect();
-    for (i, udp) in bound.udp.iter().enumerate() {
-        match udp.socket.try_clone() {
+    let links: Arc<[Arc<QuicLink>]> = udp.iter().map(|q| q.link.clone()).collect();
+    for (i, q) in udp.iter().enumerate() {
+        match q.socket.try_clone() {
             Ok(socket) => {
                 let task = quic_loop(socket, i, links.clone(), settings.subscribe(), tls.clone(), ctx.clone());
                 tasks.push(workers.workers[i % n].handle.spawn(task).abort_handle());
@@ -231,7 +263,6 @@ impl ListenerSet {
         let mut out = Vec::new();
         for (name, r) in &self.running {
             let sockets = r
-                .bound
                 .udp
                 .iter()
                 .map(|q| Ok((&q.socket, q.link.pair_for_successor()?)))
@@ -245,7 +276,7 @@ impl ListenerSet {
 
     /// The successor reads the QUIC sockets now (or, `ok` false, never will).
     pub fn quic_handed_over(&self, ok: bool) {
-        for q in self.running.values().flat_map(|r| r.bound.udp.iter()) {
+        for q in self.running.values().flat_map(|r| r.udp.iter()) {
             if ok {
                 q.link.handed_over();
             } else {

@@ -12,7 +12,7 @@
 //! HTTP/3 listener's UDP sockets go too (`"udp": {"udp:web": {"bind": …, "fds": [10, 11],
 //! "pairs": [12, 13]}}`), each with one end of a Unix datagram pair on which the new process
 //! sends the packets of the old one's QUIC connections, told apart by the generation in their
-//! connection ids (`quic_generation`, the old process's; see `gatehouse_listener::quic_handover`).
+//! connection ids (`quic_generation`, the old process's; see `gatehouse_http3::handover`).
 
 use crate::error::{NotReady, UpgradeError};
 use serde::{Deserialize, Serialize};
@@ -112,7 +112,7 @@ impl Inherited {
             udp.insert(key, (entry.bind, taken));
         }
         if !udp.is_empty() {
-            gatehouse_listener::follow_generation(handover.quic_generation);
+            gatehouse_http3::follow_generation(handover.quic_generation);
         }
         Ok(Inherited { sockets, udp, ready })
     }
@@ -225,7 +225,7 @@ pub fn start(
         rustix::pipe::pipe_with(rustix::pipe::PipeFlags::CLOEXEC).map_err(|e| UpgradeError::Pipe(e.into()))?;
     let ready_fd = dup(writer.as_fd())?;
     drop(writer);
-    let quic_generation = gatehouse_listener::quic_generation();
+    let quic_generation = gatehouse_http3::quic_generation();
     let handover = Handover { sockets: entries, ready_fd, udp: udp_entries, quic_generation };
     let handover = serde_json::to_string(&handover).map_err(UpgradeError::Encode)?;
     let child = Command::new(exe)

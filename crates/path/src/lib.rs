@@ -335,5 +335,26 @@ fn remove_dot_segments(path: &str, merge_slashes: bool) -> Result<String, Reject
     Ok(out)
 }
 
+/// Decodes the `%XX` escapes of a URL component (RFC 3986 §2.1), as in the user name and password
+/// of a `redis://` URL and the admin API's paths and queries; `None` when a `%` does not start two
+/// hex digits or the result is not UTF-8. Every escape is decoded: this reads a component's value,
+/// unlike [`normalize`], which keeps a request path's reserved escapes as they are.
+pub fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while let Some(&b) = bytes.get(i) {
+        if b == b'%' {
+            let hex = |j: usize| bytes.get(j).and_then(|&c| char::from(c).to_digit(16));
+            out.push(u8::try_from(hex(i + 1)? * 16 + hex(i + 2)?).ok()?);
+            i += 3;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
 #[cfg(test)]
 mod tests;

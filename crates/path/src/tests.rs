@@ -147,3 +147,12 @@ fn the_word_scan_agrees_with_the_byte_scan() {
         }
     }
 }
+
+#[test]
+fn percent_escapes_decode_strictly() {
+    assert_eq!(percent_decode("127.0.0.1%3A8080").as_deref(), Some("127.0.0.1:8080"));
+    assert_eq!(percent_decode("%e2%82%AC and +").as_deref(), Some("€ and +"));
+    for broken in ["%zz", "%4", "a%", "%+f", "%ff"] {
+        assert_eq!(percent_decode(broken), None, "{broken:?}");
+    }
+}

@@ -101,8 +101,11 @@ impl ResponseBody {
         ResponseBody { kind: Kind::Upstream(body), sent: 0, record: None }
     }
 
-    /// For a 101 answer: the endpoint's raw connection and any bytes it sent after its head.
-    pub fn take_upgrade(&mut self) -> Option<(gatehouse_upstream::UpstreamIo, Bytes)> {
+    /// For a 101 answer: the endpoint's raw connection (plain or TLS, to be spliced with the
+    /// client's) and any bytes it sent after its head.
+    pub fn take_upgrade(
+        &mut self,
+    ) -> Option<(impl tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static, Bytes)> {
         match &mut self.kind {
             Kind::Upstream(body) => body.take_upgrade(),
             Kind::Call(call) => call.body.as_mut()?.take_upgrade(),

@@ -20,6 +20,13 @@ pub enum ProxyError {
     ClientCertRequired,
     /// The request is malformed; it is never forwarded.
     BadRequest(&'static str),
+    /// An HTTP/1.x request head that cannot be read: malformed (`400`), a target or head too
+    /// long (`414`, `431`), a transfer coding not known (`501`), another HTTP version (`505`).
+    /// The status is the parser's; the connection closes after the answer.
+    HeadRefused(StatusCode),
+    /// A request in TLS early data (0-RTT) whose method is not safe (`425`, RFC 8470): early data
+    /// can be replayed, so the client sends it again once the handshake is complete.
+    TooEarly,
     /// A request the gateway does not forward (`501`): a CONNECT other than a WebSocket's, or a
     /// WebSocket over HTTP/2 to an upstream that speaks HTTP/2.
     NotForwarded(&'static str),
@@ -48,6 +55,9 @@ pub enum ProxyError {
     },
     /// The request's time (`stream_timeout`, `grpc-timeout`) ran out before an answer came.
     DeadlineExceeded,
+    /// The endpoint's answer cannot be passed on (`502`): a WebSocket handshake answer that does
+    /// not accept the key sent.
+    BadUpstreamAnswer(&'static str),
     /// The last endpoint tried failed: no connection, no answer in time, or a broken exchange
     /// (reset, protocol error).
     Upstream {
@@ -66,6 +76,8 @@ impl ProxyError {
             ProxyError::MisdirectedRequest => StatusCode::MISDIRECTED_REQUEST,
             ProxyError::ClientCertRequired => StatusCode::FORBIDDEN,
             ProxyError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ProxyError::HeadRefused(status) => *status,
+            ProxyError::TooEarly => StatusCode::TOO_EARLY,
             ProxyError::NotForwarded(_) => StatusCode::NOT_IMPLEMENTED,
             ProxyError::Denied(d) => d.status(),
             ProxyError::NoRoute => StatusCode::NOT_FOUND,
@@ -74,7 +86,7 @@ impl ProxyError {
             ProxyError::NoHealthyEndpoint { .. } | ProxyError::Unresolved { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ProxyError::Upstream { source, .. } if source.is_timeout() => StatusCode::GATEWAY_TIMEOUT,
             ProxyError::DeadlineExceeded => StatusCode::GATEWAY_TIMEOUT,
-            ProxyError::Upstream { .. } => StatusCode::BAD_GATEWAY,
+            ProxyError::Upstream { .. } | ProxyError::BadUpstreamAnswer(_) => StatusCode::BAD_GATEWAY,
         }
     }
 
@@ -85,7 +97,8 @@ impl ProxyError {
             ProxyError::RedirectHttps(_) => (Code::Unavailable, "the site is served over HTTPS only"),
             ProxyError::MisdirectedRequest => (Code::Unavailable, "misdirected request: connect again for this site"),
             ProxyError::ClientCertRequired => (Code::Unauthenticated, "a client certificate is required"),
-            ProxyError::BadRequest(_) => (Code::Internal, "bad request"),
+            ProxyError::BadRequest(_) | ProxyError::HeadRefused(_) => (Code::Internal, "bad request"),
+            ProxyError::TooEarly => (Code::Unavailable, "too early: send again after the handshake"),
             ProxyError::NotForwarded(_) => (Code::Unimplemented, "not forwarded"),
             ProxyError::Denied(d) => match d {
                 Denial::MissingCredentials { .. } | Denial::InvalidCredentials { .. } => {
@@ -110,7 +123,7 @@ impl ProxyError {
             ProxyError::Upstream { source, .. } if source.is_connect() => {
                 (Code::Unavailable, "upstream connect failed")
             }
-            ProxyError::Upstream { .. } => (Code::Unavailable, "upstream failed"),
+            ProxyError::Upstream { .. } | ProxyError::BadUpstreamAnswer(_) => (Code::Unavailable, "upstream failed"),
         }
     }
 
@@ -134,6 +147,9 @@ impl ProxyError {
             }
             ProxyError::ClientCertRequired => tracing::debug!(%status, "client-certificate site asked over plain HTTP"),
             ProxyError::BadRequest(why) => tracing::debug!(%status, why, "rejected request"),
+            ProxyError::HeadRefused(_) => tracing::debug!(%status, "request head refused"),
+            ProxyError::TooEarly => tracing::debug!(%status, "a method that is not safe in early data"),
+            ProxyError::BadUpstreamAnswer(why) => tracing::warn!(%status, why, "upstream answer not passed on"),
             ProxyError::NotForwarded(why) => tracing::debug!(%status, why, "request not forwarded"),
             ProxyError::Denied(d) => tracing::debug!(%status, denial = ?d, "refused by the service"),
             ProxyError::NoRoute => tracing::debug!(%status, "no route"),
@@ -167,8 +183,13 @@ impl ProxyError {
         if let ProxyError::Denied(d) = self {
             return denied(status, d);
         }
-        let close =
-            matches!(self, ProxyError::BadRequest(_) | ProxyError::BodyTooLarge { .. } | ProxyError::ClientTimeout);
+        let close = matches!(
+            self,
+            ProxyError::BadRequest(_)
+                | ProxyError::HeadRefused(_)
+                | ProxyError::BodyTooLarge { .. }
+                | ProxyError::ClientTimeout
+        );
         let mut resp = simple(status, close);
         if let ProxyError::RedirectHttps(location) = self {
             if let Ok(v) = header::HeaderValue::try_from(location) {
@@ -180,7 +201,7 @@ impl ProxyError {
 }
 
 /// A short plain-text response such as `502 Bad Gateway`.
-pub fn simple(status: StatusCode, close: bool) -> Response<ResponseBody> {
+fn simple(status: StatusCode, close: bool) -> Response<ResponseBody> {
     let text = format!("{} {}\n", status.as_u16(), status.canonical_reason().unwrap_or(""));
     let mut resp = Response::new(ResponseBody::full(text.into()));
     *resp.status_mut() = status;

@@ -25,8 +25,6 @@ pub mod websocket;
 
 pub use body::ResponseBody;
 pub use forward::handle;
-/// The endpoint's connection handed over after a protocol switch.
-pub use gatehouse_upstream::UpstreamIo;
 pub use headers::{keyless_target, upstream_target};
 pub use snapshot::{Rewrite, RouteEntry, RouteStatsRegistry, Snapshot, SnapshotError};
 

@@ -37,7 +37,7 @@ mod value;
 
 pub use client::Client;
 pub use error::{Error, Result};
-pub use options::{parse_host_port, percent_decode, ClientOptions, Deployment, Tls};
+pub use options::{parse_host_port, ClientOptions, Deployment, Tls};
 pub use pubsub::{Event, Message, Subscription};
 pub use script::Script;
 pub use value::Value;

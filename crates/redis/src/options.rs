@@ -177,7 +177,7 @@ impl ClientOptions {
                 return Err(invalid("credentials must be ':password' or 'user:password' before '@'"));
             };
             let decode = |part: &str, what: &str| {
-                percent_decode(part).ok_or_else(|| {
+                gatehouse_path::percent_decode(part).ok_or_else(|| {
                     Error::InvalidUrl(format!(
                         "invalid percent-encoding in the {what} (each % starts two hex digits, and the result must be UTF-8)"
                     ))
@@ -235,27 +235,6 @@ pub(crate) fn split_host_port(s: &str) -> Result<(String, u16)> {
         },
     };
     Ok((host, port))
-}
-
-/// Decodes the `%XX` escapes of a URL component (RFC 3986 §2.1), as in the user name and password
-/// of a `redis://` URL; `None` when a `%` does not start two hex digits or the result is not
-/// UTF-8. The gateway's other URL readers (the admin API's paths and queries) use it too, so every
-/// part of Gatehouse decodes alike.
-pub fn percent_decode(s: &str) -> Option<String> {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while let Some(&b) = bytes.get(i) {
-        if b == b'%' {
-            let hex = |j: usize| bytes.get(j).and_then(|&c| char::from(c).to_digit(16));
-            out.push(u8::try_from(hex(i + 1)? * 16 + hex(i + 2)?).ok()?);
-            i += 3;
-        } else {
-            out.push(b);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).ok()
 }
 
 #[cfg(test)]
@@ -323,15 +302,6 @@ mod tests {
         assert_eq!(parse_host_port("[::1]:7001").unwrap(), "[::1]:7001");
         assert_eq!(split_host_port("[::1]:7001").unwrap(), ("::1".to_string(), 7001));
         assert!(parse_host_port(":1").is_err());
-    }
-
-    #[test]
-    fn percent_escapes_decode_strictly() {
-        assert_eq!(percent_decode("127.0.0.1%3A8080").as_deref(), Some("127.0.0.1:8080"));
-        assert_eq!(percent_decode("%e2%82%AC and +").as_deref(), Some("€ and +"));
-        for broken in ["%zz", "%4", "a%", "%+f", "%ff"] {
-            assert_eq!(percent_decode(broken), None, "{broken:?}");
-        }
     }
 
     #[test]

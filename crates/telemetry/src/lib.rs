@@ -4,9 +4,11 @@
 
 #![forbid(unsafe_code)]
 
+mod accept;
 pub mod access_log;
 mod metrics;
 mod time;
 
+pub use accept::AcceptBackoff;
 pub use metrics::{Counter, Gauge, H2Offence, Histogram, ProcessStats, ProxyRefusal, RouteStats, LATENCY_BUCKETS};
 pub use time::{clf_time, http_date, iso_date, rfc3339_time};

@@ -95,7 +95,7 @@ impl Catalog {
             Catalog::Dir(dir) => {
                 let (b, warnings) = bundle::parse(pem, None, now).map_err(CatalogError::Bundle)?;
                 let path = dir.join(file_name(&b.facts));
-                crate::issue::write_private(&path, pem)
+                gatehouse_files::write_private(&path, pem)
                     .map_err(|source| CatalogError::Io { path: path.clone(), source })?;
                 Ok(Imported { facts: b.facts, warnings, place: path.display().to_string() })
             }

@@ -98,19 +98,6 @@ impl Authority {
     }
 }
 
-/// Writes a file that holds a private key: mode 0600, written under a hidden name beside it and
-/// renamed into place, so a directory scan never sees half of it.
-pub fn write_private(path: &Path, data: &[u8]) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let name = path.file_name().map_or_else(String::new, |n| n.to_string_lossy().into_owned());
-    let tmp = path.with_file_name(format!(".{name}.tmp"));
-    let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o600).open(&tmp)?;
-    f.write_all(data)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path)
-}
-
 /// How long before its end the quick start's certificate is made anew (at a start or reload).
 pub const SELF_SIGNED_RENEW_DAYS: i64 = 30;
 
@@ -135,7 +122,7 @@ pub fn ensure_self_signed(dir: &Path, names: &[&str]) -> Result<PathBuf, BundleE
     let io = |action, source| BundleError::Io { action, path: Some(dir.to_path_buf()), source };
     std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| io("create", e))?;
     let pem = self_signed(names, Algorithm::EcdsaP256, SELF_SIGNED_DAYS - BACKDATED_DAYS)?;
-    write_private(&path, pem.as_bytes()).map_err(|e| io("write into", e))?;
+    gatehouse_files::write_private(&path, pem.as_bytes()).map_err(|e| io("write into", e))?;
     tracing::info!(path = %path.display(), names = ?names, "made a self-signed certificate");
     Ok(path)
 }
@@ -163,11 +150,11 @@ mod tests {
         assert_eq!(std::fs::read(&path).expect("read"), first);
         // Ten days left: made anew, for a full year again.
         let short = self_signed(&names, Algorithm::EcdsaP256, 10).expect("a short one");
-        write_private(&path, short.as_bytes()).expect("write");
+        gatehouse_files::write_private(&path, short.as_bytes()).expect("write");
         ensure_self_signed(&dir, &names).expect("renewed");
         assert!(not_after(&path) - now > 300 * 86_400, "not renewed");
         // A file that is not a certificate is left alone, for the caller to report.
-        write_private(&path, b"not a certificate").expect("write");
+        gatehouse_files::write_private(&path, b"not a certificate").expect("write");
         ensure_self_signed(&dir, &names).expect("left");
         assert_eq!(std::fs::read(&path).expect("read"), b"not a certificate");
         let _ = std::fs::remove_dir_all(&dir);

@@ -22,6 +22,7 @@ use bytes::{Bytes, BytesMut};
 use gatehouse_clock::{now_ms, TaskDeadline};
 use gatehouse_config::{Listener, ListenerProtocol};
 use gatehouse_http1::framing::Framing;
+use gatehouse_proxy::error::ProxyError;
 use gatehouse_proxy::ConnInfo;
 use http::{Method, StatusCode, Version};
 use std::future::{poll_fn, Future};
@@ -332,17 +333,12 @@ fn sniffed(config: &Listener, info: &ConnInfo) -> bool {
     !info.tls && config.protocol == ListenerProtocol::Auto
 }
 
-/// Answers a request that cannot be served with a short error and closes the connection.
+/// Answers a request head that cannot be read with its error's response and closes the
+/// connection.
 async fn refuse(stream: &Transport, status: StatusCode, ctx: &ServeContext, send_timeout: Duration) {
     ctx.shared.stats.bad_requests.inc();
-    let text = format!("{} {}\n", status.as_u16(), status.canonical_reason().unwrap_or(""));
-    let head = format!(
-        "HTTP/1.1 {} {}\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{text}",
-        status.as_u16(),
-        status.canonical_reason().unwrap_or(""),
-        text.len()
-    );
-    if write_all(stream, head.as_bytes(), send_timeout).await.is_ok() {
+    let resp = ProxyError::HeadRefused(status).into_response();
+    if write_response(stream, resp, false, false, false, &mut Vec::new(), send_timeout).await.is_ok() {
         close(stream).await;
     }
 }
@@ -383,7 +379,10 @@ async fn close(stream: &Transport) {
 }
 
 /// Splices the client connection with the endpoint's after a 101, until either side closes.
-async fn tunnel(client: Arc<Transport>, leftover: Bytes, mut upstream: gatehouse_proxy::UpstreamIo, early: Bytes) {
+async fn tunnel<U>(client: Arc<Transport>, leftover: Bytes, mut upstream: U, early: Bytes)
+where
+    U: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
     let Ok(mut client) = Arc::try_unwrap(client) else {
         return;
     };

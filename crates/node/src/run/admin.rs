@@ -59,7 +59,7 @@ fn token_from_file(path: &Path, bind: std::net::SocketAddr) -> Result<String, No
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(|e| failed("create", dir, e))?;
     }
-    gatehouse_tls::issue::write_private(path, token.as_bytes()).map_err(|e| failed("write", path, e))?;
+    gatehouse_files::write_private(path, token.as_bytes()).map_err(|e| failed("write", path, e))?;
     tracing::info!(console = %format!("http://{bind}/console/"), token_file = %path.display(), "admin token made");
     Ok(token)
 }

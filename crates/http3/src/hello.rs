@@ -17,7 +17,7 @@
 //! one), in any order and split anywhere (Chrome scatters its CRYPTO frames). Only Initial
 //! packets are looked at, and only while the listener needs the name; the table is bounded.
 
-use crate::quic_handover::{socket_of, QuicLink};
+use crate::handover::{socket_of, QuicLink};
 use bytes::BytesMut;
 use quinn::udp::{RecvMeta, Transmit};
 use quinn::{AsyncUdpSocket, ConnectionId, UdpPoller};
