@@ -1,0 +1,304 @@
+//! Forward stage: each request through its phases, in this order (the stage table of
+//! docs/architecture.md, "The forward stage"):
+//!
+//! ```text
+//! validate  id, path normalized once, log captured, gRPC or gRPC-Web told   (this file)
+//! route     host checked, router lookup                                      route.rs
+//! admit     HTTPS, client certificate, body limit, switch; service: keys,    admit.rs
+//!           JWT, addresses, grants, ACL, rate limits
+//! rewrite   target, headers, Host, deadline, body bounds, replay template     rewrite.rs
+//! select    an endpoint not tried yet                                         attempt.rs
+//! attempt   lease (pooled or new), send, head awaited within the deadline     attempt.rs
+//! retry     judged: answer, or another endpoint when the failure allows it    attempt.rs
+//! respond   failure → ProxyError's response; gRPC(-Web) answer bound;       (this file)
+//!           service's response rewrite, request id echoed, Alt-Svc
+//! record    route counters, access log record handed to the body              (this file)
+//! ```
+//!
+//! A retry goes to an endpoint not tried yet, and only when the request was certainly not sent,
+//! or is idempotent with no body (so it can be replayed exactly).
+
+mod admit;
+mod attempt;
+mod rewrite;
+mod route;
+
+use crate::body::{LogRecord, ResponseBody};
+use crate::error::ProxyError;
+use crate::headers::ResponseHeaders;
+use crate::path::PathState;
+use crate::snapshot::{RouteEntry, Snapshot};
+use crate::{ConnInfo, Shared};
+use bytes::Bytes;
+use gatehouse_plugins::{Admitted, EditHeaders};
+use http::header::{self, HeaderValue};
+use http::{Method, Request, Response, Version};
+use http_body::Body;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+/// Answers one client request.
+///
+/// `B` is the client's body, from the HTTP/1.1 server or from hyper's HTTP/2 server. A protocol
+/// switch (101) is left to the server that owns the client connection: the response body then
+/// holds the endpoint's connection, which [`ResponseBody::take_upgrade`] hands over.
+#[allow(clippy::manual_async_fn)] // see `forward`
+pub fn handle<B>(
+    shared: Arc<Shared>,
+    mut req: Request<B>,
+    conn: Arc<ConnInfo>,
+) -> impl std::future::Future<Output = Response<ResponseBody>> + Send
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<gatehouse_upstream::BoxError>,
+{
+    async move {
+        let start = gatehouse_clock::now();
+        let snap = shared.snapshot.load_full();
+        let (path, request_id, log) = validate(&snap, &mut req, &conn, start);
+        let mut outcome = Outcome::of(&mut req);
+        let result = forward(&shared, &snap, req, path, &conn, &mut outcome).await;
+        let resp = respond(&shared, &snap, &conn, result, &mut outcome, request_id);
+        record(resp, &mut outcome, log, start)
+    }
+}
+
+/// Validate phase: the request's id given (before anything can fail, so refusals and errors
+/// carry it too), its path normalized (before the log captures the target, so it shows the path
+/// every later phase judged), and its access log record started.
+#[inline]
+fn validate<B>(
+    snap: &Snapshot,
+    req: &mut Request<B>,
+    conn: &ConnInfo,
+    start: Instant,
+) -> (PathState, Option<HeaderValue>, Option<Box<LogRecord>>) {
+    let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
+    let path = crate::path::normalize(req, snap.paths);
+    let log = snap.access_log.as_ref().map(|log| capture(log, req, conn, start, request_id.clone()));
+    (path, request_id, log)
+}
+
+// `handle` and `forward` return an `async move` block instead of being `async fn`s: an `async fn`
+// keeps each argument twice in its state (as passed, and moved into its local), and the request
+// is 240 bytes; the request path's future is allocated per request.
+#[allow(clippy::manual_async_fn)]
+fn forward<'a, B>(
+    shared: &'a Shared,
+    snap: &'a Snapshot,
+    mut req: Request<B>,
+    path: PathState,
+    conn: &'a ConnInfo,
+    outcome: &'a mut Outcome,
+) -> impl std::future::Future<Output = Result<Response<ResponseBody>, ProxyError>> + Send + 'a
+where
+    B: Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<gatehouse_upstream::BoxError>,
+{
+    async move {
+        let route = route::route(snap, &mut req, path, outcome)?;
+        outcome.route = Some(route.clone());
+        let (mut parts, body) = req.into_parts();
+        let admission = admit::admit(snap, route, &mut parts, conn, outcome).await?;
+        let prepared = rewrite::rewrite(snap, route, conn, parts, body, admission, outcome)?;
+        attempt::attempts(shared, snap, route, conn, prepared, outcome).await
+    }
+}
+
+/// Respond phase: the answer for the client. A failure becomes its [`ProxyError`]'s response (a
+/// gRPC status for a call); an endpoint's gRPC-Web answer is made gRPC-Web again, and a call's or
+/// a request with a deadline has its body bound to them. Then the head as the client gets it:
+/// the service's response rewrite (for an endpoint's answer), the request id echoed, `Alt-Svc`.
+#[inline]
+fn respond(
+    shared: &Shared,
+    snap: &Snapshot,
+    conn: &ConnInfo,
+    result: Result<Response<ResponseBody>, ProxyError>,
+    outcome: &mut Outcome,
+    request_id: Option<HeaderValue>,
+) -> Response<ResponseBody> {
+    let (grpc, web) = (outcome.grpc, outcome.web);
+    let (answered, resp) = match result {
+        Ok(mut resp) => {
+            // A gRPC-Web call's answer goes back as gRPC-Web when it is a gRPC answer; any
+            // other (an endpoint's error page) as it is.
+            let web = web.filter(|&w| to_web(&mut resp, w));
+            if grpc || outcome.due_ms.is_some() {
+                let stats = outcome.route.as_ref().map(|r| r.stats.clone());
+                resp.body_mut().bound(grpc, outcome.due_ms, stats, outcome.judge.take(), web);
+            }
+            (true, resp)
+        }
+        Err(e) => {
+            match e {
+                ProxyError::BadRequest(_) => shared.stats.bad_requests.inc(),
+                ProxyError::NoRoute => shared.stats.unrouted.inc(),
+                _ => {}
+            }
+            let mut resp = if grpc { e.into_grpc_response() } else { e.into_response() };
+            if let Some(w) = web {
+                to_web(&mut resp, w);
+            }
+            (false, resp)
+        }
+    };
+    let rewrite = match (&outcome.route, &outcome.admitted) {
+        (Some(route), Some(a)) if answered => route.service.as_ref().map(|svc| (svc, a)),
+        _ => None,
+    };
+    let echo = snap.request_ids.as_ref().zip(request_id);
+    if rewrite.is_none() && echo.is_none() && conn.alt_svc.is_none() {
+        return resp;
+    }
+    let (mut parts, mut body) = resp.into_parts();
+    let mut headers = ResponseHeaders { map: &mut parts.headers, raw: body.raw_head_mut() };
+    if let Some((svc, a)) = rewrite {
+        svc.rewrite_response(a, &mut headers);
+    }
+    if let Some((ids, id)) = echo {
+        ids.echo(&mut headers, id);
+    }
+    if let Some(alt_svc) = &conn.alt_svc {
+        headers.insert(&header::ALT_SVC, alt_svc.clone());
+    }
+    Response::from_parts(parts, body)
+}
+
+/// Record phase: the route's counters (status class, latency, a gRPC status in the head), and the
+/// access log record completed and handed to the body, which writes it when the answer ends.
+#[inline]
+fn record(
+    mut resp: Response<ResponseBody>,
+    outcome: &mut Outcome,
+    log: Option<Box<LogRecord>>,
+    start: Instant,
+) -> Response<ResponseBody> {
+    let status = resp.status().as_u16();
+    // A trailers-only answer (the endpoint's, or the gateway's own) has its gRPC status in
+    // the head; any other gets it from its trailers as they pass (`ResponseBody`).
+    let head_grpc = if outcome.grpc { crate::grpc::status_of(resp.headers()) } else { None };
+    if let Some(route) = &outcome.route {
+        route.stats.record(status, gatehouse_clock::now().saturating_duration_since(start));
+        if let Some(code) = head_grpc {
+            route.stats.record_grpc(code);
+        }
+    }
+    if let Some(mut r) = log {
+        r.status = status;
+        if let Some(route) = &outcome.route {
+            r.route = route.id.to_string();
+            if let Some(addr) = outcome.endpoint.take() {
+                r.upstream = addr.into();
+            }
+        }
+        if let Some(app) = outcome.admitted.as_ref().and_then(|a| a.app.as_ref()) {
+            r.app = app.id.to_string();
+        }
+        if let Some(uri) = outcome.keyless_uri.take() {
+            r.uri = uri;
+        }
+        r.grpc_status = head_grpc;
+        resp.body_mut().set_record(r);
+    }
+    resp
+}
+
+/// What the request path learned, for metrics and the log.
+struct Outcome {
+    route: Option<Arc<RouteEntry>>,
+    /// The last endpoint tried, for the access log (only kept when there is one).
+    endpoint: Option<Box<str>>,
+    /// What the service's Admit stage found, for the response rewrite and the log.
+    admitted: Option<Admitted>,
+    /// The target without the app key the client put in it, for the log.
+    keyless_uri: Option<String>,
+    /// A gRPC call (answers of the gateway's own are gRPC statuses).
+    grpc: bool,
+    /// A gRPC-Web call, translated to gRPC (`grpc` is set too).
+    web: Option<crate::grpc_web::Web>,
+    /// When the request's time is up (`stream_timeout`, `grpc-timeout`), on
+    /// [`gatehouse_clock::now_ms`].
+    due_ms: Option<u64>,
+    /// The upstream and endpoint of a gRPC call whose status in the trailers may count as the
+    /// endpoint's failure (`passive_health.grpc_failures`).
+    judge: Option<Judge>,
+}
+
+impl Outcome {
+    /// Nothing learned yet but what the request is: a gRPC call (POSTs only: any other request
+    /// costs no header lookup), or a gRPC-Web one made a gRPC call's.
+    #[inline]
+    fn of<B>(req: &mut Request<B>) -> Outcome {
+        let (grpc, web) = if req.method() == Method::POST { call_kind(req) } else { (false, None) };
+        Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None, grpc, web, due_ms: None, judge: None }
+    }
+}
+
+/// Who answered a gRPC call, to be judged by its status.
+pub(crate) type Judge = Box<(Arc<gatehouse_upstream::Upstream>, Arc<gatehouse_upstream::EndpointState>)>;
+
+/// Makes a gRPC answer's head a gRPC-Web one (the endpoint's lines passed unparsed are put in
+/// the map first); whether it was a gRPC answer.
+fn to_web(resp: &mut Response<ResponseBody>, web: crate::grpc_web::Web) -> bool {
+    if let Some(raw) = resp.body_mut().take_raw_head() {
+        raw.into_map(resp.headers_mut());
+    }
+    crate::grpc_web::to_web(resp.headers_mut(), web)
+}
+
+/// Whether a POST is a gRPC call (HTTP/2 only), or a gRPC-Web one (any version), whose head is
+/// then made a gRPC call's.
+fn call_kind<B>(req: &mut Request<B>) -> (bool, Option<crate::grpc_web::Web>) {
+    if req.version() == Version::HTTP_2 && crate::grpc::is_call(req.headers()) {
+        return (true, None);
+    }
+    let web = crate::grpc_web::of(req.headers());
+    if web.is_some() {
+        crate::grpc_web::to_grpc(req.headers_mut());
+    }
+    (web.is_some(), web)
+}
+
+fn capture<B>(
+    log: &gatehouse_telemetry::access_log::AccessLog,
+    req: &Request<B>,
+    conn: &ConnInfo,
+    start: Instant,
+    request_id: Option<HeaderValue>,
+) -> Box<LogRecord> {
+    let h = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    Box::new(LogRecord {
+        log: log.clone(),
+        client: conn.peer.ip(),
+        time: SystemTime::now(),
+        start,
+        method: req.method().as_str().to_string(),
+        // As the client wrote it in HTTP/1.x; HTTP/2 targets carry scheme and authority, which
+        // the log shows as the path only (the host has its own field).
+        uri: match (req.version(), req.uri().path_and_query()) {
+            (Version::HTTP_2 | Version::HTTP_3, Some(pq)) => pq.as_str().to_string(),
+            _ => req.uri().to_string(),
+        },
+        version: version_text(req.version()),
+        host: req.uri().authority().map(|a| a.as_str().to_string()).unwrap_or_else(|| h(header::HOST)),
+        referer: h(header::REFERER),
+        user_agent: h(header::USER_AGENT),
+        status: 0,
+        upstream: String::new(),
+        route: String::new(),
+        app: String::new(),
+        request_id,
+        grpc_status: None,
+    })
+}
+
+fn version_text(v: Version) -> &'static str {
+    match v {
+        Version::HTTP_09 => "HTTP/0.9",
+        Version::HTTP_10 => "HTTP/1.0",
+        Version::HTTP_11 => "HTTP/1.1",
+        Version::HTTP_2 => "HTTP/2.0",
+        _ => "HTTP/3.0",
+    }
+}
