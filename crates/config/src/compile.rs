@@ -212,52 +212,80 @@ fn validate(c: &Config, unread: &schema::Unread, errors: &mut Vec<ConfigError>) 
     crate::request_id::validate(c, &mut err);
     crate::proxy_protocol::validate(c, &mut err);
     crate::paths::validate(c, &mut err);
+    validate_listeners(c, unread, &mut err);
+    validate_resolver(&c.resolver, &mut err);
+    validate_upstreams(c, &mut err);
+    validate_sites(c, unread, &mut err);
+    validate_shutdown_grace(c, &mut err);
+}
 
+/// At least one listener, each on an address of its own, with limits and timeouts it can serve by.
+fn validate_listeners(c: &Config, unread: &schema::Unread, err: &mut impl FnMut(String, String)) {
     if c.listeners.is_empty() && !unread.any("listeners") {
         err("listeners".into(), "at least one listener is required".into());
     }
     let mut binds = HashMap::new();
     for (name, l) in &c.listeners {
         let p = format!("listeners.{name}");
-        if l.bind.port() != 0 {
-            if let Some(other) = binds.insert(l.bind, name) {
-                err(format!("{p}.bind"), format!("{} is already bound by listener `{other}`", l.bind));
-            }
-        }
-        if let Some(admin) = &c.admin {
-            if admin.bind == l.bind && l.bind.port() != 0 {
-                err(format!("{p}.bind"), format!("{} is the admin listener's address", l.bind));
-            }
-        }
-        if l.max_connections == 0 {
-            err(format!("{p}.max_connections"), "must be at least 1".into());
-        }
-        if l.max_header_bytes.0 < 1024 || l.max_header_bytes.0 > (1 << 20) {
-            err(format!("{p}.max_header_bytes"), "must be between 1k and 1m".into());
-        }
-        if l.header_read_timeout.0.is_zero() {
-            err(format!("{p}.header_read_timeout"), "must be greater than zero".into());
-        }
-        if l.body_read_timeout.0.is_zero() {
-            err(format!("{p}.body_read_timeout"), "must be greater than zero".into());
-        }
-        if l.send_timeout.0.is_zero() {
-            err(format!("{p}.send_timeout"), "must be greater than zero".into());
-        }
-        if !(1..=10_000).contains(&l.http2_max_concurrent_streams) {
-            err(format!("{p}.http2_max_concurrent_streams"), "must be between 1 and 10000".into());
-        }
-        if l.http2_ping_timeout.0.is_zero() {
-            err(format!("{p}.http2_ping_timeout"), "must be greater than zero".into());
-        }
-        check_http3(&p, l, &mut err);
+        check_bind(c, &p, name, l, &mut binds, err);
+        check_listener_limits(&p, l, err);
+        check_http3(&p, l, err);
         if l.quic.early_data && c.tls.session_cache == crate::model::SessionCacheMode::Off {
             // rustls allows 0-RTT only with single-use (stateful) tickets (RFC 8446 §8.1).
             err(format!("{p}.quic.early_data"), "0-RTT needs `tls.session_cache` (`local` or `redis`)".into());
         }
     }
+}
 
-    let r = &c.resolver;
+/// A listener's address is neither another listener's nor the admin listener's (port 0 excepted:
+/// each gets a port of its own). `binds` holds the addresses of the listeners checked before.
+fn check_bind<'c>(
+    c: &Config,
+    p: &str,
+    name: &'c String,
+    l: &crate::Listener,
+    binds: &mut HashMap<std::net::SocketAddr, &'c String>,
+    err: &mut impl FnMut(String, String),
+) {
+    if l.bind.port() != 0 {
+        if let Some(other) = binds.insert(l.bind, name) {
+            err(format!("{p}.bind"), format!("{} is already bound by listener `{other}`", l.bind));
+        }
+    }
+    if let Some(admin) = &c.admin {
+        if admin.bind == l.bind && l.bind.port() != 0 {
+            err(format!("{p}.bind"), format!("{} is the admin listener's address", l.bind));
+        }
+    }
+}
+
+/// A listener's connection and header limits, its timeouts and its HTTP/2 settings.
+fn check_listener_limits(p: &str, l: &crate::Listener, err: &mut impl FnMut(String, String)) {
+    if l.max_connections == 0 {
+        err(format!("{p}.max_connections"), "must be at least 1".into());
+    }
+    if l.max_header_bytes.0 < 1024 || l.max_header_bytes.0 > (1 << 20) {
+        err(format!("{p}.max_header_bytes"), "must be between 1k and 1m".into());
+    }
+    for (field, d) in [
+        ("header_read_timeout", l.header_read_timeout),
+        ("body_read_timeout", l.body_read_timeout),
+        ("send_timeout", l.send_timeout),
+    ] {
+        if d.0.is_zero() {
+            err(format!("{p}.{field}"), "must be greater than zero".into());
+        }
+    }
+    if !(1..=10_000).contains(&l.http2_max_concurrent_streams) {
+        err(format!("{p}.http2_max_concurrent_streams"), "must be between 1 and 10000".into());
+    }
+    if l.http2_ping_timeout.0.is_zero() {
+        err(format!("{p}.http2_ping_timeout"), "must be greater than zero".into());
+    }
+}
+
+/// The resolver's timeouts, attempts and TTL bounds.
+fn validate_resolver(r: &crate::Resolver, err: &mut impl FnMut(String, String)) {
     for (field, d) in [("timeout", r.timeout), ("failure_retry", r.failure_retry), ("max_ttl", r.max_ttl)] {
         if d.0.is_zero() {
             err(format!("resolver.{field}"), "must be greater than zero".into());
@@ -269,54 +297,16 @@ fn validate(c: &Config, unread: &schema::Unread, errors: &mut Vec<ConfigError>) 
     if r.min_ttl.0 > r.max_ttl.0 {
         err("resolver.min_ttl".into(), "must not be longer than resolver.max_ttl".into());
     }
+}
+
+fn validate_upstreams(c: &Config, err: &mut impl FnMut(String, String)) {
     for (name, u) in &c.upstreams {
         let p = format!("upstreams.{name}");
-        if u.targets.is_empty() {
-            err(format!("{p}.targets"), "at least one target is required".into());
-        }
-        let mut seen = HashSet::new();
-        for (i, t) in u.targets.iter().enumerate() {
-            if !(1..=1000).contains(&t.weight) {
-                err(format!("{p}.targets[{i}].weight"), "must be from 1 to 1000".into());
-            }
-            let port = match &t.address {
-                Address::Ip(a) => a.port(),
-                Address::Name { port, .. } => *port,
-                Address::Srv(_) => 1,
-            };
-            if port == 0 {
-                err(format!("{p}.targets[{i}].address"), "port 0 is not a valid endpoint".into());
-            }
-            if !seen.insert(&t.address) {
-                err(format!("{p}.targets[{i}].address"), format!("{} is listed twice", t.address));
-            }
-        }
-        match (u.balance, &u.hash_key) {
-            (Balance::ConsistentHash, None) => err(
-                format!("{p}.hash_key"),
-                "consistent_hash needs a hash_key (client_ip, uri, header:NAME or cookie:NAME)".into(),
-            ),
-            (Balance::ConsistentHash, Some(_)) | (_, None) => {}
-            (_, Some(_)) => err(format!("{p}.hash_key"), "hash_key is only used with balance: consistent_hash".into()),
-        }
-        if u.retries > 10 {
-            err(format!("{p}.retries"), "at most 10 retries".into());
-        }
-        for (i, s) in u.retry_on_status.iter().enumerate() {
-            if !(500..=599).contains(s) {
-                err(format!("{p}.retry_on_status[{i}]"), "only 5xx statuses can be retried".into());
-            }
-        }
-        for (field, d) in [("connect", u.timeouts.connect), ("read", u.timeouts.read), ("write", u.timeouts.write)] {
-            if d.0.is_zero() {
-                err(format!("{p}.timeouts.{field}"), "must be greater than zero".into());
-            }
-        }
-        if u.keepalive.ping_timeout.0.is_zero() {
-            err(format!("{p}.keepalive.ping_timeout"), "must be greater than zero".into());
-        }
+        check_targets(&p, u, err);
+        check_balance(&p, u, err);
+        check_retries_and_timeouts(&p, u, err);
         if let Some(t) = &u.tls {
-            validate_upstream_tls(&p, t, &mut err);
+            validate_upstream_tls(&p, t, err);
         }
         if u.send_proxy_protocol.is_some() && u.protocol != crate::UpstreamProtocol::Http1 {
             err(
@@ -325,82 +315,165 @@ fn validate(c: &Config, unread: &schema::Unread, errors: &mut Vec<ConfigError>) 
             );
         }
         if let Some(hc) = &u.health_check {
-            match hc.kind {
-                crate::HealthCheckKind::Http if !hc.path.starts_with('/') => {
-                    err(format!("{p}.health_check.path"), "must start with `/`".into());
-                }
-                crate::HealthCheckKind::Http if !hc.service.is_empty() => {
-                    err(format!("{p}.health_check.service"), "only with `type: grpc`".into());
-                }
-                crate::HealthCheckKind::Grpc if !hc.path.is_empty() => {
-                    err(
-                        format!("{p}.health_check.path"),
-                        "not with `type: grpc` (it asks grpc.health.v1.Health/Check)".into(),
-                    );
-                }
-                crate::HealthCheckKind::Grpc if u.protocol != crate::UpstreamProtocol::Http2 => {
-                    err(format!("{p}.health_check.type"), "`grpc` needs the upstream's `protocol: http2`".into());
-                }
-                _ => {}
-            }
-            if hc.rise == 0 || hc.fall == 0 {
-                err(format!("{p}.health_check"), "rise and fall must be at least 1".into());
-            }
-            if hc.interval.0.is_zero() || hc.timeout.0.is_zero() {
-                err(format!("{p}.health_check"), "interval and timeout must be greater than zero".into());
-            }
+            check_health_check(&p, u, hc, err);
         }
     }
+}
 
+/// At least one target; each with a weight Gatehouse takes, a port, and listed once.
+fn check_targets(p: &str, u: &crate::Upstream, err: &mut impl FnMut(String, String)) {
+    if u.targets.is_empty() {
+        err(format!("{p}.targets"), "at least one target is required".into());
+    }
+    let mut seen = HashSet::new();
+    for (i, t) in u.targets.iter().enumerate() {
+        if !(1..=1000).contains(&t.weight) {
+            err(format!("{p}.targets[{i}].weight"), "must be from 1 to 1000".into());
+        }
+        let port = match &t.address {
+            Address::Ip(a) => a.port(),
+            Address::Name { port, .. } => *port,
+            Address::Srv(_) => 1,
+        };
+        if port == 0 {
+            err(format!("{p}.targets[{i}].address"), "port 0 is not a valid endpoint".into());
+        }
+        if !seen.insert(&t.address) {
+            err(format!("{p}.targets[{i}].address"), format!("{} is listed twice", t.address));
+        }
+    }
+}
+
+/// A `hash_key` exactly when the balancer is `consistent_hash`.
+fn check_balance(p: &str, u: &crate::Upstream, err: &mut impl FnMut(String, String)) {
+    match (u.balance, &u.hash_key) {
+        (Balance::ConsistentHash, None) => err(
+            format!("{p}.hash_key"),
+            "consistent_hash needs a hash_key (client_ip, uri, header:NAME or cookie:NAME)".into(),
+        ),
+        (Balance::ConsistentHash, Some(_)) | (_, None) => {}
+        (_, Some(_)) => err(format!("{p}.hash_key"), "hash_key is only used with balance: consistent_hash".into()),
+    }
+}
+
+fn check_retries_and_timeouts(p: &str, u: &crate::Upstream, err: &mut impl FnMut(String, String)) {
+    if u.retries > 10 {
+        err(format!("{p}.retries"), "at most 10 retries".into());
+    }
+    for (i, s) in u.retry_on_status.iter().enumerate() {
+        if !(500..=599).contains(s) {
+            err(format!("{p}.retry_on_status[{i}]"), "only 5xx statuses can be retried".into());
+        }
+    }
+    for (field, d) in [("connect", u.timeouts.connect), ("read", u.timeouts.read), ("write", u.timeouts.write)] {
+        if d.0.is_zero() {
+            err(format!("{p}.timeouts.{field}"), "must be greater than zero".into());
+        }
+    }
+    if u.keepalive.ping_timeout.0.is_zero() {
+        err(format!("{p}.keepalive.ping_timeout"), "must be greater than zero".into());
+    }
+}
+
+/// An active health check's request fits its type (and the upstream's protocol), and its
+/// thresholds and times are not zero.
+fn check_health_check(p: &str, u: &crate::Upstream, hc: &crate::HealthCheck, err: &mut impl FnMut(String, String)) {
+    match hc.kind {
+        crate::HealthCheckKind::Http if !hc.path.starts_with('/') => {
+            err(format!("{p}.health_check.path"), "must start with `/`".into());
+        }
+        crate::HealthCheckKind::Http if !hc.service.is_empty() => {
+            err(format!("{p}.health_check.service"), "only with `type: grpc`".into());
+        }
+        crate::HealthCheckKind::Grpc if !hc.path.is_empty() => {
+            err(format!("{p}.health_check.path"), "not with `type: grpc` (it asks grpc.health.v1.Health/Check)".into());
+        }
+        crate::HealthCheckKind::Grpc if u.protocol != crate::UpstreamProtocol::Http2 => {
+            err(format!("{p}.health_check.type"), "`grpc` needs the upstream's `protocol: http2`".into());
+        }
+        _ => {}
+    }
+    if hc.rise == 0 || hc.fall == 0 {
+        err(format!("{p}.health_check"), "rise and fall must be at least 1".into());
+    }
+    if hc.interval.0.is_zero() || hc.timeout.0.is_zero() {
+        err(format!("{p}.health_check"), "interval and timeout must be greater than zero".into());
+    }
+}
+
+fn validate_sites(c: &Config, unread: &schema::Unread, err: &mut impl FnMut(String, String)) {
+    // Lower-cased host pattern → the site that serves it.
     let mut hosts: HashMap<String, &str> = HashMap::new();
     for (name, site) in &c.sites {
         let p = format!("sites.{name}");
-        if site.hosts.is_empty() {
-            err(format!("{p}.hosts"), "at least one host name (or `*`) is required".into());
-        }
-        for (i, h) in site.hosts.iter().enumerate() {
-            let lower = h.to_ascii_lowercase();
-            if let Err(e) = check_host_pattern(&lower) {
-                err(format!("{p}.hosts[{i}]"), e.to_string());
-            } else if let Some(other) = hosts.insert(lower, name) {
-                err(format!("{p}.hosts[{i}]"), format!("`{h}` is already served by site `{other}`"));
-            }
-        }
+        check_site_hosts(&p, name, site, &mut hosts, err);
         let mut paths = HashSet::new();
         for (i, r) in site.routes.iter().enumerate() {
-            let rp = format!("{p}.routes[{i}]");
-            if !r.path.starts_with('/') {
-                err(format!("{rp}.path"), "must start with `/`".into());
-            }
-            if !paths.insert(r.path.as_str()) {
-                err(format!("{rp}.path"), format!("`{}` is routed twice in this site", r.path));
-            }
-            if !c.upstreams.contains_key(&r.upstream) && !unread.has("upstreams", &r.upstream) {
-                err(format!("{rp}.upstream"), format!("unknown upstream `{}`", r.upstream));
-            }
-            if r.stream_timeout.is_some_and(|d| d.0.is_zero()) {
-                err(format!("{rp}.stream_timeout"), "must be more than 0 (leave it out for none)".into());
-            }
-            if let Some(rw) = &r.rewrite {
-                if !rw.starts_with('/') {
-                    err(format!("{rp}.rewrite"), "must start with `/`".into());
-                }
-                if r.strip_prefix {
-                    err(format!("{rp}.rewrite"), "use either strip_prefix or rewrite, not both".into());
-                }
-            }
-            if let crate::model::HostHeader::Literal(h) = &r.host_header {
-                if h.is_empty() || h.bytes().any(|b| b <= b' ' || b == 0x7f) {
-                    err(format!("{rp}.host_header"), "must be `preserve`, `upstream` or a host name".into());
-                }
-            }
+            check_route(c, unread, &format!("{p}.routes[{i}]"), r, &mut paths, err);
         }
     }
+}
 
-    if let Some(grace) = Some(c.shutdown_grace.0) {
-        if grace > std::time::Duration::from_secs(3600) {
-            err("shutdown_grace".into(), "at most 1h".into());
+/// A site's host patterns: at least one, each well-formed and served by no other site.
+fn check_site_hosts<'c>(
+    p: &str,
+    name: &'c str,
+    site: &crate::Site,
+    hosts: &mut HashMap<String, &'c str>,
+    err: &mut impl FnMut(String, String),
+) {
+    if site.hosts.is_empty() {
+        err(format!("{p}.hosts"), "at least one host name (or `*`) is required".into());
+    }
+    for (i, h) in site.hosts.iter().enumerate() {
+        let lower = h.to_ascii_lowercase();
+        if let Err(e) = check_host_pattern(&lower) {
+            err(format!("{p}.hosts[{i}]"), e.to_string());
+        } else if let Some(other) = hosts.insert(lower, name) {
+            err(format!("{p}.hosts[{i}]"), format!("`{h}` is already served by site `{other}`"));
         }
+    }
+}
+
+/// One route (at `rp`) of a site; `paths` holds the paths of the site's routes checked before.
+fn check_route<'c>(
+    c: &Config,
+    unread: &schema::Unread,
+    rp: &str,
+    r: &'c crate::Route,
+    paths: &mut HashSet<&'c str>,
+    err: &mut impl FnMut(String, String),
+) {
+    if !r.path.starts_with('/') {
+        err(format!("{rp}.path"), "must start with `/`".into());
+    }
+    if !paths.insert(r.path.as_str()) {
+        err(format!("{rp}.path"), format!("`{}` is routed twice in this site", r.path));
+    }
+    if !c.upstreams.contains_key(&r.upstream) && !unread.has("upstreams", &r.upstream) {
+        err(format!("{rp}.upstream"), format!("unknown upstream `{}`", r.upstream));
+    }
+    if r.stream_timeout.is_some_and(|d| d.0.is_zero()) {
+        err(format!("{rp}.stream_timeout"), "must be more than 0 (leave it out for none)".into());
+    }
+    if let Some(rw) = &r.rewrite {
+        if !rw.starts_with('/') {
+            err(format!("{rp}.rewrite"), "must start with `/`".into());
+        }
+        if r.strip_prefix {
+            err(format!("{rp}.rewrite"), "use either strip_prefix or rewrite, not both".into());
+        }
+    }
+    if let crate::model::HostHeader::Literal(h) = &r.host_header {
+        if h.is_empty() || h.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            err(format!("{rp}.host_header"), "must be `preserve`, `upstream` or a host name".into());
+        }
+    }
+}
+
+fn validate_shutdown_grace(c: &Config, err: &mut impl FnMut(String, String)) {
+    if c.shutdown_grace.0 > std::time::Duration::from_secs(3600) {
+        err("shutdown_grace".into(), "at most 1h".into());
     }
 }
 
