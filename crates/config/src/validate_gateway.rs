@@ -3,7 +3,7 @@
 
 use crate::compile::check_host_pattern;
 use crate::error::ValueError;
-use crate::gateway::{Acl, AuthMethod, HeaderRewrite, LimitKey, LimitScope, RateLimit};
+use crate::gateway::{Acl, App, AuthMethod, HeaderRewrite, JwtKey, LimitKey, LimitScope, RateLimit, Service};
 use crate::model::{Config, HostHeader};
 use crate::upstream::is_token;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -14,127 +14,184 @@ pub const JWT_ALGORITHMS: &[&str] = &["HS256", "RS256", "ES256"];
 pub(crate) fn validate(c: &Config, unread: &crate::schema::Unread, err: &mut impl FnMut(String, String)) {
     for (name, s) in &c.services {
         let p = format!("services.{name}");
-        if !s.path.starts_with('/') {
-            err(format!("{p}.path"), "must start with `/`".into());
-        } else if s.path.contains("/~") || s.path.contains(['?', '#', '*']) {
-            err(format!("{p}.path"), "a plain path prefix: no `/~`, `?`, `#` or `*`".into());
-        }
-        if !c.upstreams.contains_key(&s.upstream) && !unread.has("upstreams", &s.upstream) {
-            err(format!("{p}.upstream"), format!("unknown upstream `{}`", s.upstream));
-        }
-        if s.stream_timeout.is_some_and(|d| d.0.is_zero()) {
-            err(format!("{p}.stream_timeout"), "must be more than 0 (leave it out for none)".into());
-        }
-        for (i, h) in s.hosts.iter().enumerate() {
-            if let Err(e) = check_host_pattern(&h.to_ascii_lowercase()) {
-                err(format!("{p}.hosts[{i}]"), e.to_string());
-            }
-        }
-        if let HostHeader::Literal(h) = &s.host_header {
-            if h.is_empty() || h.bytes().any(|b| b <= b' ' || b == 0x7f) {
-                err(format!("{p}.host_header"), "must be `preserve`, `upstream` or a host name".into());
-            }
-        }
-        let methods = &s.auth.0;
-        if methods.contains(&AuthMethod::AppKey) {
-            let k = &s.app_key;
-            if k.header.is_empty() && k.query.is_empty() && !k.path {
-                err(format!("{p}.app_key"), "every source is off: enable header, query or path".into());
-            }
-            if !k.header.is_empty() && !is_token(&k.header) {
-                err(format!("{p}.app_key.header"), "not a header name".into());
-            }
-            if !k.query.is_empty() && !k.query.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b)) {
-                err(format!("{p}.app_key.query"), "a parameter name of letters, digits, `-`, `.`, `_`, `~`".into());
-            }
-        }
-        if methods.contains(&AuthMethod::Jwt) && s.jwt.app_claim.is_empty() {
-            err(format!("{p}.jwt.app_claim"), "must name a claim".into());
-        }
-        if !s.app_id_header.is_empty() && !is_token(&s.app_id_header) {
-            err(format!("{p}.app_id_header"), "not a header name".into());
-        }
-        let authenticated = !methods.is_empty();
+        check_service_route(c, unread, &p, s, err);
+        check_service_auth(&p, s, err);
+        let authenticated = !s.auth.0.is_empty();
         plugins(c, &p, &s.acl, &s.rate_limits, &s.headers, authenticated, err);
     }
-
     for (name, plan) in &c.plans {
         let p = format!("plans.{name}");
         plugins(c, &p, &plan.acl, &plan.rate_limits, &plan.headers, true, err);
     }
+    validate_apps(c, unread, err);
+    validate_circuit_breakers(c, err);
+    path_clashes(c, err);
+}
 
+/// A service's path, upstream, stream timeout, hosts and Host header.
+fn check_service_route(
+    c: &Config,
+    unread: &crate::schema::Unread,
+    p: &str,
+    s: &Service,
+    err: &mut impl FnMut(String, String),
+) {
+    if !s.path.starts_with('/') {
+        err(format!("{p}.path"), "must start with `/`".into());
+    } else if s.path.contains("/~") || s.path.contains(['?', '#', '*']) {
+        err(format!("{p}.path"), "a plain path prefix: no `/~`, `?`, `#` or `*`".into());
+    }
+    if !c.upstreams.contains_key(&s.upstream) && !unread.has("upstreams", &s.upstream) {
+        err(format!("{p}.upstream"), format!("unknown upstream `{}`", s.upstream));
+    }
+    if s.stream_timeout.is_some_and(|d| d.0.is_zero()) {
+        err(format!("{p}.stream_timeout"), "must be more than 0 (leave it out for none)".into());
+    }
+    for (i, h) in s.hosts.iter().enumerate() {
+        if let Err(e) = check_host_pattern(&h.to_ascii_lowercase()) {
+            err(format!("{p}.hosts[{i}]"), e.to_string());
+        }
+    }
+    if let HostHeader::Literal(h) = &s.host_header {
+        if h.is_empty() || h.bytes().any(|b| b <= b' ' || b == 0x7f) {
+            err(format!("{p}.host_header"), "must be `preserve`, `upstream` or a host name".into());
+        }
+    }
+}
+
+/// Where a service finds the app key and the JWT's app, and the header that names the app upstream.
+fn check_service_auth(p: &str, s: &Service, err: &mut impl FnMut(String, String)) {
+    let methods = &s.auth.0;
+    if methods.contains(&AuthMethod::AppKey) {
+        let k = &s.app_key;
+        if k.header.is_empty() && k.query.is_empty() && !k.path {
+            err(format!("{p}.app_key"), "every source is off: enable header, query or path".into());
+        }
+        if !k.header.is_empty() && !is_token(&k.header) {
+            err(format!("{p}.app_key.header"), "not a header name".into());
+        }
+        if !k.query.is_empty() && !k.query.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b)) {
+            err(format!("{p}.app_key.query"), "a parameter name of letters, digits, `-`, `.`, `_`, `~`".into());
+        }
+    }
+    if methods.contains(&AuthMethod::Jwt) && s.jwt.app_claim.is_empty() {
+        err(format!("{p}.jwt.app_claim"), "must name a claim".into());
+    }
+    if !s.app_id_header.is_empty() && !is_token(&s.app_id_header) {
+        err(format!("{p}.app_id_header"), "not a header name".into());
+    }
+}
+
+/// Every app's credentials and grants. No two apps share a key or a JWT key id.
+fn validate_apps(c: &Config, unread: &crate::schema::Unread, err: &mut impl FnMut(String, String)) {
     let mut kids: HashMap<&str, &str> = HashMap::new();
     let mut keys: HashMap<&str, &str> = HashMap::new();
     for (name, app) in &c.apps {
         let p = format!("apps.{name}");
-        if [app.key.is_some(), app.key_sha256.is_some(), app.key_hmac.is_some()].iter().filter(|s| **s).count() > 1 {
-            err(p.clone(), "set one of `key`, `key_sha256` and `key_hmac`".into());
-        } else if let Some(h) = &app.key_hmac {
-            if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
-                err(format!("{p}.key_hmac"), "64 hexadecimal digits expected".into());
-            }
-            if c.redis.is_none() {
-                err(format!("{p}.key_hmac"), "needs the cluster secret (`redis.secret_file`)".into());
-            }
-        }
-        match (&app.key, &app.key_sha256) {
-            (Some(_), Some(_)) => {}
-            (Some(k), None) => {
-                if let Err(e) = check_app_key(k) {
-                    err(format!("{p}.key"), e.to_string());
-                } else if let Some(other) = keys.insert(k, name) {
-                    err(format!("{p}.key"), format!("the same key as app `{other}`"));
-                }
-            }
-            (None, Some(h)) => {
-                if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
-                    err(format!("{p}.key_sha256"), "64 hexadecimal digits expected".into());
-                }
-            }
-            (None, None) => {}
-        }
-        let has_credentials = app.key.is_some()
-            || app.key_sha256.is_some()
-            || app.key_hmac.is_some()
-            || app.secret.is_some()
-            || !app.jwt_keys.is_empty();
-        if !has_credentials {
-            err(p.clone(), "no credentials: set key, key_sha256, key_hmac, secret or jwt_keys".into());
-        }
-        if app.secret.as_deref() == Some("") {
-            err(format!("{p}.secret"), "must not be empty".into());
-        }
+        check_app_keys(c, &p, name, app, &mut keys, err);
+        check_app_credentials(&p, app, err);
         for (i, k) in app.jwt_keys.iter().enumerate() {
-            let kp = format!("{p}.jwt_keys[{i}]");
-            if !JWT_ALGORITHMS.contains(&k.alg.as_str()) {
-                err(format!("{kp}.alg"), format!("`{}` is not one of {}", k.alg, JWT_ALGORITHMS.join(", ")));
-            }
-            match (k.alg.as_str(), &k.secret, &k.public_key) {
-                ("HS256", Some(s), None) if !s.is_empty() => {}
-                ("HS256", _, _) => err(kp.clone(), "HS256 needs a non-empty `secret` and no `public_key`".into()),
-                (_, None, Some(_)) => {}
-                _ => err(kp.clone(), format!("{} needs `public_key` (a PEM file) and no `secret`", k.alg)),
-            }
-            if let Some(kid) = &k.kid {
-                if kid.is_empty() {
-                    err(format!("{kp}.kid"), "must not be empty".into());
-                } else if let Some(other) = kids.insert(kid, name) {
-                    err(format!("{kp}.kid"), format!("`{kid}` is already a key of app `{other}`"));
-                }
+            check_jwt_key(&format!("{p}.jwt_keys[{i}]"), name, k, &mut kids, err);
+        }
+        check_grants(c, unread, &p, app, err);
+    }
+}
+
+/// An app's `key`, `key_sha256` or `key_hmac` (one at most); `keys` holds the keys of the apps
+/// checked before.
+fn check_app_keys<'c>(
+    c: &Config,
+    p: &str,
+    name: &'c str,
+    app: &'c App,
+    keys: &mut HashMap<&'c str, &'c str>,
+    err: &mut impl FnMut(String, String),
+) {
+    if [app.key.is_some(), app.key_sha256.is_some(), app.key_hmac.is_some()].iter().filter(|s| **s).count() > 1 {
+        err(p.to_string(), "set one of `key`, `key_sha256` and `key_hmac`".into());
+    } else if let Some(h) = &app.key_hmac {
+        if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+            err(format!("{p}.key_hmac"), "64 hexadecimal digits expected".into());
+        }
+        if c.redis.is_none() {
+            err(format!("{p}.key_hmac"), "needs the cluster secret (`redis.secret_file`)".into());
+        }
+    }
+    match (&app.key, &app.key_sha256) {
+        (Some(_), Some(_)) => {}
+        (Some(k), None) => {
+            if let Err(e) = check_app_key(k) {
+                err(format!("{p}.key"), e.to_string());
+            } else if let Some(other) = keys.insert(k, name) {
+                err(format!("{p}.key"), format!("the same key as app `{other}`"));
             }
         }
-        for (service, plan) in &app.grants {
-            if !c.services.contains_key(service) && !unread.has("services", service) {
-                err(format!("{p}.grants.{service}"), format!("unknown service `{service}`"));
+        (None, Some(h)) => {
+            if h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()) {
+                err(format!("{p}.key_sha256"), "64 hexadecimal digits expected".into());
             }
-            if let Some(plan) = plan {
-                if !c.plans.contains_key(plan) && !unread.has("plans", plan) {
-                    err(format!("{p}.grants.{service}"), format!("unknown plan `{plan}`"));
-                }
+        }
+        (None, None) => {}
+    }
+}
+
+/// An app has some credential, and a `secret` is not empty.
+fn check_app_credentials(p: &str, app: &App, err: &mut impl FnMut(String, String)) {
+    let has_credentials = app.key.is_some()
+        || app.key_sha256.is_some()
+        || app.key_hmac.is_some()
+        || app.secret.is_some()
+        || !app.jwt_keys.is_empty();
+    if !has_credentials {
+        err(p.to_string(), "no credentials: set key, key_sha256, key_hmac, secret or jwt_keys".into());
+    }
+    if app.secret.as_deref() == Some("") {
+        err(format!("{p}.secret"), "must not be empty".into());
+    }
+}
+
+/// One JWT key (at `kp`) of app `app`: its algorithm, the secret or public key that goes with it,
+/// and a key id that `kids` (the ids of the keys checked before) does not hold yet.
+fn check_jwt_key<'c>(
+    kp: &str,
+    app: &'c str,
+    k: &'c JwtKey,
+    kids: &mut HashMap<&'c str, &'c str>,
+    err: &mut impl FnMut(String, String),
+) {
+    if !JWT_ALGORITHMS.contains(&k.alg.as_str()) {
+        err(format!("{kp}.alg"), format!("`{}` is not one of {}", k.alg, JWT_ALGORITHMS.join(", ")));
+    }
+    match (k.alg.as_str(), &k.secret, &k.public_key) {
+        ("HS256", Some(s), None) if !s.is_empty() => {}
+        ("HS256", _, _) => err(kp.to_string(), "HS256 needs a non-empty `secret` and no `public_key`".into()),
+        (_, None, Some(_)) => {}
+        _ => err(kp.to_string(), format!("{} needs `public_key` (a PEM file) and no `secret`", k.alg)),
+    }
+    if let Some(kid) = &k.kid {
+        if kid.is_empty() {
+            err(format!("{kp}.kid"), "must not be empty".into());
+        } else if let Some(other) = kids.insert(kid, app) {
+            err(format!("{kp}.kid"), format!("`{kid}` is already a key of app `{other}`"));
+        }
+    }
+}
+
+/// An app's grants name services and plans that exist.
+fn check_grants(c: &Config, unread: &crate::schema::Unread, p: &str, app: &App, err: &mut impl FnMut(String, String)) {
+    for (service, plan) in &app.grants {
+        if !c.services.contains_key(service) && !unread.has("services", service) {
+            err(format!("{p}.grants.{service}"), format!("unknown service `{service}`"));
+        }
+        if let Some(plan) = plan {
+            if !c.plans.contains_key(plan) && !unread.has("plans", plan) {
+                err(format!("{p}.grants.{service}"), format!("unknown plan `{plan}`"));
             }
         }
     }
+}
 
+fn validate_circuit_breakers(c: &Config, err: &mut impl FnMut(String, String)) {
     for (name, u) in &c.upstreams {
         if let Some(cb) = &u.circuit_breaker {
             let p = format!("upstreams.{name}.circuit_breaker");
@@ -146,8 +203,6 @@ pub(crate) fn validate(c: &Config, unread: &crate::schema::Unread, err: &mut imp
             }
         }
     }
-
-    path_clashes(c, err);
 }
 
 /// Characters an app key may use: it travels in a header, a query string and a path segment.
