@@ -68,6 +68,29 @@ struct Endpoint {
 
 /// Builds the upstream of service `s` (at `p`, e.g. `services[2]`); `None` when no endpoint is left.
 pub(super) fn upstream(report: &mut Report, p: &str, s: &Service) -> Option<Mapping> {
+    let (mut targets, tls) = targets(report, p, s)?;
+    scale_weights(report, p, &mut targets);
+    let mut out = Mapping::new();
+    balance(report, p, s, &targets, &mut out);
+    entry(&mut out, "targets", target_list(&targets));
+    if tls {
+        upstream_tls(report, p, &mut out);
+    }
+    timeouts(report, p, s, &mut out);
+    // hyperapi never sent a request twice, and took endpoints out only through the breaker.
+    entry(&mut out, "retries", 0u64);
+    let mut passive = Mapping::new();
+    entry(&mut passive, "failures", 0u64);
+    entry(&mut out, "passive_health", passive);
+    if let Some(cb) = breaker(report, p, &s.upstreams) {
+        entry(&mut out, "circuit_breaker", cb);
+    }
+    Some(out)
+}
+
+/// The targets of service `s`, one per address, and whether they are reached over TLS; `None`
+/// when no endpoint is usable.
+fn targets(report: &mut Report, p: &str, s: &Service) -> Option<(Vec<Target>, bool)> {
     let mut targets: Vec<Target> = Vec::new();
     let mut labels = false;
     // One Gatehouse upstream is all TLS or all plain: the first usable target decides.
@@ -77,42 +100,12 @@ pub(super) fn upstream(report: &mut Report, p: &str, s: &Service) -> Option<Mapp
         report.extra(&up, &u.extra);
         labels |= u.id.is_some() || u.version.is_some();
         let Some(Endpoint { address, tls: this_tls }) = address(report, &up, &u.target) else { continue };
-        match tls {
-            None => tls = Some(this_tls),
-            Some(first) if first != this_tls => {
-                let (kind, other) = if first { ("https", "http") } else { ("http", "https") };
-                report.note(
-                    format!("{up}.target"),
-                    format!("{other} target in a service whose first target is {kind}: one Gatehouse upstream is all TLS or all plain; target dropped (give it a service of its own)"),
-                );
-                continue;
-            }
-            Some(_) => {}
-        }
-        let weight = match u.weight {
-            Some(0) => {
-                report.note(
-                    format!("{up}.weight"),
-                    "0 (never chosen by weighted random) is not a Gatehouse weight; written as 1",
-                );
-                1
-            }
-            w => w.unwrap_or(1),
-        };
-        if u.max_conn == Some(0) {
-            report.note(format!("{up}.max_conn"), "0 admitted no request in hyperapi; Gatehouse reads 0 as no limit");
-        }
-        let max_conns = u.max_conn.unwrap_or(0);
-        if let Some(same) = targets.iter_mut().find(|t| t.address == address) {
-            report.note(
-                format!("{up}.target"),
-                format!("{address} is already a target of this service; merged into it (weights and max_conn added)"),
-            );
-            same.weight += weight;
-            same.max_conns = if same.max_conns == 0 || max_conns == 0 { 0 } else { same.max_conns + max_conns };
+        if !same_scheme(report, &up, *tls.get_or_insert(this_tls), this_tls) {
             continue;
         }
-        targets.push(Target { address, weight, max_conns });
+        let weight = weight(report, &up, u);
+        let max_conns = max_conns(report, &up, u);
+        add_target(report, &up, &mut targets, Target { address, weight, max_conns });
     }
     if targets.is_empty() {
         report.note(format!("{p}.upstreams"), "no usable endpoint; service dropped");
@@ -124,10 +117,61 @@ pub(super) fn upstream(report: &mut Report, p: &str, s: &Service) -> Option<Mapp
             "`id` and `version` (the X-UPSTREAM-ID and X-UPSTREAM-VERSION response headers, metric labels) have no Gatehouse equivalent; dropped",
         );
     }
-    scale_weights(report, p, &mut targets);
+    Some((targets, tls == Some(true)))
+}
 
-    let mut out = Mapping::new();
-    balance(report, p, s, &targets, &mut out);
+/// Whether a target (at `up`) is reached as the service's first usable one is (over TLS, `first`,
+/// or not); one that is not is reported and dropped.
+fn same_scheme(report: &mut Report, up: &str, first: bool, this_tls: bool) -> bool {
+    if first == this_tls {
+        return true;
+    }
+    let (kind, other) = if first { ("https", "http") } else { ("http", "https") };
+    report.note(
+        format!("{up}.target"),
+        format!("{other} target in a service whose first target is {kind}: one Gatehouse upstream is all TLS or all plain; target dropped (give it a service of its own)"),
+    );
+    false
+}
+
+/// A target's weight; hyperapi's 0 (never chosen) becomes 1.
+fn weight(report: &mut Report, up: &str, u: &Upstream) -> u64 {
+    match u.weight {
+        Some(0) => {
+            report.note(
+                format!("{up}.weight"),
+                "0 (never chosen by weighted random) is not a Gatehouse weight; written as 1",
+            );
+            1
+        }
+        w => w.unwrap_or(1),
+    }
+}
+
+/// A target's connection limit (0: none).
+fn max_conns(report: &mut Report, up: &str, u: &Upstream) -> u64 {
+    if u.max_conn == Some(0) {
+        report.note(format!("{up}.max_conn"), "0 admitted no request in hyperapi; Gatehouse reads 0 as no limit");
+    }
+    u.max_conn.unwrap_or(0)
+}
+
+/// Adds `target` (from `up`) to `targets`, merged into the one with the same address if there is one.
+fn add_target(report: &mut Report, up: &str, targets: &mut Vec<Target>, target: Target) {
+    let Some(same) = targets.iter_mut().find(|t| t.address == target.address) else {
+        targets.push(target);
+        return;
+    };
+    report.note(
+        format!("{up}.target"),
+        format!("{} is already a target of this service; merged into it (weights and max_conn added)", target.address),
+    );
+    same.weight += target.weight;
+    same.max_conns = if same.max_conns == 0 || target.max_conns == 0 { 0 } else { same.max_conns + target.max_conns };
+}
+
+/// The `targets` list of the upstream.
+fn target_list(targets: &[Target]) -> Value {
     let list = targets
         .iter()
         .map(|t| {
@@ -140,15 +184,21 @@ pub(super) fn upstream(report: &mut Report, p: &str, s: &Service) -> Option<Mapp
             Value::Mapping(m)
         })
         .collect();
-    entry(&mut out, "targets", Value::Sequence(list));
-    if tls == Some(true) {
-        // Verified against the system's roots, for the target's host name (or IP address).
-        entry(&mut out, "tls", Mapping::new());
-        report.note(
-            format!("{p}.upstreams"),
-            "https targets: TLS verified against the system's roots for each target's host; set `tls.ca` for a private CA, or `tls.server_name`",
-        );
-    }
+    Value::Sequence(list)
+}
+
+/// TLS for https targets, verified against the system's roots for the target's host name (or IP
+/// address).
+fn upstream_tls(report: &mut Report, p: &str, out: &mut Mapping) {
+    entry(out, "tls", Mapping::new());
+    report.note(
+        format!("{p}.upstreams"),
+        "https targets: TLS verified against the system's roots for each target's host; set `tls.ca` for a private CA, or `tls.server_name`",
+    );
+}
+
+/// hyperapi's one `timeout` (seconds) becomes the connect, read and write timeouts.
+fn timeouts(report: &mut Report, p: &str, s: &Service, out: &mut Mapping) {
     match s.timeout {
         Some(0) => {
             report.note(format!("{p}.timeout"), "0 failed every request in hyperapi; Gatehouse's default timeouts used")
@@ -158,19 +208,10 @@ pub(super) fn upstream(report: &mut Report, p: &str, s: &Service) -> Option<Mapp
             for field in ["connect", "read", "write"] {
                 entry(&mut m, field, format!("{t}s"));
             }
-            entry(&mut out, "timeouts", m);
+            entry(out, "timeouts", m);
         }
         None => {}
     }
-    // hyperapi never sent a request twice, and took endpoints out only through the breaker.
-    entry(&mut out, "retries", 0u64);
-    let mut passive = Mapping::new();
-    entry(&mut passive, "failures", 0u64);
-    entry(&mut out, "passive_health", passive);
-    if let Some(cb) = breaker(report, p, &s.upstreams) {
-        entry(&mut out, "circuit_breaker", cb);
-    }
-    Some(out)
 }
 
 /// The Gatehouse address of one target URL (`ip:port`, `[v6]:port` or `name:port`) and whether it
