@@ -16,6 +16,22 @@ fn help(out: &mut String, name: &str, kind: &str, text: &str) {
 
 /// Appends the TLS counters.
 pub fn render_tls(out: &mut String, t: &TlsStats) {
+    render_tls_handshakes(out, t);
+    render_cert_store(out, t);
+    render_tls_redis(out, t);
+    render_quic_handshakes(out, t);
+    render_quic_counters(out, t);
+    render_tls_state(out, t);
+}
+
+/// A metric without labels: its help and its one sample.
+fn single(out: &mut String, name: &str, kind: &str, text: &str, value: impl std::fmt::Display) {
+    help(out, name, kind, text);
+    let _ = writeln!(out, "{name} {value}");
+}
+
+/// TLS handshakes finished, by version, kind and resumption mechanism, and those that failed.
+fn render_tls_handshakes(out: &mut String, t: &TlsStats) {
     help(
         out,
         "gatehouse_tls_handshakes_total",
@@ -40,6 +56,10 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
     for (f, c) in Failure::ALL.iter().zip(&t.failures) {
         let _ = writeln!(out, "gatehouse_tls_handshake_failures_total{{reason=\"{}\"}} {}", f.as_str(), c.get());
     }
+}
+
+/// Certificate lookups by where they were answered, and bundles loaded from the store.
+fn render_cert_store(out: &mut String, t: &TlsStats) {
     help(out, "gatehouse_tls_cert_lookups_total", "counter", "Certificate lookups by where they were answered.");
     let _ = writeln!(out, "gatehouse_tls_cert_lookups_total{{result=\"hit\"}} {}", t.cert_cache_hits.get());
     let _ = writeln!(out, "gatehouse_tls_cert_lookups_total{{result=\"miss\"}} {}", t.cert_cache_misses.get());
@@ -47,16 +67,19 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
         ("gatehouse_tls_cert_loads_total", "Bundles loaded from the certificate store.", t.cert_loads.get()),
         ("gatehouse_tls_cert_load_errors_total", "Stored bundles that could not be loaded.", t.cert_load_errors.get()),
     ] {
-        help(out, name, "counter", text);
-        let _ = writeln!(out, "{name} {v}");
+        single(out, name, "counter", text, v);
     }
+}
+
+/// Redis commands for TLS state, and the sessions other nodes made that were fetched from it.
+fn render_tls_redis(out: &mut String, t: &TlsStats) {
     for (name, text, v) in [
         (
             "gatehouse_tls_redis_commands_total",
             "Redis commands sent for TLS state (sessions, ticket keys, certificates).",
-            t.redis.commands.load(std::sync::atomic::Ordering::Relaxed),
+            t.redis.commands.load(Relaxed),
         ),
-        ("gatehouse_tls_redis_errors_total", "Redis commands for TLS state that failed.", t.redis.errors.load(std::sync::atomic::Ordering::Relaxed)),
+        ("gatehouse_tls_redis_errors_total", "Redis commands for TLS state that failed.", t.redis.errors.load(Relaxed)),
         (
             "gatehouse_tls_sessions_fetched_total",
             "Sessions made by another node, fetched from Redis before a handshake.",
@@ -68,9 +91,12 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
             t.sessions_fetched_late.get(),
         ),
     ] {
-        help(out, name, "counter", text);
-        let _ = writeln!(out, "{name} {v}");
+        single(out, name, "counter", text, v);
     }
+}
+
+/// QUIC handshakes by kind: full, resumed, or resumed with requests in 0-RTT data.
+fn render_quic_handshakes(out: &mut String, t: &TlsStats) {
     let q = &t.quic;
     help(
         out,
@@ -83,6 +109,11 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
     let _ = writeln!(out, "gatehouse_quic_handshakes_total{{kind=\"full\"}} {}", q.handshakes.get() - resumed);
     let _ = writeln!(out, "gatehouse_quic_handshakes_total{{kind=\"resumed\"}} {}", resumed - zero_rtt);
     let _ = writeln!(out, "gatehouse_quic_handshakes_total{{kind=\"0rtt\"}} {zero_rtt}");
+}
+
+/// QUIC and HTTP/3: failures, retries, refusals, connections, requests and packets.
+fn render_quic_counters(out: &mut String, t: &TlsStats) {
+    let q = &t.quic;
     for (name, kind, text, v) in [
         (
             "gatehouse_quic_handshake_failures_total",
@@ -102,12 +133,7 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
             "New QUIC connections refused at a worker's max_connections.",
             q.refused.get(),
         ),
-        (
-            "gatehouse_quic_connections",
-            "gauge",
-            "QUIC connections open now.",
-            q.connections.load(std::sync::atomic::Ordering::Relaxed),
-        ),
+        ("gatehouse_quic_connections", "gauge", "QUIC connections open now.", q.connections.load(Relaxed)),
         ("gatehouse_http3_requests_total", "counter", "HTTP/3 requests (request streams).", q.requests.get()),
         (
             "gatehouse_quic_packets_lost_total",
@@ -128,23 +154,29 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
             q.steered.get(),
         ),
     ] {
-        help(out, name, kind, text);
-        let _ = writeln!(out, "{name} {v}");
+        single(out, name, kind, text, v);
     }
-    help(out, "gatehouse_tls_ticket_keys", "gauge", "Keys in the ticket key ring (the newest seals, all open).");
-    let _ = writeln!(out, "gatehouse_tls_ticket_keys {}", t.ticket_keys.load(std::sync::atomic::Ordering::Relaxed));
-    help(out, "gatehouse_tls_redis_latency_seconds_total", "counter", "Total time of those Redis commands.");
-    let _ = writeln!(
+}
+
+/// The ticket key ring, the time spent on TLS state in Redis, and the certificates about to expire.
+fn render_tls_state(out: &mut String, t: &TlsStats) {
+    single(
         out,
-        "gatehouse_tls_redis_latency_seconds_total {}",
-        t.redis.latency_us.load(std::sync::atomic::Ordering::Relaxed) as f64 / 1e6
+        "gatehouse_tls_ticket_keys",
+        "gauge",
+        "Keys in the ticket key ring (the newest seals, all open).",
+        t.ticket_keys.load(Relaxed),
+    );
+    single(
+        out,
+        "gatehouse_tls_redis_latency_seconds_total",
+        "counter",
+        "Total time of those Redis commands.",
+        t.redis.latency_us.load(Relaxed) as f64 / 1e6,
     );
     help(out, "gatehouse_tls_certificates_expiring", "gauge", "Certificates in memory expiring within 30 days.");
-    let _ = writeln!(
-        out,
-        "gatehouse_tls_certificates_expiring{{within=\"30d\"}} {}",
-        t.certs_expiring_30d.load(std::sync::atomic::Ordering::Relaxed)
-    );
+    let _ =
+        writeln!(out, "gatehouse_tls_certificates_expiring{{within=\"30d\"}} {}", t.certs_expiring_30d.load(Relaxed));
 }
 
 /// The discovery loop's counters by name.
@@ -245,8 +277,7 @@ fn render_process(out: &mut String, s: &gatehouse_telemetry::ProcessStats, snap:
         ("gatehouse_routes", "gauge", "Routes in the configuration in force.", snap.routes.len() as i64),
     ];
     for (name, kind, text, value) in process {
-        help(out, name, kind, text);
-        let _ = writeln!(out, "{name} {value}");
+        single(out, name, kind, text, value);
     }
     use gatehouse_telemetry::{H2Offence, ProxyRefusal};
     counters_by(
