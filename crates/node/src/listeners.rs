@@ -40,6 +40,25 @@ pub struct ListenerSet {
     running: BTreeMap<String, Running>,
 }
 
+/// A wanted listener: its name, its settings, and the name of the running listener it keeps.
+type Wanted<'c> = (&'c String, &'c gatehouse_config::Listener, Option<String>);
+
+/// A reload's first phase, done before any running listener is touched.
+struct Plan<'c> {
+    /// Every wanted listener, in the configuration's order.
+    listeners: Vec<Wanted<'c>>,
+    /// The sockets bound (or taken over) for the wanted listeners that keep none.
+    fresh: BTreeMap<String, (BoundListener, Vec<QuicSocket>)>,
+}
+
+/// What a reload starts listeners' tasks with.
+struct Launcher<'a> {
+    workers: &'a Workers,
+    ctx: &'a ServeContext,
+    /// The running process's setting (it changes only on restart).
+    reuse_port: bool,
+}
+
 impl ListenerSet {
     /// Makes the running listeners match `config`. New addresses are bound first; if any bind
     /// fails, nothing running is touched and the error is returned. `reuse_port` is the running
@@ -53,105 +72,65 @@ impl ListenerSet {
         tls: &BTreeMap<String, Arc<TlsAcceptor>>,
         inherited: &mut Inherited,
     ) -> Result<(), NodeError> {
-        let n = workers.workers.len();
-        // Phase 1, no side effects on running listeners: pair each wanted listener with the
-        // running one it keeps (same address; same name too for port 0), bind the others.
-        let mut plan: Vec<(&String, &gatehouse_config::Listener, Option<String>)> = Vec::new();
-        let mut fresh: BTreeMap<String, (BoundListener, Vec<QuicSocket>)> = BTreeMap::new();
-        for (name, cfg) in &config.listeners {
-            let keep = self
-                .running
-                .iter()
-                .find(|(old_name, r)| {
-                    let taken = plan.iter().any(|(_, _, k)| k.as_deref() == Some(old_name.as_str()));
-                    !taken
-                        && if cfg.bind.port() == 0 {
-                            *old_name == name && r.bound.config.bind == cfg.bind
-                        } else {
-                            r.bound.addr == cfg.bind || r.bound.config.bind == cfg.bind
-                        }
-                })
-                .map(|(k, _)| k.clone());
-            if keep.is_none() {
-                fresh.insert(name.clone(), bind_or_adopt(name, cfg, inherited, n, reuse_port)?);
-            }
-            plan.push((name, cfg, keep));
-        }
+        let Plan { listeners, mut fresh } = self.plan(config, workers.workers.len(), reuse_port, inherited)?;
         // Phase 2: commit.
+        let launcher = Launcher { workers, ctx, reuse_port };
         let mut old = std::mem::take(&mut self.running);
-        for (name, cfg, keep) in plan {
+        for (name, cfg, keep) in listeners {
+            let acceptor = tls.get(name);
             let running = match keep.and_then(|k| old.remove(&k)) {
-                // Unchanged settings: the tasks keep running; a TLS listener gets the new
-                // acceptor (its certificates may have changed) swapped in.
-                Some(r)
-                    if r.bound.config == *cfg && r.bound.name == *name && r.tls.is_some() == tls.contains_key(name) =>
-                {
-                    if let (Some(cell), Some(acceptor)) = (&r.tls, tls.get(name)) {
-                        cell.store(acceptor.clone());
-                    }
-                    r
-                }
-                Some(mut r) => {
-                    abort(&mut r.tasks);
-                    r.bound.config = cfg.clone();
-                    r.bound.name = name.clone();
-                    if let Err(e) = r.bound.apply_socket_options() {
-                        tracing::warn!(listener = %name, error = %e, "could not apply defer_accept to the kept sockets");
-                    }
-                    tracing::info!(listener = %name, addr = %r.bound.addr, "listener settings changed; sockets kept");
-                    // The same cell when there was one: the QUIC endpoints read it too.
-                    let cell = match (tls.get(name), r.tls.take()) {
-                        (Some(a), Some(cell)) => {
-                            cell.store(a.clone());
-                            Some(cell)
-                        }
-                        (Some(a), None) => Some(Arc::new(arc_swap::ArcSwap::new(a.clone()))),
-                        (None, _) => None,
-                    };
-                    let tasks = start(&r.bound, workers, ctx, cell.as_ref());
-                    let quic = match (r.quic.take(), cfg.http3) {
-                        (Some((handles, settings)), true) => {
-                            settings.send_replace(Arc::new(cfg.clone()));
-                            Some((handles, settings))
-                        }
-                        (Some((handles, settings)), false) => {
-                            // Told, each endpoint stops taking connections and ends with its last.
-                            settings.send_replace(Arc::new(cfg.clone()));
-                            drop(handles);
-                            r.udp.clear();
-                            None
-                        }
-                        (None, http3) => {
-                            if !http3 {
-                                r.udp.clear();
-                            } else if let Err(e) = bind_udp(&mut r.udp, r.bound.addr, n, reuse_port) {
-                                tracing::error!(listener = %name, error = %e, "cannot bind the UDP sockets for HTTP/3");
-                            }
-                            start_quic(&r.bound, &r.udp, workers, ctx, cell.as_ref())
-                        }
-                    };
-                    Running { bound: r.bound, tasks, tls: cell, udp: r.udp, quic }
-                }
+                Some(r) if r.unchanged(name, cfg, acceptor.is_some()) => r.with_acceptor(acceptor),
+                Some(r) => launcher.restart(r, name, cfg, acceptor),
                 None => {
                     let Some((bound, udp)) = fresh.remove(name) else { continue };
-                    tracing::info!(listener = %name, addr = %bound.addr, reuse_port, workers = n, "listening");
-                    let cell = tls.get(name).map(|a| Arc::new(arc_swap::ArcSwap::new(a.clone())));
-                    let tasks = start(&bound, workers, ctx, cell.as_ref());
-                    let quic = start_quic(&bound, &udp, workers, ctx, cell.as_ref());
-                    Running { bound, tasks, tls: cell, udp, quic }
+                    launcher.launch(name, bound, udp, acceptor)
                 }
             };
             self.running.insert(name.clone(), running);
         }
         // Listeners no longer wanted stop accepting and close.
-        for (name, mut r) in old {
+        for (name, r) in old {
             tracing::info!(listener = %name, addr = %r.bound.addr, "listener removed");
-            abort(&mut r.tasks);
-            if let Some((mut handles, _)) = r.quic.take() {
-                abort(&mut handles);
-            }
+            r.stop();
         }
         Ok(())
+    }
+
+    /// Phase 1, no side effects on running listeners: pairs each wanted listener with the running
+    /// one it keeps (same address; same name too for port 0), and binds the others.
+    fn plan<'c>(
+        &self,
+        config: &'c Config,
+        workers: usize,
+        reuse_port: bool,
+        inherited: &mut Inherited,
+    ) -> Result<Plan<'c>, NodeError> {
+        let mut plan = Plan { listeners: Vec::new(), fresh: BTreeMap::new() };
+        for (name, cfg) in &config.listeners {
+            let keep = self.kept_by(name, cfg, &plan.listeners);
+            if keep.is_none() {
+                plan.fresh.insert(name.clone(), bind_or_adopt(name, cfg, inherited, workers, reuse_port)?);
+            }
+            plan.listeners.push((name, cfg, keep));
+        }
+        Ok(plan)
+    }
+
+    /// The name of the running listener that wanted listener `name` keeps: one that no listener
+    /// `planned` before keeps, on the same address (for port 0, also of the same name).
+    fn kept_by(&self, name: &String, cfg: &gatehouse_config::Listener, planned: &[Wanted<'_>]) -> Option<String> {
+        self.running
+            .iter()
+            .find(|(old_name, r)| {
+                let taken = planned.iter().any(|(_, _, k)| k.as_deref() == Some(old_name.as_str()));
+                !taken
+                    && if cfg.bind.port() == 0 {
+                        *old_name == name && r.bound.config.bind == cfg.bind
+                    } else {
+                        r.bound.addr == cfg.bind || r.bound.config.bind == cfg.bind
+                    }
+            })
+            .map(|(k, _)| k.clone())
     }
 
     /// Bound addresses by listener name.
@@ -161,12 +140,118 @@ impl ListenerSet {
 
     /// Stops accepting everywhere and closes the sockets.
     pub fn close(&mut self) {
-        for (_, mut r) in std::mem::take(&mut self.running) {
-            abort(&mut r.tasks);
-            if let Some((mut handles, _)) = r.quic.take() {
-                abort(&mut handles);
+        for (_, r) in std::mem::take(&mut self.running) {
+            r.stop();
+        }
+    }
+}
+
+impl Running {
+    /// Whether the kept listener already runs with `cfg` under `name`, with TLS (`tls`) or not.
+    fn unchanged(&self, name: &String, cfg: &gatehouse_config::Listener, tls: bool) -> bool {
+        self.bound.config == *cfg && self.bound.name == *name && self.tls.is_some() == tls
+    }
+
+    /// Unchanged settings: the tasks keep running; a TLS listener gets the new acceptor (its
+    /// certificates may have changed) swapped in.
+    fn with_acceptor(self, acceptor: Option<&Arc<TlsAcceptor>>) -> Running {
+        if let (Some(cell), Some(acceptor)) = (&self.tls, acceptor) {
+            cell.store(acceptor.clone());
+        }
+        self
+    }
+
+    /// Stops the accept tasks and the QUIC endpoints; the sockets close with `self`.
+    fn stop(mut self) {
+        abort(&mut self.tasks);
+        if let Some((mut handles, _)) = self.quic.take() {
+            abort(&mut handles);
+        }
+    }
+}
+
+impl Launcher<'_> {
+    /// A kept listener whose settings changed: its accept tasks restart on the same sockets.
+    fn restart(
+        &self,
+        mut r: Running,
+        name: &String,
+        cfg: &gatehouse_config::Listener,
+        acceptor: Option<&Arc<TlsAcceptor>>,
+    ) -> Running {
+        abort(&mut r.tasks);
+        r.bound.config = cfg.clone();
+        r.bound.name = name.clone();
+        if let Err(e) = r.bound.apply_socket_options() {
+            tracing::warn!(listener = %name, error = %e, "could not apply defer_accept to the kept sockets");
+        }
+        tracing::info!(listener = %name, addr = %r.bound.addr, "listener settings changed; sockets kept");
+        let cell = acceptor_cell(acceptor, r.tls.take());
+        let tasks = start(&r.bound, self.workers, self.ctx, cell.as_ref());
+        let quic = self.restart_quic(&r.bound, &mut r.udp, r.quic.take(), cell.as_ref());
+        Running { bound: r.bound, tasks, tls: cell, udp: r.udp, quic }
+    }
+
+    /// The QUIC endpoints of a listener whose settings (`bound.config`) changed: running ones are
+    /// sent the new settings, and stop if HTTP/3 is off now; where none ran, they start.
+    fn restart_quic(
+        &self,
+        bound: &BoundListener,
+        udp: &mut Vec<QuicSocket>,
+        quic: Option<QuicTasks>,
+        cell: Option<&AcceptorCell>,
+    ) -> Option<QuicTasks> {
+        let cfg = &bound.config;
+        match (quic, cfg.http3) {
+            (Some((handles, settings)), true) => {
+                settings.send_replace(Arc::new(cfg.clone()));
+                Some((handles, settings))
+            }
+            (Some((handles, settings)), false) => {
+                // Told, each endpoint stops taking connections and ends with its last.
+                settings.send_replace(Arc::new(cfg.clone()));
+                drop(handles);
+                udp.clear();
+                None
+            }
+            (None, http3) => {
+                if !http3 {
+                    udp.clear();
+                } else if let Err(e) = bind_udp(udp, bound.addr, self.workers.workers.len(), self.reuse_port) {
+                    tracing::error!(listener = %bound.name, error = %e, "cannot bind the UDP sockets for HTTP/3");
+                }
+                start_quic(bound, udp, self.workers, self.ctx, cell)
             }
         }
+    }
+
+    /// A new listener: its tasks start on the sockets just bound (or taken over).
+    fn launch(
+        &self,
+        name: &String,
+        bound: BoundListener,
+        udp: Vec<QuicSocket>,
+        acceptor: Option<&Arc<TlsAcceptor>>,
+    ) -> Running {
+        let (reuse_port, workers) = (self.reuse_port, self.workers.workers.len());
+        tracing::info!(listener = %name, addr = %bound.addr, reuse_port, workers, "listening");
+        let cell = acceptor.map(|a| Arc::new(arc_swap::ArcSwap::new(a.clone())));
+        let tasks = start(&bound, self.workers, self.ctx, cell.as_ref());
+        let quic = start_quic(&bound, &udp, self.workers, self.ctx, cell.as_ref());
+        Running { bound, tasks, tls: cell, udp, quic }
+    }
+}
+
+/// The acceptor cell of a restarted listener: the same cell when there was one (the QUIC
+/// endpoints read it too), holding the new acceptor.
+fn acceptor_cell(acceptor: Option<&Arc<TlsAcceptor>>, old: Option<AcceptorCell>) -> Option<AcceptorCell> {
+    match (acceptor, old) {
+        (Some(a), Some(cell)) => {
+            cell.store(a.clone());
+            Some(cell)
+        }
+        (Some(a), None) => Some(Arc::new(arc_swap::ArcSwap::new(a.clone()))),
+        (None, _) => None,
     }
 }
 
