@@ -96,6 +96,14 @@ impl ResponseBody {
         ResponseBody { kind: Kind::Full(None), sent: 0, record: None }
     }
 
+    /// The bytes of a complete body (the gateway's own answers); `None` for an endpoint's.
+    pub fn full_bytes(&self) -> Option<&[u8]> {
+        match &self.kind {
+            Kind::Full(bytes) => Some(bytes.as_deref().unwrap_or_default()),
+            _ => None,
+        }
+    }
+
     /// The endpoint's body, streamed.
     pub(crate) fn upstream(body: UpstreamBody) -> Self {
         ResponseBody { kind: Kind::Upstream(body), sent: 0, record: None }

@@ -338,7 +338,7 @@ fn sniffed(config: &Listener, info: &ConnInfo) -> bool {
 async fn refuse(stream: &Transport, status: StatusCode, ctx: &ServeContext, send_timeout: Duration) {
     ctx.shared.stats.bad_requests.inc();
     let resp = ProxyError::HeadRefused(status).into_response();
-    if write_response(stream, resp, false, false, false, &mut Vec::new(), send_timeout).await.is_ok() {
+    if write_all(stream, &write::encode_whole(&resp), send_timeout).await.is_ok() {
         close(stream).await;
     }
 }

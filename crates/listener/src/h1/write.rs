@@ -222,6 +222,26 @@ pub(crate) async fn write_response(
     Ok(if keep_alive { Written::KeepAlive } else { Written::Close })
 }
 
+/// The bytes of one of the gateway's own answers, head and body, as a connection that ends with
+/// it sends them: refusals of heads that cannot be read, before any request exists for
+/// [`write_response`] to answer. (A second caller would keep `write_response`, the answer of every
+/// request, from being inlined into the connection's loop.)
+pub(crate) fn encode_whole(resp: &Response<ResponseBody>) -> Vec<u8> {
+    let body = resp.body().full_bytes().unwrap_or_default();
+    let status = resp.status();
+    let mut w = Vec::with_capacity(160 + body.len());
+    let _ = write!(w, "HTTP/1.1 {} {}\r\n", status.as_str(), status.canonical_reason().unwrap_or(""));
+    for (name, value) in resp.headers() {
+        w.extend_from_slice(name.as_str().as_bytes());
+        w.extend_from_slice(b": ");
+        w.extend_from_slice(value.as_bytes());
+        w.extend_from_slice(b"\r\n");
+    }
+    let _ = write!(w, "content-length: {}\r\n\r\n", body.len());
+    w.extend_from_slice(body);
+    w
+}
+
 fn says_close(value: &http::HeaderValue) -> bool {
     value.as_bytes().split(|&b| b == b',').any(|t| t.trim_ascii().eq_ignore_ascii_case(b"close"))
 }

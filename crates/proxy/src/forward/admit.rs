@@ -10,6 +10,7 @@ use crate::headers::{keyless_target, wants_upgrade};
 use crate::snapshot::{RouteEntry, Snapshot};
 use crate::{ClientCert, ConnInfo};
 use gatehouse_plugins::app_key::PathCut;
+use gatehouse_plugins::ServiceGate;
 use gatehouse_upstream::Protocol;
 use http::request::Parts;
 use http::{header, Method, Version};
@@ -23,54 +24,63 @@ pub(super) struct Admission<'c> {
     pub(super) cut: PathCut,
 }
 
-/// Admits the request to `route`, or says why not. A WebSocket over HTTP/2 or HTTP/3 becomes the
-/// `GET` of its HTTP/1.1 handshake here (the log keeps the client's CONNECT).
-#[allow(clippy::manual_async_fn)] // see `super::forward`
-pub(super) fn admit<'a, 'c: 'a>(
-    snap: &'a Snapshot,
-    route: &'a RouteEntry,
-    parts: &'a mut Parts,
+/// Admits the request to `route` as far as the route itself asks, or says why not; a service's
+/// own Admit stage follows ([`service`]). A WebSocket over HTTP/2 becomes the `GET` of its
+/// HTTP/1.1 handshake here (the log keeps the client's CONNECT).
+#[inline(always)] // one caller, on every request
+pub(super) fn route_checks<'c>(
+    route: &RouteEntry,
+    parts: &mut Parts,
     conn: &'c ConnInfo,
+) -> Result<Admission<'c>, ProxyError> {
+    let client_cert = gate(route, parts, conn)?;
+    let upgrade = match parts.version {
+        Version::HTTP_2 => h2_upgrade(parts, route.upstream.settings.protocol)?,
+        // No extended CONNECT (RFC 9220) over HTTP/3 yet: a CONNECT is refused below.
+        Version::HTTP_3 => false,
+        _ => route.upstream.settings.protocol != Protocol::Http2 && wants_upgrade(&parts.headers),
+    };
+    if upgrade && parts.version == Version::HTTP_2 {
+        parts.method = Method::GET;
+    }
+    Ok(Admission { client_cert, upgrade, cut: None })
+}
+
+/// A service's Admit stage (app key or JWT, addresses, grants, ACL, rate limits): what it found
+/// kept for the rewrite and the log, or its refusal. An app key cut out of the target leaves the
+/// log the target without it.
+#[allow(clippy::manual_async_fn)] // see `super::forward`
+pub(super) fn service<'a>(
+    svc: &'a ServiceGate,
+    snap: &'a Snapshot,
+    parts: &'a mut Parts,
+    conn: &'a ConnInfo,
+    cut: &'a mut PathCut,
     outcome: &'a mut Outcome,
-) -> impl std::future::Future<Output = Result<Admission<'c>, ProxyError>> + Send + use<'a, 'c> {
+) -> impl std::future::Future<Output = Result<(), ProxyError>> + Send + 'a {
     async move {
-        let client_cert = gate(route, parts, conn)?;
-        let upgrade = match parts.version {
-            Version::HTTP_2 => h2_upgrade(parts, route.upstream.settings.protocol)?,
-            // No extended CONNECT (RFC 9220) over HTTP/3 yet: a CONNECT is refused below.
-            Version::HTTP_3 => false,
-            _ => route.upstream.settings.protocol != Protocol::Http2 && wants_upgrade(&parts.headers),
-        };
-        if upgrade && matches!(parts.version, Version::HTTP_2 | Version::HTTP_3) {
-            parts.method = Method::GET;
+        let len = parts.uri.path_and_query().map_or(0, |p| p.as_str().len());
+        let admitted = svc.admit(&snap.gateway, parts, conn.peer.ip(), cut).await;
+        let changed = cut.is_some() || parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) != len;
+        if changed && snap.access_log.is_some() {
+            outcome.keyless_uri = Some(keyless_target(&parts.uri, cut));
         }
-        let mut cut = None;
-        if let Some(svc) = &route.service {
-            let len = parts.uri.path_and_query().map_or(0, |p| p.as_str().len());
-            let admitted = svc.admit(&snap.gateway, parts, conn.peer.ip(), &mut cut).await;
-            let changed = cut.is_some() || parts.uri.path_and_query().map_or(0, |p| p.as_str().len()) != len;
-            if changed && snap.access_log.is_some() {
-                // The key was in the target: the log shows the target without it.
-                outcome.keyless_uri = Some(keyless_target(&parts.uri, &cut));
-            }
-            outcome.admitted = Some(admitted.map_err(ProxyError::Denied)?);
-        }
-        Ok(Admission { client_cert, upgrade, cut })
+        outcome.admitted = Some(admitted.map_err(ProxyError::Denied)?);
+        Ok(())
     }
 }
 
 /// What the route asks of the connection and the request before anything is forwarded: HTTPS
 /// (a redirect), a client certificate verified for its site, a body within its limit. With
 /// client certificates on, the verified one (`None` where optional and absent).
-#[inline]
+#[inline(always)] // one caller, on every request
 fn gate<'c>(
     route: &RouteEntry,
     parts: &Parts,
     conn: &'c ConnInfo,
 ) -> Result<Option<Option<&'c ClientCert>>, ProxyError> {
     if let (Some(port), false) = (route.https_redirect, conn.tls) {
-        let host = request_host(&parts.uri, &parts.headers, parts.version).ok().flatten().unwrap_or("");
-        return Err(ProxyError::RedirectHttps(https_location(host, port, &parts.uri)));
+        return Err(redirect(parts, port));
     }
     let client_cert = match route.client_auth {
         None => None,
@@ -96,6 +106,13 @@ fn gate<'c>(
         return Err(ProxyError::BodyTooLarge { limit: route.max_body });
     }
     Ok(client_cert)
+}
+
+/// The redirect of a plain-HTTP request to an HTTPS-only site.
+#[cold]
+fn redirect(parts: &Parts, port: u16) -> ProxyError {
+    let host = request_host(&parts.uri, &parts.headers, parts.version).ok().flatten().unwrap_or("");
+    ProxyError::RedirectHttps(https_location(host, port, &parts.uri))
 }
 
 /// `https://host[:port]/path?query` for a plain-HTTP request to an HTTPS-only site.

@@ -30,19 +30,19 @@ pub(super) fn attempts<'a>(
     snap: &'a Snapshot,
     route: &'a Arc<RouteEntry>,
     conn: &'a ConnInfo,
-    prepared: Prepared,
+    prepared: &'a mut Prepared,
     outcome: &'a mut Outcome,
 ) -> impl std::future::Future<Output = Result<Response<ResponseBody>, ProxyError>> + Send + 'a {
     async move {
         let upstream = &route.upstream;
         let settings = &upstream.settings;
-        let Prepared { request, template, replayable, upgrade, h2_downstream, key_uri, due_ms } = prepared;
-        let mut pending = Some(request);
+        let Prepared { request: pending, template, replayable, upgrade, h2_downstream, key_uri, due_ms } = prepared;
+        let (replayable, upgrade, h2_downstream, due_ms) = (*replayable, *upgrade, *h2_downstream, *due_ms);
         let select_headers =
             pending.as_ref().filter(|_| upstream.balancer_needs_headers()).map(|r| r.headers().clone());
         let empty = http::HeaderMap::new();
         let key =
-            SelectKey { client_ip: conn.peer.ip(), uri: &key_uri, headers: select_headers.as_ref().unwrap_or(&empty) };
+            SelectKey { client_ip: conn.peer.ip(), uri: key_uri, headers: select_headers.as_ref().unwrap_or(&empty) };
         // Read once: the endpoints stay the same for every attempt, even if a new DNS answer is
         // published meanwhile.
         let members = upstream.members();
@@ -64,12 +64,32 @@ pub(super) fn attempts<'a>(
             if snap.access_log.is_some() {
                 outcome.endpoint = Some(ep.addr_text.clone());
             }
-            let Some(request) = pending.take().or_else(|| rebuild(&template)) else {
+            let Some(request) = pending.take().or_else(|| rebuild(template)) else {
                 break;
             };
+            // Attempt: a lease on a pooled connection, else a new one (or HTTP/2 stream; boxed,
+            // so the state of connecting does not size every request's future), then the
+            // request sent and the answer's head awaited.
+            let mut request = request;
+            upstream_host(&mut request, ep, route);
+            let origin = Origin { client: conn.peer, local: conn.local };
+            let acquired = match Lease::pooled(ep, settings, upgrade, origin) {
+                Some(lease) => Ok(lease),
+                None => Box::pin(Lease::open(ep, settings, upgrade, origin)).await,
+            };
             let sent_at = upstream.tracks_latency().then(Instant::now);
-            // Attempt.
-            let failure = match attempt_one(ep, route, conn, request, upgrade, due_ms).await? {
+            let answer = match (acquired, due_ms) {
+                // Never sent (`Retry::Unsent`): the same request can go elsewhere, whatever its method.
+                (Err(error), _) => Err(SendFailure { error, request: Some(request) }),
+                (Ok(lease), None) => lease.send(request, settings.read_timeout).await,
+                (Ok(lease), Some(due)) => {
+                    let left = std::time::Duration::from_millis(due.saturating_sub(gatehouse_clock::now_ms()));
+                    // Dropping the attempt resets its HTTP/2 stream (or closes its connection).
+                    let sent = Box::pin(tokio::time::timeout(left, lease.send(request, settings.read_timeout))).await;
+                    within_deadline(sent, due)?
+                }
+            };
+            let failure = match answer {
                 Ok(resp) => {
                     // Judge the answer.
                     let retry_status = attempt + 1 < attempts && template.is_some();
@@ -93,7 +113,7 @@ pub(super) fn attempts<'a>(
             upstream.record_failure(&members, idx);
             last_error = Some(ProxyError::Upstream { endpoint: ep.addr_text.to_string(), source: failure.error });
             match again {
-                Some(request) => pending = Some(request),
+                Some(request) => *pending = Some(request),
                 None if template.is_none() => break,
                 None => {}
             }
@@ -108,57 +128,30 @@ pub(super) fn attempts<'a>(
     }
 }
 
-/// One attempt on endpoint `ep`: a lease on a pooled connection, else a new one (or HTTP/2
-/// stream), then the request sent and the answer's head awaited. `Err` when the request's
-/// deadline passed (no other attempt then); `Ok(Err)` when this endpoint failed, with the request
-/// back when the failure allows sending it again.
-#[allow(clippy::manual_async_fn)] // see `super::forward`
-fn attempt_one<'a>(
-    ep: &'a Arc<EndpointState>,
-    route: &'a RouteEntry,
-    conn: &'a ConnInfo,
-    mut request: Request<RequestBody>,
-    upgrade: bool,
-    due_ms: Option<u64>,
-) -> impl std::future::Future<Output = Result<Result<Response<UpstreamBody>, SendFailure>, ProxyError>> + Send + 'a {
-    async move {
-        let settings = &route.upstream.settings;
-        if route.host_header == HostHeader::Upstream {
-            if let Ok(v) = HeaderValue::try_from(&*ep.authority) {
-                request.headers_mut().insert(header::HOST, v);
-            }
+/// `Host` naming the endpoint, by the route's `host_header: upstream`.
+#[inline]
+fn upstream_host(request: &mut Request<RequestBody>, ep: &EndpointState, route: &RouteEntry) {
+    if route.host_header == HostHeader::Upstream {
+        if let Ok(v) = HeaderValue::try_from(&*ep.authority) {
+            request.headers_mut().insert(header::HOST, v);
         }
-        // A new connection (or HTTP/2) only when the pool has none; boxed, so the state of
-        // connecting does not size every request's future.
-        let origin = Origin { client: conn.peer, local: conn.local };
-        let acquired = match Lease::pooled(ep, settings, upgrade, origin) {
-            Some(lease) => Ok(lease),
-            None => Box::pin(Lease::open(ep, settings, upgrade, origin)).await,
-        };
-        let lease = match acquired {
-            Ok(lease) => lease,
-            Err(error) => {
-                // Never sent (`Retry::Unsent`): the same request can go elsewhere, whatever its method.
-                debug_assert_eq!(error.retry(), Retry::Unsent);
-                return Ok(Err(SendFailure { error, request: Some(request) }));
-            }
-        };
-        match due_ms {
-            None => Ok(lease.send(request, settings.read_timeout).await),
-            Some(due) => {
-                let left = std::time::Duration::from_millis(due.saturating_sub(gatehouse_clock::now_ms()));
-                // Dropping the attempt resets its HTTP/2 stream (or closes its connection).
-                match Box::pin(tokio::time::timeout(left, lease.send(request, settings.read_timeout))).await {
-                    // Both bounds passed before the task ran again (a busy worker): the
-                    // deadline, the earlier one, is why.
-                    Ok(Err(failure)) if failure.error.is_timeout() && gatehouse_clock::now_ms() >= due => {
-                        Err(ProxyError::DeadlineExceeded)
-                    }
-                    Ok(answer) => Ok(answer),
-                    Err(_) => Err(ProxyError::DeadlineExceeded),
-                }
-            }
+    }
+}
+
+/// An attempt bounded by the request's deadline `due`: its answer, or the deadline passed.
+#[inline]
+fn within_deadline<T>(
+    sent: Result<Result<T, SendFailure>, tokio::time::error::Elapsed>,
+    due: u64,
+) -> Result<Result<T, SendFailure>, ProxyError> {
+    match sent {
+        // Both bounds passed before the task ran again (a busy worker): the deadline, the
+        // earlier one, is why.
+        Ok(Err(failure)) if failure.error.is_timeout() && gatehouse_clock::now_ms() >= due => {
+            Err(ProxyError::DeadlineExceeded)
         }
+        Ok(answer) => Ok(answer),
+        Err(_) => Err(ProxyError::DeadlineExceeded),
     }
 }
 
@@ -171,6 +164,7 @@ enum Judged {
 
 /// Judges endpoint `idx`'s answer: its status (and a gRPC status in a trailers-only head) counted
 /// for the endpoint's health, retried when `retry_on_status` lists it and `may_retry`.
+#[inline(always)]
 fn judge(
     route: &RouteEntry,
     members: &gatehouse_upstream::Members,

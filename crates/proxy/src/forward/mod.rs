@@ -66,7 +66,7 @@ where
 /// Validate phase: the request's id given (before anything can fail, so refusals and errors
 /// carry it too), its path normalized (before the log captures the target, so it shows the path
 /// every later phase judged), and its access log record started.
-#[inline]
+#[inline(always)] // one caller, on every request
 fn validate<B>(
     snap: &Snapshot,
     req: &mut Request<B>,
@@ -99,9 +99,12 @@ where
         let route = route::route(snap, &mut req, path, outcome)?;
         outcome.route = Some(route.clone());
         let (mut parts, body) = req.into_parts();
-        let admission = admit::admit(snap, route, &mut parts, conn, outcome).await?;
-        let prepared = rewrite::rewrite(snap, route, conn, parts, body, admission, outcome)?;
-        attempt::attempts(shared, snap, route, conn, prepared, outcome).await
+        let mut admission = admit::route_checks(route, &mut parts, conn)?;
+        if let Some(svc) = &route.service {
+            admit::service(svc, snap, &mut parts, conn, &mut admission.cut, outcome).await?;
+        }
+        let mut prepared = rewrite::rewrite(snap, route, conn, parts, body, admission, outcome)?;
+        attempt::attempts(shared, snap, route, conn, &mut prepared, outcome).await
     }
 }
 
@@ -109,7 +112,7 @@ where
 /// gRPC status for a call); an endpoint's gRPC-Web answer is made gRPC-Web again, and a call's or
 /// a request with a deadline has its body bound to them. Then the head as the client gets it:
 /// the service's response rewrite (for an endpoint's answer), the request id echoed, `Alt-Svc`.
-#[inline]
+#[inline(always)] // one caller, on every request
 fn respond(
     shared: &Shared,
     snap: &Snapshot,
@@ -167,7 +170,7 @@ fn respond(
 
 /// Record phase: the route's counters (status class, latency, a gRPC status in the head), and the
 /// access log record completed and handed to the body, which writes it when the answer ends.
-#[inline]
+#[inline(always)] // one caller, on every request
 fn record(
     mut resp: Response<ResponseBody>,
     outcome: &mut Outcome,
@@ -228,7 +231,7 @@ struct Outcome {
 impl Outcome {
     /// Nothing learned yet but what the request is: a gRPC call (POSTs only: any other request
     /// costs no header lookup), or a gRPC-Web one made a gRPC call's.
-    #[inline]
+    #[inline(always)] // one caller, on every request
     fn of<B>(req: &mut Request<B>) -> Outcome {
         let (grpc, web) = if req.method() == Method::POST { call_kind(req) } else { (false, None) };
         Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None, grpc, web, due_ms: None, judge: None }

@@ -18,8 +18,8 @@ use http_body::Body;
 
 /// The request ready to go, and what the attempts need beside it.
 pub(super) struct Prepared {
-    /// The request for the first attempt.
-    pub(super) request: Request<RequestBody>,
+    /// The request for the next attempt: the first, or one a failed attempt gave back.
+    pub(super) request: Option<Request<RequestBody>>,
     /// Method, target and headers of the request, to send it again; kept only when a replay may
     /// happen and the request cannot be had back from the failed attempt (see [`template`]).
     pub(super) template: Option<Template>,
@@ -42,6 +42,7 @@ pub(super) type Template = (Method, http::Uri, http::HeaderMap);
 /// key cut out), hop-by-hop headers gone, forwarding and client-certificate headers added, the
 /// service's request rewrite, `Host`; its deadline (`stream_timeout`, `grpc-timeout`) and its
 /// body bounded by `max_body` and the body read timeout.
+#[inline(always)] // one caller; its result is built in the caller's state, not copied there
 pub(super) fn rewrite<B>(
     snap: &Snapshot,
     route: &RouteEntry,
@@ -86,7 +87,7 @@ where
     .until(due_ms);
     let replayable = idempotent(&parts.method) && body.is_empty() && !upgrade;
     let template = template(&parts, route, replayable);
-    let request = Request::from_parts(parts, body);
+    let request = Some(Request::from_parts(parts, body));
     Ok(Prepared { request, template, replayable, upgrade, h2_downstream, key_uri, due_ms })
 }
 

@@ -11,7 +11,7 @@ use std::sync::Arc;
 /// The route of a request: its host checked, then the router's match for host and normalized
 /// path. A route that takes paths as sent (`normalize_path: false`) gets the client's target
 /// back, and only when that selects it too; a path the normalizer refused goes nowhere else.
-#[inline]
+#[inline(always)] // one caller, on every request
 pub(super) fn route<'s, B>(
     snap: &'s Snapshot,
     req: &mut Request<B>,
@@ -53,6 +53,7 @@ pub(super) fn route<'s, B>(
 }
 
 /// The host a request is for: the authority of an absolute-form or HTTP/2 target, else `Host`.
+#[inline]
 pub(super) fn request_host<'r>(
     uri: &'r http::Uri,
     headers: &'r http::HeaderMap,
