@@ -7,6 +7,7 @@
 mod api;
 mod auth;
 mod certs;
+pub mod client;
 mod console;
 mod draft;
 mod draft_files;

@@ -2,9 +2,8 @@
 //! way. The API's address comes from `--url` or `GATEHOUSE_ADMIN_URL`, the token from
 //! `--token-file` or `GATEHOUSE_TOKEN`.
 
-use bytes::Bytes;
 use clap::{Args, Subcommand};
-use http_body_util::{BodyExt, Full};
+use gatehouse_admin::client::{AdminClient, ClientError};
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
@@ -98,88 +97,42 @@ fn new_app_key() -> Result<String, String> {
     Ok(data_encoding::BASE64URL_NOPAD.encode(&bytes))
 }
 
-struct Client {
-    authority: String,
-    /// Needed only when the client calls (`new-key` alone sends nothing).
-    token: Option<String>,
+/// The client of `t`'s API: `--url`, else `$GATEHOUSE_ADMIN_URL`, else the default listener; the
+/// token from `--token-file`, else `$GATEHOUSE_TOKEN` (read only when a call needs it).
+fn client(t: &Target) -> Result<AdminClient, String> {
+    let url = t.url.clone().or_else(|| std::env::var("GATEHOUSE_ADMIN_URL").ok());
+    let url = url.unwrap_or_else(|| "http://127.0.0.1:9080".into());
+    let token = match &t.token_file {
+        Some(f) => Some(std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?),
+        None => std::env::var("GATEHOUSE_TOKEN").ok(),
+    };
+    AdminClient::new(&url, token).map_err(|e| e.to_string())
 }
 
-impl Client {
-    fn new(t: &Target) -> Result<Client, String> {
-        let url = t.url.clone().or_else(|| std::env::var("GATEHOUSE_ADMIN_URL").ok());
-        let url = url.unwrap_or_else(|| "http://127.0.0.1:9080".into());
-        let authority = url
-            .strip_prefix("http://")
-            .ok_or("only http:// admin URLs are supported by this client")?
-            .trim_end_matches('/')
-            .to_string();
-        let token = match &t.token_file {
-            Some(f) => Some(std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?),
-            None => std::env::var("GATEHOUSE_TOKEN").ok(),
-        };
-        Ok(Client { authority, token: token.map(|t| t.trim().to_string()) })
-    }
+/// A command's failure: the API's, or reading what it sends.
+enum CliError {
+    Api(ClientError),
+    Local(String),
+}
 
-    async fn call(
-        &self,
-        method: &str,
-        path: &str,
-        if_match: Option<u64>,
-        body: Option<Value>,
-    ) -> Result<(u16, Value, Option<u64>), String> {
-        let token = self.token.as_deref().ok_or("give --token-file or set GATEHOUSE_TOKEN")?;
-        let stream = tokio::net::TcpStream::connect(&self.authority)
-            .await
-            .map_err(|e| format!("cannot reach {}: {e}", self.authority))?;
-        let (mut sender, conn) = hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-            .await
-            .map_err(|e| e.to_string())?;
-        tokio::spawn(conn);
-        let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let mut req = http::Request::builder()
-            .method(method)
-            .uri(format!("/api/v1{path}"))
-            .header(http::header::HOST, &self.authority)
-            .header(http::header::AUTHORIZATION, format!("Bearer {token}"))
-            .header(http::header::CONTENT_TYPE, "application/json");
-        if let Some(v) = if_match {
-            req = req.header(http::header::IF_MATCH, format!("\"{v}\""));
-        }
-        let req = req.body(Full::new(Bytes::from(body))).map_err(|e| e.to_string())?;
-        let resp = sender.send_request(req).await.map_err(|e| e.to_string())?;
-        let status = resp.status().as_u16();
-        let etag = resp
-            .headers()
-            .get(http::header::ETAG)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.trim_matches('"').parse().ok());
-        let bytes = resp.into_body().collect().await.map_err(|e| e.to_string())?.to_bytes();
-        let value =
-            serde_json::from_slice(&bytes).unwrap_or_else(|_| json!({ "error": String::from_utf8_lossy(&bytes) }));
-        Ok((status, value, etag))
+impl From<ClientError> for CliError {
+    fn from(e: ClientError) -> Self {
+        CliError::Api(e)
     }
+}
 
-    /// The answer's body on 2xx, else an error listing what the API said.
-    async fn ok(
-        &self,
-        method: &str,
-        path: &str,
-        if_match: Option<u64>,
-        body: Option<Value>,
-    ) -> Result<(Value, Option<u64>), String> {
-        let (status, v, etag) = self.call(method, path, if_match, body).await?;
-        if (200..300).contains(&status) {
-            return Ok((v, etag));
+impl From<String> for CliError {
+    fn from(e: String) -> Self {
+        CliError::Local(e)
+    }
+}
+
+impl std::fmt::Display for CliError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CliError::Api(e) => e.fmt(f),
+            CliError::Local(e) => f.write_str(e),
         }
-        let mut msg = format!("{method} {path}: {status}: {}", v["error"].as_str().unwrap_or("error"));
-        for e in v["errors"].as_array().into_iter().flatten() {
-            msg.push_str(&format!(
-                "\n  {}: {}",
-                e["path"].as_str().unwrap_or("?"),
-                e["message"].as_str().unwrap_or("?")
-            ));
-        }
-        Err(msg)
     }
 }
 
@@ -189,9 +142,14 @@ fn opt(v: &Value) -> String {
 
 /// Runs one admin command.
 pub fn run(target: &Target, command: AdminCommand) -> Result<(), String> {
-    let client = Client::new(target)?;
+    let client = client(target)?;
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().map_err(|e| e.to_string())?;
-    rt.block_on(async move {
+    rt.block_on(commands(&client, target, command)).map_err(|e| e.to_string())
+}
+
+/// What each command asks the API, and what it prints.
+async fn commands(client: &AdminClient, target: &Target, command: AdminCommand) -> Result<(), CliError> {
+    {
         let show = |v: &Value| -> Option<()> {
             target.json.then(|| println!("{}", serde_json::to_string_pretty(v).unwrap_or_default()))
         };
@@ -279,16 +237,16 @@ pub fn run(target: &Target, command: AdminCommand) -> Result<(), String> {
                 let doc =
                     gatehouse_control::document::published_of(&text).map_err(|e| format!("{}: {e}", file.display()))?;
                 let (_, version) = client.ok("GET", "/draft", None, None).await?;
-                let (v, version) = client.ok("PUT", "/draft", Some(version.unwrap_or(0)), Some(doc)).await?;
+                let (v, version) = client.ok("PUT", "/draft", Some(version.unwrap_or(0)), Some(&doc)).await?;
                 show(&v);
                 eprintln!("draft is now version {}", version.unwrap_or(0));
                 if let Some(message) = message {
-                    let (r, _) = client.ok("POST", "/revisions", version, Some(json!({ "message": message }))).await?;
+                    let (r, _) = client.ok("POST", "/revisions", version, Some(&json!({ "message": message }))).await?;
                     println!("revision {}", opt(&r["number"]));
                 }
             }
             AdminCommand::Commit { message } => {
-                let (r, _) = client.ok("POST", "/revisions", None, Some(json!({ "message": message }))).await?;
+                let (r, _) = client.ok("POST", "/revisions", None, Some(&json!({ "message": message }))).await?;
                 println!("revision {}", opt(&r["number"]));
             }
             AdminCommand::Diff { from, to } => {
@@ -312,7 +270,7 @@ pub fn run(target: &Target, command: AdminCommand) -> Result<(), String> {
             }
             AdminCommand::Stage { revision, label } => {
                 client
-                    .ok("POST", &format!("/revisions/{revision}/stage"), None, Some(json!({ "label": label })))
+                    .ok("POST", &format!("/revisions/{revision}/stage"), None, Some(&json!({ "label": label })))
                     .await?;
                 println!("staged {revision} to {label}");
             }
@@ -328,7 +286,7 @@ pub fn run(target: &Target, command: AdminCommand) -> Result<(), String> {
                     fields.remove("key_hmac");
                     fields.insert("key".into(), json!(key));
                 }
-                client.ok("PUT", &format!("/draft/apps/{app}"), version, Some(entry)).await?;
+                client.ok("PUT", &format!("/draft/apps/{app}"), version, Some(&entry)).await?;
                 // The one time the key is shown: the draft keeps its hash only.
                 println!("{key}");
                 eprintln!("app `{app}` has a new key in the draft (commit and release to use it)");
@@ -339,5 +297,5 @@ pub fn run(target: &Target, command: AdminCommand) -> Result<(), String> {
             }
         }
         Ok(())
-    })
+    }
 }

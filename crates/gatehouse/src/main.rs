@@ -115,7 +115,7 @@ fn check(file: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let errors = check_errors(&text);
+    let errors = gatehouse_node::check(&text);
     if errors.is_empty() {
         println!("gatehouse: configuration {} is valid", file.display());
         return ExitCode::SUCCESS;
@@ -125,30 +125,6 @@ fn check(file: &std::path::Path) -> ExitCode {
     }
     eprintln!("gatehouse: configuration {} has {} error(s)", file.display(), errors.len());
     ExitCode::FAILURE
-}
-
-/// Every error of a configuration in one run: the document's own, then what reading its files
-/// finds (certificates, CA bundles, upstream TLS files) and what building its services, apps and
-/// plans finds (key files, secrets), also when the document has errors elsewhere. The gateway
-/// is built only when its sections read cleanly (it resolves their references to each other), and
-/// a file's error is left out where the document's already names that place.
-fn check_errors(text: &str) -> Vec<String> {
-    let (config, errors) = gatehouse_config::compile_all(text);
-    let mut out: Vec<String> = errors.iter().map(ToString::to_string).collect();
-    let reported = |line: &str| errors.iter().any(|e| line.starts_with(&format!("{}:", e.path)));
-    let mut later = Vec::new();
-    if let Err(e) = gatehouse_node::tls::check_certificates(&config) {
-        later.extend(e.to_string().lines().map(str::to_string));
-    }
-    let gateway_clean =
-        !errors.iter().any(|e| ["services", "apps", "plans"].iter().any(|s| e.path.split('.').next() == Some(*s)));
-    if gateway_clean {
-        if let Err(e) = gatehouse_plugins::Gateway::build(&config, &gatehouse_plugins::Registry::offline()) {
-            later.extend(e.to_string().lines().map(str::to_string));
-        }
-    }
-    out.extend(later.into_iter().filter(|l| !reported(l)));
-    out
 }
 
 fn init_logging() {

@@ -15,6 +15,7 @@
 // handed down (upgrade.rs) needs one `unsafe` block, with its reason written beside it.
 #![deny(unsafe_code)]
 
+pub mod check;
 mod compiler;
 mod demo;
 pub mod error;
@@ -25,6 +26,7 @@ mod run;
 pub mod tls;
 pub mod upgrade;
 
+pub use check::{check, CheckError};
 pub use error::NodeError;
 pub use events::Events;
 pub use run::{run, run_with};

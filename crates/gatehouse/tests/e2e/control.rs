@@ -4,6 +4,7 @@
 
 use crate::common::{start, targets, APPLY_WAIT, HOST};
 use crate::tls::{eventually, s_client, serial, Pki};
+use gatehouse_admin::client::AdminClient;
 use gatehouse_control::document::sha256_hex;
 use gatehouse_testkit::{http_get, http_request, Backend, Gateway, Response, TempDir};
 use gatehouse_tls::issue::Algorithm;
@@ -44,13 +45,14 @@ impl Api {
             .unwrap_or_else(|e| panic!("{method} {path}: {e}"))
     }
 
-    /// Status and JSON body.
+    /// Status and JSON body, through the client `gatehouse admin` uses.
     pub(crate) fn call(&self, method: &str, path: &str, if_match: Option<u64>, body: Value) -> (u16, Value) {
-        let body = if body.is_null() { String::new() } else { body.to_string() };
-        let r = self.raw(method, path, if_match, &body);
-        let v =
-            serde_json::from_slice(&r.body).unwrap_or_else(|e| panic!("{method} {path}: not JSON ({e}): {}", r.text()));
-        (r.status, v)
+        let client = AdminClient::new(&format!("http://{}", self.addr), Some(self.token.clone()))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let body = (!body.is_null()).then_some(&body);
+        let answer =
+            client.call_blocking(method, path, if_match, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+        (answer.status, answer.body)
     }
 
     pub(crate) fn version(&self) -> u64 {
