@@ -17,10 +17,12 @@ pub mod h2raw;
 mod haproxy;
 mod load;
 mod nginx;
+mod ports;
 mod proc;
 mod raw;
 mod raw_backend;
 mod redis;
+mod rng;
 mod wait;
 
 pub use backend::{Backend, Recorded};
@@ -30,10 +32,12 @@ pub use gateway::{metric_value, Gateway, TempDir};
 pub use haproxy::Haproxy;
 pub use load::{Load, LoadReport};
 pub use nginx::Nginx;
+pub use ports::free_port;
 pub use proc::ProcStats;
 pub use raw::{connect_refused, raw, RawConn, RawResponse};
 pub use raw_backend::{Fault, RawBackend};
 pub use redis::{RedisCluster, RedisSentinels, RedisServer, RedisTlsFiles, SENTINEL_MASTER};
+pub use rng::Rng;
 pub use wait::wait_until;
 
 /// Bound on any single network exchange made by the kit's clients.

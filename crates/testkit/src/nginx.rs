@@ -1,8 +1,9 @@
 //! A real nginx on free loopback ports, as a backend a test configures (HTTPS, HTTP/2, client
 //! certificates, PROXY protocol), killed on drop. Its access log is what the backend saw.
 
+use crate::free_port;
 use crate::TempDir;
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,10 +14,6 @@ pub struct Nginx {
     child: Option<Child>,
     dir: TempDir,
     ports: Vec<u16>,
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("pick a free port")
 }
 
 impl Nginx {

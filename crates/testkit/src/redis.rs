@@ -2,6 +2,7 @@
 //! stopped and started again on the same port, plain or with TLS and an ACL user), a Redis Cluster
 //! of masters and replicas made by `redis-cli --cluster create`, and a Sentinel group.
 
+use crate::free_port;
 use crate::gateway::TempDir;
 use crate::wait::wait_until;
 use std::net::TcpListener;
@@ -11,10 +12,6 @@ use std::time::Duration;
 
 /// How long a server, a Cluster or a Sentinel group may take to come up.
 const READY: Duration = Duration::from_secs(20);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0").and_then(|l| l.local_addr()).map(|a| a.port()).expect("pick a free port")
-}
 
 /// A free port whose Cluster bus port (`port + 10000`) is free too.
 fn free_cluster_port() -> u16 {

@@ -74,7 +74,7 @@ fn hello_without_extensions_block() {
     let m = hello.message();
     let ch = parse(&m).unwrap();
     assert_eq!(ch.server_name, None);
-    assert_eq!(ch.session_id, &[][..]);
+    assert_eq!(ch.session_id, &[0u8; 0][..]);
     assert_eq!(ch.extensions.iter().count(), 0);
     // An empty block is fine too.
     let m = Hello { extensions: Some(vec![]), ..Hello::tls13() }.message();

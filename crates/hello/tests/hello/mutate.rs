@@ -7,33 +7,10 @@ use gatehouse_hello::{
     extension_type as ty, parse, reassemble, record_need, ClientHello, Need, ParseError,
     DEFAULT_MAX_HELLO_BYTES as MAX, MAX_HOST_NAME_LEN,
 };
+use gatehouse_testkit::Rng;
 
 use crate::builder::{fragment, psk, Hello};
 use crate::corpus::{load, CORPUS};
-
-/// xorshift64*: small, fast, and the same sequence on every machine.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        if n == 0 {
-            0
-        } else {
-            (self.next() % n as u64) as usize
-        }
-    }
-
-    fn byte(&mut self) -> u8 {
-        self.next() as u8
-    }
-}
 
 fn seeds() -> Vec<Vec<u8>> {
     let mut seeds: Vec<Vec<u8>> = CORPUS.iter().map(|e| load(e.name)).collect();

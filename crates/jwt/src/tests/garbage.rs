@@ -1,29 +1,10 @@
 //! Property-style: random and mutated input never panics, and no mutation of a good token still verifies.
 
+use gatehouse_testkit::Rng;
 use serde_json::json;
 
 use super::*;
 use crate::{decode, JwtError, Validation};
-
-/// Deterministic xorshift64*, so a failure replays.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    fn pick<'a, T>(&mut self, items: &'a [T]) -> &'a T {
-        &items[self.below(items.len())]
-    }
-}
 
 /// Characters that matter to the parser, over-weighted.
 const INTERESTING: &[char] = &['.', '=', '+', '/', '-', '_', 'A', 'e', 'y', 'J', '0', ' ', '\n', '\0', 'é', '\u{ffff}'];
@@ -114,14 +95,14 @@ fn random_bytes_as_keys_never_panic() {
         let mut pem = good.clone().into_bytes();
         for _ in 0..1 + rng.below(4) {
             let at = rng.below(pem.len());
-            pem[at] = rng.next() as u8;
+            pem[at] = rng.byte();
         }
         for alg in ALGORITHMS {
             let _ = VerifyKey::from_pem(alg, &pem);
             let _ = SigningKey::from_pem(alg, &pem);
         }
         let len = rng.below(64);
-        let der: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+        let der: Vec<u8> = (0..len).map(|_| rng.byte()).collect();
         let _ = (crate::der::spki_key_type(&der), crate::der::certificate_spki(&der));
     }
 }

@@ -3,7 +3,7 @@
 
 use gatehouse_redis::{ClientOptions, Deployment, Event, Subscription};
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpStream;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -141,11 +141,7 @@ fn answers_ping(port: u16) -> bool {
     }
 }
 
-/// A loopback port nothing listens on right now.
-pub fn free_port() -> u16 {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral port");
-    listener.local_addr().expect("local addr").port()
-}
+pub use gatehouse_testkit::free_port;
 
 /// Options for `addr` with short timeouts and backoff.
 pub fn fast_options(addr: String) -> ClientOptions {
