@@ -17,6 +17,7 @@
 mod bind;
 mod first_bytes;
 mod h1;
+mod h2;
 mod h2_flood;
 mod io;
 mod per_ip;

@@ -86,18 +86,30 @@ pub(crate) enum Written {
     Switched(Box<ResponseBody>),
 }
 
-/// Encodes and writes `resp`. `head_request` suppresses the body; `http10` rules out chunked; each
-/// write must be taken by the client within `send_timeout`.
-pub(crate) async fn write_response(
-    stream: &Transport,
-    resp: Response<ResponseBody>,
+/// How a response's head was written, and so how its body goes.
+struct Head {
+    /// No body is sent (HEAD, 1xx, 204, 304).
+    no_body: bool,
+    /// The body goes chunked.
+    chunked: bool,
+    /// A 101: the connection becomes the tunnel.
+    switching: bool,
+    /// The connection stays open after the response.
+    keep_alive: bool,
+}
+
+/// Encodes the head of a response into `w`: the status line, the endpoint's own lines as it wrote
+/// them, what the proxy added, `date`, the framing (`content-length` or chunked) and the
+/// connection's fate. A `connection: close` in the map (error answers) ends keep-alive.
+#[inline(always)] // one caller, on every response
+fn encode_head(
+    parts: http::response::Parts,
+    body: &mut ResponseBody,
     head_request: bool,
     http10: bool,
     mut keep_alive: bool,
     w: &mut Vec<u8>,
-    send_timeout: Duration,
-) -> io::Result<Written> {
-    let (parts, mut body) = resp.into_parts();
+) -> Head {
     let status = parts.status;
     let no_body = head_request
         || status.is_informational()
@@ -159,6 +171,23 @@ pub(crate) async fn write_response(
         w.extend_from_slice(b"connection: keep-alive\r\n");
     }
     w.extend_from_slice(b"\r\n");
+    Head { no_body, chunked, switching, keep_alive }
+}
+
+/// Encodes and writes `resp`. `head_request` suppresses the body; `http10` rules out chunked; each
+/// write must be taken by the client within `send_timeout`.
+pub(crate) async fn write_response(
+    stream: &Transport,
+    resp: Response<ResponseBody>,
+    head_request: bool,
+    http10: bool,
+    keep_alive: bool,
+    w: &mut Vec<u8>,
+    send_timeout: Duration,
+) -> io::Result<Written> {
+    let (parts, mut body) = resp.into_parts();
+    let Head { no_body, chunked, switching, keep_alive } =
+        encode_head(parts, &mut body, head_request, http10, keep_alive, w);
     if switching {
         write_all(stream, w, send_timeout).await?;
         return Ok(Written::Switched(Box::new(body)));
