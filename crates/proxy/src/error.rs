@@ -20,9 +20,9 @@ pub enum ProxyError {
     ClientCertRequired,
     /// The request is malformed; it is never forwarded.
     BadRequest(&'static str),
-    /// An HTTP/1.x request head that cannot be read: malformed (`400`), a target or head too
-    /// long (`414`, `431`), a transfer coding not known (`501`), another HTTP version (`505`).
-    /// The status is the parser's; the connection closes after the answer.
+    /// An HTTP/1.x request head that cannot be read: malformed (`400`), a CONNECT (`405`), a head
+    /// too long (`431`), a transfer coding not known (`501`), another HTTP version (`505`). The
+    /// status is the parser's; the connection closes after the answer.
     HeadRefused(StatusCode),
     /// A request in TLS early data (0-RTT) whose method is not safe (`425`, RFC 8470): early data
     /// can be replayed, so the client sends it again once the handshake is complete.
