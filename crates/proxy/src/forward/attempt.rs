@@ -64,13 +64,12 @@ pub(super) fn attempts<'a>(
             if snap.access_log.is_some() {
                 outcome.endpoint = Some(ep.addr_text.clone());
             }
-            let Some(request) = pending.take().or_else(|| rebuild(template)) else {
+            let Some(mut request) = pending.take().or_else(|| rebuild(template)) else {
                 break;
             };
             // Attempt: a lease on a pooled connection, else a new one (or HTTP/2 stream; boxed,
             // so the state of connecting does not size every request's future), then the
             // request sent and the answer's head awaited.
-            let mut request = request;
             upstream_host(&mut request, ep, route);
             let origin = Origin { client: conn.peer, local: conn.local };
             let acquired = match Lease::pooled(ep, settings, upgrade, origin) {
@@ -93,13 +92,11 @@ pub(super) fn attempts<'a>(
                 Ok(resp) => {
                     // Judge the answer.
                     let retry_status = attempt + 1 < attempts && template.is_some();
-                    match judge(route, &members, idx, resp, outcome, sent_at, retry_status) {
-                        Judged::Final(resp) => return Ok(respond(resp, upgrade, h2_downstream)),
-                        Judged::Retry(resp) => {
-                            fallback = Some(respond(resp, false, h2_downstream));
-                            continue;
-                        }
+                    if judge(route, &members, idx, &resp, outcome, sent_at, retry_status) {
+                        fallback = Some(respond(resp, false, h2_downstream));
+                        continue;
                     }
+                    return Ok(respond(resp, upgrade, h2_downstream));
                 }
                 Err(failure) => failure,
             };
@@ -155,25 +152,19 @@ fn within_deadline<T>(
     }
 }
 
-/// What an endpoint's answer is: the one the client gets, or a failure (a status in
-/// `retry_on_status`) worth another endpoint's try.
-enum Judged {
-    Final(Response<UpstreamBody>),
-    Retry(Response<UpstreamBody>),
-}
-
 /// Judges endpoint `idx`'s answer: its status (and a gRPC status in a trailers-only head) counted
-/// for the endpoint's health, retried when `retry_on_status` lists it and `may_retry`.
+/// for the endpoint's health; whether another endpoint is tried (`retry_on_status` lists the
+/// status, and `may_retry`) rather than the answer given to the client.
 #[inline(always)]
 fn judge(
     route: &RouteEntry,
     members: &gatehouse_upstream::Members,
     idx: usize,
-    resp: Response<UpstreamBody>,
+    resp: &Response<UpstreamBody>,
     outcome: &mut Outcome,
     sent_at: Option<Instant>,
     may_retry: bool,
-) -> Judged {
+) -> bool {
     let upstream: &Arc<Upstream> = &route.upstream;
     let settings = &upstream.settings;
     let ep = &members.endpoints[idx].state;
@@ -191,7 +182,7 @@ fn judge(
     if settings.retry_on_status.contains(&status) || grpc_failed {
         ep.record_failure(settings.eject_after, settings.eject_for);
         if !grpc_failed && may_retry {
-            return Judged::Retry(resp);
+            return true;
         }
     } else if later {
         let judge: Judge = Box::new((upstream.clone(), ep.clone()));
@@ -199,7 +190,7 @@ fn judge(
     } else {
         ep.record_success(sent_at.map(|t| t.elapsed()));
     }
-    Judged::Final(resp)
+    false
 }
 
 /// The answer to a request whose own side failed while it was being forwarded.

@@ -103,7 +103,8 @@ where
         if let Some(svc) = &route.service {
             admit::service(svc, snap, &mut parts, conn, &mut admission.cut, outcome).await?;
         }
-        let mut prepared = rewrite::rewrite(snap, route, conn, parts, body, admission, outcome)?;
+        let target = rewrite::target(route, &parts, &admission)?;
+        let mut prepared = rewrite::rewrite(snap, route, conn, (parts, body), admission, target, outcome);
         attempt::attempts(shared, snap, route, conn, &mut prepared, outcome).await
     }
 }
@@ -122,7 +123,8 @@ fn respond(
     request_id: Option<HeaderValue>,
 ) -> Response<ResponseBody> {
     let (grpc, web) = (outcome.grpc, outcome.web);
-    let (answered, resp) = match result {
+    let answered = result.is_ok();
+    let resp = match result {
         Ok(mut resp) => {
             // A gRPC-Web call's answer goes back as gRPC-Web when it is a gRPC answer; any
             // other (an endpoint's error page) as it is.
@@ -131,7 +133,7 @@ fn respond(
                 let stats = outcome.route.as_ref().map(|r| r.stats.clone());
                 resp.body_mut().bound(grpc, outcome.due_ms, stats, outcome.judge.take(), web);
             }
-            (true, resp)
+            resp
         }
         Err(e) => {
             match e {
@@ -143,7 +145,7 @@ fn respond(
             if let Some(w) = web {
                 to_web(&mut resp, w);
             }
-            (false, resp)
+            resp
         }
     };
     let rewrite = match (&outcome.route, &outcome.admitted) {

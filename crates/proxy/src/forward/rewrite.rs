@@ -38,8 +38,7 @@ pub(super) struct Prepared {
 /// A request's head kept to send it again.
 pub(super) type Template = (Method, http::Uri, http::HeaderMap);
 
-/// Rewrites the admitted request for the endpoint: the target by the route's rewrite (the app
-/// key cut out), hop-by-hop headers gone, forwarding and client-certificate headers added, the
+/// Rewrites the admitted request for the endpoint: `target` (see [`target`]), hop-by-hop headers gone, forwarding and client-certificate headers added, the
 /// service's request rewrite, `Host`; its deadline (`stream_timeout`, `grpc-timeout`) and its
 /// body bounded by `max_body` and the body read timeout.
 #[inline(always)] // one caller; its result is built in the caller's state, not copied there
@@ -47,19 +46,18 @@ pub(super) fn rewrite<B>(
     snap: &Snapshot,
     route: &RouteEntry,
     conn: &ConnInfo,
-    mut parts: Parts,
-    body: B,
+    (mut parts, body): (Parts, B),
     admission: Admission<'_>,
+    target: http::Uri,
     outcome: &mut Outcome,
-) -> Result<Prepared, ProxyError>
+) -> Prepared
 where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<gatehouse_upstream::BoxError>,
 {
     let upstream = &route.upstream;
     let h2_downstream = matches!(parts.version, Version::HTTP_2 | Version::HTTP_3);
-    let Admission { client_cert, upgrade, cut } = admission;
-    let target = upstream_target(&route.rewrite, route.prefix_len, &parts.uri, &cut).map_err(ProxyError::BadRequest)?;
+    let Admission { client_cert, upgrade, .. } = admission;
     let key_uri = if upstream.balancer_needs_uri() {
         target.path_and_query().map_or("/", |p| p.as_str()).to_string()
     } else {
@@ -88,7 +86,14 @@ where
     let replayable = idempotent(&parts.method) && body.is_empty() && !upgrade;
     let template = template(&parts, route, replayable);
     let request = Some(Request::from_parts(parts, body));
-    Ok(Prepared { request, template, replayable, upgrade, h2_downstream, key_uri, due_ms })
+    Prepared { request, template, replayable, upgrade, h2_downstream, key_uri, due_ms }
+}
+
+/// The target the endpoint gets: the path by the route's rewrite (`strip_prefix`, `rewrite`), an
+/// app key cut out of it, the query kept.
+#[inline(always)] // one caller, on every request
+pub(super) fn target(route: &RouteEntry, parts: &Parts, admission: &Admission<'_>) -> Result<http::Uri, ProxyError> {
+    upstream_target(&route.rewrite, route.prefix_len, &parts.uri, &admission.cut).map_err(ProxyError::BadRequest)
 }
 
 /// When a request's time is up: the route's `stream_timeout`, shortened by a gRPC call's own
