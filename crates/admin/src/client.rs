@@ -149,19 +149,4 @@ impl AdminClient {
         }
         Err(ClientError::Refused { call: format!("{method} {path}"), status: answer.status, body: answer.body })
     }
-
-    /// [`AdminClient::call`] on a runtime of its own, for callers that are not async (tests).
-    pub fn call_blocking(
-        &self,
-        method: &str,
-        path: &str,
-        if_match: Option<u64>,
-        body: Option<&Value>,
-    ) -> Result<Answer, ClientError> {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .map_err(|e| ClientError::Exchange(e.to_string()))?;
-        rt.block_on(self.call(method, path, if_match, body))
-    }
 }

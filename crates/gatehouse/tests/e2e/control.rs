@@ -50,8 +50,9 @@ impl Api {
         let client = AdminClient::new(&format!("http://{}", self.addr), Some(self.token.clone()))
             .unwrap_or_else(|e| panic!("{e}"));
         let body = (!body.is_null()).then_some(&body);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a runtime");
         let answer =
-            client.call_blocking(method, path, if_match, body).unwrap_or_else(|e| panic!("{method} {path}: {e}"));
+            rt.block_on(client.call(method, path, if_match, body)).unwrap_or_else(|e| panic!("{method} {path}: {e}"));
         (answer.status, answer.body)
     }
 
