@@ -332,7 +332,12 @@ services:
         &url,
     ]);
     assert_eq!((resp.status, resp.header("grpc-status")), (200, Some("4")), "{resp:?}");
-    assert_eq!(resp.header("grpc-message"), Some("deadline exceeded"), "{resp:?}");
+    // The header goes on to the backend (as Envoy passes it), whose gRPC library keeps the
+    // same deadline from a moment later: the gateway's answer ("deadline exceeded") comes first
+    // unless the gateway's worker was held up (a loaded machine), and then the backend's own
+    // ("Deadline Exceeded", grpcio's) is passed on. Either is the client's deadline honoured.
+    let message = resp.header("grpc-message");
+    assert!(matches!(message, Some("deadline exceeded" | "Deadline Exceeded")), "{resp:?}");
 
     cancelled(&events, 3);
 }
