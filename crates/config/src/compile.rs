@@ -230,6 +230,12 @@ fn validate_listeners(c: &Config, unread: &schema::Unread, err: &mut impl FnMut(
         check_bind(c, &p, name, l, &mut binds, err);
         check_listener_limits(&p, l, err);
         check_http3(&p, l, err);
+        if let Some(hsts) = &l.hsts {
+            hsts.check(&p, err);
+            if l.tls.is_none() {
+                err(format!("{p}.hsts"), "a listener without `tls` cannot send it (RFC 6797 §7.2)".into());
+            }
+        }
         if l.quic.early_data && c.tls.session_cache == crate::model::SessionCacheMode::Off {
             // rustls allows 0-RTT only with single-use (stateful) tickets (RFC 8446 §8.1).
             err(format!("{p}.quic.early_data"), "0-RTT needs `tls.session_cache` (`local` or `redis`)".into());
@@ -407,6 +413,9 @@ fn validate_sites(c: &Config, unread: &schema::Unread, err: &mut impl FnMut(Stri
     for (name, site) in &c.sites {
         let p = format!("sites.{name}");
         check_site_hosts(&p, name, site, &mut hosts, err);
+        if let Some(hsts) = &site.hsts {
+            hsts.check(&p, err);
+        }
         let mut paths = HashSet::new();
         for (i, r) in site.routes.iter().enumerate() {
             check_route(c, unread, &format!("{p}.routes[{i}]"), r, &mut paths, err);

@@ -70,7 +70,7 @@ impl fmt::Display for ValueError {
                 write!(f, "invalid duration `{text}`: expected e.g. 500ms, 5s, 2m, 1h")
             }
             ValueError::DurationUnit { unit, text } => {
-                write!(f, "invalid duration unit `{unit}` in `{text}`: use ms, s, m or h")
+                write!(f, "invalid duration unit `{unit}` in `{text}`: use ms, s, m, h or d")
             }
             ValueError::DurationTooLarge { text } => write!(f, "duration `{text}` is too large"),
             ValueError::InvalidSize { text } => write!(f, "invalid size `{text}`: expected e.g. 512, 16k, 10m, 1g"),

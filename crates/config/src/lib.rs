@@ -7,6 +7,7 @@ mod compile;
 mod control;
 mod error;
 mod gateway;
+mod hsts;
 mod model;
 mod paths;
 mod proxy_protocol;
@@ -20,6 +21,7 @@ pub use compile::{compile, compile_all, compile_value, ConfigError, ConfigErrors
 pub use control::*;
 pub use error::ValueError;
 pub use gateway::*;
+pub use hsts::Hsts;
 pub use model::*;
 pub use paths::{EscapedSlashes, Paths};
 pub use proxy_protocol::ProxyProtocol;

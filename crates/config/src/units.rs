@@ -1,4 +1,4 @@
-//! Human-friendly units used in the configuration: durations (`250ms`, `5s`, `2m`, `1h`) and byte
+//! Human-friendly units used in the configuration: durations (`250ms`, `5s`, `2m`, `1h`, `30d`) and byte
 //! sizes (`512`, `16k`, `10m`, `1g`).
 
 use crate::error::ValueError;
@@ -6,7 +6,7 @@ use serde::de::{self, Deserializer, Visitor};
 use serde::Deserialize;
 use std::fmt;
 
-/// A duration written as an integer with a unit (`ms`, `s`, `m`, `h`); a bare integer means seconds.
+/// A duration written as an integer with a unit (`ms`, `s`, `m`, `h`, `d`); a bare integer means seconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Duration(pub std::time::Duration);
 
@@ -19,7 +19,7 @@ impl Duration {
     pub const fn millis(ms: u64) -> Self {
         Duration(std::time::Duration::from_millis(ms))
     }
-    /// Parses `250ms`, `5s`, `2m`, `1h` or a bare number of seconds.
+    /// Parses `250ms`, `5s`, `2m`, `1h`, `30d` or a bare number of seconds.
     pub fn parse(text: &str) -> Result<Self, ValueError> {
         let text = text.trim();
         let split = text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len());
@@ -30,6 +30,7 @@ impl Duration {
             "" | "s" => value.checked_mul(1000),
             "m" => value.checked_mul(60_000),
             "h" => value.checked_mul(3_600_000),
+            "d" => value.checked_mul(86_400_000),
             other => return Err(ValueError::DurationUnit { unit: other.into(), text: text.into() }),
         };
         ms.map(Self::millis).ok_or_else(|| ValueError::DurationTooLarge { text: text.into() })
@@ -42,7 +43,7 @@ impl<'de> Deserialize<'de> for Duration {
         impl Visitor<'_> for V {
             type Value = Duration;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-                f.write_str("a duration such as 500ms, 5s, 2m or 1h")
+                f.write_str("a duration such as 500ms, 5s, 2m, 1h or 30d")
             }
             fn visit_u64<E: de::Error>(self, v: u64) -> Result<Duration, E> {
                 Ok(Duration(std::time::Duration::from_secs(v)))
@@ -115,6 +116,8 @@ mod tests {
         assert_eq!(Duration::parse("5"), Ok(Duration::secs(5)));
         assert_eq!(Duration::parse("2m"), Ok(Duration::secs(120)));
         assert_eq!(Duration::parse("1h"), Ok(Duration::secs(3600)));
+        assert_eq!(Duration::parse("365d"), Ok(Duration::secs(365 * 86_400)));
+        assert!(Duration::parse("1w").is_err());
         assert!(Duration::parse("5 parsecs").is_err());
         assert!(Duration::parse("").is_err());
         assert!(Duration::parse("99999999999999999999h").is_err());
@@ -133,7 +136,7 @@ mod tests {
         let message = |r: Result<Duration, ValueError>| r.map_err(|e| e.to_string()).expect_err("invalid");
         assert_eq!(
             message(Duration::parse("5 parsecs")),
-            "invalid duration unit `parsecs` in `5 parsecs`: use ms, s, m or h"
+            "invalid duration unit `parsecs` in `5 parsecs`: use ms, s, m, h or d"
         );
         assert_eq!(message(Duration::parse("soon")), "invalid duration `soon`: expected e.g. 500ms, 5s, 2m, 1h");
         assert_eq!(

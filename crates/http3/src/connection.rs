@@ -81,6 +81,7 @@ pub(crate) async fn serve_connection(
     let active = Active { shared: shared.clone(), stats: stats.clone(), conn: conn.clone() };
     stats.quic.connections.fetch_add(1, Relaxed);
     let mut info = ConnInfo::new(conn.remote_address(), local, true);
+    info.hsts = gatehouse_proxy::hsts_of(config.hsts.as_ref());
     info.body_timeout = config.body_read_timeout.0;
     info.client_cert = policy.and_then(|p| client_cert(&conn, &p));
     let info = Arc::new(info);

@@ -339,6 +339,9 @@ fn conn_info(
     if let AltSvc::Value(v) = &config.alt_svc {
         info.alt_svc = http::HeaderValue::from_str(v).ok();
     }
+    if tls {
+        info.hsts = gatehouse_proxy::hsts_of(config.hsts.as_ref());
+    }
     Arc::new(info)
 }
 

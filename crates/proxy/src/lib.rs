@@ -26,7 +26,7 @@ pub mod websocket;
 pub use body::ResponseBody;
 pub use forward::handle;
 pub use headers::{keyless_target, upstream_target};
-pub use snapshot::{Rewrite, RouteEntry, RouteStatsRegistry, Snapshot, SnapshotError};
+pub use snapshot::{hsts_of, Rewrite, RouteEntry, RouteStatsRegistry, Snapshot, SnapshotError};
 
 use arc_swap::ArcSwap;
 use gatehouse_telemetry::ProcessStats;
@@ -70,6 +70,8 @@ pub struct ConnInfo {
     pub body_timeout: std::time::Duration,
     /// The listener's `Alt-Svc` for its TCP responses (HTTP/3 advertised), if any.
     pub alt_svc: Option<http::HeaderValue>,
+    /// The listener's `Strict-Transport-Security` (TLS listeners), if any; a site's own comes first.
+    pub hsts: Option<http::HeaderValue>,
 }
 
 /// A client certificate verified during the TLS handshake.
@@ -92,6 +94,7 @@ impl ConnInfo {
             client_cert: None,
             body_timeout: std::time::Duration::from_secs(60),
             alt_svc: None,
+            hsts: None,
         }
     }
 }

@@ -112,6 +112,8 @@ pub struct RouteEntry {
     pub site: Arc<str>,
     /// Redirect plain HTTP to HTTPS on this port.
     pub https_redirect: Option<u16>,
+    /// The site's `Strict-Transport-Security`, sent on answers over TLS.
+    pub hsts: Option<http::HeaderValue>,
     /// Client certificates: `Some(required)` when the site verifies them.
     pub client_auth: Option<bool>,
     /// The API service this route is, with its Admit stage.
@@ -299,6 +301,7 @@ impl<'a> RouteTable<'a> {
                     stream_timeout: r.stream_timeout.map(|d| d.0),
                     site: site_id.clone(),
                     https_redirect: site.https_redirect.then_some(site.https_port),
+                    hsts: hsts_of(site.hsts.as_ref()),
                     client_auth: site.client_auth.as_ref().map(|c| c.required),
                     service: None,
                     normalize_path: r.normalize_path.unwrap_or(site.normalize_path),
@@ -340,6 +343,7 @@ impl<'a> RouteTable<'a> {
                 stats: stats.clone(),
                 site: site.map_or("", |(n, _)| n).into(),
                 https_redirect: site.and_then(|(_, s)| s.https_redirect.then_some(s.https_port)),
+                hsts: hsts_of(site.and_then(|(_, s)| s.hsts.as_ref())),
                 client_auth: site.and_then(|(_, s)| s.client_auth.as_ref().map(|c| c.required)),
                 service: Some(gate.clone()),
                 normalize_path: svc.normalize_path,
@@ -399,4 +403,9 @@ impl<'a> RouteTable<'a> {
         }
         Ok((builder.build(), self.routes))
     }
+}
+
+/// A `Strict-Transport-Security` value, made once per snapshot (or per listener).
+pub fn hsts_of(hsts: Option<&gatehouse_config::Hsts>) -> Option<http::HeaderValue> {
+    hsts.and_then(|h| http::HeaderValue::try_from(h.header_value()).ok())
 }

@@ -70,6 +70,9 @@ pub struct Listener {
     /// `http3`, `h3=":PORT"; ma=86400`), `off`, or a value sent as it is.
     #[serde(default)]
     pub alt_svc: AltSvc,
+    /// `Strict-Transport-Security` on every answer of a TLS listener (a site's own comes first).
+    #[serde(default)]
+    pub hsts: Option<crate::Hsts>,
     /// QUIC settings of an `http3` listener.
     #[serde(default)]
     pub quic: Quic,

@@ -20,6 +20,9 @@ pub struct Site {
     /// Port in redirect URLs (omitted when 443).
     #[serde(default = "defaults::https_port")]
     pub https_port: u16,
+    /// `Strict-Transport-Security` on the site's answers over TLS (over the listener's own).
+    #[serde(default)]
+    pub hsts: Option<crate::Hsts>,
     /// Client certificates (mutual TLS) for handshakes naming this site.
     #[serde(default)]
     pub client_auth: Option<ClientAuth>,

@@ -577,6 +577,52 @@ fn plain_http_is_redirected_to_https_for_sites_that_ask() {
 }
 
 #[test]
+fn hsts_is_sent_over_tls_only_the_sites_before_the_listeners() {
+    let pki = Pki::new();
+    let b = Backend::start("b");
+    let cert = pki.issue(&["strict.test", "other.test"], Algorithm::EcdsaP256, "hsts.pem", None);
+    let gw = start(&format!(
+        "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\ntls:\n{}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, hsts: {{max_age: 2h}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  strict: {{hosts: [strict.test], hsts: {{include_subdomains: true, preload: true}}, routes: [{{path: /, upstream: u}}]}}\n  other: {{hosts: [other.test], routes: [{{path: /, upstream: u}}]}}\n",
+        certificates(&[&cert]),
+        targets(&[&b])
+    ));
+    let port = gw.addr("https").port();
+    let strict = "max-age=31536000; includeSubDomains; preload";
+    // HTTP/2 and HTTP/1.1 over TLS: the site's policy, else the listener's.
+    for version in ["--http2", "--http1.1"] {
+        let r = curl_https(port, &pki, "strict.test", &[version]);
+        assert_eq!((r.status, r.header("strict-transport-security")), (200, Some(strict)), "{version}: {r:?}");
+        let r = curl_https(port, &pki, "other.test", &[version]);
+        assert_eq!((r.status, r.header("strict-transport-security")), (200, Some("max-age=7200")), "{version}: {r:?}");
+    }
+    // The gateway's own answers carry it too: a host no site serves (404) on the TLS listener.
+    let r = curl_https(port, &pki, "strict.test", &["-H", "Host: nowhere.test"]);
+    assert_eq!((r.status, r.header("strict-transport-security")), (404, Some("max-age=7200")), "{r:?}");
+    // Never over plain HTTP (RFC 6797 §7.2), not even for the site that has it.
+    let r = gatehouse_testkit::http_get(gw.addr("http"), "strict.test", "/", &[]);
+    assert_eq!((r.status, r.header("strict-transport-security")), (200, None), "{r:?}");
+}
+
+#[test]
+fn hsts_that_cannot_hold_is_refused_by_check() {
+    let dir = TempDir::new();
+    let file = dir.join("bad.yaml");
+    std::fs::write(
+        &file,
+        "listeners:\n  http: {bind: \"127.0.0.1:0\", hsts: {max_age: 1d}}\nupstreams:\n  u: {targets: [\"127.0.0.1:9\"]}\nsites:\n  s: {hosts: [s.test], hsts: {max_age: 30d, preload: true}, routes: [{path: /, upstream: u}]}\n",
+    )
+    .expect("write");
+    let out = Command::new(env!("CARGO_BIN_EXE_gatehouse")).arg("check").arg(&file).output().expect("check");
+    let text = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    assert!(text.contains("listeners.http.hsts: a listener without `tls` cannot send it"), "{text}");
+    assert!(
+        text.contains("sites.s.hsts.preload: needs `include_subdomains: true` and a `max_age` of at least 365d"),
+        "{text}"
+    );
+}
+
+#[test]
 fn sites_with_client_auth_require_a_verified_certificate_for_that_site() {
     let pki = Pki::new();
     let clients = Authority::new("Client CA").expect("client CA");

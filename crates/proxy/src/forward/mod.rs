@@ -112,7 +112,8 @@ where
 /// Respond phase: the answer for the client. A failure becomes its [`ProxyError`]'s response (a
 /// gRPC status for a call); an endpoint's gRPC-Web answer is made gRPC-Web again, and a call's or
 /// a request with a deadline has its body bound to them. Then the head as the client gets it:
-/// the service's response rewrite (for an endpoint's answer), the request id echoed, `Alt-Svc`.
+/// the service's response rewrite (for an endpoint's answer), the request id echoed, `Alt-Svc`,
+/// and over TLS `Strict-Transport-Security`.
 #[inline(always)] // one caller, on every request
 fn respond(
     shared: &Shared,
@@ -153,7 +154,12 @@ fn respond(
         _ => None,
     };
     let echo = snap.request_ids.as_ref().zip(request_id);
-    if rewrite.is_none() && echo.is_none() && conn.alt_svc.is_none() {
+    // Over TLS only (RFC 6797 §7.2): the site's, else the listener's.
+    let hsts = match conn.tls {
+        true => outcome.route.as_ref().and_then(|r| r.hsts.as_ref()).or(conn.hsts.as_ref()),
+        false => None,
+    };
+    if rewrite.is_none() && echo.is_none() && conn.alt_svc.is_none() && hsts.is_none() {
         return resp;
     }
     let (mut parts, mut body) = resp.into_parts();
@@ -166,6 +172,10 @@ fn respond(
     }
     if let Some(alt_svc) = &conn.alt_svc {
         headers.insert(&header::ALT_SVC, alt_svc.clone());
+    }
+    if let Some(hsts) = hsts {
+        // The gateway's policy for the host, in place of any the endpoint sent.
+        headers.insert(&header::STRICT_TRANSPORT_SECURITY, hsts.clone());
     }
     Response::from_parts(parts, body)
 }
