@@ -605,16 +605,10 @@ fn hsts_is_sent_over_tls_only_the_sites_before_the_listeners() {
 
 #[test]
 fn hsts_that_cannot_hold_is_refused_by_check() {
-    let dir = TempDir::new();
-    let file = dir.join("bad.yaml");
-    std::fs::write(
-        &file,
+    let (passed, text) = crate::common::check(
         "listeners:\n  http: {bind: \"127.0.0.1:0\", hsts: {max_age: 1d}}\nupstreams:\n  u: {targets: [\"127.0.0.1:9\"]}\nsites:\n  s: {hosts: [s.test], hsts: {max_age: 30d, preload: true}, routes: [{path: /, upstream: u}]}\n",
-    )
-    .expect("write");
-    let out = Command::new(env!("CARGO_BIN_EXE_gatehouse")).arg("check").arg(&file).output().expect("check");
-    let text = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success(), "{text}");
+    );
+    assert!(!passed, "{text}");
     assert!(text.contains("listeners.http.hsts: a listener without `tls` cannot send it"), "{text}");
     assert!(
         text.contains("sites.s.hsts.preload: needs `include_subdomains: true` and a `max_age` of at least 365d"),
