@@ -207,6 +207,7 @@ fn validate_tls(c: &Config, err: &mut impl FnMut(String, String)) {
 fn validate(c: &Config, unread: &schema::Unread, errors: &mut Vec<ConfigError>) {
     let mut err = |path: String, msg: String| errors.push(ConfigError { path, message: msg });
     validate_tls(c, &mut err);
+    crate::acme::validate(c, &mut err);
     crate::validate_gateway::validate(c, unread, &mut err);
     crate::control::validate(c, &mut err);
     crate::request_id::validate(c, &mut err);

@@ -3,6 +3,7 @@
 
 #![forbid(unsafe_code)]
 
+mod acme;
 mod compile;
 mod control;
 mod error;
@@ -17,6 +18,7 @@ mod units;
 mod upstream;
 mod validate_gateway;
 
+pub use acme::{Acme, Challenge as AcmeChallenge, Eab};
 pub use compile::{compile, compile_all, compile_value, ConfigError, ConfigErrors, PREFERRED_CIPHER_SUITES};
 pub use control::*;
 pub use error::ValueError;

@@ -223,7 +223,7 @@ impl Control {
         let registry = Arc::new(Registry::new(n));
         let route_stats = RouteStatsRegistry::default();
         let access_log = open_log(&config.access_log)?;
-        let tls = TlsRuntime::new(config).await?;
+        let mut tls = TlsRuntime::new(config).await?;
         let mut follower = Follower::new(config, tls.cluster())?;
         let config = follower.initial_config(&base, file_config.clone()).await;
         let plugins = PluginRegistry::new(tls.cluster().cloned());
@@ -239,6 +239,9 @@ impl Control {
             &discovery.answers(),
         )
         .map_err(NodeError::Snapshot)?;
+        let mut snapshot = snapshot;
+        snapshot.acme = tls.http01(&config);
+        tls.follow_acme(&config)?;
         let shared = Shared::new(snapshot);
         let acceptors = tls.acceptors(&config, tls.certs())?;
         let (drain_tx, drain_rx) = watch::channel(false);

@@ -7,7 +7,9 @@ use gatehouse_cluster::{Cluster, RedisStats};
 use gatehouse_config::{Config, Listener, ListenerProtocol, SessionCacheMode, Tickets, TlsVersion};
 use gatehouse_redis::{ClientOptions, Deployment, Tls};
 use gatehouse_tls::bundle::{self, Bundle};
+use gatehouse_tls::catalog::Catalog;
 use gatehouse_tls::certs::Store;
+use gatehouse_tls::challenge::Board;
 use gatehouse_tls::client_auth::{ClientAuthIndex, SitePolicy};
 use gatehouse_tls::dir::DirStore;
 use gatehouse_tls::redis_store::RedisStore;
@@ -89,9 +91,33 @@ impl Staged {
     }
 }
 
+/// The ACME manager running for a `tls.acme` section.
+struct AcmeRun {
+    config: gatehouse_config::Acme,
+    certs: Arc<Certs>,
+    manager: Arc<gatehouse_acme::Manager>,
+    task: JoinHandle<()>,
+}
+
+/// The challenge board as the proxy asks it for HTTP-01 answers.
+#[derive(Debug)]
+struct Http01Answers(Arc<Board>);
+
+impl gatehouse_proxy::acme::Http01 for Http01Answers {
+    fn key_authorization<'a>(
+        &'a self,
+        token: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Option<String>> + Send + 'a>> {
+        Box::pin(self.0.http01(token))
+    }
+}
+
 /// The process's TLS state.
 pub struct TlsRuntime {
     certs: Arc<Certs>,
+    /// ACME challenge answers (kept across reloads, so an order survives one).
+    board: Arc<Board>,
+    acme: Option<AcmeRun>,
     cluster: Option<Arc<Cluster>>,
     stats: Arc<TlsStats>,
     store: Option<gatehouse_config::CertStore>,
@@ -110,16 +136,29 @@ pub fn check_certificates(config: &Config) -> Result<(), NodeError> {
             config.tls.self_signed = None;
         }
     }
-    let errors: Vec<Setting> = [fixed_bundles(&config).err(), client_auth(&config).err(), upstream_tls(&config).err()]
-        .into_iter()
-        .flatten()
-        .flatten()
-        .collect();
+    let errors: Vec<Setting> = [
+        fixed_bundles(&config).err(),
+        client_auth(&config).err(),
+        upstream_tls(&config).err(),
+        acme_settings(&config).err(),
+    ]
+    .into_iter()
+    .flatten()
+    .flatten()
+    .collect();
     if errors.is_empty() {
         Ok(())
     } else {
         Err(NodeError::Settings(errors))
     }
+}
+
+/// `tls.acme` with its files read, as `check` and `run` both read them.
+fn acme_settings(config: &Config) -> Result<Option<gatehouse_acme::Settings>, Vec<Setting>> {
+    let Some(acme) = &config.tls.acme else { return Ok(None) };
+    gatehouse_acme::Settings::load(acme)
+        .map(Some)
+        .map_err(|errors| errors.into_iter().map(|e| Setting::new(e.path, e.message)).collect())
 }
 
 /// Reads the files of every upstream's `tls` (CA, client certificate and key) as applying the
@@ -349,6 +388,8 @@ impl TlsRuntime {
         };
         Ok(TlsRuntime {
             certs,
+            board: Board::new(cluster.clone()),
+            acme: None,
             store,
             resumption: Resumption { ticketer, sessions },
             rotation: rotation_task,
@@ -362,6 +403,7 @@ impl TlsRuntime {
     /// restart.
     pub fn stage(&self, config: &Config) -> Result<Staged, NodeError> {
         let fixed = fixed_bundles(config).map_err(NodeError::Settings)?;
+        acme_settings(config).map_err(NodeError::Settings)?;
         let staged = if config.tls.store != self.store {
             let store = store_of(config, self.cluster.as_ref())?;
             Staged {
@@ -375,14 +417,68 @@ impl TlsRuntime {
         Ok(staged)
     }
 
-    /// Applies what [`TlsRuntime::stage`] read.
-    pub fn commit(&mut self, staged: Staged) {
+    /// Applies what [`TlsRuntime::stage`] read, `config` being the configuration it was read
+    /// from.
+    pub fn commit(&mut self, staged: Staged, config: &Config) -> Result<(), NodeError> {
         match staged.fixed {
             Some(fixed) => staged.certs.set_fixed(fixed),
             None => Certs::watch(&staged.certs),
         }
         self.certs = staged.certs;
         self.store = staged.store;
+        self.follow_acme(config)
+    }
+
+    /// Starts, restarts or stops the ACME manager for `config`'s `tls.acme` (kept running when
+    /// neither it nor the certificate store changed). Runs on the control runtime.
+    pub fn follow_acme(&mut self, config: &Config) -> Result<(), NodeError> {
+        let same = match (&self.acme, &config.tls.acme) {
+            (Some(run), Some(acme)) => run.config == *acme && Arc::ptr_eq(&run.certs, &self.certs),
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
+            return Ok(());
+        }
+        if let Some(old) = self.acme.take() {
+            old.task.abort();
+        }
+        let Some(settings) = acme_settings(config).map_err(NodeError::Settings)? else { return Ok(()) };
+        let Some(acme) = config.tls.acme.clone() else { return Ok(()) };
+        let (catalog, keep) = match (&config.tls.store, &self.cluster) {
+            (Some(gatehouse_config::CertStore { dir: Some(dir), .. }), _) => {
+                (Catalog::Dir(dir.clone()), gatehouse_acme::account::Keep::Dir(dir.clone()))
+            }
+            (Some(_), Some(c)) => {
+                (Catalog::Redis(RedisStore::new(c.clone())), gatehouse_acme::account::Keep::Redis(c.clone()))
+            }
+            _ => return Err(NodeError::Settings(vec![Setting::new("tls.acme", "needs `tls.store`")])),
+        };
+        let manager = gatehouse_acme::Manager::new(gatehouse_acme::Parts {
+            settings,
+            catalog,
+            certs: self.certs.clone(),
+            board: self.board.clone(),
+            keep,
+            locks: gatehouse_acme::lock::Locks::new(self.cluster.clone()),
+        });
+        let task = tokio::spawn(manager.clone().run());
+        self.acme = Some(AcmeRun { config: acme, certs: self.certs.clone(), manager, task });
+        Ok(())
+    }
+
+    /// What the ACME manager knows of each name it keeps (empty without `tls.acme`).
+    pub fn acme_names(&self) -> std::collections::BTreeMap<String, gatehouse_acme::NameState> {
+        self.acme.as_ref().map(|a| a.manager.names()).unwrap_or_default()
+    }
+
+    /// The HTTP-01 answers for a snapshot of `config` (none without `tls.acme`).
+    pub fn http01(&self, config: &Config) -> Option<Arc<dyn gatehouse_proxy::acme::Http01>> {
+        config
+            .tls
+            .acme
+            .as_ref()
+            .map(|_| Arc::new(Http01Answers(self.board.clone())) as Arc<dyn gatehouse_proxy::acme::Http01>)
     }
 
     /// The cluster's Redis and keys, when there is a `redis` section.
@@ -467,7 +563,13 @@ impl TlsRuntime {
             .default_certificate
             .clone()
             .or_else(|| config.tls.default_certificate.clone())
-            .or_else(|| config.tls.self_signed.as_ref().and_then(|s| s.names.first().cloned()));
+            .or_else(|| config.tls.self_signed.as_ref().and_then(|s| s.names.first().cloned()))
+            .or_else(|| {
+                // The one configured certificate, when it is all the listener can serve: clients
+                // that send no name (Go's and others' for an IP address) get it.
+                let sole = config.tls.certificates.len() == 1 && config.tls.store.is_none();
+                sole.then(|| certs.sole_fixed_name()).flatten()
+            });
         let offer = Offer {
             provider: Arc::new(provider),
             prefer_server_ciphers: lt.prefer_server_ciphers,
@@ -475,6 +577,7 @@ impl TlsRuntime {
             alpn,
             default_name,
             client_auth: client_auth.clone(),
+            acme: config.tls.acme.as_ref().map(|_| self.board.clone()),
         };
         Ok(Some(TlsAcceptor::new(offer, certs.clone(), self.resumption.clone())))
     }
@@ -484,6 +587,9 @@ impl Drop for TlsRuntime {
     fn drop(&mut self) {
         if let Some(r) = self.rotation.take() {
             r.abort();
+        }
+        if let Some(a) = self.acme.take() {
+            a.task.abort();
         }
     }
 }

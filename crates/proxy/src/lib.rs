@@ -12,6 +12,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod acme;
 mod body;
 pub mod error;
 mod forward;

@@ -172,6 +172,8 @@ pub struct Snapshot {
     /// Whether some route forwards the client's path as sent (`normalize_path: false`), so a
     /// path the normalizer refuses must be routed as sent before it is refused.
     pub raw_routes: bool,
+    /// HTTP-01 answers, when `tls.acme` is on (set by the node after building).
+    pub acme: Option<Arc<dyn crate::acme::Http01>>,
 }
 
 impl Snapshot {
@@ -231,6 +233,7 @@ impl Snapshot {
             access_log,
             gateway,
             raw_routes,
+            acme: None,
         })
     }
 }

@@ -9,6 +9,7 @@
 //! name takes no lock; the map is emptied when [`Certs::generation`] moves on.
 
 use crate::certs::Certs;
+use crate::challenge::{Board, ACME_TLS_ALPN};
 use crate::client_auth::{subject_of, ClientAuthIndex, SitePolicy};
 use crate::cluster::Fetched;
 use crate::conn::{Incomplete, SockIo, TlsConn};
@@ -62,6 +63,8 @@ pub struct Offer {
     pub default_name: Option<String>,
     /// Client-certificate policies by site host.
     pub client_auth: Arc<ClientAuthIndex>,
+    /// TLS-ALPN-01 answers (RFC 8737), when ACME is on.
+    pub acme: Option<Arc<Board>>,
 }
 
 /// A TLS listener's handshake settings.
@@ -399,6 +402,7 @@ impl TlsAcceptor {
                 });
                 stats.finished(tls13, resumed);
             }
+            Err(Failure::Challenge) => {}
             Err(why) => stats.failed(*why),
         }
         result.map(|(est, ..)| est)
@@ -442,6 +446,11 @@ impl TlsAcceptor {
         };
         let hello = accepted.client_hello();
         let sni = hello.server_name().and_then(normalise);
+        if let Some(board) = &self.offer.acme {
+            if hello.alpn().is_some_and(|mut offered| offered.any(|p| p == ACME_TLS_ALPN)) {
+                return Err(self.answer_challenge(board, sni.as_deref(), accepted, tcp).await);
+            }
+        }
         let chacha = self.client_prefers_chacha(hello.cipher_suites());
         let Some(config) = self.config_for(sni.as_deref(), chacha).await else {
             let _ = tcp.try_write(&UNRECOGNIZED_NAME);
@@ -482,6 +491,49 @@ impl TlsAcceptor {
         let version = conn.protocol_version();
         drop(conn);
         Ok((Established { conn: established, h2, client_cert }, kind, version, offered.ticket))
+    }
+
+    /// Answers a TLS-ALPN-01 validation (RFC 8737 §3): the handshake completes with the
+    /// challenge certificate for `sni` and ALPN `acme-tls/1`, then the connection is closed; a
+    /// name with no challenge under way is refused with `unrecognized_name`.
+    async fn answer_challenge(
+        &self,
+        board: &Board,
+        sni: Option<&str>,
+        accepted: rustls::server::Accepted,
+        tcp: TcpStream,
+    ) -> Failure {
+        let Some(cert) = (match sni {
+            Some(name) => board.alpn01(name).await,
+            None => None,
+        }) else {
+            let _ = tcp.try_write(&UNRECOGNIZED_NAME);
+            return Failure::UnknownName;
+        };
+        let builder = match ServerConfig::builder_with_provider(self.offer.provider.clone())
+            .with_protocol_versions(&self.offer.versions)
+        {
+            Ok(b) => b,
+            Err(_) => return Failure::Protocol,
+        };
+        let mut config =
+            builder.with_no_client_auth().with_cert_resolver(Arc::new(rustls::sign::SingleCertAndKey::from(cert)));
+        config.alpn_protocols = vec![ACME_TLS_ALPN.to_vec()];
+        config.send_tls13_tickets = 0;
+        let conn = match accepted.into_connection(Arc::new(config)) {
+            Ok(c) => c,
+            Err((_, mut alert)) => {
+                let _ = alert.write_all(&mut SockIo(&tcp));
+                return Failure::Protocol;
+            }
+        };
+        match crate::conn::complete(tcp, conn).await {
+            Ok(_) => {
+                tracing::debug!(name = sni.unwrap_or_default(), "tls-alpn-01 validation answered");
+                Failure::Challenge
+            }
+            Err(_) => Failure::Protocol,
+        }
     }
 
     /// Brings a session that another node made into the local cache before rustls looks for it:

@@ -65,7 +65,8 @@ impl Slot {
 }
 
 /// The store could not answer (Redis unreachable or timing out).
-struct Unavailable;
+#[derive(Debug)]
+pub struct Unavailable;
 
 /// Where certificates not named in the configuration are looked up.
 #[derive(Debug)]
@@ -176,6 +177,17 @@ impl Certs {
         self.generation.fetch_add(1, Relaxed);
     }
 
+    /// The first name of the configured certificate, when exactly one bundle is configured.
+    pub fn sole_fixed_name(&self) -> Option<String> {
+        let fixed = self.fixed.load();
+        let mut bundles = fixed.pairs().flat_map(|p| p.bundles());
+        let first = bundles.next()?.clone();
+        if bundles.any(|b| !Arc::ptr_eq(b, &first)) {
+            return None;
+        }
+        first.facts.names.first().cloned()
+    }
+
     /// Whether certificates not named in the configuration are looked up in a store.
     pub fn has_store(&self) -> bool {
         self.dir.is_some() || self.redis.is_some()
@@ -258,6 +270,12 @@ impl Certs {
         };
         cache.insert(key.into(), slot);
         found
+    }
+
+    /// What the store holds for the index key `key` (`name` or `*.parent`) now, read from the
+    /// store past the cache (which it leaves as it is); `Err` when the store cannot answer.
+    pub async fn stored(&self, key: &str) -> Result<Option<Arc<Pair>>, Unavailable> {
+        self.load(key).await
     }
 
     /// What the store holds for `key`; `Err` when it cannot answer.

@@ -64,6 +64,17 @@ pub fn self_signed(names: &[&str], alg: Algorithm, valid_days: i64) -> Result<St
     Ok(format!("{}{}", cert.pem(), key.serialize_pem()))
 }
 
+/// The certificate that answers a TLS-ALPN-01 challenge for `name` (RFC 8737 §3): self-signed,
+/// `name` its only subjectAltName, and the critical `acmeIdentifier` extension holding `digest`,
+/// the SHA-256 of the key authorization; as DER (certificate, PKCS#8 key).
+pub fn acme_alpn(name: &str, digest: &[u8]) -> Result<(Vec<u8>, Vec<u8>), BundleError> {
+    let key = key_pair(Algorithm::EcdsaP256)?;
+    let mut params = leaf_params(&[name], 7)?;
+    params.custom_extensions.push(rcgen::CustomExtension::new_acme_identifier(digest));
+    let cert = params.self_signed(&key).map_err(gen_err)?;
+    Ok((cert.der().to_vec(), key.serialize_der()))
+}
+
 /// A certificate authority that issues leaf bundles.
 pub struct Authority {
     cert: rcgen::Certificate,

@@ -8,6 +8,7 @@ pub mod accept;
 pub mod bundle;
 pub mod catalog;
 pub mod certs;
+pub mod challenge;
 pub mod client_auth;
 pub mod cluster;
 pub mod conn;

@@ -30,6 +30,9 @@ pub enum Failure {
     Protocol,
     /// The client refused our certificate or its own was refused.
     Certificate,
+    /// Not a failure: a TLS-ALPN-01 validation (RFC 8737), answered with the challenge
+    /// certificate and closed, as the protocol wants. Not counted among failures.
+    Challenge,
 }
 
 impl Failure {
@@ -45,6 +48,7 @@ impl Failure {
             Failure::UnknownName => "unknown_name",
             Failure::Protocol => "protocol",
             Failure::Certificate => "certificate",
+            Failure::Challenge => "challenge",
         }
     }
 }

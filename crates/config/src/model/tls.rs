@@ -27,6 +27,8 @@ pub struct Tls {
     pub store: Option<CertStore>,
     /// Make a self-signed certificate on first run and keep it (the quick start's).
     pub self_signed: Option<SelfSigned>,
+    /// Certificates issued and renewed by an ACME CA, kept in `store`.
+    pub acme: Option<crate::Acme>,
     /// Certificate name for clients that send no name, or a name nothing matches. Without it such
     /// handshakes are refused with `unrecognized_name`.
     pub default_certificate: Option<String>,
@@ -54,6 +56,7 @@ impl Default for Tls {
             certificates: Vec::new(),
             store: None,
             self_signed: None,
+            acme: None,
             default_certificate: None,
             tickets: Tickets::Local,
             ticket_rotation: Duration::secs(3600),

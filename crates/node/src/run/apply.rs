@@ -125,7 +125,8 @@ impl Control {
     /// Installs a built configuration: certificates, listeners, the snapshot, health checks. On
     /// error the running configuration stays whole.
     pub(super) fn install(&mut self, built: Built) -> Result<(), NodeError> {
-        let Built { config, snapshot, log } = built;
+        let Built { config, mut snapshot, log } = built;
+        snapshot.acme = self.tls.http01(&config);
         for (field, changed) in [
             ("workers", config.workers != self.started_with.workers),
             ("reuse_port", config.reuse_port != self.started_with.reuse_port),
@@ -152,7 +153,10 @@ impl Control {
             &acceptors,
             &mut Inherited::default(),
         )?;
-        self.tls.commit(staged);
+        if let Err(e) = self.tls.commit(staged, &config) {
+            // Read and checked in stage: only a file changed since can bring this here.
+            tracing::error!(error = %e, "ACME not restarted");
+        }
         self.generation = snapshot.generation;
         // The replaced snapshot is kept until the next apply and then freed on the compile thread,
         // not by a worker finishing the last request that held it: freeing 10,000 routes takes

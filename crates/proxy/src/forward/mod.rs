@@ -96,6 +96,11 @@ where
     B::Error: Into<gatehouse_upstream::BoxError>,
 {
     async move {
+        if let (Some(board), false) = (&snap.acme, conn.tls) {
+            if let Some(token) = crate::acme::token(req.method(), req.uri().path()) {
+                return crate::acme::answer(board.as_ref(), token).await;
+            }
+        }
         let route = route::route(snap, &mut req, path, outcome)?;
         outcome.route = Some(route.clone());
         let (mut parts, body) = req.into_parts();

@@ -1,0 +1,90 @@
+//! Why an ACME step failed, with what the CA said (its problem document) when it said anything.
+
+/// Why an ACME step failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AcmeError {
+    /// The CA refused or could not be reached.
+    Ca {
+        /// The step.
+        what: &'static str,
+        /// The client's error; for a refusal, the CA's problem document.
+        source: instant_acme::Error,
+    },
+    /// The CA did not answer in time.
+    TimedOut(&'static str),
+    /// The CA offers no challenge type this node answers for the name.
+    NoChallenge {
+        /// The name.
+        name: String,
+        /// What the CA offered.
+        offered: Vec<String>,
+    },
+    /// The CA found the name's challenge not answered as it should be.
+    Invalid {
+        /// The name.
+        name: String,
+        /// The challenge type.
+        challenge: &'static str,
+        /// The CA's problem document, as text.
+        problem: String,
+    },
+    /// The cluster's Redis failed (locks, the account).
+    Redis(gatehouse_redis::Error),
+    /// Something on this node: a file, a key, a certificate the store refused.
+    Local(String),
+}
+
+impl AcmeError {
+    /// Wraps a client error met at step `what`.
+    pub(crate) fn ca(what: &'static str) -> impl FnOnce(instant_acme::Error) -> AcmeError {
+        move |source| AcmeError::Ca { what, source }
+    }
+}
+
+/// A problem document as one line: type, detail, status and subproblems.
+pub(crate) fn problem_text(p: &instant_acme::Problem) -> String {
+    let mut out =
+        format!("{} {}", p.r#type.as_deref().unwrap_or("(no type)"), p.detail.as_deref().unwrap_or("(no detail)"));
+    if let Some(status) = p.status {
+        out.push_str(&format!(" (status {status})"));
+    }
+    for sub in &p.subproblems {
+        out.push_str(&format!(
+            "; {}: {}",
+            sub.r#type.as_deref().unwrap_or("(no type)"),
+            sub.detail.as_deref().unwrap_or("(no detail)")
+        ));
+    }
+    out
+}
+
+impl std::fmt::Display for AcmeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AcmeError::Ca { what, source: instant_acme::Error::Api(p) } => {
+                write!(f, "cannot {what}: the CA answered {}", problem_text(p))
+            }
+            AcmeError::Ca { what, source } => write!(f, "cannot {what}: {source}"),
+            AcmeError::TimedOut(what) => write!(f, "cannot {what}: the CA did not answer in time"),
+            AcmeError::NoChallenge { name, offered } => {
+                write!(f, "{name}: the CA offers {}, none of the configured challenges", offered.join(", "))
+            }
+            AcmeError::Invalid { name, challenge, problem } => {
+                write!(f, "{name}: {challenge} validation failed: {problem}")
+            }
+            AcmeError::Redis(e) => write!(f, "redis: {e}"),
+            AcmeError::Local(e) => f.write_str(e),
+        }
+    }
+}
+
+impl std::error::Error for AcmeError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            AcmeError::Ca { source, .. } => Some(source),
+            AcmeError::Redis(e) => Some(e),
+            _ => None,
+        }
+    }
+}

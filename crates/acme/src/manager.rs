@@ -1,0 +1,311 @@
+//! Keeps a certificate for every configured name: orders the names the store lacks, and renews
+//! each in its renewal window (the CA's, RFC 9773, else `renew_before`) at a random point of it,
+//! retrying failures with backoff. The certificate in the store is served until its successor is
+//! written there; nodes pick the change up by themselves.
+//!
+//! ```text
+//! per name:  stored? ─no──────────────────────────┐
+//!              └yes─► window (ARI | renew_before) ─► sleep to a random point ─► lock ─► stored
+//!                                                                              still due? ─► order
+//!                                                                              ─► store ─► unlock
+//! ```
+
+use crate::account::{account, Keep, CA_TIMEOUT};
+use crate::error::AcmeError;
+use crate::lock::Locks;
+use crate::order::issue;
+use crate::settings::Settings;
+use gatehouse_tls::bundle::Bundle;
+use gatehouse_tls::catalog::Catalog;
+use gatehouse_tls::challenge::Board;
+use gatehouse_tls::Certs;
+use instant_acme::{Account, CertificateIdentifier};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Orders placed by this node at once.
+const CONCURRENT_ORDERS: usize = 8;
+
+/// Longest wait between two looks at a name (the store may have changed, the CA's window too).
+const LONGEST_SLEEP: Duration = Duration::from_secs(6 * 3600);
+
+/// First wait after a failure; doubled after each until [`LONGEST_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_secs(30);
+const LONGEST_BACKOFF: Duration = Duration::from_secs(6 * 3600);
+
+/// While another node holds a name's lock, how often this one looks whether it is done.
+const OTHERS_ORDER: Duration = Duration::from_secs(2);
+
+/// What is known of one managed name.
+#[derive(Debug, Clone, Default)]
+pub struct NameState {
+    /// End of the stored certificate's validity, Unix seconds.
+    pub not_after: Option<i64>,
+    /// Issuer of the stored certificate.
+    pub issuer: Option<String>,
+    /// When it is renewed next (or the next try), Unix seconds.
+    pub next: Option<i64>,
+    /// The last failure, until an order succeeds.
+    pub last_error: Option<String>,
+    /// Orders this node placed for the name and saw succeed.
+    pub issued: u64,
+}
+
+/// Where the manager keeps what it issues and answers from.
+pub struct Parts {
+    /// The CA and names.
+    pub settings: Settings,
+    /// The store issued certificates are written to.
+    pub catalog: Catalog,
+    /// The certificates the node serves (read to see what is stored, told of what was written).
+    pub certs: Arc<Certs>,
+    /// Challenge answers.
+    pub board: Arc<Board>,
+    /// Where the account is kept.
+    pub keep: Keep,
+    /// Order locks.
+    pub locks: Locks,
+}
+
+/// The certificates of `tls.acme`, kept.
+pub struct Manager {
+    parts: Parts,
+    names: Mutex<BTreeMap<String, NameState>>,
+    orders: tokio::sync::Semaphore,
+}
+
+fn now_secs() -> i64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64)
+}
+
+/// A random point of `[start, end]` (Unix seconds).
+fn random_point(start: i64, end: i64) -> i64 {
+    if end <= start {
+        return start;
+    }
+    let mut b = [0u8; 8];
+    let r = match aws_lc_rs::rand::fill(&mut b) {
+        Ok(()) => u64::from_le_bytes(b),
+        Err(_) => 0,
+    };
+    start + (r % (end - start + 1) as u64) as i64
+}
+
+/// When a certificate valid over `[not_before, not_after]` is renewed without the CA's advice: a
+/// random point of the window that starts `renew_before` ahead of expiry (at two thirds of the
+/// validity for certificates no longer than `renew_before`) and ends a third of the way from
+/// there to expiry.
+pub fn fallback_window(not_before: i64, not_after: i64, renew_before: Duration) -> (i64, i64) {
+    let lifetime = (not_after - not_before).max(0);
+    let renew_before = renew_before.as_secs() as i64;
+    let start = if renew_before < lifetime { not_after - renew_before } else { not_before + lifetime * 2 / 3 };
+    (start, start + (not_after - start) / 3)
+}
+
+/// The ARI identifier of a certificate (RFC 9773 §4.1): its authority key identifier and serial.
+fn certificate_id(leaf: &[u8]) -> Option<CertificateIdentifier<'static>> {
+    use x509_parser::extensions::ParsedExtension;
+    let (_, cert) = x509_parser::parse_x509_certificate(leaf).ok()?;
+    let aki = cert.iter_extensions().find_map(|e| match e.parsed_extension() {
+        ParsedExtension::AuthorityKeyIdentifier(a) => a.key_identifier.as_ref().map(|k| k.0),
+        _ => None,
+    })?;
+    use rustls::pki_types::Der;
+    Some(
+        CertificateIdentifier::new(Der::from_slice(aki), Der::from_slice(cert.tbs_certificate.raw_serial()))
+            .into_owned(),
+    )
+}
+
+impl Manager {
+    /// A manager over `parts`; [`Manager::run`] does the work.
+    pub fn new(parts: Parts) -> Arc<Self> {
+        let names = parts.settings.names.iter().map(|n| (n.clone(), NameState::default())).collect();
+        Arc::new(Manager { parts, names: Mutex::new(names), orders: tokio::sync::Semaphore::new(CONCURRENT_ORDERS) })
+    }
+
+    /// What is known of each managed name.
+    pub fn names(&self) -> BTreeMap<String, NameState> {
+        self.names.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn note(&self, name: &str, f: impl FnOnce(&mut NameState)) {
+        let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
+        f(names.entry(name.to_string()).or_default());
+    }
+
+    /// Gets the account (retrying with backoff while the CA cannot be reached), then keeps every
+    /// name; runs until dropped.
+    pub async fn run(self: Arc<Self>) {
+        let mut backoff = FIRST_BACKOFF;
+        let account = loop {
+            match account(&self.parts.settings, &self.parts.keep, &self.parts.locks).await {
+                Ok(a) => break a,
+                Err(e) => {
+                    tracing::error!(directory = %self.parts.settings.directory, error = %e, retry_in_s = backoff.as_secs(), "no ACME account");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(LONGEST_BACKOFF);
+                }
+            }
+        };
+        let mut tasks = tokio::task::JoinSet::new();
+        for name in self.parts.settings.names.clone() {
+            tasks.spawn(self.clone().keep(account.clone(), name));
+        }
+        while tasks.join_next().await.is_some() {}
+    }
+
+    /// The certificate the store holds for `name`, if any; `Err` while the store cannot answer.
+    async fn stored(&self, name: &str) -> Result<Option<Arc<Bundle>>, AcmeError> {
+        let pair = self
+            .parts
+            .certs
+            .stored(name)
+            .await
+            .map_err(|_| AcmeError::Local("the certificate store cannot be read".into()))?;
+        Ok(pair.and_then(|p| p.bundles().max_by_key(|b| b.facts.not_after).cloned()))
+    }
+
+    /// When `bundle` is renewed: a random point of the CA's window when it gives one, else of
+    /// [`fallback_window`]; when to ask again at the latest; and whether the CA gave the window
+    /// (then the new order says which certificate it `replaces`).
+    async fn due(&self, account: &Account, name: &str, bundle: &Bundle) -> (i64, Duration, bool) {
+        let facts = &bundle.facts;
+        let leaf = bundle.certified.cert.first().map(|c| c.as_ref().to_vec()).unwrap_or_default();
+        if let Some(id) = certificate_id(&leaf) {
+            match tokio::time::timeout(CA_TIMEOUT, account.renewal_info(&id)).await {
+                Ok(Ok((info, retry_after))) => {
+                    let w = info.suggested_window;
+                    let at = random_point(w.start.unix_timestamp(), w.end.unix_timestamp());
+                    return (at, retry_after.clamp(Duration::from_secs(60), LONGEST_SLEEP), true);
+                }
+                Ok(Err(instant_acme::Error::Unsupported(_))) => {}
+                Ok(Err(e)) => tracing::debug!(name, error = %e, "no renewal information; renewing before expiry"),
+                Err(_) => tracing::debug!(name, "no renewal information in time; renewing before expiry"),
+            }
+        }
+        let (start, end) = fallback_window(facts.not_before, facts.not_after, self.parts.settings.renew_before);
+        (random_point(start, end), LONGEST_SLEEP, false)
+    }
+
+    /// Keeps `name`'s certificate, for as long as the manager runs.
+    async fn keep(self: Arc<Self>, account: Account, name: String) {
+        let mut backoff = FIRST_BACKOFF;
+        loop {
+            let wait = match self.step(&account, &name).await {
+                Ok(wait) => {
+                    backoff = FIRST_BACKOFF;
+                    wait
+                }
+                Err(e) => {
+                    tracing::error!(name = %name, error = %e, retry_in_s = backoff.as_secs(), "ACME certificate not obtained");
+                    self.note(&name, |s| {
+                        s.last_error = Some(e.to_string());
+                        s.next = Some(now_secs() + backoff.as_secs() as i64);
+                    });
+                    let expired = self.names().get(&name).and_then(|s| s.not_after).is_some_and(|t| t < now_secs());
+                    if expired {
+                        tracing::error!(name = %name, "certificate expired with no renewal in place");
+                    }
+                    let wait = backoff;
+                    backoff = (backoff * 2).min(LONGEST_BACKOFF);
+                    wait
+                }
+            };
+            tokio::time::sleep(wait).await;
+        }
+    }
+
+    /// One look at `name`: renews it when due, else says how long to sleep.
+    async fn step(&self, account: &Account, name: &str) -> Result<Duration, AcmeError> {
+        let now = now_secs();
+        let current = self.stored(name).await?;
+        let replaces = match &current {
+            Some(b) => {
+                self.note(name, |s| {
+                    s.not_after = Some(b.facts.not_after);
+                    s.issuer = Some(b.facts.issuer.clone());
+                });
+                let (at, recheck, ari) = self.due(account, name, b).await;
+                self.note(name, |s| s.next = Some(at));
+                if at > now {
+                    return Ok(Duration::from_secs((at - now) as u64).min(recheck));
+                }
+                b.certified.cert.first().and_then(|c| certificate_id(c.as_ref())).filter(|_| ari)
+            }
+            None => None,
+        };
+        let Some(guard) = self.parts.locks.try_take(name).await? else {
+            // Another node is ordering it: look again soon, and see its certificate.
+            return Ok(OTHERS_ORDER);
+        };
+        let result = self.order_locked(account, name, current.as_deref(), replaces).await;
+        guard.release().await;
+        result
+    }
+
+    /// Orders `name` under its lock, unless the store got a newer certificate meanwhile.
+    async fn order_locked(
+        &self,
+        account: &Account,
+        name: &str,
+        seen: Option<&Bundle>,
+        replaces: Option<CertificateIdentifier<'static>>,
+    ) -> Result<Duration, AcmeError> {
+        let now_stored = self.stored(name).await?;
+        if now_stored.as_ref().map(|b| b.facts.serial.as_str()) != seen.map(|b| b.facts.serial.as_str()) {
+            // Another node renewed it between our look and the lock.
+            return Ok(Duration::ZERO);
+        }
+        let _permit = self.orders.acquire().await.map_err(|_| AcmeError::Local("shutting down".into()))?;
+        let started = std::time::Instant::now();
+        let issued = issue(account, &self.parts.settings, &self.parts.board, name, replaces).await?;
+        let imported = self
+            .parts
+            .catalog
+            .import(issued.pem.as_bytes(), now_secs())
+            .await
+            .map_err(|e| AcmeError::Local(format!("the store refused the issued certificate: {e}")))?;
+        if let Catalog::Dir(_) = self.parts.catalog {
+            let certs = self.parts.certs.clone();
+            let _ = tokio::task::spawn_blocking(move || certs.scan_dir()).await;
+        }
+        self.parts.certs.invalidate([name]);
+        tracing::info!(
+            name,
+            order = %issued.order,
+            not_after = imported.facts.not_after,
+            place = %imported.place,
+            ms = started.elapsed().as_millis() as u64,
+            "ACME certificate issued"
+        );
+        self.note(name, |s| {
+            s.not_after = Some(imported.facts.not_after);
+            s.issuer = Some(imported.facts.issuer.clone());
+            s.last_error = None;
+            s.issued += 1;
+        });
+        Ok(Duration::ZERO)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fallback_window_is_before_expiry() {
+        let day = 86_400;
+        // 90 days, renew 30 days ahead: days 60 to 70.
+        assert_eq!(fallback_window(0, 90 * day, Duration::from_secs(30 * 86_400)), (60 * day, 70 * day));
+        // 6 days: two thirds in (day 4), ending a third of the way to expiry.
+        let (start, end) = fallback_window(0, 6 * day, Duration::from_secs(30 * 86_400));
+        assert_eq!(start, 4 * day);
+        assert!(end > start && end < 6 * day);
+        for _ in 0..100 {
+            let at = random_point(start, end);
+            assert!((start..=end).contains(&at));
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! One order for one name (RFC 8555 §7.4): authorizations answered with the first configured
+//! challenge the CA offers, the answers published on the [`Board`] (so any node can give them),
+//! then a CSR for a new ECDSA P-256 key, and the chain.
+
+use crate::account::CA_TIMEOUT;
+use crate::error::{problem_text, AcmeError};
+use crate::settings::Settings;
+use gatehouse_config::AcmeChallenge;
+use gatehouse_tls::challenge::{Board, Kind};
+use instant_acme::{
+    Account, AuthorizationStatus, CertificateIdentifier, ChallengeType, Identifier, NewOrder, OrderStatus, RetryPolicy,
+};
+use std::time::Duration;
+
+/// How long the CA is given to validate and to issue.
+const VALIDATION_TIMEOUT: Duration = Duration::from_secs(120);
+
+fn challenge_type(c: AcmeChallenge) -> (ChallengeType, Kind) {
+    match c {
+        AcmeChallenge::Http01 => (ChallengeType::Http01, Kind::Http01),
+        AcmeChallenge::TlsAlpn01 => (ChallengeType::TlsAlpn01, Kind::TlsAlpn01),
+    }
+}
+
+fn type_name(t: &ChallengeType) -> String {
+    match t {
+        ChallengeType::Http01 => "http-01".into(),
+        ChallengeType::Dns01 => "dns-01".into(),
+        ChallengeType::TlsAlpn01 => "tls-alpn-01".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// A certificate issued for a name: the chain (PEM, leaf first) followed by its key.
+pub struct Issued {
+    /// Chain and key, PEM, as the store takes them.
+    pub pem: String,
+    /// The order's URL, for the log.
+    pub order: String,
+}
+
+/// An answer published for the order, withdrawn when the order is over.
+struct Published<'a> {
+    board: &'a Board,
+    answers: Vec<(Kind, String)>,
+}
+
+impl Published<'_> {
+    async fn withdraw(self) {
+        for (kind, id) in &self.answers {
+            self.board.withdraw(*kind, id).await;
+        }
+    }
+}
+
+/// Orders a certificate for `name`; `replaces` names the certificate it renews (ARI).
+pub async fn issue(
+    account: &Account,
+    settings: &Settings,
+    board: &Board,
+    name: &str,
+    replaces: Option<CertificateIdentifier<'static>>,
+) -> Result<Issued, AcmeError> {
+    let identifiers = [Identifier::Dns(name.to_string())];
+    let mut new = NewOrder::new(&identifiers);
+    if let Some(p) = &settings.profile {
+        new = new.profile(p);
+    }
+    if let Some(r) = replaces {
+        new = new.replaces(r);
+    }
+    let mut order = tokio::time::timeout(CA_TIMEOUT, account.new_order(&new))
+        .await
+        .map_err(|_| AcmeError::TimedOut("place the order"))?
+        .map_err(AcmeError::ca("place the order"))?;
+    let url = order.url().to_string();
+    let mut published = Published { board, answers: Vec::new() };
+    let answered = answer(&mut order, settings, name, &mut published).await;
+    let result = match answered {
+        Ok(chosen) => finish(&mut order, name, chosen).await,
+        Err(e) => Err(e),
+    };
+    published.withdraw().await;
+    let pem = result?;
+    Ok(Issued { pem, order: url })
+}
+
+/// Answers every pending authorization of `order`; the challenge type chosen, for the log.
+async fn answer(
+    order: &mut instant_acme::Order,
+    settings: &Settings,
+    name: &str,
+    published: &mut Published<'_>,
+) -> Result<&'static str, AcmeError> {
+    let mut chosen = "none";
+    let mut authorizations = order.authorizations();
+    while let Some(authz) = authorizations.next().await {
+        let mut authz = authz.map_err(AcmeError::ca("read an authorization"))?;
+        match authz.status {
+            AuthorizationStatus::Pending => {}
+            AuthorizationStatus::Valid => continue,
+            other => {
+                return Err(AcmeError::Invalid {
+                    name: name.into(),
+                    challenge: "authorization",
+                    problem: format!("the authorization is {other:?}"),
+                })
+            }
+        }
+        let offered: Vec<ChallengeType> = authz.challenges.iter().map(|c| c.r#type.clone()).collect();
+        let Some((wanted, kind, label)) = settings.challenges.iter().find_map(|c| {
+            let (t, k) = challenge_type(*c);
+            offered.contains(&t).then_some((t, k, c.as_str()))
+        }) else {
+            return Err(AcmeError::NoChallenge { name: name.into(), offered: offered.iter().map(type_name).collect() });
+        };
+        let mut challenge =
+            authz.challenge(wanted).ok_or_else(|| AcmeError::Local("the offered challenge went away".into()))?;
+        let key_authorization = challenge.key_authorization();
+        let id = match kind {
+            Kind::Http01 => challenge.token.clone(),
+            Kind::TlsAlpn01 => challenge.identifier().to_string(),
+        };
+        published
+            .board
+            .publish(kind, &id, key_authorization.as_str())
+            .await
+            .map_err(|e| AcmeError::Local(e.to_string()))?;
+        published.answers.push((kind, id));
+        tokio::time::timeout(CA_TIMEOUT, challenge.set_ready())
+            .await
+            .map_err(|_| AcmeError::TimedOut("ask for validation"))?
+            .map_err(AcmeError::ca("ask for validation"))?;
+        chosen = label;
+    }
+    Ok(chosen)
+}
+
+/// Waits for validation, sends the CSR and fetches the chain; the chain and key as PEM.
+async fn finish(order: &mut instant_acme::Order, name: &str, challenge: &'static str) -> Result<String, AcmeError> {
+    let retries = RetryPolicy::new().initial_delay(Duration::from_millis(250)).backoff(1.5).timeout(VALIDATION_TIMEOUT);
+    let status = match order.poll_ready(&retries).await {
+        Ok(s) => s,
+        Err(instant_acme::Error::Api(p)) => {
+            return Err(AcmeError::Invalid { name: name.into(), challenge, problem: problem_text(&p) })
+        }
+        Err(e) => return Err(AcmeError::Ca { what: "wait for validation", source: e }),
+    };
+    if status != OrderStatus::Ready {
+        let problem = authorization_problem(order).await.unwrap_or_else(|| format!("the order is {status:?}"));
+        return Err(AcmeError::Invalid { name: name.into(), challenge, problem });
+    }
+    let key = rcgen::KeyPair::generate_for(&rcgen::PKCS_ECDSA_P256_SHA256)
+        .map_err(|e| AcmeError::Local(format!("cannot make a key: {e}")))?;
+    let mut params = rcgen::CertificateParams::new(vec![name.to_string()])
+        .map_err(|e| AcmeError::Local(format!("cannot make the CSR: {e}")))?;
+    params.distinguished_name = rcgen::DistinguishedName::new();
+    let csr = params.serialize_request(&key).map_err(|e| AcmeError::Local(format!("cannot make the CSR: {e}")))?;
+    tokio::time::timeout(CA_TIMEOUT, order.finalize_csr(csr.der()))
+        .await
+        .map_err(|_| AcmeError::TimedOut("finalize the order"))?
+        .map_err(AcmeError::ca("finalize the order"))?;
+    let chain = order.poll_certificate(&retries).await.map_err(AcmeError::ca("download the certificate"))?;
+    Ok(format!("{}{}", chain.trim_end_matches('\n').to_string() + "\n", key.serialize_pem()))
+}
+
+/// The first problem an authorization of `order` reports (the CA's reason for an invalid order).
+async fn authorization_problem(order: &mut instant_acme::Order) -> Option<String> {
+    let mut authorizations = order.authorizations();
+    while let Some(Ok(mut authz)) = authorizations.next().await {
+        let state = authz.refresh().await.ok()?;
+        for c in &state.challenges {
+            if let Some(p) = &c.error {
+                return Some(format!("{}: {}", type_name(&c.r#type), problem_text(p)));
+            }
+        }
+    }
+    None
+}

@@ -1,0 +1,142 @@
+//! `tls.acme`: certificates issued and renewed by an ACME certificate authority (RFC 8555), kept
+//! in the certificate store (`tls.store`) every node serves from.
+
+use crate::units::Duration;
+use serde::Deserialize;
+use std::path::PathBuf;
+
+/// The `tls.acme` section.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Acme {
+    /// The CA's directory URL (`https://…/directory`).
+    pub directory: String,
+    /// PEM file with the CA certificates the directory's own TLS certificate chains to, for test
+    /// CAs (Pebble, a private step-ca); without it the system's roots.
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
+    /// Contact address given to the CA for the account (expiry and policy mail).
+    #[serde(default)]
+    pub email: Option<String>,
+    /// External account binding, for CAs that ask for one (ZeroSSL, Google, Sectigo).
+    #[serde(default)]
+    pub eab: Option<Eab>,
+    /// The CA's certificate profile to ask for (`draft-ietf-acme-profiles`), such as
+    /// `shortlived` or `tlsserver` at Let's Encrypt; the CA's default without it.
+    #[serde(default)]
+    pub profile: Option<String>,
+    /// Challenge types, tried in this order among those the CA offers for a name.
+    #[serde(default = "default_challenges")]
+    pub challenges: Vec<Challenge>,
+    /// Names to hold certificates for, each on a certificate of its own.
+    #[serde(default)]
+    pub names: Vec<String>,
+    /// How long before expiry a certificate is renewed when the CA offers no renewal information
+    /// (RFC 9773).
+    #[serde(default = "thirty_days")]
+    pub renew_before: Duration,
+}
+
+/// An external account binding (RFC 8555 §7.3.4).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Eab {
+    /// The key identifier the CA gave.
+    pub kid: String,
+    /// File holding the MAC key the CA gave, base64url as the CA shows it.
+    pub hmac_key_file: PathBuf,
+}
+
+/// A challenge type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
+pub enum Challenge {
+    /// A TLS handshake with ALPN `acme-tls/1` on port 443 (RFC 8737).
+    #[serde(rename = "tls-alpn-01")]
+    TlsAlpn01,
+    /// `GET /.well-known/acme-challenge/TOKEN` over plain HTTP on port 80.
+    #[serde(rename = "http-01")]
+    Http01,
+}
+
+impl Challenge {
+    /// The name RFC 8555 and RFC 8737 give it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Challenge::TlsAlpn01 => "tls-alpn-01",
+            Challenge::Http01 => "http-01",
+        }
+    }
+}
+
+fn default_challenges() -> Vec<Challenge> {
+    vec![Challenge::TlsAlpn01, Challenge::Http01]
+}
+
+fn thirty_days() -> Duration {
+    Duration::secs(30 * 86_400)
+}
+
+/// What is wrong with `tls.acme` in `c`, each error once with its path.
+pub(crate) fn validate(c: &crate::Config, err: &mut impl FnMut(String, String)) {
+    let Some(a) = &c.tls.acme else { return };
+    let p = "tls.acme";
+    match a.directory.strip_prefix("https://") {
+        Some(rest) if !rest.is_empty() && !rest.starts_with('/') => {}
+        _ => err(format!("{p}.directory"), "expected the CA's https:// directory URL".into()),
+    }
+    if c.tls.store.is_none() {
+        err(p.into(), "needs `tls.store` (dir or redis): issued certificates are kept there".into());
+    }
+    if let Some(email) = &a.email {
+        let parts: Vec<&str> = email.split('@').collect();
+        if parts.len() != 2 || parts.iter().any(|s| s.is_empty()) || email.contains([' ', ',', ':']) {
+            err(format!("{p}.email"), format!("`{email}` is not a mail address"));
+        }
+    }
+    if let Some(eab) = &a.eab {
+        if eab.kid.is_empty() {
+            err(format!("{p}.eab.kid"), "must not be empty".into());
+        }
+    }
+    if a.profile.as_deref().is_some_and(|s| s.is_empty() || s.contains(char::is_whitespace)) {
+        err(format!("{p}.profile"), "a profile name has no spaces and is not empty".into());
+    }
+    if a.challenges.is_empty() {
+        err(format!("{p}.challenges"), "at least one of `tls-alpn-01`, `http-01` is required".into());
+    }
+    for (i, ch) in a.challenges.iter().enumerate() {
+        if a.challenges[..i].contains(ch) {
+            err(format!("{p}.challenges[{i}]"), format!("`{}` is listed twice", ch.as_str()));
+        }
+    }
+    let plain = c.listeners.values().any(|l| l.tls.is_none());
+    let tls = c.listeners.values().any(|l| l.tls.is_some());
+    let answerable = a.challenges.iter().any(|ch| match ch {
+        Challenge::Http01 => plain,
+        Challenge::TlsAlpn01 => tls,
+    });
+    if !a.challenges.is_empty() && !answerable {
+        err(
+            format!("{p}.challenges"),
+            "no listener can answer them: http-01 needs a listener without tls (port 80), tls-alpn-01 a TLS listener (port 443)"
+                .into(),
+        );
+    }
+    for (i, name) in a.names.iter().enumerate() {
+        let np = format!("{p}.names[{i}]");
+        if name.starts_with("*.") {
+            err(np, format!("`{name}`: a wildcard can only be validated by dns-01, which needs `dns01`"));
+            continue;
+        }
+        if name != &name.to_ascii_lowercase() || crate::compile::check_host_pattern(name).is_err() || name == "*" {
+            err(np, format!("`{name}` is not a lower-case host name"));
+        } else if name.parse::<std::net::IpAddr>().is_ok() || !name.contains('.') {
+            err(np, format!("`{name}`: public CAs issue for domain names only"));
+        } else if a.names[..i].contains(name) {
+            err(np, format!("`{name}` is listed twice"));
+        }
+    }
+    if a.renew_before.0.is_zero() {
+        err(format!("{p}.renew_before"), "must be more than zero".into());
+    }
+}
