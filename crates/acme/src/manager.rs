@@ -260,7 +260,11 @@ impl Manager {
         }
         let _permit = self.orders.acquire().await.map_err(|_| AcmeError::Local("shutting down".into()))?;
         let started = std::time::Instant::now();
-        let issued = issue(account, &self.parts.settings, &self.parts.board, name, replaces).await?;
+        let acme = &self.parts.certs.stats.acme;
+        let issued = issue(account, &self.parts.settings, &self.parts.board, name, replaces)
+            .await
+            .inspect_err(|_| acme.orders_failed.inc())?;
+        acme.orders_valid.inc();
         let imported = self
             .parts
             .catalog

@@ -22,6 +22,20 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
     render_quic_handshakes(out, t);
     render_quic_counters(out, t);
     render_tls_state(out, t);
+    render_acme(out, t);
+}
+
+/// ACME challenges this node was asked to answer, and the orders it placed.
+fn render_acme(out: &mut String, t: &TlsStats) {
+    help(out, "gatehouse_acme_challenges_total", "counter", "ACME validation requests by challenge type and result.");
+    for (i, kind) in ["http-01", "tls-alpn-01"].into_iter().enumerate() {
+        for (result, c) in [("answered", &t.acme.answered[i]), ("unknown", &t.acme.unknown[i])] {
+            let _ = writeln!(out, "gatehouse_acme_challenges_total{{type=\"{kind}\",result=\"{result}\"}} {}", c.get());
+        }
+    }
+    help(out, "gatehouse_acme_orders_total", "counter", "ACME orders this node placed, by result.");
+    let _ = writeln!(out, "gatehouse_acme_orders_total{{result=\"valid\"}} {}", t.acme.orders_valid.get());
+    let _ = writeln!(out, "gatehouse_acme_orders_total{{result=\"failed\"}} {}", t.acme.orders_failed.get());
 }
 
 /// A metric without labels: its help and its one sample.

@@ -1,6 +1,8 @@
 //! End-to-end tests: the real `gatehouse` binary on port 0, real backends, real clients (curl, raw
 //! TCP, hyper). One test binary; each test has its own gateway and backends.
 
+#[path = "e2e/acme.rs"]
+mod acme;
 #[path = "e2e/admin_hardening.rs"]
 mod admin_hardening;
 #[path = "e2e/balance.rs"]

@@ -388,7 +388,7 @@ impl TlsRuntime {
         };
         Ok(TlsRuntime {
             certs,
-            board: Board::new(cluster.clone()),
+            board: Board::new(cluster.clone(), stats.clone()),
             acme: None,
             store,
             resumption: Resumption { ticketer, sessions },

@@ -14,6 +14,7 @@
 //! so it is stored as it is.
 
 use crate::bundle::BundleError;
+use crate::stats::TlsStats;
 use gatehouse_cluster::Cluster;
 use rustls::sign::CertifiedKey;
 use std::collections::HashMap;
@@ -92,6 +93,7 @@ struct Local {
 pub struct Board {
     local: Mutex<Local>,
     cluster: Option<Arc<Cluster>>,
+    stats: Arc<TlsStats>,
 }
 
 impl std::fmt::Debug for Board {
@@ -119,9 +121,21 @@ fn is_token(token: &str) -> bool {
 }
 
 impl Board {
-    /// A board; with `cluster`, answers are shared through its Redis.
-    pub fn new(cluster: Option<Arc<Cluster>>) -> Arc<Self> {
-        Arc::new(Board { local: Mutex::default(), cluster })
+    /// A board; with `cluster`, answers are shared through its Redis. Requests are counted in
+    /// `stats`.
+    pub fn new(cluster: Option<Arc<Cluster>>, stats: Arc<TlsStats>) -> Arc<Self> {
+        Arc::new(Board { local: Mutex::default(), cluster, stats })
+    }
+
+    /// Counts a challenge request of `kind`, answered or not.
+    fn count<T>(&self, kind: Kind, found: Option<T>) -> Option<T> {
+        let i = match kind {
+            Kind::Http01 => 0,
+            Kind::TlsAlpn01 => 1,
+        };
+        let counter = if found.is_some() { &self.stats.acme.answered[i] } else { &self.stats.acme.unknown[i] };
+        counter.inc();
+        found
     }
 
     fn lock(&self) -> MutexGuard<'_, Local> {
@@ -172,6 +186,11 @@ impl Board {
 
     /// The key authorization to answer `GET /.well-known/acme-challenge/{token}` with.
     pub async fn http01(&self, token: &str) -> Option<String> {
+        let found = self.find_http01(token).await;
+        self.count(Kind::Http01, found)
+    }
+
+    async fn find_http01(&self, token: &str) -> Option<String> {
         if !is_token(token) {
             return None;
         }
@@ -190,6 +209,11 @@ impl Board {
 
     /// The certificate to answer a TLS-ALPN-01 handshake naming `name` (normalised) with.
     pub async fn alpn01(&self, name: &str) -> Option<Arc<CertifiedKey>> {
+        let found = self.find_alpn01(name).await;
+        self.count(Kind::TlsAlpn01, found)
+    }
+
+    async fn find_alpn01(&self, name: &str) -> Option<Arc<CertifiedKey>> {
         if let Some((cert, read)) = self.lock().alpn.get(name) {
             if read.is_none_or(|at| at.elapsed() < REMOTE_CACHE) {
                 return Some(cert.clone());
@@ -230,7 +254,7 @@ mod tests {
 
     #[tokio::test]
     async fn published_answers_are_given_and_withdrawn() {
-        let board = Board::new(None);
+        let board = Board::new(None, Arc::default());
         board.publish(Kind::Http01, "tok", "tok.thumb").await.expect("publish");
         assert_eq!(board.http01("tok").await.as_deref(), Some("tok.thumb"));
         assert_eq!(board.http01("other").await, None);
@@ -246,5 +270,8 @@ mod tests {
         board.withdraw(Kind::TlsAlpn01, "a.example.com").await;
         assert_eq!(board.http01("tok").await, None);
         assert!(board.alpn01("a.example.com").await.is_none());
+        let acme = &board.stats.acme;
+        assert_eq!((acme.answered[0].get(), acme.unknown[0].get()), (1, 2));
+        assert_eq!((acme.answered[1].get(), acme.unknown[1].get()), (1, 2));
     }
 }

@@ -1,0 +1,205 @@
+//! ACME against a real CA (Pebble, with pebble-challtestsrv resolving every name to 127.0.0.1):
+//! certificates issued by HTTP-01 and TLS-ALPN-01 and served to curl with Pebble's chain; three
+//! nodes on one Redis ordering each name once, answering validations for each other's orders;
+//! an ordering node killed mid-order, its name finished by another.
+
+use crate::common::{check, start, targets, Cluster};
+use gatehouse_testkit::{curl, free_port, metric_value, wait_until, Backend, Gateway, Pebble, PebbleOptions, TempDir};
+use std::time::Duration;
+
+/// Longest wait for a certificate: an order with Pebble's validation takes about a second, a
+/// node waiting out a dead node's lock up to its 30 s life.
+const ISSUED: Duration = Duration::from_secs(90);
+
+/// `tls.acme` for `pebble`, `names` and `challenges` (YAML flow list).
+fn acme_section(pebble: &Pebble, names: &[String], challenges: &str) -> String {
+    format!(
+        "  acme:\n    directory: \"{}\"\n    ca: \"{}\"\n    email: ops@example.com\n    challenges: {challenges}\n    names: [{}]\n",
+        pebble.directory(),
+        pebble.directory_ca().display(),
+        names.iter().map(|n| format!("\"{n}\"")).collect::<Vec<_>>().join(", ")
+    )
+}
+
+/// A node with `http` and `https` on the validation ports (shared with other nodes through
+/// SO_REUSEPORT, as behind an L4 balancer), and `mine`, a TLS listener of its own for checks.
+fn node_yaml(head: &str, store: &str, acme: &str, ports: (u16, u16), backend: &Backend) -> String {
+    format!(
+        "{head}tls:\n  store: {store}\n  negative_cache_ttl: 100ms\n{acme}listeners:\n  http: {{bind: \"127.0.0.1:{}\"}}\n  https: {{bind: \"127.0.0.1:{}\", tls: {{}}}}\n  mine: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        ports.0,
+        ports.1,
+        targets(&[backend])
+    )
+}
+
+/// Whether `gw`'s listener `mine` serves `name` with a certificate that verifies against `root`
+/// (curl's own verification) and proxies the request.
+fn serves(gw: &Gateway, name: &str, root: &std::path::Path) -> bool {
+    let port = gw.addr("mine").port();
+    let out = std::process::Command::new("curl")
+        .args(["-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
+        .arg(root)
+        .args(["--resolve", &format!("{name}:{port}:127.0.0.1"), &format!("https://{name}:{port}/")])
+        .output()
+        .expect("run curl");
+    out.status.success() && out.stdout == b"200"
+}
+
+fn metric(gw: &Gateway, series: &str) -> f64 {
+    let resp = gatehouse_testkit::http_get(gw.admin(), "127.0.0.1", "/metrics", &[]);
+    metric_value(&String::from_utf8_lossy(&resp.body), series).unwrap_or(0.0)
+}
+
+/// One node, a directory store: `name` issued by `challenge` and served with Pebble's chain.
+fn issue_one(challenge: &str, name: &str) {
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start(&PebbleOptions::new(http, https));
+    let store = TempDir::new();
+    let backend = Backend::start("b");
+    let acme = acme_section(&pebble, &[name.to_string()], &format!("[{challenge}]"));
+    let yaml = node_yaml(
+        "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n",
+        &format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display()),
+        &acme,
+        (http, https),
+        &backend,
+    );
+    let gw = start(&yaml);
+    let root = pebble.issuing_root();
+    let served = wait_until(ISSUED, || serves(&gw, name, &root).then_some(()));
+    assert!(served.is_some(), "{name} not served\n--- gateway ---\n{}\n--- pebble ---\n{}", gw.stderr(), pebble.log());
+    assert_eq!(pebble.orders(), 1, "one order");
+    let series = format!("gatehouse_acme_challenges_total{{type=\"{challenge}\",result=\"answered\"}}");
+    assert!(metric(&gw, &series) >= 1.0, "{series}");
+    assert_eq!(metric(&gw, "gatehouse_acme_orders_total{result=\"valid\"}"), 1.0);
+    // The account is kept beside the certificates, private; the bundle too.
+    let kept: Vec<_> = std::fs::read_dir(store.join(".acme")).expect(".acme").flatten().collect();
+    assert_eq!(kept.len(), 1, "one account file");
+    use std::os::unix::fs::PermissionsExt;
+    let mode = kept[0].metadata().expect("stat").permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600, "account file mode");
+    // A request for a token no order published is not forwarded: 404 from the gateway.
+    let r = curl(&[&format!("http://127.0.0.1:{http}/.well-known/acme-challenge/nothing-here")]);
+    assert_eq!(r.status, 404);
+    assert!(backend.requests().iter().all(|q| !q.uri.contains("acme-challenge")), "a challenge request was forwarded");
+}
+
+#[test]
+fn acme_http01_issues_and_serves() {
+    issue_one("http-01", "http01.example.com");
+}
+
+#[test]
+fn acme_tls_alpn01_issues_and_serves() {
+    issue_one("tls-alpn-01", "alpn.example.com");
+}
+
+/// Three nodes on one Redis, given the same names: each name ordered exactly once across them,
+/// every node serves every name, and no validation found a node without the answer, wherever the
+/// (shared) port sent it.
+fn cluster_run(names: usize, challenge: &str) {
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start(&PebbleOptions::new(http, https));
+    let cluster = Cluster::new();
+    let names: Vec<String> = (0..names).map(|i| format!("n{i}.cluster.example.com")).collect();
+    let acme = acme_section(&pebble, &names, &format!("[{challenge}]"));
+    let nodes: Vec<Gateway> = (1..=3)
+        .map(|id| {
+            let head = format!(
+                "workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\n{}node: {{id: n{id}}}\n",
+                cluster.redis_section()
+            );
+            start(&node_yaml(&head, "{redis: true}", &acme, (http, https), &cluster.backend))
+        })
+        .collect();
+    let root = pebble.issuing_root();
+    let valid = |gw: &Gateway| metric(gw, "gatehouse_acme_orders_total{result=\"valid\"}");
+    let done = wait_until(ISSUED * 2, || (nodes.iter().map(valid).sum::<f64>() as usize >= names.len()).then_some(()));
+    let logs = || nodes.iter().map(Gateway::stderr).collect::<Vec<_>>().join("\n---\n");
+    assert!(done.is_some(), "not every name issued\n{}", logs());
+    assert_eq!(pebble.orders(), names.len(), "each name ordered once across the cluster");
+    for gw in &nodes {
+        for name in &names {
+            assert!(serves(gw, name, &root), "{name} not served by a node");
+        }
+    }
+    let answered = format!("gatehouse_acme_challenges_total{{type=\"{challenge}\",result=\"answered\"}}");
+    let unknown = format!("gatehouse_acme_challenges_total{{type=\"{challenge}\",result=\"unknown\"}}");
+    let placed: Vec<f64> = nodes.iter().map(valid).collect();
+    let answers: Vec<f64> = nodes.iter().map(|gw| metric(gw, &answered)).collect();
+    assert_eq!(nodes.iter().map(|gw| metric(gw, &unknown)).sum::<f64>(), 0.0, "a validation found no answer");
+    assert_eq!(metric(&nodes[0], "gatehouse_acme_orders_total{result=\"failed\"}"), 0.0);
+    // Pebble validates each challenge from three perspectives; a node that answered more than
+    // three per order it placed answered for orders other nodes placed.
+    assert!(
+        placed.iter().zip(&answers).any(|(p, a)| *a > 3.0 * p),
+        "no node answered for another's order: orders {placed:?}, answers {answers:?}"
+    );
+}
+
+#[test]
+fn acme_cluster_orders_each_name_once_tls_alpn01() {
+    cluster_run(200, "tls-alpn-01");
+}
+
+#[test]
+fn acme_cluster_orders_each_name_once_http01() {
+    cluster_run(30, "http-01");
+}
+
+/// The node holding a name's order lock dies mid-order: the lock expires and another node
+/// orders the name and serves it.
+#[test]
+fn acme_order_taken_over_when_the_ordering_node_dies() {
+    let (http, https) = (free_port(), free_port());
+    let mut options = PebbleOptions::new(http, https);
+    options.nonce_reject_percent = 0;
+    let pebble = Pebble::start_slow(&options);
+    let cluster = Cluster::new();
+    let name = "takeover.example.com".to_string();
+    let acme = acme_section(&pebble, std::slice::from_ref(&name), "[http-01]");
+    let node = |id: u32| {
+        let head =
+            format!("workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\n{}node: {{id: n{id}}}\n", cluster.redis_section());
+        start(&node_yaml(&head, "{redis: true}", &acme, (http, https), &cluster.backend))
+    };
+    let first = node(1);
+    let placed = wait_until(ISSUED, || (pebble.orders() == 1).then_some(()));
+    assert!(placed.is_some(), "no order placed\n{}", first.stderr());
+    first.signal("KILL");
+    let second = node(2);
+    let root = pebble.issuing_root();
+    let served = wait_until(ISSUED, || serves(&second, &name, &root).then_some(()));
+    assert!(served.is_some(), "{name} not taken over\n{}\n--- pebble ---\n{}", second.stderr(), pebble.log());
+    assert_eq!(pebble.orders(), 2, "the dead node's order, then the one that finished");
+    assert_eq!(metric(&second, "gatehouse_acme_orders_total{result=\"valid\"}"), 1.0);
+}
+
+#[test]
+fn acme_check_refuses_what_cannot_work() {
+    let dir = TempDir::new();
+    let yaml = format!(
+        "listeners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  u: {{targets: [\"127.0.0.1:9\"]}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\ntls:\n  store: {{dir: \"{}\"}}\n  acme:\n    directory: https://ca.example/dir\n    ca: \"{}\"\n    challenges: [http-01]\n    names: [\"*.apps.example.com\", \"Www.example.com\", localhost]\n    eab: {{kid: k1, hmac_key_file: \"{}\"}}\n",
+        dir.path().display(),
+        dir.join("missing-ca.pem").display(),
+        dir.join("missing-hmac").display()
+    );
+    let (ok, err) = check(&yaml);
+    assert!(!ok, "{err}");
+    for expected in [
+        "tls.acme.names[0]: `*.apps.example.com`: a wildcard can only be validated by dns-01",
+        "tls.acme.names[1]: `Www.example.com` is not a lower-case host name",
+        "tls.acme.names[2]: `localhost`: public CAs issue for domain names only",
+        "tls.acme.challenges: no listener can answer them",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
+    }
+    // With the configuration right, the files it names are read, as `run` reads them.
+    let fixed = yaml
+        .replace("[\"*.apps.example.com\", \"Www.example.com\", localhost]", "[www.example.com]")
+        .replace("challenges: [http-01]", "challenges: [tls-alpn-01]");
+    let (ok, err) = check(&fixed);
+    assert!(!ok, "{err}");
+    assert!(err.contains("tls.acme.ca: cannot read"), "{err}");
+    assert!(err.contains("tls.acme.eab.hmac_key_file: cannot read"), "{err}");
+}
