@@ -152,6 +152,24 @@ fn sni_picks_exact_then_wildcard_and_unknown_names_are_refused() {
     assert_eq!(metric_value(&m, "gatehouse_tls_handshake_failures_total{reason=\"unknown_name\"}"), Some(4.0), "{m}");
 }
 
+/// With one configured certificate and nothing else to serve, a client that sends no name (Go's
+/// and others' for an IP address) gets that certificate instead of `unrecognized_name`; a
+/// wildcard one too.
+#[test]
+fn the_only_certificate_serves_clients_without_a_name() {
+    let pki = Pki::new();
+    let b = Backend::start("b");
+    for (names, cn) in [(["only.test"], "only.test"), (["*.only.test"], "*.only.test")] {
+        let cert = pki.issue(&names, Algorithm::EcdsaP256, "only.pem", None);
+        let gw = gateway(&b, &certificates(&[&cert]), "");
+        let port = gw.addr("https").port();
+        let none = s_client(port, &["-noservername"]);
+        assert_eq!(none.subject_cn().as_deref(), Some(cn), "{}", none.out);
+        let r = curl(&["--cacert", pki.ca_file().to_str().unwrap_or_default(), "-k", &format!("https://127.0.0.1:{port}/")]);
+        assert_eq!(r.status, 200);
+    }
+}
+
 #[test]
 fn clients_without_a_name_or_with_an_unknown_one_get_the_default_certificate() {
     let pki = Pki::new();
