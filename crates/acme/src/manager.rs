@@ -103,6 +103,15 @@ pub fn fallback_window(not_before: i64, not_after: i64, renew_before: Duration) 
     (start, start + (not_after - start) / 3)
 }
 
+/// The CA's window `(start, end)`, kept out of the last sixth of the validity: a window that
+/// reaches expiry (Pebble's for certificates shorter than two days) would let a point near its
+/// end leave no time to order before the certificate runs out.
+pub fn within_validity(window: (i64, i64), not_before: i64, not_after: i64) -> (i64, i64) {
+    let latest = not_after - (not_after - not_before).max(0) / 6;
+    let start = window.0.min(latest);
+    (start, window.1.min(latest).max(start))
+}
+
 /// The ARI identifier of a certificate (RFC 9773 §4.1): its authority key identifier and serial.
 fn certificate_id(leaf: &[u8]) -> Option<CertificateIdentifier<'static>> {
     use x509_parser::extensions::ParsedExtension;
@@ -177,7 +186,12 @@ impl Manager {
             match tokio::time::timeout(CA_TIMEOUT, account.renewal_info(&id)).await {
                 Ok(Ok((info, retry_after))) => {
                     let w = info.suggested_window;
-                    let at = random_point(w.start.unix_timestamp(), w.end.unix_timestamp());
+                    let (start, end) = within_validity(
+                        (w.start.unix_timestamp(), w.end.unix_timestamp()),
+                        facts.not_before,
+                        facts.not_after,
+                    );
+                    let at = random_point(start, end);
                     return (at, retry_after.clamp(Duration::from_secs(60), LONGEST_SLEEP), true);
                 }
                 Ok(Err(instant_acme::Error::Unsupported(_))) => {}
@@ -206,6 +220,7 @@ impl Manager {
                     });
                     let expired = self.names().get(&name).and_then(|s| s.not_after).is_some_and(|t| t < now_secs());
                     if expired {
+                        self.parts.certs.stats.acme.expired.inc();
                         tracing::error!(name = %name, "certificate expired with no renewal in place");
                     }
                     let wait = backoff;
@@ -307,6 +322,10 @@ mod tests {
         let (start, end) = fallback_window(0, 6 * day, Duration::from_secs(30 * 86_400));
         assert_eq!(start, 4 * day);
         assert!(end > start && end < 6 * day);
+        // A CA window reaching expiry stops a sixth of the validity short of it.
+        assert_eq!(within_validity((0, 60), 0, 60), (0, 50));
+        assert_eq!(within_validity((10 * day, 12 * day), 0, 90 * day), (10 * day, 12 * day));
+        assert_eq!(within_validity((80 * day, 95 * day), 0, 90 * day), (75 * day, 75 * day));
         for _ in 0..100 {
             let at = random_point(start, end);
             assert!((start..=end).contains(&at));

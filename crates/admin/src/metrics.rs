@@ -36,6 +36,13 @@ fn render_acme(out: &mut String, t: &TlsStats) {
     help(out, "gatehouse_acme_orders_total", "counter", "ACME orders this node placed, by result.");
     let _ = writeln!(out, "gatehouse_acme_orders_total{{result=\"valid\"}} {}", t.acme.orders_valid.get());
     let _ = writeln!(out, "gatehouse_acme_orders_total{{result=\"failed\"}} {}", t.acme.orders_failed.get());
+    single(
+        out,
+        "gatehouse_acme_expired_total",
+        "counter",
+        "Failed renewals of a name whose certificate had already expired.",
+        t.acme.expired.get(),
+    );
 }
 
 /// A metric without labels: its help and its one sample.

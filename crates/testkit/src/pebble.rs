@@ -61,14 +61,17 @@ pub struct PebbleOptions {
     pub tls_port: u16,
     /// Share of nonces refused with `badNonce` (Pebble's default is 5).
     pub nonce_reject_percent: u8,
-    /// Validity of the certificates it issues, seconds (Pebble's default profile: 90 days).
+    /// Validity of the certificates of its `default` profile, seconds (90 days).
     pub validity: u64,
+    /// Validity of the certificates of its `shortlived` profile, seconds (6 days). An order that
+    /// names no profile gets one of the two at random, as Pebble chooses.
+    pub short_validity: u64,
 }
 
 impl PebbleOptions {
     /// Validation at `http_port` and `tls_port`, Pebble's defaults otherwise.
     pub fn new(http_port: u16, tls_port: u16) -> Self {
-        PebbleOptions { http_port, tls_port, nonce_reject_percent: 5, validity: 90 * 86_400 }
+        PebbleOptions { http_port, tls_port, nonce_reject_percent: 5, validity: 90 * 86_400, short_validity: 518_400 }
     }
 }
 
@@ -124,7 +127,7 @@ impl Pebble {
             "keyAlgorithm": "ecdsa",
             "profiles": {
                 "default": { "description": "the tests' profile", "validityPeriod": options.validity },
-                "shortlived": { "description": "six days", "validityPeriod": 518_400 }
+                "shortlived": { "description": "short", "validityPeriod": options.short_validity }
             }
         }});
         let config_path = dir.join("pebble.json");

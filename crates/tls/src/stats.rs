@@ -115,6 +115,8 @@ pub struct AcmeStats {
     pub orders_valid: Counter,
     /// Orders that failed (each failure is logged with the CA's problem document).
     pub orders_failed: Counter,
+    /// Failed renewals of a name whose certificate had already expired (each logged as an error).
+    pub expired: Counter,
 }
 
 /// QUIC (HTTP/3) counters, for every `http3` listener together.

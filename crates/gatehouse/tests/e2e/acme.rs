@@ -203,3 +203,85 @@ fn acme_check_refuses_what_cannot_work() {
     assert!(err.contains("tls.acme.ca: cannot read"), "{err}");
     assert!(err.contains("tls.acme.eab.hmac_key_file: cannot read"), "{err}");
 }
+
+/// The serial of the certificate `gw`'s listener `mine` serves for `name`, as openssl reads it.
+fn served_serial(gw: &Gateway, name: &str) -> Option<String> {
+    let port = gw.addr("mine").port();
+    let script = format!(
+        "openssl s_client -connect 127.0.0.1:{port} -servername {name} </dev/null 2>/dev/null | openssl x509 -noout -serial"
+    );
+    let out = std::process::Command::new("sh").args(["-c", &script]).output().ok()?;
+    let text = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    text.strip_prefix("serial=").map(str::to_string)
+}
+
+/// One node, a directory store, certificates of Pebble's `shortlived` profile, made to last
+/// `validity` seconds.
+fn short_lived(validity: u64, name: &str) -> (Pebble, TempDir, Backend, Gateway) {
+    let (http, https) = (free_port(), free_port());
+    let mut options = PebbleOptions::new(http, https);
+    options.short_validity = validity;
+    let pebble = Pebble::start(&options);
+    let store = TempDir::new();
+    let backend = Backend::start("b");
+    // The CA's profile of short certificates, asked for by name.
+    let acme = acme_section(&pebble, &[name.to_string()], "[tls-alpn-01]") + "    profile: shortlived\n";
+    let yaml = node_yaml(
+        "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n",
+        &format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display()),
+        &acme,
+        (http, https),
+        &backend,
+    );
+    let gw = start(&yaml);
+    (pebble, store, backend, gw)
+}
+
+/// A certificate valid for two minutes is renewed in the CA's window (ARI) while clients keep
+/// making new verified handshakes: none fails, and the served serial changes.
+#[test]
+fn acme_renews_in_the_window_with_no_failed_handshake() {
+    let name = "renew.example.com";
+    let (pebble, _store, _backend, gw) = short_lived(120, name);
+    let root = pebble.issuing_root();
+    assert!(wait_until(ISSUED, || serves(&gw, name, &root).then_some(())).is_some(), "{}", gw.stderr());
+    let first = served_serial(&gw, name).expect("a serial");
+    let (mut handshakes, mut failed) = (0, Vec::new());
+    // New verified connections, one after another, until a renewed certificate is served
+    // (bounded: the old one expires after 120 s).
+    let renewed = wait_until(Duration::from_secs(150), || {
+        handshakes += 1;
+        if !serves(&gw, name, &root) {
+            failed.push(handshakes);
+        }
+        served_serial(&gw, name).filter(|s| *s != first)
+    });
+    assert!(renewed.is_some(), "not renewed\n{}\n--- pebble ---\n{}", gw.stderr(), pebble.log());
+    assert!(failed.is_empty(), "handshakes {failed:?} of {handshakes} failed\n{}", gw.stderr());
+    assert_eq!(pebble.orders(), 2, "the first order and the renewal");
+    assert_eq!(metric(&gw, "gatehouse_acme_orders_total{result=\"valid\"}"), 2.0);
+    assert!(gw.stderr().contains("ACME certificate issued"), "{}", gw.stderr());
+}
+
+/// With the CA gone, the stored certificate keeps serving, and the failed renewal is logged with
+/// its retry.
+#[test]
+fn acme_ca_away_keeps_the_old_certificate_and_retries() {
+    let name = "away.example.com";
+    let (mut pebble, _store, _backend, gw) = short_lived(60, name);
+    let root = pebble.issuing_root();
+    assert!(wait_until(ISSUED, || serves(&gw, name, &root).then_some(())).is_some(), "{}", gw.stderr());
+    let first = served_serial(&gw, name).expect("a serial");
+    pebble.stop();
+    // Renewal falls due within the first five sixths of the 60 s: it fails and is logged.
+    let logged = wait_until(Duration::from_secs(70), || {
+        gw.stderr()
+            .lines()
+            .find(|l| l.contains("ACME certificate not obtained") && l.contains("retry_in_s"))
+            .map(str::to_string)
+    });
+    assert!(logged.is_some(), "no failure logged\n{}", gw.stderr());
+    assert!(logged.unwrap_or_default().contains(name));
+    assert_eq!(served_serial(&gw, name).as_deref(), Some(first.as_str()), "the stored certificate still serves");
+    assert!(metric(&gw, "gatehouse_acme_orders_total{result=\"failed\"}") >= 1.0);
+}

@@ -165,7 +165,12 @@ fn the_only_certificate_serves_clients_without_a_name() {
         let port = gw.addr("https").port();
         let none = s_client(port, &["-noservername"]);
         assert_eq!(none.subject_cn().as_deref(), Some(cn), "{}", none.out);
-        let r = curl(&["--cacert", pki.ca_file().to_str().unwrap_or_default(), "-k", &format!("https://127.0.0.1:{port}/")]);
+        let r = curl(&[
+            "--cacert",
+            pki.ca_file().to_str().unwrap_or_default(),
+            "-k",
+            &format!("https://127.0.0.1:{port}/"),
+        ]);
         assert_eq!(r.status, 200);
     }
 }
