@@ -95,6 +95,48 @@ impl Keep {
     }
 }
 
+impl Keep {
+    /// Records `name` as issued on demand, so a restarted manager renews it.
+    pub async fn record_on_demand(&self, name: &str) -> Result<(), AcmeError> {
+        match self {
+            Keep::Dir(dir) => {
+                let path = dir.join(".acme").join("on-demand-names");
+                let mut names = std::fs::read_to_string(&path).unwrap_or_default();
+                if names.lines().any(|l| l == name) {
+                    return Ok(());
+                }
+                names.push_str(name);
+                names.push('\n');
+                gatehouse_files::write_private(&path, names.as_bytes())
+                    .map_err(|e| AcmeError::Local(format!("{}: {e}", path.display())))
+            }
+            Keep::Redis(cluster) => {
+                let key = cluster.key("acme:{ondemand}:names");
+                cluster.client().sadd(&key, &[name]).await.map(|_| ()).map_err(AcmeError::Redis)
+            }
+        }
+    }
+
+    /// The names issued on demand so far.
+    pub async fn on_demand_names(&self) -> Result<Vec<String>, AcmeError> {
+        match self {
+            Keep::Dir(dir) => {
+                let path = dir.join(".acme").join("on-demand-names");
+                match std::fs::read_to_string(&path) {
+                    Ok(text) => Ok(text.lines().filter(|l| !l.is_empty()).map(str::to_string).collect()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Vec::new()),
+                    Err(e) => Err(AcmeError::Local(format!("{}: {e}", path.display()))),
+                }
+            }
+            Keep::Redis(cluster) => {
+                let key = cluster.key("acme:{ondemand}:names");
+                let names = cluster.client().smembers(&key).await.map_err(AcmeError::Redis)?;
+                Ok(names.iter().filter_map(|b| std::str::from_utf8(b).ok().map(str::to_string)).collect())
+            }
+        }
+    }
+}
+
 /// The account for `settings.directory`: the kept one, else a new one made and kept (under a
 /// cluster-wide lock, so the nodes of a cluster make one between them).
 pub async fn account(settings: &Settings, keep: &Keep, locks: &Locks) -> Result<Account, AcmeError> {

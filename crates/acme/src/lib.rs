@@ -10,6 +10,7 @@ pub mod account;
 pub mod error;
 pub mod lock;
 pub mod manager;
+pub mod on_demand;
 pub mod order;
 pub mod settings;
 

@@ -70,6 +70,14 @@ impl Locks {
         }
     }
 
+    /// The cluster's Redis, when locks are taken there.
+    pub fn cluster(&self) -> Option<&Arc<Cluster>> {
+        match self {
+            Locks::Redis(c) => Some(c),
+            Locks::Local(_) => None,
+        }
+    }
+
     fn key(cluster: &Cluster, name: &str) -> String {
         cluster.key(&format!("acme:lock:{{{name}}}"))
     }

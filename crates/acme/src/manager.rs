@@ -13,6 +13,7 @@
 use crate::account::{account, Keep, CA_TIMEOUT};
 use crate::error::AcmeError;
 use crate::lock::Locks;
+use crate::on_demand::{is_orderable, Policy};
 use crate::order::issue;
 use crate::settings::Settings;
 use gatehouse_tls::bundle::Bundle;
@@ -20,9 +21,11 @@ use gatehouse_tls::catalog::Catalog;
 use gatehouse_tls::challenge::Board;
 use gatehouse_tls::Certs;
 use instant_acme::{Account, CertificateIdentifier};
-use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
+use tokio::sync::watch;
 
 /// Orders placed by this node at once.
 const CONCURRENT_ORDERS: usize = 8;
@@ -73,6 +76,18 @@ pub struct Manager {
     parts: Parts,
     names: Mutex<BTreeMap<String, NameState>>,
     orders: tokio::sync::Semaphore,
+    /// Who may get an on-demand certificate, when on.
+    policy: Option<Policy>,
+    /// The manager itself, for the tasks it spawns.
+    me: Weak<Manager>,
+    /// The runtime [`Manager::run`] runs on (orders run there, whatever runtime asks).
+    runtime: OnceLock<tokio::runtime::Handle>,
+    /// The account, once made or read.
+    account: watch::Sender<Option<Account>>,
+    /// On-demand orders under way, by name, with their outcome once known.
+    inflight: Mutex<HashMap<String, watch::Receiver<Option<bool>>>>,
+    /// Set when a reload replaced the manager: its loops end at their next wake.
+    stopped: AtomicBool,
 }
 
 fn now_secs() -> i64 {
@@ -128,10 +143,27 @@ fn certificate_id(leaf: &[u8]) -> Option<CertificateIdentifier<'static>> {
 }
 
 impl Manager {
-    /// A manager over `parts`; [`Manager::run`] does the work.
-    pub fn new(parts: Parts) -> Arc<Self> {
+    /// A manager over `parts`; [`Manager::run`] does the work. `Err` when the on-demand ask
+    /// endpoint cannot get an HTTP client.
+    pub fn new(parts: Parts) -> Result<Arc<Self>, AcmeError> {
         let names = parts.settings.names.iter().map(|n| (n.clone(), NameState::default())).collect();
-        Arc::new(Manager { parts, names: Mutex::new(names), orders: tokio::sync::Semaphore::new(CONCURRENT_ORDERS) })
+        let policy = parts.settings.on_demand.as_ref().map(Policy::new).transpose().map_err(AcmeError::Local)?;
+        Ok(Arc::new_cyclic(|me| Manager {
+            parts,
+            names: Mutex::new(names),
+            orders: tokio::sync::Semaphore::new(CONCURRENT_ORDERS),
+            policy,
+            me: me.clone(),
+            runtime: OnceLock::new(),
+            account: watch::Sender::new(None),
+            inflight: Mutex::default(),
+            stopped: AtomicBool::new(false),
+        }))
+    }
+
+    /// Ends the manager's loops (a reload replaced it); an order under way finishes.
+    pub fn stop(&self) {
+        self.stopped.store(true, Relaxed);
     }
 
     /// What is known of each managed name.
@@ -147,6 +179,7 @@ impl Manager {
     /// Gets the account (retrying with backoff while the CA cannot be reached), then keeps every
     /// name; runs until dropped.
     pub async fn run(self: Arc<Self>) {
+        let _ = self.runtime.set(tokio::runtime::Handle::current());
         let mut backoff = FIRST_BACKOFF;
         let account = loop {
             match account(&self.parts.settings, &self.parts.keep, &self.parts.locks).await {
@@ -158,8 +191,18 @@ impl Manager {
                 }
             }
         };
+        self.account.send_replace(Some(account.clone()));
+        let mut names = self.parts.settings.names.clone();
+        if self.policy.is_some() {
+            match self.parts.keep.on_demand_names().await {
+                Ok(issued) => names.extend(issued.into_iter().filter(|n| !self.parts.settings.names.contains(n))),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot read the names issued on demand; they renew at their next handshake")
+                }
+            }
+        }
         let mut tasks = tokio::task::JoinSet::new();
-        for name in self.parts.settings.names.clone() {
+        for name in names {
             tasks.spawn(self.clone().keep(account.clone(), name));
         }
         while tasks.join_next().await.is_some() {}
@@ -229,7 +272,65 @@ impl Manager {
                 }
             };
             tokio::time::sleep(wait).await;
+            if self.stopped.load(Relaxed) {
+                return;
+            }
         }
+    }
+
+    /// Obtains a certificate for `name` on demand: allowed, within the rate, ordered (or found
+    /// ordered by another node), then kept like a configured name.
+    async fn order_on_demand(self: Arc<Self>, name: String) -> bool {
+        let Some(policy) = &self.policy else { return false };
+        // A handshake at start may come before the account is read or made.
+        let mut account = self.account.subscribe();
+        let ready = tokio::time::timeout(CA_TIMEOUT, account.wait_for(Option::is_some)).await;
+        let Some(account) = ready.ok().and_then(|r| r.ok()).and_then(|a| a.clone()) else { return false };
+        match self.stored(&name).await {
+            Ok(Some(_)) => return true,
+            Ok(None) => {}
+            Err(_) => return false,
+        }
+        if !policy.allows(&name).await {
+            return false;
+        }
+        let guard = match self.parts.locks.try_take(&name).await {
+            Ok(Some(g)) => g,
+            // Another node orders it: its certificate is in the store soon.
+            Ok(None) => return self.wait_stored(&name).await,
+            Err(e) => {
+                tracing::warn!(name, error = %e, "on-demand certificate not ordered");
+                return false;
+            }
+        };
+        if !policy.take_order(self.parts.locks.cluster().map(|c| c.as_ref())).await {
+            guard.release().await;
+            tracing::warn!(name, "on-demand certificate refused: over tls.acme.on_demand.rate");
+            return false;
+        }
+        let ordered = self.order_locked(&account, &name, None, None).await;
+        guard.release().await;
+        if let Err(e) = ordered {
+            tracing::error!(name, error = %e, "on-demand certificate not obtained");
+            return false;
+        }
+        if let Err(e) = self.parts.keep.record_on_demand(&name).await {
+            tracing::warn!(name, error = %e, "on-demand name not recorded; it renews at its next handshake after a restart");
+        }
+        tokio::spawn(self.clone().keep(account, name));
+        true
+    }
+
+    /// Whether the store holds `name` within a bounded wait (another node's order).
+    async fn wait_stored(&self, name: &str) -> bool {
+        let deadline = tokio::time::Instant::now() + crate::lock::LOCK_TTL * 2;
+        while tokio::time::Instant::now() < deadline {
+            if let Ok(Some(_)) = self.stored(name).await {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        false
     }
 
     /// One look at `name`: renews it when due, else says how long to sleep.
@@ -306,6 +407,44 @@ impl Manager {
             s.issued += 1;
         });
         Ok(Duration::ZERO)
+    }
+}
+
+impl gatehouse_tls::on_demand::OnDemand for Manager {
+    fn obtain<'a>(&'a self, name: &'a str) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
+        Box::pin(async move {
+            if self.policy.is_none() || !is_orderable(name) || self.stopped.load(Relaxed) {
+                return false;
+            }
+            let (Some(me), Some(runtime)) = (self.me.upgrade(), self.runtime.get()) else { return false };
+            let mut outcome = {
+                let mut inflight = self.inflight.lock().unwrap_or_else(|p| p.into_inner());
+                match inflight.get(name) {
+                    Some(rx) => rx.clone(),
+                    None => {
+                        // The first handshake for the name starts the order, on the manager's
+                        // runtime: it goes on if this handshake gives up waiting.
+                        let (tx, rx) = watch::channel(None);
+                        inflight.insert(name.to_string(), rx.clone());
+                        let name = name.to_string();
+                        runtime.spawn(async move {
+                            let got = me.clone().order_on_demand(name.clone()).await;
+                            me.inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&name);
+                            let _ = tx.send(Some(got));
+                        });
+                        rx
+                    }
+                }
+            };
+            loop {
+                if let Some(got) = *outcome.borrow_and_update() {
+                    return got;
+                }
+                if outcome.changed().await.is_err() {
+                    return false;
+                }
+            }
+        })
     }
 }
 

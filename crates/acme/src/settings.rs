@@ -25,6 +25,8 @@ pub struct Settings {
     pub names: Vec<String>,
     /// Renewal before expiry, when the CA gives no renewal information.
     pub renew_before: Duration,
+    /// On-demand certificates, when on.
+    pub on_demand: Option<gatehouse_config::OnDemand>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -102,6 +104,7 @@ impl Settings {
             challenges: acme.challenges.clone(),
             names: acme.names.clone(),
             renew_before: acme.renew_before.0,
+            on_demand: acme.on_demand.clone(),
         })
     }
 }

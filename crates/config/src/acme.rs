@@ -35,6 +35,55 @@ pub struct Acme {
     /// (RFC 9773).
     #[serde(default = "thirty_days")]
     pub renew_before: Duration,
+    /// Certificates for names not listed, ordered at their first handshake.
+    #[serde(default)]
+    pub on_demand: Option<OnDemand>,
+}
+
+/// On-demand certificates: a handshake for a name without a certificate orders one, when the
+/// name is allowed.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OnDemand {
+    /// URL asked `GET URL?domain=NAME` for a name `allow` does not cover; 200 allows it.
+    #[serde(default)]
+    pub ask: Option<String>,
+    /// Host patterns allowed without asking (`www.example.com`, `*.customers.example.com`).
+    #[serde(default)]
+    pub allow: Vec<String>,
+    /// New on-demand orders allowed per interval, across the cluster.
+    #[serde(default)]
+    pub rate: Rate,
+    /// How long an allowed answer of `ask` is remembered.
+    #[serde(default = "ten_minutes")]
+    pub allowed_ttl: Duration,
+    /// How long a refusal (of `ask`, or by `allow` and `ask` together) is remembered.
+    #[serde(default = "one_minute")]
+    pub refused_ttl: Duration,
+}
+
+/// A rate of new orders.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rate {
+    /// Orders per interval.
+    pub limit: u32,
+    /// The interval.
+    pub interval: Duration,
+}
+
+impl Default for Rate {
+    fn default() -> Self {
+        Rate { limit: 20, interval: Duration::secs(60) }
+    }
+}
+
+fn ten_minutes() -> Duration {
+    Duration::secs(600)
+}
+
+fn one_minute() -> Duration {
+    Duration::secs(60)
 }
 
 /// An external account binding (RFC 8555 §7.3.4).
@@ -138,5 +187,34 @@ pub(crate) fn validate(c: &crate::Config, err: &mut impl FnMut(String, String)) 
     }
     if a.renew_before.0.is_zero() {
         err(format!("{p}.renew_before"), "must be more than zero".into());
+    }
+    if let Some(od) = &a.on_demand {
+        validate_on_demand(od, &format!("{p}.on_demand"), err);
+    }
+}
+
+fn validate_on_demand(od: &OnDemand, p: &str, err: &mut impl FnMut(String, String)) {
+    if od.ask.is_none() && od.allow.is_empty() {
+        err(
+            p.into(),
+            "set `ask`, `allow` or both: without them any name pointed at this gateway would be ordered".into(),
+        );
+    }
+    if let Some(ask) = &od.ask {
+        let rest = ask.strip_prefix("http://").or_else(|| ask.strip_prefix("https://"));
+        if rest.is_none_or(|r| r.is_empty() || r.starts_with('/')) {
+            err(format!("{p}.ask"), "expected an http:// or https:// URL".into());
+        }
+    }
+    for (i, pattern) in od.allow.iter().enumerate() {
+        let ok = pattern == &pattern.to_ascii_lowercase()
+            && pattern != "*"
+            && crate::compile::check_host_pattern(pattern).is_ok();
+        if !ok {
+            err(format!("{p}.allow[{i}]"), format!("`{pattern}` is not a lower-case host name or `*.suffix`"));
+        }
+    }
+    if od.rate.limit == 0 || od.rate.interval.0.is_zero() {
+        err(format!("{p}.rate"), "`limit` and `interval` must be more than zero".into());
     }
 }

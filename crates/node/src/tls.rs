@@ -118,6 +118,8 @@ pub struct TlsRuntime {
     /// ACME challenge answers (kept across reloads, so an order survives one).
     board: Arc<Board>,
     acme: Option<AcmeRun>,
+    /// The running manager's on-demand hook, read by the acceptors at a name's first handshake.
+    on_demand: Arc<gatehouse_tls::on_demand::OnDemandSlot>,
     cluster: Option<Arc<Cluster>>,
     stats: Arc<TlsStats>,
     store: Option<gatehouse_config::CertStore>,
@@ -390,6 +392,7 @@ impl TlsRuntime {
             certs,
             board: Board::new(cluster.clone(), stats.clone()),
             acme: None,
+            on_demand: Arc::default(),
             store,
             resumption: Resumption { ticketer, sessions },
             rotation: rotation_task,
@@ -442,7 +445,9 @@ impl TlsRuntime {
         }
         if let Some(old) = self.acme.take() {
             old.task.abort();
+            old.manager.stop();
         }
+        self.on_demand.set(None);
         let Some(settings) = acme_settings(config).map_err(NodeError::Settings)? else { return Ok(()) };
         let Some(acme) = config.tls.acme.clone() else { return Ok(()) };
         let (catalog, keep) = match (&config.tls.store, &self.cluster) {
@@ -454,6 +459,7 @@ impl TlsRuntime {
             }
             _ => return Err(NodeError::Settings(vec![Setting::new("tls.acme", "needs `tls.store`")])),
         };
+        let on_demand = settings.on_demand.is_some();
         let manager = gatehouse_acme::Manager::new(gatehouse_acme::Parts {
             settings,
             catalog,
@@ -461,7 +467,11 @@ impl TlsRuntime {
             board: self.board.clone(),
             keep,
             locks: gatehouse_acme::lock::Locks::new(self.cluster.clone()),
-        });
+        })
+        .map_err(|e| NodeError::Settings(vec![Setting::new("tls.acme", e)]))?;
+        if on_demand {
+            self.on_demand.set(Some(manager.clone() as Arc<dyn gatehouse_tls::on_demand::OnDemand>));
+        }
         let task = tokio::spawn(manager.clone().run());
         self.acme = Some(AcmeRun { config: acme, certs: self.certs.clone(), manager, task });
         Ok(())
@@ -578,6 +588,7 @@ impl TlsRuntime {
             default_name,
             client_auth: client_auth.clone(),
             acme: config.tls.acme.as_ref().map(|_| self.board.clone()),
+            on_demand: config.tls.acme.as_ref().and_then(|a| a.on_demand.as_ref()).map(|_| self.on_demand.clone()),
         };
         Ok(Some(TlsAcceptor::new(offer, certs.clone(), self.resumption.clone())))
     }
@@ -590,6 +601,7 @@ impl Drop for TlsRuntime {
         }
         if let Some(a) = self.acme.take() {
             a.task.abort();
+            a.manager.stop();
         }
     }
 }

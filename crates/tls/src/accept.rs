@@ -14,6 +14,7 @@ use crate::client_auth::{subject_of, ClientAuthIndex, SitePolicy};
 use crate::cluster::Fetched;
 use crate::conn::{Incomplete, SockIo, TlsConn};
 use crate::index::{normalise, Pair, PairResolver};
+use crate::on_demand::OnDemandSlot;
 use crate::session::SessionCache;
 use crate::stats::{Failure, Mechanism};
 use crate::ticket::Ticketer;
@@ -65,6 +66,8 @@ pub struct Offer {
     pub client_auth: Arc<ClientAuthIndex>,
     /// TLS-ALPN-01 answers (RFC 8737), when ACME is on.
     pub acme: Option<Arc<Board>>,
+    /// Certificates ordered at a name's first handshake, when `tls.acme.on_demand` is on.
+    pub on_demand: Option<Arc<OnDemandSlot>>,
 }
 
 /// A TLS listener's handshake settings.
@@ -334,8 +337,11 @@ impl TlsAcceptor {
             self.prefetch(&Offered { psk, ..Offered::default() }, true).await;
         }
         if let Some(name) = sni.as_deref() {
-            if self.certs.resolve_now(name).is_none() && self.certs.has_store() {
-                self.certs.resolve(name).await;
+            if self.certs.resolve_now(name).is_none()
+                && self.certs.has_store()
+                && self.certs.resolve(name).await.is_none()
+            {
+                self.on_demand(Some(name)).await;
             }
         }
         self.offer.client_auth.get(sni.as_deref()).cloned()
@@ -359,11 +365,20 @@ impl TlsAcceptor {
             self.certs.stats.cert_cache_hits.inc();
             return Some(config);
         }
+        let mut own = true;
         let pair = match self.certs.resolve(name).await {
             Some(p) => p,
-            None => match (&self.offer.default_name, sni) {
-                (Some(default), Some(_)) => self.certs.resolve(default).await?,
-                _ => return None,
+            None => match self.on_demand(sni).await {
+                Some(p) => p,
+                None => {
+                    // With on-demand certificates, a name that gets the default now may get its
+                    // own later: not kept in the worker's cache.
+                    own = self.offer.on_demand.is_none();
+                    match (&self.offer.default_name, sni) {
+                        (Some(default), Some(_)) => self.certs.resolve(default).await?,
+                        _ => return None,
+                    }
+                }
             },
         };
         let config = match self.build(pair, self.offer.client_auth.get(sni), chacha) {
@@ -374,7 +389,7 @@ impl TlsAcceptor {
             }
         };
         WORKER_CACHE.with_borrow_mut(|c| {
-            if c.generation == generation {
+            if c.generation == generation && own {
                 let mine = c.configs.entry(id).or_default();
                 if mine.len() >= WORKER_CACHE_MAX {
                     mine.clear();
@@ -383,6 +398,18 @@ impl TlsAcceptor {
             }
         });
         Some(config)
+    }
+
+    /// The certificates of `sni` ordered now, when on-demand certificates are on and the name is
+    /// allowed (the wait is bounded by the listener's handshake timeout).
+    async fn on_demand(&self, sni: Option<&str>) -> Option<Arc<Pair>> {
+        let (Some(slot), Some(name)) = (&self.offer.on_demand, sni) else { return None };
+        let hook = slot.get()?;
+        if hook.obtain(name).await {
+            self.certs.resolve(name).await
+        } else {
+            None
+        }
     }
 
     /// Runs the server side of a handshake on `tcp`.

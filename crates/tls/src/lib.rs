@@ -16,6 +16,7 @@ pub mod dir;
 mod hkdf;
 pub mod index;
 pub mod issue;
+pub mod on_demand;
 pub mod redis_store;
 pub mod session;
 pub mod stats;

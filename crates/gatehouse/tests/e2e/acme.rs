@@ -35,7 +35,11 @@ fn node_yaml(head: &str, store: &str, acme: &str, ports: (u16, u16), backend: &B
 /// Whether `gw`'s listener `mine` serves `name` with a certificate that verifies against `root`
 /// (curl's own verification) and proxies the request.
 fn serves(gw: &Gateway, name: &str, root: &std::path::Path) -> bool {
-    let port = gw.addr("mine").port();
+    serves_at(gw.addr("mine").port(), name, root)
+}
+
+/// Whether the TLS listener on `port` serves `name` verified against `root`.
+fn serves_at(port: u16, name: &str, root: &std::path::Path) -> bool {
     let out = std::process::Command::new("curl")
         .args(["-sS", "--max-time", "5", "-o", "/dev/null", "-w", "%{http_code}", "--cacert"])
         .arg(root)
@@ -284,4 +288,87 @@ fn acme_ca_away_keeps_the_old_certificate_and_retries() {
     assert!(logged.unwrap_or_default().contains(name));
     assert_eq!(served_serial(&gw, name).as_deref(), Some(first.as_str()), "the stored certificate still serves");
     assert!(metric(&gw, "gatehouse_acme_orders_total{result=\"failed\"}") >= 1.0);
+}
+
+/// An `ask` endpoint: 200 for names starting with `yes`, 403 for the others; counts the asks in
+/// `asks.log` beside it.
+fn ask_endpoint(dir: &TempDir) -> crate::common::PeerProcess {
+    let script = r#"
+import http.server, sys, urllib.parse
+log = open(sys.argv[1], "a")
+class H(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        q = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query)
+        name = q.get("domain", [""])[0]
+        log.write(name + "\n"); log.flush()
+        self.send_response(200 if name.startswith("yes") else 403)
+        self.send_header("content-length", "0"); self.end_headers()
+    def log_message(self, *a): pass
+s = http.server.ThreadingHTTPServer(("127.0.0.1", 0), H)
+print(s.server_address[1], flush=True)
+s.serve_forever()
+"#;
+    crate::common::PeerProcess::spawn(
+        std::process::Command::new("python3").args(["-c", script]).arg(dir.join("asks.log")),
+        "the ask endpoint",
+    )
+}
+
+/// On-demand certificates: a name `allow` covers is issued at its first handshake; 100
+/// concurrent handshakes for a new name make one order; a name the ask endpoint refuses never
+/// reaches the CA (asked once, the refusal remembered); the rate holds.
+#[test]
+fn acme_on_demand_issues_allowed_names_at_their_first_handshake() {
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start(&PebbleOptions::new(http, https));
+    let store = TempDir::new();
+    let backend = Backend::start("b");
+    let ask = ask_endpoint(&store);
+    let acme = acme_section(&pebble, &[], "[tls-alpn-01]")
+        + &format!(
+            "    on_demand:\n      allow: [\"*.od.example.com\"]\n      ask: \"http://127.0.0.1:{}/check\"\n      rate: {{limit: 3, interval: 1h}}\n",
+            ask.port
+        );
+    let yaml = node_yaml(
+        "workers: 2\nadmin: {bind: \"127.0.0.1:0\"}\n",
+        &format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display()),
+        &acme,
+        (http, https),
+        &backend,
+    );
+    let gw = start(&yaml);
+    let root = pebble.issuing_root();
+    // Allowed by pattern: issued within the first handshake.
+    assert!(serves(&gw, "a.od.example.com", &root), "{}\n{}", gw.stderr(), pebble.log());
+    assert_eq!(pebble.orders(), 1);
+    // 100 concurrent first handshakes for one new name: one order, every handshake served.
+    let served = std::thread::scope(|s| {
+        let port = gw.addr("mine").port();
+        let root = &root;
+        let handles: Vec<_> = (0..100).map(|_| s.spawn(move || serves_at(port, "many.od.example.com", root))).collect();
+        handles.into_iter().map(|h| h.join().unwrap_or(false)).filter(|ok| *ok).count()
+    });
+    assert_eq!(served, 100, "{}", gw.stderr());
+    assert_eq!(pebble.orders(), 2, "one order for 100 concurrent handshakes");
+    // Allowed by the ask endpoint.
+    assert!(serves(&gw, "yes.customer.test", &root), "{}", gw.stderr());
+    assert_eq!(pebble.orders(), 3);
+    // Refused by it: no certificate, no order, asked once for both handshakes.
+    for _ in 0..2 {
+        assert!(!serves(&gw, "no.customer.test", &root));
+    }
+    assert_eq!(pebble.orders(), 3, "a refused name reached the CA");
+    let asks = std::fs::read_to_string(store.join("asks.log")).unwrap_or_default();
+    assert_eq!(asks.lines().filter(|l| *l == "no.customer.test").count(), 1, "the refusal is remembered: {asks}");
+    // The rate (3 per hour) is used up: an allowed name is refused at once, without an order.
+    assert!(!serves(&gw, "b.od.example.com", &root));
+    assert_eq!(pebble.orders(), 3, "over the rate, no order");
+    assert!(gw.stderr().contains("over tls.acme.on_demand.rate"), "{}", gw.stderr());
+    // Names that are not a CA's to issue never get that far.
+    assert!(!serves(&gw, "localhost", &root));
+    // The issued names are recorded, so a restarted manager renews them.
+    let recorded = std::fs::read_to_string(store.join(".acme/on-demand-names")).unwrap_or_default();
+    for name in ["a.od.example.com", "many.od.example.com", "yes.customer.test"] {
+        assert!(recorded.lines().any(|l| l == name), "{name} not recorded: {recorded}");
+    }
 }
