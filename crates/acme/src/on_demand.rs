@@ -47,10 +47,13 @@ fn covers(pattern: &str, name: &str) -> bool {
     }
 }
 
+/// The HTTP client that asks the `ask` endpoint (plain HTTP or HTTPS, the system's roots).
+type AskClient = Client<HttpsConnector<HttpConnector>, Empty<Bytes>>;
+
 /// The on-demand policy of a manager.
 pub struct Policy {
     allow: Vec<String>,
-    ask: Option<(String, Client<HttpsConnector<HttpConnector>, Empty<Bytes>>)>,
+    ask: Option<(String, AskClient)>,
     limit: u32,
     interval: Duration,
     allowed_ttl: Duration,
@@ -150,7 +153,7 @@ impl Policy {
     }
 }
 
-async fn ask(client: &Client<HttpsConnector<HttpConnector>, Empty<Bytes>>, target: &str) -> Result<u16, String> {
+async fn ask(client: &AskClient, target: &str) -> Result<u16, String> {
     let req = http::Request::get(target)
         .header(http::header::USER_AGENT, "gatehouse-acme")
         .body(Empty::new())
