@@ -13,7 +13,9 @@ pub mod manager;
 pub mod on_demand;
 pub mod order;
 pub mod settings;
+pub mod status;
 
 pub use error::AcmeError;
-pub use manager::{Manager, NameState, Parts};
+pub use manager::{Manager, ManagerSlot, NameState, Parts};
 pub use settings::{FileError, Settings};
+pub use status::NameStatus;

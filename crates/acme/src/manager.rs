@@ -21,7 +21,7 @@ use gatehouse_tls::catalog::Catalog;
 use gatehouse_tls::challenge::Board;
 use gatehouse_tls::Certs;
 use instant_acme::{Account, CertificateIdentifier};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
@@ -40,6 +40,22 @@ const LONGEST_BACKOFF: Duration = Duration::from_secs(6 * 3600);
 /// While another node holds a name's lock, how often this one looks whether it is done.
 const OTHERS_ORDER: Duration = Duration::from_secs(2);
 
+/// Where the admin API finds the running manager (replaced by reloads).
+#[derive(Default)]
+pub struct ManagerSlot(std::sync::RwLock<Option<Arc<Manager>>>);
+
+impl ManagerSlot {
+    /// The manager now, if ACME is on.
+    pub fn get(&self) -> Option<Arc<Manager>> {
+        self.0.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Replaces the manager.
+    pub fn set(&self, manager: Option<Arc<Manager>>) {
+        *self.0.write().unwrap_or_else(|p| p.into_inner()) = manager;
+    }
+}
+
 /// What is known of one managed name.
 #[derive(Debug, Clone, Default)]
 pub struct NameState {
@@ -53,6 +69,8 @@ pub struct NameState {
     pub last_error: Option<String>,
     /// Orders this node placed for the name and saw succeed.
     pub issued: u64,
+    /// `acme` (a configured name) or `on-demand`.
+    pub source: &'static str,
 }
 
 /// Where the manager keeps what it issues and answers from.
@@ -88,6 +106,9 @@ pub struct Manager {
     inflight: Mutex<HashMap<String, watch::Receiver<Option<bool>>>>,
     /// Set when a reload replaced the manager: its loops end at their next wake.
     stopped: AtomicBool,
+    /// Names asked to be renewed now, and the wake of each name's loop.
+    forced: Mutex<HashSet<String>>,
+    wakes: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
 }
 
 fn now_secs() -> i64 {
@@ -146,7 +167,12 @@ impl Manager {
     /// A manager over `parts`; [`Manager::run`] does the work. `Err` when the on-demand ask
     /// endpoint cannot get an HTTP client.
     pub fn new(parts: Parts) -> Result<Arc<Self>, AcmeError> {
-        let names = parts.settings.names.iter().map(|n| (n.clone(), NameState::default())).collect();
+        let names = parts
+            .settings
+            .names
+            .iter()
+            .map(|n| (n.clone(), NameState { source: "acme", ..NameState::default() }))
+            .collect();
         let policy = parts.settings.on_demand.as_ref().map(Policy::new).transpose().map_err(AcmeError::Local)?;
         Ok(Arc::new_cyclic(|me| Manager {
             parts,
@@ -158,7 +184,41 @@ impl Manager {
             account: watch::Sender::new(None),
             inflight: Mutex::default(),
             stopped: AtomicBool::new(false),
+            forced: Mutex::default(),
+            wakes: Mutex::default(),
         }))
+    }
+
+    /// Asks for `name` to be renewed now (by this node, under the name's lock as always);
+    /// `false` when the manager does not keep it.
+    pub fn renew_now(&self, name: &str) -> bool {
+        let Some(wake) = self.wakes.lock().unwrap_or_else(|p| p.into_inner()).get(name).cloned() else {
+            return false;
+        };
+        self.forced.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string());
+        wake.notify_one();
+        true
+    }
+
+    /// The statuses of every kept name, as the store holds them (the whole cluster's).
+    pub async fn statuses(&self) -> Result<BTreeMap<String, crate::NameStatus>, AcmeError> {
+        self.parts.keep.statuses().await
+    }
+
+    /// Writes what this node knows of `name` to the store, for every node's API and the CLI.
+    async fn publish(&self, name: &str) {
+        let Some(s) = self.names().get(name).cloned() else { return };
+        let status = crate::NameStatus {
+            source: s.source.to_string(),
+            not_after: s.not_after,
+            issuer: s.issuer,
+            next_renewal: s.next,
+            last_error: s.last_error,
+            updated: now_secs(),
+        };
+        if let Err(e) = self.parts.keep.save_status(name, &status).await {
+            tracing::debug!(name, error = %e, "ACME status not written");
+        }
     }
 
     /// Ends the manager's loops (a reload replaced it); an order under way finishes.
@@ -249,6 +309,13 @@ impl Manager {
     /// Keeps `name`'s certificate, for as long as the manager runs.
     async fn keep(self: Arc<Self>, account: Account, name: String) {
         let mut backoff = FIRST_BACKOFF;
+        let wake = Arc::new(tokio::sync::Notify::new());
+        self.wakes.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), wake.clone());
+        self.note(&name, |s| {
+            if s.source.is_empty() {
+                s.source = "on-demand";
+            }
+        });
         loop {
             let wait = match self.step(&account, &name).await {
                 Ok(wait) => {
@@ -271,7 +338,11 @@ impl Manager {
                     wait
                 }
             };
-            tokio::time::sleep(wait).await;
+            self.publish(&name).await;
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = wake.notified() => {}
+            }
             if self.stopped.load(Relaxed) {
                 return;
             }
@@ -337,6 +408,7 @@ impl Manager {
     async fn step(&self, account: &Account, name: &str) -> Result<Duration, AcmeError> {
         let now = now_secs();
         let current = self.stored(name).await?;
+        let forced = self.forced.lock().unwrap_or_else(|p| p.into_inner()).remove(name);
         let replaces = match &current {
             Some(b) => {
                 self.note(name, |s| {
@@ -345,7 +417,7 @@ impl Manager {
                 });
                 let (at, recheck, ari) = self.due(account, name, b).await;
                 self.note(name, |s| s.next = Some(at));
-                if at > now {
+                if at > now && !forced {
                     return Ok(Duration::from_secs((at - now) as u64).min(recheck));
                 }
                 b.certified.cert.first().and_then(|c| certificate_id(c.as_ref())).filter(|_| ari)

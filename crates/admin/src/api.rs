@@ -44,6 +44,8 @@ pub struct Api {
     pub audit: Audit,
     /// The certificate store (`tls.store`), if any.
     pub certs: Option<CertStore>,
+    /// The ACME manager, while `tls.acme` is on.
+    pub acme: Arc<gatehouse_acme::ManagerSlot>,
     /// Nodes report this often; a report older than three intervals is stale.
     pub poll_interval: Duration,
     /// Where files first named in a draft may be (`admin.file_roots`).
@@ -311,12 +313,39 @@ impl Api {
                 let page = self.audit.page(limit, before);
                 Ok(Reply::ok(json!({ "entries": page.entries, "next": page.next })))
             }
+            (&Method::GET, ["acme"]) => self.acme_names().await,
+            (&Method::POST, ["acme", name, "renew"]) => self.acme_renew(name),
             (_, ["certificates", ..]) => match &self.certs {
                 Some(store) => store.call(c, &segs[1..]).await,
                 None => Err(ApiError::conflict("this node has no certificate store (tls.store)")),
             },
             _ => Err(ApiError::not_found("no such API resource or method")),
         }
+    }
+
+    /// `GET /acme`: every name ACME keeps, as the store holds their state (the whole cluster's).
+    async fn acme_names(&self) -> Answer {
+        let Some(manager) = self.acme.get() else {
+            return Ok(Reply::ok(json!({ "enabled": false, "names": {} })));
+        };
+        let statuses = manager
+            .statuses()
+            .await
+            .map_err(|e| ApiError::new(http::StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
+        let names: serde_json::Map<String, Value> =
+            statuses.iter().map(|(n, s)| (n.clone(), super::certs::acme_json(s))).collect();
+        Ok(Reply::ok(json!({ "enabled": true, "names": names })))
+    }
+
+    /// `POST /acme/{name}/renew`: renews a kept name now.
+    fn acme_renew(&self, name: &str) -> Answer {
+        let Some(manager) = self.acme.get() else {
+            return Err(ApiError::conflict("ACME is off on this node (tls.acme)"));
+        };
+        if !manager.renew_now(name) {
+            return Err(ApiError::not_found(format!("ACME does not keep {name} on this node")));
+        }
+        Ok(Reply { status: 202, body: json!({ "renewing": name }), etag: None, audit: json!({ "renew": name }) })
     }
 
     /// The draft, or what a first draft starts from: the released revision, else this node's file.

@@ -36,6 +36,25 @@ pub fn facts_json(f: &Facts, stored_as: &str) -> Value {
     })
 }
 
+/// What the API shows of an ACME-kept name.
+pub fn acme_json(s: &gatehouse_acme::NameStatus) -> Value {
+    let when = |unix: Option<i64>| {
+        unix.map(|t| {
+            gatehouse_telemetry::rfc3339_time(
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(t).unwrap_or(0)),
+            )
+        })
+    };
+    json!({
+        "source": s.source,
+        "not_after": when(s.not_after),
+        "issuer": s.issuer,
+        "next_renewal": when(s.next_renewal),
+        "last_error": s.last_error,
+        "updated": when(Some(s.updated)),
+    })
+}
+
 /// The PEM of an upload: a raw PEM body, or JSON `{"pem": …}` or `{"cert": …, "key": …}`.
 fn upload_pem(c: &Call) -> Result<Vec<u8>, ApiError> {
     let trimmed = c.body.iter().position(|b| !b.is_ascii_whitespace()).map_or(&c.body[..0], |i| &c.body[i..]);
@@ -61,7 +80,21 @@ impl CertStore {
                 for (place, e) in &all.unusable {
                     tracing::warn!(bundle = %place, error = %e, "unusable certificate bundle in the store");
                 }
-                let list: Vec<Value> = all.bundles.iter().map(|(f, p)| facts_json(f, p)).collect();
+                // Where each came from: ACME (configured or on demand), else imported.
+                let acme = gatehouse_acme::account::Keep::of(&self.0).statuses().await.unwrap_or_default();
+                let list: Vec<Value> = all
+                    .bundles
+                    .iter()
+                    .map(|(f, p)| {
+                        let mut v = facts_json(f, p);
+                        let kept = f.names.iter().find_map(|n| acme.get(n));
+                        v["source"] = json!(kept.map_or("imported", |s| s.source.as_str()));
+                        if let Some(s) = kept {
+                            v["acme"] = acme_json(s);
+                        }
+                        v
+                    })
+                    .collect();
                 Ok(Reply::ok(json!({ "certificates": list })))
             }
             (&Method::POST, []) => {

@@ -18,7 +18,9 @@ pub enum CertCommand {
         #[arg(required = true)]
         files: Vec<PathBuf>,
     },
-    /// List stored certificates: names, key type, expiry, issuer, serial.
+    /// List stored certificates: names, key type, expiry, issuer, serial, where it is stored, and
+    /// its source (`acme` or `on-demand` with the next renewal and the last failure, or
+    /// `imported`).
     List,
     /// Remove the certificates serving a name (and every other name they serve).
     Remove {
@@ -167,8 +169,19 @@ async fn list(store: &Catalog) -> Result<(), String> {
     for (place, e) in &all.unusable {
         eprintln!("unusable {place}: {e}");
     }
+    // Where each came from: ACME (a configured name or on demand, with its next renewal and last
+    // failure), else imported.
+    let acme = gatehouse_acme::account::Keep::of(store).statuses().await.unwrap_or_default();
     for (facts, place) in &all.bundles {
-        println!("{}", line(facts, place));
+        let source = match facts.names.iter().find_map(|n| acme.get(n)) {
+            Some(s) => {
+                let next = s.next_renewal.map_or("-".to_string(), date);
+                let error = s.last_error.as_deref().map_or(String::new(), |e| format!("\tlast error: {e}"));
+                format!("{}\trenews {next}{error}", s.source)
+            }
+            None => "imported".to_string(),
+        };
+        println!("{}\t{source}", line(facts, place));
     }
     eprintln!("{} certificate(s)", all.bundles.len());
     Ok(())

@@ -120,6 +120,8 @@ pub struct TlsRuntime {
     acme: Option<AcmeRun>,
     /// The running manager's on-demand hook, read by the acceptors at a name's first handshake.
     on_demand: Arc<gatehouse_tls::on_demand::OnDemandSlot>,
+    /// The running manager, for the admin API.
+    acme_slot: Arc<gatehouse_acme::ManagerSlot>,
     cluster: Option<Arc<Cluster>>,
     stats: Arc<TlsStats>,
     store: Option<gatehouse_config::CertStore>,
@@ -393,6 +395,7 @@ impl TlsRuntime {
             board: Board::new(cluster.clone(), stats.clone()),
             acme: None,
             on_demand: Arc::default(),
+            acme_slot: Arc::default(),
             store,
             resumption: Resumption { ticketer, sessions },
             rotation: rotation_task,
@@ -448,6 +451,7 @@ impl TlsRuntime {
             old.manager.stop();
         }
         self.on_demand.set(None);
+        self.acme_slot.set(None);
         let Some(settings) = acme_settings(config).map_err(NodeError::Settings)? else { return Ok(()) };
         let Some(acme) = config.tls.acme.clone() else { return Ok(()) };
         let (catalog, keep) = match (&config.tls.store, &self.cluster) {
@@ -472,14 +476,15 @@ impl TlsRuntime {
         if on_demand {
             self.on_demand.set(Some(manager.clone() as Arc<dyn gatehouse_tls::on_demand::OnDemand>));
         }
+        self.acme_slot.set(Some(manager.clone()));
         let task = tokio::spawn(manager.clone().run());
         self.acme = Some(AcmeRun { config: acme, certs: self.certs.clone(), manager, task });
         Ok(())
     }
 
-    /// What the ACME manager knows of each name it keeps (empty without `tls.acme`).
-    pub fn acme_names(&self) -> std::collections::BTreeMap<String, gatehouse_acme::NameState> {
-        self.acme.as_ref().map(|a| a.manager.names()).unwrap_or_default()
+    /// Where the admin API finds the running ACME manager.
+    pub fn acme_slot(&self) -> &Arc<gatehouse_acme::ManagerSlot> {
+        &self.acme_slot
     }
 
     /// The HTTP-01 answers for a snapshot of `config` (none without `tls.acme`).

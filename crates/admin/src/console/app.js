@@ -316,7 +316,15 @@ async function certificates() {
     h("td", {}, c.names.join(", ")), h("td", {}, c.key_type),
     h("td", {}, c.not_after, " ", c.expired ? badge("expired", "bad") : c.days_left < 30 ? badge(c.days_left + " days left", "warn") : badge(c.days_left + " days left", "ok")),
     h("td", {}, c.issuer), h("td", {}, c.serial),
-    h("td", {}, h("button", { class: "danger", onclick: async () => {
+    h("td", { class: "cert-source" }, c.source || "imported",
+      c.acme && c.acme.next_renewal ? h("div", { class: "muted" }, "renews " + c.acme.next_renewal) : "",
+      c.acme && c.acme.last_error ? h("div", { class: "error" }, c.acme.last_error) : ""),
+    h("td", {},
+      c.acme ? h("button", { class: "renew", onclick: async () => {
+        const d = await api("POST", "/acme/" + encodeURIComponent(c.names[0]) + "/renew");
+        flash(d.ok ? "Renewing " + c.names[0] + "; the new certificate serves once issued." : explain(d), !d.ok);
+      } }, "Renew now") : "",
+      h("button", { class: "danger", onclick: async () => {
       if (!confirm("Remove the certificate for " + c.names[0] + "?")) return;
       const d = await api("DELETE", "/certificates/" + encodeURIComponent(c.names[0]));
       flash(d.ok ? "Removed." : explain(d), !d.ok); certificates();
@@ -334,8 +342,8 @@ async function certificates() {
     errors.textContent = explain(res);
   };
   view(h("h2", {}, "Certificates"),
-    h("table", { id: "cert-table" }, h("tr", {}, ...["Names", "Key", "Expires", "Issuer", "Serial", ""].map(t => h("th", {}, t))),
-      rows.length ? rows : h("tr", {}, h("td", { colspan: 6, class: "muted" }, "The store is empty."))),
+    h("table", { id: "cert-table" }, h("tr", {}, ...["Names", "Key", "Expires", "Issuer", "Serial", "Source", ""].map(t => h("th", {}, t))),
+      rows.length ? rows : h("tr", {}, h("td", { colspan: 7, class: "muted" }, "The store is empty."))),
     h("form", { class: "card", id: "cert-form", onsubmit: upload }, h("h3", {}, "Upload"),
       h("label", {}, "Certificate chain, leaf first (with the key, or the key below)", bundle),
       h("label", {}, "Private key (optional)", key), errors, h("button", { type: "submit" }, "Upload")));

@@ -46,7 +46,15 @@ fn serves_at(port: u16, name: &str, root: &std::path::Path) -> bool {
         .args(["--resolve", &format!("{name}:{port}:127.0.0.1"), &format!("https://{name}:{port}/")])
         .output()
         .expect("run curl");
-    out.status.success() && out.stdout == b"200"
+    let ok = out.status.success() && out.stdout == b"200";
+    if !ok {
+        eprintln!(
+            "curl {name} on {port}: {} {}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    ok
 }
 
 fn metric(gw: &Gateway, series: &str) -> f64 {
@@ -55,14 +63,16 @@ fn metric(gw: &Gateway, series: &str) -> f64 {
 }
 
 /// One node, a directory store: `name` issued by `challenge` and served with Pebble's chain.
-fn issue_one(challenge: &str, name: &str) {
+/// Gives Pebble, the gateway (its admin API open to `control::TOKEN`), the root, and what must
+/// live as long as the gateway serves (the store, the backend).
+fn issue_one(challenge: &str, name: &str) -> (Pebble, Gateway, std::path::PathBuf, (TempDir, Backend)) {
     let (http, https) = (free_port(), free_port());
     let pebble = Pebble::start(&PebbleOptions::new(http, https));
     let store = TempDir::new();
     let backend = Backend::start("b");
     let acme = acme_section(&pebble, &[name.to_string()], &format!("[{challenge}]"));
     let yaml = node_yaml(
-        "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n",
+        &format!("workers: 1\n{}", crate::control::admin_section("")),
         &format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display()),
         &acme,
         (http, https),
@@ -77,7 +87,11 @@ fn issue_one(challenge: &str, name: &str) {
     assert!(metric(&gw, &series) >= 1.0, "{series}");
     assert_eq!(metric(&gw, "gatehouse_acme_orders_total{result=\"valid\"}"), 1.0);
     // The account is kept beside the certificates, private; the bundle too.
-    let kept: Vec<_> = std::fs::read_dir(store.join(".acme")).expect(".acme").flatten().collect();
+    let kept: Vec<_> = std::fs::read_dir(store.join(".acme"))
+        .expect(".acme")
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("account-"))
+        .collect();
     assert_eq!(kept.len(), 1, "one account file");
     use std::os::unix::fs::PermissionsExt;
     let mode = kept[0].metadata().expect("stat").permissions().mode() & 0o777;
@@ -86,11 +100,40 @@ fn issue_one(challenge: &str, name: &str) {
     let r = curl(&[&format!("http://127.0.0.1:{http}/.well-known/acme-challenge/nothing-here")]);
     assert_eq!(r.status, 404);
     assert!(backend.requests().iter().all(|q| !q.uri.contains("acme-challenge")), "a challenge request was forwarded");
+    (pebble, gw, root, (store, backend))
 }
 
+/// Also seen by operators: the admin API and `gatehouse cert list` show the source, the next
+/// renewal; "renew now" renews.
 #[test]
 fn acme_http01_issues_and_serves() {
-    issue_one("http-01", "http01.example.com");
+    let name = "http01.example.com";
+    let (pebble, gw, root, _kept) = issue_one("http-01", name);
+    let api = crate::control::Api::new(&gw);
+    let (s, acme) = api.call("GET", "/acme", None, serde_json::Value::Null);
+    assert_eq!((s, acme["enabled"].as_bool()), (200, Some(true)), "{acme}");
+    let kept = &acme["names"][name];
+    assert_eq!(kept["source"], "acme", "{acme}");
+    assert!(kept["next_renewal"].is_string() && kept["not_after"].is_string(), "{acme}");
+    assert!(kept["last_error"].is_null(), "{acme}");
+    let (_, certs) = api.call("GET", "/certificates", None, serde_json::Value::Null);
+    assert_eq!(certs["certificates"][0]["source"], "acme", "{certs}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+        .args(["cert", "--config"])
+        .arg(gw.dir().join("gatehouse.yaml"))
+        .arg("list")
+        .output()
+        .expect("run gatehouse cert list");
+    let listed = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && listed.contains(name) && listed.contains("\tacme\trenews "), "{listed}");
+    // Renew now: a second order, a new certificate served.
+    let first = served_serial(&gw, name).expect("a serial");
+    assert_eq!(api.call("POST", &format!("/acme/{name}/renew"), None, serde_json::Value::Null).0, 202);
+    let renewed = wait_until(ISSUED, || served_serial(&gw, name).filter(|s| *s != first));
+    assert!(renewed.is_some(), "not renewed\n{}", gw.stderr());
+    assert_eq!(pebble.orders(), 2);
+    assert!(serves(&gw, name, &root));
+    assert_eq!(api.call("POST", "/acme/other.example.com/renew", None, serde_json::Value::Null).0, 404);
 }
 
 #[test]

@@ -223,6 +223,10 @@ fn every_operation_answers_as_the_openapi_document_says() {
     assert_eq!(k.call("GET", "/certificates/api.test", None, "").0, 200);
     assert_eq!(k.call("DELETE", "/certificates/api.test", None, "").0, 200);
     assert_eq!(k.call("GET", "/certificates/api.test", None, "").0, 404);
+    // ACME is off on this node: nothing kept, nothing to renew.
+    let (s, acme) = k.call("GET", "/acme", None, "");
+    assert_eq!((s, acme["enabled"].as_bool()), (200, Some(false)), "{acme}");
+    assert_eq!(k.call("POST", "/acme/api.test/renew", None, "").0, 409);
     assert_eq!(k.call("GET", "/audit?limit=5", None, "").0, 200);
 
     let mut missing = Vec::new();

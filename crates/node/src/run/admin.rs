@@ -114,6 +114,7 @@ fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) ->
         base: control.base.clone(),
         audit: Audit::new(audit, a.audit_max_size.0),
         certs,
+        acme: control.tls.acme_slot().clone(),
         poll_interval: config.control.poll_interval.0,
         file_roots: file_roots(a, config, control.path.as_deref()),
         refused: Default::default(),
