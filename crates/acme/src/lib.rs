@@ -7,6 +7,7 @@
 #![forbid(unsafe_code)]
 
 pub mod account;
+pub mod dns01;
 pub mod error;
 pub mod lock;
 pub mod manager;

@@ -15,10 +15,11 @@ use std::time::Duration;
 /// How long the CA is given to validate and to issue.
 const VALIDATION_TIMEOUT: Duration = Duration::from_secs(120);
 
-fn challenge_type(c: AcmeChallenge) -> (ChallengeType, Kind) {
+fn challenge_type(c: AcmeChallenge) -> ChallengeType {
     match c {
-        AcmeChallenge::Http01 => (ChallengeType::Http01, Kind::Http01),
-        AcmeChallenge::TlsAlpn01 => (ChallengeType::TlsAlpn01, Kind::TlsAlpn01),
+        AcmeChallenge::Http01 => ChallengeType::Http01,
+        AcmeChallenge::TlsAlpn01 => ChallengeType::TlsAlpn01,
+        AcmeChallenge::Dns01 => ChallengeType::Dns01,
     }
 }
 
@@ -39,16 +40,34 @@ pub struct Issued {
     pub order: String,
 }
 
-/// An answer published for the order, withdrawn when the order is over.
+/// An answer published for the order.
+enum Answer {
+    /// On the challenge board: its kind and id.
+    Board(Kind, String),
+    /// A TXT record: its name and value.
+    Dns(String, String),
+}
+
+/// The answers published for the order, withdrawn when the order is over.
 struct Published<'a> {
     board: &'a Board,
-    answers: Vec<(Kind, String)>,
+    dns01: Option<&'a crate::dns01::Updater>,
+    answers: Vec<Answer>,
 }
 
 impl Published<'_> {
     async fn withdraw(self) {
-        for (kind, id) in &self.answers {
-            self.board.withdraw(*kind, id).await;
+        for answer in &self.answers {
+            match answer {
+                Answer::Board(kind, id) => self.board.withdraw(*kind, id).await,
+                Answer::Dns(fqdn, value) => {
+                    if let Some(u) = self.dns01 {
+                        if let Err(e) = u.remove(fqdn, value).await {
+                            tracing::warn!(record = %fqdn, error = %e, "dns-01 record not removed");
+                        }
+                    }
+                }
+            }
         }
     }
 }
@@ -74,7 +93,7 @@ pub async fn issue(
         .map_err(|_| AcmeError::TimedOut("place the order"))?
         .map_err(AcmeError::ca("place the order"))?;
     let url = order.url().to_string();
-    let mut published = Published { board, answers: Vec::new() };
+    let mut published = Published { board, dns01: settings.dns01.as_deref(), answers: Vec::new() };
     let answered = answer(&mut order, settings, name, &mut published).await;
     let result = match answered {
         Ok(chosen) => finish(&mut order, name, chosen).await,
@@ -108,25 +127,46 @@ async fn answer(
             }
         }
         let offered: Vec<ChallengeType> = authz.challenges.iter().map(|c| c.r#type.clone()).collect();
-        let Some((wanted, kind, label)) = settings.challenges.iter().find_map(|c| {
-            let (t, k) = challenge_type(*c);
-            offered.contains(&t).then_some((t, k, c.as_str()))
+        // A wildcard is validated by dns-01 only (RFC 8555 §7.1.3); dns-01 needs `dns01`.
+        let usable = |c: &AcmeChallenge| match c {
+            AcmeChallenge::Dns01 => settings.dns01.is_some(),
+            _ => !authz.wildcard,
+        };
+        let wildcard_way = [AcmeChallenge::Dns01];
+        let ways = if authz.wildcard { &wildcard_way[..] } else { &settings.challenges[..] };
+        let Some((wanted, way)) = ways.iter().filter(|c| usable(c)).find_map(|c| {
+            let t = challenge_type(*c);
+            offered.contains(&t).then_some((t, *c))
         }) else {
             return Err(AcmeError::NoChallenge { name: name.into(), offered: offered.iter().map(type_name).collect() });
         };
         let mut challenge =
             authz.challenge(wanted).ok_or_else(|| AcmeError::Local("the offered challenge went away".into()))?;
         let key_authorization = challenge.key_authorization();
-        let id = match kind {
-            Kind::Http01 => challenge.token.clone(),
-            Kind::TlsAlpn01 => challenge.identifier().to_string(),
-        };
-        published
-            .board
-            .publish(kind, &id, key_authorization.as_str())
-            .await
-            .map_err(|e| AcmeError::Local(e.to_string()))?;
-        published.answers.push((kind, id));
+        let board = |e: gatehouse_tls::challenge::BoardError| AcmeError::Local(e.to_string());
+        match way {
+            AcmeChallenge::Http01 => {
+                let token = challenge.token.clone();
+                published.board.publish(Kind::Http01, &token, key_authorization.as_str()).await.map_err(board)?;
+                published.answers.push(Answer::Board(Kind::Http01, token));
+            }
+            AcmeChallenge::TlsAlpn01 => {
+                let id = challenge.identifier().to_string();
+                published.board.publish(Kind::TlsAlpn01, &id, key_authorization.as_str()).await.map_err(board)?;
+                published.answers.push(Answer::Board(Kind::TlsAlpn01, id));
+            }
+            AcmeChallenge::Dns01 => {
+                let Some(updater) = published.dns01 else {
+                    return Err(AcmeError::Local("dns-01 without dns01".into()));
+                };
+                let fqdn = crate::dns01::Updater::record_name(&challenge.identifier().to_string());
+                let value = key_authorization.dns_value();
+                updater.add(&fqdn, &value).await?;
+                published.answers.push(Answer::Dns(fqdn, value));
+                tokio::time::sleep(updater.propagation_wait).await;
+            }
+        }
+        let label = way.as_str();
         tokio::time::timeout(CA_TIMEOUT, challenge.set_ready())
             .await
             .map_err(|_| AcmeError::TimedOut("ask for validation"))?

@@ -27,6 +27,8 @@ pub struct Settings {
     pub renew_before: Duration,
     /// On-demand certificates, when on.
     pub on_demand: Option<gatehouse_config::OnDemand>,
+    /// DNS-01 updates, when `dns01` is set.
+    pub dns01: Option<std::sync::Arc<crate::dns01::Updater>>,
 }
 
 impl std::fmt::Debug for Settings {
@@ -92,6 +94,28 @@ impl Settings {
                 }
             }
         });
+        let dns01 = acme.dns01.as_ref().and_then(|d| {
+            let r = &d.rfc2136;
+            let shown = gatehouse_files::shown(&r.key_file);
+            let text = match gatehouse_files::read(&r.key_file) {
+                Ok(t) => t,
+                Err(e) => {
+                    fail("tls.acme.dns01.rfc2136.key_file", format!("cannot read {shown}: {e}"));
+                    return None;
+                }
+            };
+            let Some(secret) = crate::dns01::tsig_secret(&String::from_utf8_lossy(&text)) else {
+                fail("tls.acme.dns01.rfc2136.key_file", format!("{shown} holds no base64 TSIG secret"));
+                return None;
+            };
+            match crate::dns01::Updater::new(r, secret) {
+                Ok(u) => Some(std::sync::Arc::new(u)),
+                Err(e) => {
+                    fail("tls.acme.dns01.rfc2136", e);
+                    None
+                }
+            }
+        });
         if !errors.is_empty() {
             return Err(errors);
         }
@@ -105,6 +129,7 @@ impl Settings {
             names: acme.names.clone(),
             renew_before: acme.renew_before.0,
             on_demand: acme.on_demand.clone(),
+            dns01,
         })
     }
 }

@@ -28,6 +28,10 @@ pub struct Acme {
     /// Challenge types, tried in this order among those the CA offers for a name.
     #[serde(default = "default_challenges")]
     pub challenges: Vec<Challenge>,
+    /// DNS-01 through RFC 2136 dynamic updates: for wildcard names, and for others when
+    /// `challenges` lists `dns-01`.
+    #[serde(default)]
+    pub dns01: Option<Dns01>,
     /// Names to hold certificates for, each on a certificate of its own.
     #[serde(default)]
     pub names: Vec<String>,
@@ -78,6 +82,10 @@ impl Default for Rate {
     }
 }
 
+fn zero() -> Duration {
+    Duration::secs(0)
+}
+
 fn ten_minutes() -> Duration {
     Duration::secs(600)
 }
@@ -96,6 +104,54 @@ pub struct Eab {
     pub hmac_key_file: PathBuf,
 }
 
+/// How DNS-01 records are published.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Dns01 {
+    /// RFC 2136 dynamic updates signed with TSIG (BIND, Knot, PowerDNS).
+    pub rfc2136: Rfc2136,
+}
+
+/// An RFC 2136 primary server and the TSIG key it takes updates with.
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Rfc2136 {
+    /// The primary's address, `IP:port`.
+    pub server: String,
+    /// The zone updated (its apex, such as `example.com`).
+    pub zone: String,
+    /// The TSIG key's name, as the server knows it.
+    pub key_name: String,
+    /// The TSIG algorithm.
+    #[serde(default)]
+    pub key_algorithm: TsigAlgorithm,
+    /// File holding the key's secret: the base64 alone, or BIND's `key` clause, or Knot's `key:`
+    /// section as `tsig-keygen` and `keymgr -t` write them.
+    pub key_file: PathBuf,
+    /// TTL of the TXT records.
+    #[serde(default = "one_minute")]
+    pub ttl: Duration,
+    /// How long to wait after the update before asking the CA to validate, for secondaries to
+    /// pick the change up.
+    #[serde(default = "zero")]
+    pub propagation_wait: Duration,
+}
+
+/// A TSIG algorithm.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+pub enum TsigAlgorithm {
+    /// HMAC-SHA256.
+    #[default]
+    #[serde(rename = "hmac-sha256")]
+    HmacSha256,
+    /// HMAC-SHA384.
+    #[serde(rename = "hmac-sha384")]
+    HmacSha384,
+    /// HMAC-SHA512.
+    #[serde(rename = "hmac-sha512")]
+    HmacSha512,
+}
+
 /// A challenge type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Deserialize)]
 pub enum Challenge {
@@ -105,6 +161,9 @@ pub enum Challenge {
     /// `GET /.well-known/acme-challenge/TOKEN` over plain HTTP on port 80.
     #[serde(rename = "http-01")]
     Http01,
+    /// A TXT record `_acme-challenge.NAME`, published through `dns01`.
+    #[serde(rename = "dns-01")]
+    Dns01,
 }
 
 impl Challenge {
@@ -113,6 +172,7 @@ impl Challenge {
         match self {
             Challenge::TlsAlpn01 => "tls-alpn-01",
             Challenge::Http01 => "http-01",
+            Challenge::Dns01 => "dns-01",
         }
     }
 }
@@ -163,19 +223,34 @@ pub(crate) fn validate(c: &crate::Config, err: &mut impl FnMut(String, String)) 
     let answerable = a.challenges.iter().any(|ch| match ch {
         Challenge::Http01 => plain,
         Challenge::TlsAlpn01 => tls,
+        Challenge::Dns01 => a.dns01.is_some(),
     });
     if !a.challenges.is_empty() && !answerable {
         err(
             format!("{p}.challenges"),
-            "no listener can answer them: http-01 needs a listener without tls (port 80), tls-alpn-01 a TLS listener (port 443)"
+            "none can be answered: http-01 needs a listener without tls (port 80), tls-alpn-01 a TLS listener (port 443), dns-01 `dns01`"
                 .into(),
         );
     }
+    if a.challenges.contains(&Challenge::Dns01) && a.dns01.is_none() {
+        err(format!("{p}.challenges"), "`dns-01` needs `dns01`".into());
+    }
+    if let Some(d) = &a.dns01 {
+        validate_rfc2136(&d.rfc2136, &format!("{p}.dns01.rfc2136"), err);
+    }
     for (i, name) in a.names.iter().enumerate() {
         let np = format!("{p}.names[{i}]");
-        if name.starts_with("*.") {
+        let dns01_zone = a.dns01.as_ref().map(|d| d.rfc2136.zone.trim_end_matches('.'));
+        if name.starts_with("*.") && dns01_zone.is_none() {
             err(np, format!("`{name}`: a wildcard can only be validated by dns-01, which needs `dns01`"));
             continue;
+        }
+        let uses_dns01 = name.starts_with("*.") || a.challenges.first() == Some(&Challenge::Dns01);
+        if let (true, Some(zone)) = (uses_dns01, dns01_zone) {
+            let base = name.trim_start_matches("*.");
+            if base != zone && !base.ends_with(&format!(".{zone}")) {
+                err(np.clone(), format!("`{name}` is outside the dns01 zone `{zone}`"));
+            }
         }
         if name != &name.to_ascii_lowercase() || crate::compile::check_host_pattern(name).is_err() || name == "*" {
             err(np, format!("`{name}` is not a lower-case host name"));
@@ -190,6 +265,19 @@ pub(crate) fn validate(c: &crate::Config, err: &mut impl FnMut(String, String)) 
     }
     if let Some(od) = &a.on_demand {
         validate_on_demand(od, &format!("{p}.on_demand"), err);
+    }
+}
+
+fn validate_rfc2136(r: &Rfc2136, p: &str, err: &mut impl FnMut(String, String)) {
+    if r.server.parse::<std::net::SocketAddr>().is_err() {
+        err(format!("{p}.server"), format!("`{}` is not IP:port", r.server));
+    }
+    let zone = r.zone.trim_end_matches('.');
+    if zone.is_empty() || crate::compile::check_host_pattern(zone).is_err() || zone.starts_with("*.") {
+        err(format!("{p}.zone"), format!("`{}` is not a zone name", r.zone));
+    }
+    if r.key_name.is_empty() {
+        err(format!("{p}.key_name"), "must not be empty".into());
     }
 }
 

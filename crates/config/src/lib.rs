@@ -18,7 +18,7 @@ mod units;
 mod upstream;
 mod validate_gateway;
 
-pub use acme::{Acme, Challenge as AcmeChallenge, Eab, OnDemand, Rate as OnDemandRate};
+pub use acme::{Acme, Challenge as AcmeChallenge, Dns01, Eab, OnDemand, Rate as OnDemandRate, Rfc2136, TsigAlgorithm};
 pub use compile::{compile, compile_all, compile_value, ConfigError, ConfigErrors, PREFERRED_CIPHER_SUITES};
 pub use control::*;
 pub use error::ValueError;

@@ -59,6 +59,9 @@ pub struct PebbleOptions {
     pub http_port: u16,
     /// The port its validator connects to for TLS-ALPN-01.
     pub tls_port: u16,
+    /// The DNS server Pebble resolves names with; `None`: a pebble-challtestsrv of its own (every
+    /// name 127.0.0.1).
+    pub dns: Option<std::net::SocketAddr>,
     /// Share of nonces refused with `badNonce` (Pebble's default is 5).
     pub nonce_reject_percent: u8,
     /// Validity of the certificates of its `default` profile, seconds (90 days).
@@ -71,7 +74,14 @@ pub struct PebbleOptions {
 impl PebbleOptions {
     /// Validation at `http_port` and `tls_port`, Pebble's defaults otherwise.
     pub fn new(http_port: u16, tls_port: u16) -> Self {
-        PebbleOptions { http_port, tls_port, nonce_reject_percent: 5, validity: 90 * 86_400, short_validity: 518_400 }
+        PebbleOptions {
+            http_port,
+            tls_port,
+            dns: None,
+            nonce_reject_percent: 5,
+            validity: 90 * 86_400,
+            short_validity: 518_400,
+        }
     }
 }
 
@@ -136,7 +146,7 @@ impl Pebble {
         let pebble = Command::new(go_program("pebble"))
             .arg("-config")
             .arg(&config_path)
-            .args(["-dnsserver", &format!("127.0.0.1:{dns}")])
+            .args(["-dnsserver", &options.dns.map_or(format!("127.0.0.1:{dns}"), |a| a.to_string())])
             .env("PEBBLE_VA_NOSLEEP", if no_sleep { "1" } else { "0" })
             .env("PEBBLE_WFE_NONCEREJECT", options.nonce_reject_percent.to_string())
             .stdout(log.try_clone().expect("pebble.log"))

@@ -237,7 +237,7 @@ fn acme_check_refuses_what_cannot_work() {
         "tls.acme.names[0]: `*.apps.example.com`: a wildcard can only be validated by dns-01",
         "tls.acme.names[1]: `Www.example.com` is not a lower-case host name",
         "tls.acme.names[2]: `localhost`: public CAs issue for domain names only",
-        "tls.acme.challenges: no listener can answer them",
+        "tls.acme.challenges: none can be answered",
     ] {
         assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
     }
@@ -414,4 +414,47 @@ fn acme_on_demand_issues_allowed_names_at_their_first_handshake() {
     for name in ["a.od.example.com", "many.od.example.com", "yes.customer.test"] {
         assert!(recorded.lines().any(|l| l == name), "{name} not recorded: {recorded}");
     }
+}
+
+/// DNS-01 through RFC 2136: a wildcard and a plain name issued with TXT records added at a real
+/// Knot DNS (TSIG-signed updates) that Pebble queries, and removed afterwards; the wildcard
+/// serves a name under it.
+#[test]
+fn acme_dns01_issues_a_wildcard_through_rfc2136_updates() {
+    let knot = gatehouse_testkit::Knot::start("dns.example.test");
+    let mut options = PebbleOptions::new(free_port(), free_port());
+    options.dns = Some(knot.addr());
+    let pebble = Pebble::start(&options);
+    let store = TempDir::new();
+    let backend = Backend::start("b");
+    let names = ["*.apps.dns.example.test".to_string(), "www.dns.example.test".to_string()];
+    let acme = acme_section(&pebble, &names, "[dns-01]")
+        + &format!(
+            "    dns01:\n      rfc2136: {{server: \"{}\", zone: dns.example.test, key_name: {}, key_algorithm: hmac-sha256, key_file: \"{}\"}}\n",
+            knot.addr(),
+            gatehouse_testkit::KNOT_KEY_NAME,
+            knot.key_file().display()
+        );
+    let yaml = node_yaml(
+        "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n",
+        &format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display()),
+        &acme,
+        (free_port(), free_port()),
+        &backend,
+    );
+    let gw = start(&yaml);
+    let root = pebble.issuing_root();
+    for name in ["a.apps.dns.example.test", "b.apps.dns.example.test", "www.dns.example.test"] {
+        let served = wait_until(ISSUED, || serves(&gw, name, &root).then_some(()));
+        assert!(served.is_some(), "{name} not served\n{}\n--- knot ---\n{}", gw.stderr(), knot.log());
+    }
+    assert_eq!(pebble.orders(), 2, "the wildcard and the plain name");
+    assert_eq!(metric(&gw, "gatehouse_acme_orders_total{result=\"valid\"}"), 2.0);
+    // The records are gone once the orders are over.
+    let gone = wait_until(Duration::from_secs(10), || {
+        (knot.txt("_acme-challenge.apps.dns.example.test").is_empty()
+            && knot.txt("_acme-challenge.www.dns.example.test").is_empty())
+        .then_some(())
+    });
+    assert!(gone.is_some(), "TXT records left behind\n{}", knot.log());
 }
