@@ -178,7 +178,9 @@ async fn answer(
 
 /// Waits for validation, sends the CSR and fetches the chain; the chain and key as PEM.
 async fn finish(order: &mut instant_acme::Order, name: &str, challenge: &'static str) -> Result<String, AcmeError> {
-    let retries = RetryPolicy::new().initial_delay(Duration::from_millis(250)).backoff(1.5).timeout(VALIDATION_TIMEOUT);
+    // Polled soon and then less often: a CA that validates at once (Pebble, a private CA) answers an
+    // on-demand handshake in a few hundred milliseconds, one that takes seconds is asked a few times.
+    let retries = RetryPolicy::new().initial_delay(Duration::from_millis(100)).backoff(1.5).timeout(VALIDATION_TIMEOUT);
     let status = match order.poll_ready(&retries).await {
         Ok(s) => s,
         Err(instant_acme::Error::Api(p)) => {
