@@ -33,6 +33,13 @@ pub enum AcmeError {
     Redis(gatehouse_redis::Error),
     /// Something on this node: a file, a key, a certificate the store refused.
     Local(String),
+    /// A failure within an order, with the order's URL.
+    InOrder {
+        /// The order's URL.
+        order: String,
+        /// What failed.
+        source: Box<AcmeError>,
+    },
 }
 
 impl AcmeError {
@@ -75,6 +82,7 @@ impl std::fmt::Display for AcmeError {
             }
             AcmeError::Redis(e) => write!(f, "redis: {e}"),
             AcmeError::Local(e) => f.write_str(e),
+            AcmeError::InOrder { order, source } => write!(f, "order {order}: {source}"),
         }
     }
 }
@@ -84,6 +92,7 @@ impl std::error::Error for AcmeError {
         match self {
             AcmeError::Ca { source, .. } => Some(source),
             AcmeError::Redis(e) => Some(e),
+            AcmeError::InOrder { source, .. } => Some(source.as_ref()),
             _ => None,
         }
     }

@@ -100,7 +100,7 @@ pub async fn issue(
         Err(e) => Err(e),
     };
     published.withdraw().await;
-    let pem = result?;
+    let pem = result.map_err(|e| AcmeError::InOrder { order: url.clone(), source: Box::new(e) })?;
     Ok(Issued { pem, order: url })
 }
 

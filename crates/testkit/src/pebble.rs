@@ -62,6 +62,8 @@ pub struct PebbleOptions {
     /// The DNS server Pebble resolves names with; `None`: a pebble-challtestsrv of its own (every
     /// name 127.0.0.1).
     pub dns: Option<std::net::SocketAddr>,
+    /// External account bindings required, with these key ids and MAC keys (base64url).
+    pub eab: Vec<(String, String)>,
     /// Share of nonces refused with `badNonce` (Pebble's default is 5).
     pub nonce_reject_percent: u8,
     /// Validity of the certificates of its `default` profile, seconds (90 days).
@@ -78,6 +80,7 @@ impl PebbleOptions {
             http_port,
             tls_port,
             dns: None,
+            eab: Vec::new(),
             nonce_reject_percent: 5,
             validity: 90 * 86_400,
             short_validity: 518_400,
@@ -132,7 +135,8 @@ impl Pebble {
             "httpPort": options.http_port,
             "tlsPort": options.tls_port,
             "ocspResponderURL": "",
-            "externalAccountBindingRequired": false,
+            "externalAccountBindingRequired": !options.eab.is_empty(),
+            "externalAccountMACKeys": options.eab.iter().cloned().collect::<std::collections::BTreeMap<String, String>>(),
             "retryAfter": { "authz": 1, "order": 1 },
             "keyAlgorithm": "ecdsa",
             "profiles": {

@@ -458,3 +458,73 @@ fn acme_dns01_issues_a_wildcard_through_rfc2136_updates() {
     });
     assert!(gone.is_some(), "TXT records left behind\n{}", knot.log());
 }
+
+/// A CA that requires an external account binding: without `eab` no account is made (the CA's
+/// problem logged); with it, the account is bound and the name issued.
+#[test]
+fn acme_external_account_binding() {
+    let (http, https) = (free_port(), free_port());
+    let mut options = PebbleOptions::new(http, https);
+    let key = "zWNDZM6eQGHWpSRTPal5eIUYFTu7EajVIoguysqZ9wG44nMEtx3MUAsUDkMTQ12W";
+    options.eab = vec![("kid-1".into(), key.into())];
+    let pebble = Pebble::start(&options);
+    let backend = Backend::start("b");
+    let name = "eab.example.com";
+    let run = |eab: &str| {
+        let store = TempDir::new();
+        let acme = acme_section(&pebble, &[name.to_string()], "[tls-alpn-01]") + eab;
+        let yaml = node_yaml(
+            "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n",
+            &format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display()),
+            &acme,
+            (http, https),
+            &backend,
+        );
+        (start(&yaml), store)
+    };
+    let (without, _s1) = run("");
+    let refused =
+        wait_until(ISSUED, || without.stderr().lines().find(|l| l.contains("no ACME account")).map(str::to_string));
+    assert!(refused.is_some_and(|l| l.contains("externalAccountRequired")), "{}", without.stderr());
+    drop(without);
+    let dir = TempDir::new();
+    std::fs::write(dir.join("hmac"), format!("{key}\n")).expect("write the key");
+    let (with, _s2) = run(&format!("    eab: {{kid: kid-1, hmac_key_file: \"{}\"}}\n", dir.join("hmac").display()));
+    let root = pebble.issuing_root();
+    let served = wait_until(ISSUED, || serves(&with, name, &root).then_some(()));
+    assert!(served.is_some(), "{}\n{}", with.stderr(), pebble.log());
+}
+
+/// A validation that fails (the CA reaches nothing on the HTTP-01 port) is logged once per try
+/// with the name, the order, the challenge and the CA's problem document, and counted.
+#[test]
+fn acme_failed_validation_is_logged_with_the_cas_problem() {
+    let (http, https) = (free_port(), free_port());
+    // Pebble validates HTTP-01 on a port nothing listens on.
+    let pebble = Pebble::start(&PebbleOptions::new(free_port(), https));
+    let store = TempDir::new();
+    let backend = Backend::start("b");
+    let acme = acme_section(&pebble, &["fail.example.com".to_string()], "[http-01]");
+    let yaml = node_yaml(
+        "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n",
+        &format!("{{dir: \"{}\"}}", store.path().display()),
+        &acme,
+        (http, https),
+        &backend,
+    );
+    let gw = start(&yaml);
+    let line = wait_until(ISSUED, || {
+        gw.stderr().lines().find(|l| l.contains("ACME certificate not obtained")).map(str::to_string)
+    });
+    let line = line.unwrap_or_else(|| panic!("no failure logged\n{}", gw.stderr()));
+    for part in [
+        "fail.example.com",
+        "order https://127.0.0.1:",
+        "http-01 validation failed",
+        "urn:ietf:params:acme:error:",
+        "retry_in_s=30",
+    ] {
+        assert!(line.contains(part), "{part:?} missing from {line}");
+    }
+    assert!(metric(&gw, "gatehouse_acme_orders_total{result=\"failed\"}") >= 1.0);
+}
