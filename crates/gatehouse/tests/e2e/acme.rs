@@ -32,6 +32,15 @@ fn node_yaml(head: &str, store: &str, acme: &str, ports: (u16, u16), backend: &B
     )
 }
 
+/// The head of a one-worker node with an admin listener for metrics.
+const ONE_WORKER: &str = "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n";
+
+/// One node with `head`, a directory store (rescanned every 100 ms) and `acme`.
+fn one_node(head: &str, acme: &str, store: &TempDir, ports: (u16, u16), backend: &Backend) -> Gateway {
+    let dir = format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display());
+    start(&node_yaml(head, &dir, acme, ports, backend))
+}
+
 /// Whether `gw`'s listener `mine` serves `name` with a certificate that verifies against `root`
 /// (curl's own verification) and proxies the request.
 fn serves(gw: &Gateway, name: &str, root: &std::path::Path) -> bool {
@@ -71,14 +80,8 @@ fn issue_one(challenge: &str, name: &str) -> (Pebble, Gateway, std::path::PathBu
     let store = TempDir::new();
     let backend = Backend::start("b");
     let acme = acme_section(&pebble, &[name.to_string()], &format!("[{challenge}]"));
-    let yaml = node_yaml(
-        &format!("workers: 1\n{}", crate::control::admin_section("")),
-        &format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display()),
-        &acme,
-        (http, https),
-        &backend,
-    );
-    let gw = start(&yaml);
+    let gw =
+        one_node(&format!("workers: 1\n{}", crate::control::admin_section("")), &acme, &store, (http, https), &backend);
     let root = pebble.issuing_root();
     let served = wait_until(ISSUED, || serves(&gw, name, &root).then_some(()));
     assert!(served.is_some(), "{name} not served\n--- gateway ---\n{}\n--- pebble ---\n{}", gw.stderr(), pebble.log());
@@ -273,14 +276,7 @@ fn short_lived(validity: u64, name: &str) -> (Pebble, TempDir, Backend, Gateway)
     let backend = Backend::start("b");
     // The CA's profile of short certificates, asked for by name.
     let acme = acme_section(&pebble, &[name.to_string()], "[tls-alpn-01]") + "    profile: shortlived\n";
-    let yaml = node_yaml(
-        "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n",
-        &format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display()),
-        &acme,
-        (http, https),
-        &backend,
-    );
-    let gw = start(&yaml);
+    let gw = one_node(ONE_WORKER, &acme, &store, (http, https), &backend);
     (pebble, store, backend, gw)
 }
 
@@ -372,14 +368,7 @@ fn acme_on_demand_issues_allowed_names_at_their_first_handshake() {
             "    on_demand:\n      allow: [\"*.od.example.com\"]\n      ask: \"http://127.0.0.1:{}/check\"\n      rate: {{limit: 3, interval: 1h}}\n",
             ask.port
         );
-    let yaml = node_yaml(
-        "workers: 2\nadmin: {bind: \"127.0.0.1:0\"}\n",
-        &format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display()),
-        &acme,
-        (http, https),
-        &backend,
-    );
-    let gw = start(&yaml);
+    let gw = one_node("workers: 2\nadmin: {bind: \"127.0.0.1:0\"}\n", &acme, &store, (http, https), &backend);
     let root = pebble.issuing_root();
     // Allowed by pattern: issued within the first handshake.
     assert!(serves(&gw, "a.od.example.com", &root), "{}\n{}", gw.stderr(), pebble.log());
@@ -435,14 +424,7 @@ fn acme_dns01_issues_a_wildcard_through_rfc2136_updates() {
             gatehouse_testkit::KNOT_KEY_NAME,
             knot.key_file().display()
         );
-    let yaml = node_yaml(
-        "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n",
-        &format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display()),
-        &acme,
-        (free_port(), free_port()),
-        &backend,
-    );
-    let gw = start(&yaml);
+    let gw = one_node(ONE_WORKER, &acme, &store, (free_port(), free_port()), &backend);
     let root = pebble.issuing_root();
     for name in ["a.apps.dns.example.test", "b.apps.dns.example.test", "www.dns.example.test"] {
         let served = wait_until(ISSUED, || serves(&gw, name, &root).then_some(()));
@@ -473,14 +455,7 @@ fn acme_external_account_binding() {
     let run = |eab: &str| {
         let store = TempDir::new();
         let acme = acme_section(&pebble, &[name.to_string()], "[tls-alpn-01]") + eab;
-        let yaml = node_yaml(
-            "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n",
-            &format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display()),
-            &acme,
-            (http, https),
-            &backend,
-        );
-        (start(&yaml), store)
+        (one_node(ONE_WORKER, &acme, &store, (http, https), &backend), store)
     };
     let (without, _s1) = run("");
     let refused =
@@ -505,14 +480,7 @@ fn acme_failed_validation_is_logged_with_the_cas_problem() {
     let store = TempDir::new();
     let backend = Backend::start("b");
     let acme = acme_section(&pebble, &["fail.example.com".to_string()], "[http-01]");
-    let yaml = node_yaml(
-        "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n",
-        &format!("{{dir: \"{}\"}}", store.path().display()),
-        &acme,
-        (http, https),
-        &backend,
-    );
-    let gw = start(&yaml);
+    let gw = one_node(ONE_WORKER, &acme, &store, (http, https), &backend);
     let line = wait_until(ISSUED, || {
         gw.stderr().lines().find(|l| l.contains("ACME certificate not obtained")).map(str::to_string)
     });
