@@ -6,6 +6,7 @@
 use crate::error::AcmeError;
 use crate::lock::Locks;
 use crate::settings::Settings;
+use crate::stats::AcmeStats;
 use gatehouse_cluster::{Cluster, Purpose};
 use instant_acme::{Account, AccountCredentials, ExternalAccountKey, NewAccount};
 use std::path::PathBuf;
@@ -30,24 +31,26 @@ fn directory_id(directory: &str) -> String {
     data_encoding::HEXLOWER.encode(&d.as_ref()[..8])
 }
 
-/// The builder of an account whose requests trust `settings`' roots (or the system's).
-fn builder(settings: &Settings) -> Result<instant_acme::AccountBuilder, AcmeError> {
-    let Some(roots) = &settings.roots else {
-        return Account::builder().map_err(AcmeError::ca("make an HTTP client"));
+/// The builder of an account whose requests trust `settings`' roots (or the system's, through
+/// the platform verifier), each request timed in `stats`.
+fn builder(settings: &Settings, stats: &Arc<AcmeStats>) -> Result<instant_acme::AccountBuilder, AcmeError> {
+    let connector = hyper_rustls::HttpsConnectorBuilder::new();
+    let connector = match &settings.roots {
+        Some(roots) => connector.with_tls_config(
+            rustls::ClientConfig::builder_with_provider(gatehouse_tls::bundle::provider())
+                .with_safe_default_protocol_versions()
+                .map_err(|e| AcmeError::Local(format!("client TLS settings: {e}")))?
+                .with_root_certificates(roots.clone())
+                .with_no_client_auth(),
+        ),
+        None => connector
+            .try_with_platform_verifier()
+            .map_err(|e| AcmeError::Local(format!("the system's CA roots: {e}")))?,
     };
-    let config = rustls::ClientConfig::builder_with_provider(gatehouse_tls::bundle::provider())
-        .with_safe_default_protocol_versions()
-        .map_err(|e| AcmeError::Local(format!("client TLS settings: {e}")))?
-        .with_root_certificates(roots.clone())
-        .with_no_client_auth();
-    let https = hyper_rustls::HttpsConnectorBuilder::new()
-        .with_tls_config(config)
-        .https_only()
-        .enable_http1()
-        .enable_http2()
-        .build();
+    let https = connector.https_only().enable_http1().enable_http2().build();
     let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(https);
-    Ok(Account::builder_with_http(Box::new(client)))
+    let timed = crate::stats::Timed { inner: Box::new(client), stats: stats.clone() };
+    Ok(Account::builder_with_http(Box::new(timed)))
 }
 
 impl Keep {
@@ -139,25 +142,32 @@ impl Keep {
 
 /// The account for `settings.directory`: the kept one, else a new one made and kept (under a
 /// cluster-wide lock, so the nodes of a cluster make one between them).
-pub async fn account(settings: &Settings, keep: &Keep, locks: &Locks) -> Result<Account, AcmeError> {
+pub async fn account(
+    settings: &Settings,
+    keep: &Keep,
+    locks: &Locks,
+    stats: &Arc<AcmeStats>,
+) -> Result<Account, AcmeError> {
     let id = directory_id(&settings.directory);
-    if let Some(account) = restore(settings, keep, &id).await? {
+    if let Some(account) = restore(settings, keep, &id, stats).await? {
         return Ok(account);
     }
     let guard = locks.wait(&format!("account:{id}")).await?;
     // Another node may have made it while this one waited.
-    if let Some(account) = restore(settings, keep, &id).await? {
+    if let Some(account) = restore(settings, keep, &id, stats).await? {
         guard.release().await;
         return Ok(account);
     }
     let contact: Vec<&str> = settings.contact.iter().map(String::as_str).collect();
     let new = NewAccount { contact: &contact, terms_of_service_agreed: true, only_return_existing: false };
     let eab = settings.eab.as_ref().map(|(kid, key)| ExternalAccountKey::new(kid.clone(), key));
-    let created =
-        tokio::time::timeout(CA_TIMEOUT, builder(settings)?.create(&new, settings.directory.clone(), eab.as_ref()))
-            .await
-            .map_err(|_| AcmeError::TimedOut("create the account"))?
-            .map_err(AcmeError::ca("create the account"));
+    let created = tokio::time::timeout(
+        CA_TIMEOUT,
+        builder(settings, stats)?.create(&new, settings.directory.clone(), eab.as_ref()),
+    )
+    .await
+    .map_err(|_| AcmeError::TimedOut("create the account"))?
+    .map_err(AcmeError::ca("create the account"));
     let saved = match created {
         Ok((account, credentials)) => {
             let json = serde_json::to_vec(&credentials).map_err(|e| AcmeError::Local(e.to_string()))?;
@@ -171,11 +181,16 @@ pub async fn account(settings: &Settings, keep: &Keep, locks: &Locks) -> Result<
     Ok(account)
 }
 
-async fn restore(settings: &Settings, keep: &Keep, id: &str) -> Result<Option<Account>, AcmeError> {
+async fn restore(
+    settings: &Settings,
+    keep: &Keep,
+    id: &str,
+    stats: &Arc<AcmeStats>,
+) -> Result<Option<Account>, AcmeError> {
     let Some(json) = keep.load(id).await? else { return Ok(None) };
     let credentials: AccountCredentials =
         serde_json::from_slice(&json).map_err(|e| AcmeError::Local(format!("the stored ACME account: {e}")))?;
-    let account = tokio::time::timeout(CA_TIMEOUT, builder(settings)?.from_credentials(credentials))
+    let account = tokio::time::timeout(CA_TIMEOUT, builder(settings, stats)?.from_credentials(credentials))
         .await
         .map_err(|_| AcmeError::TimedOut("read the directory"))?
         .map_err(AcmeError::ca("read the directory"))?;

@@ -14,9 +14,11 @@ pub mod manager;
 pub mod on_demand;
 pub mod order;
 pub mod settings;
+pub mod stats;
 pub mod status;
 
 pub use error::AcmeError;
 pub use manager::{Manager, ManagerSlot, NameState, Parts};
 pub use settings::{FileError, Settings};
+pub use stats::AcmeStats;
 pub use status::NameStatus;

@@ -87,6 +87,8 @@ pub struct Parts {
     pub keep: Keep,
     /// Order locks.
     pub locks: Locks,
+    /// Counters, kept across the reloads that replace the manager.
+    pub stats: Arc<crate::AcmeStats>,
 }
 
 /// The certificates of `tls.acme`, kept.
@@ -205,9 +207,12 @@ impl Manager {
         self.parts.keep.statuses().await
     }
 
-    /// Writes what this node knows of `name` to the store, for every node's API and the CLI.
+    /// Writes what this node knows of `name` to the store, for every node's API and the CLI, and
+    /// recounts the kept certificates by days to expiry.
     async fn publish(&self, name: &str) {
-        let Some(s) = self.names().get(name).cloned() else { return };
+        let names = self.names();
+        self.parts.stats.set_expiring(names.values().filter_map(|s| s.not_after), now_secs());
+        let Some(s) = names.get(name).cloned() else { return };
         let status = crate::NameStatus {
             source: s.source.to_string(),
             not_after: s.not_after,
@@ -242,7 +247,7 @@ impl Manager {
         let _ = self.runtime.set(tokio::runtime::Handle::current());
         let mut backoff = FIRST_BACKOFF;
         let account = loop {
-            match account(&self.parts.settings, &self.parts.keep, &self.parts.locks).await {
+            match account(&self.parts.settings, &self.parts.keep, &self.parts.locks, &self.parts.stats).await {
                 Ok(a) => break a,
                 Err(e) => {
                     tracing::error!(directory = %self.parts.settings.directory, error = %e, retry_in_s = backoff.as_secs(), "no ACME account");
@@ -330,7 +335,7 @@ impl Manager {
                     });
                     let expired = self.names().get(&name).and_then(|s| s.not_after).is_some_and(|t| t < now_secs());
                     if expired {
-                        self.parts.certs.stats.acme.expired.inc();
+                        self.parts.stats.expired.inc();
                         tracing::error!(name = %name, "certificate expired with no renewal in place");
                     }
                     let wait = backoff;
@@ -363,6 +368,7 @@ impl Manager {
             Err(_) => return false,
         }
         if !policy.allows(&name).await {
+            self.parts.stats.decided(1);
             return false;
         }
         let guard = match self.parts.locks.try_take(&name).await {
@@ -375,10 +381,12 @@ impl Manager {
             }
         };
         if !policy.take_order(self.parts.locks.cluster().map(|c| c.as_ref())).await {
+            self.parts.stats.decided(2);
             guard.release().await;
             tracing::warn!(name, "on-demand certificate refused: over tls.acme.on_demand.rate");
             return false;
         }
+        self.parts.stats.decided(0);
         let ordered = self.order_locked(&account, &name, None, None).await;
         guard.release().await;
         if let Err(e) = ordered {
@@ -448,7 +456,7 @@ impl Manager {
         }
         let _permit = self.orders.acquire().await.map_err(|_| AcmeError::Local("shutting down".into()))?;
         let started = std::time::Instant::now();
-        let acme = &self.parts.certs.stats.acme;
+        let acme = &self.parts.stats;
         let issued = issue(account, &self.parts.settings, &self.parts.board, name, replaces)
             .await
             .inspect_err(|_| acme.orders_failed.inc())?;
@@ -485,7 +493,11 @@ impl Manager {
 impl gatehouse_tls::on_demand::OnDemand for Manager {
     fn obtain<'a>(&'a self, name: &'a str) -> std::pin::Pin<Box<dyn std::future::Future<Output = bool> + Send + 'a>> {
         Box::pin(async move {
-            if self.policy.is_none() || !is_orderable(name) || self.stopped.load(Relaxed) {
+            if self.policy.is_none() || self.stopped.load(Relaxed) {
+                return false;
+            }
+            if !is_orderable(name) {
+                self.parts.stats.decided(3);
                 return false;
             }
             let (Some(me), Some(runtime)) = (self.me.upgrade(), self.runtime.get()) else { return false };

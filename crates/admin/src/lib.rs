@@ -39,6 +39,8 @@ pub struct AdminState {
     pub shared: Arc<Shared>,
     /// TLS counters.
     pub tls: Arc<TlsStats>,
+    /// ACME counters.
+    pub acme: Arc<gatehouse_acme::AcmeStats>,
     /// Counters of the names upstream targets are resolved by.
     pub dns: Arc<gatehouse_discovery::Stats>,
     /// This node's status document.
@@ -174,6 +176,7 @@ async fn handle(
         (&http::Method::GET, "/metrics") => {
             let mut text = render_metrics(&state.shared);
             render_tls(&mut text, &state.tls);
+            metrics::render_acme(&mut text, &state.tls, &state.acme);
             render_dns(&mut text, &state.dns);
             if let Some(api) = &state.api {
                 metrics::render_admin(&mut text, &api.refused);

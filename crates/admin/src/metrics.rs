@@ -22,27 +22,38 @@ pub fn render_tls(out: &mut String, t: &TlsStats) {
     render_quic_handshakes(out, t);
     render_quic_counters(out, t);
     render_tls_state(out, t);
-    render_acme(out, t);
 }
 
-/// ACME challenges this node was asked to answer, and the orders it placed.
-fn render_acme(out: &mut String, t: &TlsStats) {
+/// ACME: validation requests this node was asked to answer, the orders it placed, on-demand
+/// decisions, the CA's answer times, kept certificates by days to expiry.
+pub fn render_acme(out: &mut String, t: &TlsStats, a: &gatehouse_acme::AcmeStats) {
     help(out, "gatehouse_acme_challenges_total", "counter", "ACME validation requests by challenge type and result.");
     for (i, kind) in ["http-01", "tls-alpn-01"].into_iter().enumerate() {
-        for (result, c) in [("answered", &t.acme.answered[i]), ("unknown", &t.acme.unknown[i])] {
+        for (result, c) in [("answered", &t.challenges.answered[i]), ("unknown", &t.challenges.unknown[i])] {
             let _ = writeln!(out, "gatehouse_acme_challenges_total{{type=\"{kind}\",result=\"{result}\"}} {}", c.get());
         }
     }
     help(out, "gatehouse_acme_orders_total", "counter", "ACME orders this node placed, by result.");
-    let _ = writeln!(out, "gatehouse_acme_orders_total{{result=\"valid\"}} {}", t.acme.orders_valid.get());
-    let _ = writeln!(out, "gatehouse_acme_orders_total{{result=\"failed\"}} {}", t.acme.orders_failed.get());
+    let _ = writeln!(out, "gatehouse_acme_orders_total{{result=\"valid\"}} {}", a.orders_valid.get());
+    let _ = writeln!(out, "gatehouse_acme_orders_total{{result=\"failed\"}} {}", a.orders_failed.get());
     single(
         out,
         "gatehouse_acme_expired_total",
         "counter",
         "Failed renewals of a name whose certificate had already expired.",
-        t.acme.expired.get(),
+        a.expired.get(),
     );
+    help(out, "gatehouse_acme_on_demand_total", "counter", "On-demand certificate decisions.");
+    for (decision, c) in gatehouse_acme::stats::ON_DEMAND_DECISIONS.iter().zip(&a.on_demand) {
+        let _ = writeln!(out, "gatehouse_acme_on_demand_total{{decision=\"{decision}\"}} {}", c.get());
+    }
+    help(out, "gatehouse_acme_request_duration_seconds", "histogram", "Time of each request to the ACME CA.");
+    a.requests.render(out, "gatehouse_acme_request_duration_seconds", "");
+    help(out, "gatehouse_acme_certificates", "gauge", "Kept certificates by days to expiry (expired ones within 7d).");
+    let bounds = gatehouse_acme::stats::EXPIRY_DAYS.iter().map(|d| format!("{d}d")).chain(["later".to_string()]);
+    for (within, g) in bounds.zip(&a.expiring) {
+        let _ = writeln!(out, "gatehouse_acme_certificates{{expires_within=\"{within}\"}} {}", g.load(Relaxed));
+    }
 }
 
 /// A metric without labels: its help and its one sample.

@@ -122,6 +122,8 @@ pub struct TlsRuntime {
     on_demand: Arc<gatehouse_tls::on_demand::OnDemandSlot>,
     /// The running manager, for the admin API.
     acme_slot: Arc<gatehouse_acme::ManagerSlot>,
+    /// ACME counters, kept across the reloads that replace the manager.
+    acme_stats: Arc<gatehouse_acme::AcmeStats>,
     cluster: Option<Arc<Cluster>>,
     stats: Arc<TlsStats>,
     store: Option<gatehouse_config::CertStore>,
@@ -396,6 +398,7 @@ impl TlsRuntime {
             acme: None,
             on_demand: Arc::default(),
             acme_slot: Arc::default(),
+            acme_stats: Arc::default(),
             store,
             resumption: Resumption { ticketer, sessions },
             rotation: rotation_task,
@@ -471,6 +474,7 @@ impl TlsRuntime {
             board: self.board.clone(),
             keep,
             locks: gatehouse_acme::lock::Locks::new(self.cluster.clone()),
+            stats: self.acme_stats.clone(),
         })
         .map_err(|e| NodeError::Settings(vec![Setting::new("tls.acme", e)]))?;
         if on_demand {
@@ -480,6 +484,11 @@ impl TlsRuntime {
         let task = tokio::spawn(manager.clone().run());
         self.acme = Some(AcmeRun { config: acme, certs: self.certs.clone(), manager, task });
         Ok(())
+    }
+
+    /// ACME counters, for `/metrics`.
+    pub fn acme_stats(&self) -> &Arc<gatehouse_acme::AcmeStats> {
+        &self.acme_stats
     }
 
     /// Where the admin API finds the running ACME manager.

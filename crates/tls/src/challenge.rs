@@ -133,7 +133,8 @@ impl Board {
             Kind::Http01 => 0,
             Kind::TlsAlpn01 => 1,
         };
-        let counter = if found.is_some() { &self.stats.acme.answered[i] } else { &self.stats.acme.unknown[i] };
+        let counter =
+            if found.is_some() { &self.stats.challenges.answered[i] } else { &self.stats.challenges.unknown[i] };
         counter.inc();
         found
     }
@@ -270,7 +271,7 @@ mod tests {
         board.withdraw(Kind::TlsAlpn01, "a.example.com").await;
         assert_eq!(board.http01("tok").await, None);
         assert!(board.alpn01("a.example.com").await.is_none());
-        let acme = &board.stats.acme;
+        let acme = &board.stats.challenges;
         assert_eq!((acme.answered[0].get(), acme.unknown[0].get()), (1, 2));
         assert_eq!((acme.answered[1].get(), acme.unknown[1].get()), (1, 2));
     }

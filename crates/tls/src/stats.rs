@@ -100,23 +100,18 @@ pub struct TlsStats {
     pub sessions_fetched_late: Counter,
     /// QUIC (HTTP/3) counters.
     pub quic: QuicStats,
-    /// ACME counters.
-    pub acme: AcmeStats,
+    /// ACME validation requests this node was asked to answer.
+    pub challenges: ChallengeStats,
 }
 
-/// ACME counters: challenges this node was asked to answer, orders it placed.
+/// ACME validation requests this node was asked to answer (the orders are counted by the ACME
+/// manager).
 #[derive(Debug, Default)]
-pub struct AcmeStats {
+pub struct ChallengeStats {
     /// Challenge requests answered, HTTP-01 then TLS-ALPN-01.
     pub answered: [Counter; 2],
     /// Challenge requests for a token or name no order published, HTTP-01 then TLS-ALPN-01.
     pub unknown: [Counter; 2],
-    /// Orders that gave a certificate.
-    pub orders_valid: Counter,
-    /// Orders that failed (each failure is logged with the CA's problem document).
-    pub orders_failed: Counter,
-    /// Failed renewals of a name whose certificate had already expired (each logged as an error).
-    pub expired: Counter,
 }
 
 /// QUIC (HTTP/3) counters, for every `http3` listener together.

@@ -3,7 +3,7 @@
 //! nodes on one Redis ordering each name once, answering validations for each other's orders;
 //! an ordering node killed mid-order, its name finished by another.
 
-use crate::common::{check, start, targets, Cluster};
+use crate::common::{check, start, targets, Cluster, SETTLE};
 use gatehouse_testkit::{curl, free_port, metric_value, wait_until, Backend, Gateway, Pebble, PebbleOptions, TempDir};
 use std::time::Duration;
 
@@ -21,11 +21,11 @@ fn acme_section(pebble: &Pebble, names: &[String], challenges: &str) -> String {
     )
 }
 
-/// A node with `http` and `https` on the validation ports (shared with other nodes through
+/// A node whose site redirects plain HTTP to HTTPS, with `http` and `https` on the validation ports (shared with other nodes through
 /// SO_REUSEPORT, as behind an L4 balancer), and `mine`, a TLS listener of its own for checks.
 fn node_yaml(head: &str, store: &str, acme: &str, ports: (u16, u16), backend: &Backend) -> String {
     format!(
-        "{head}tls:\n  store: {store}\n  negative_cache_ttl: 100ms\n{acme}listeners:\n  http: {{bind: \"127.0.0.1:{}\"}}\n  https: {{bind: \"127.0.0.1:{}\", tls: {{}}}}\n  mine: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        "{head}tls:\n  store: {store}\n  negative_cache_ttl: 100ms\n{acme}listeners:\n  http: {{bind: \"127.0.0.1:{}\"}}\n  https: {{bind: \"127.0.0.1:{}\", tls: {{}}}}\n  mine: {{bind: \"127.0.0.1:0\", tls: {{}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], https_redirect: true, routes: [{{path: /, upstream: u}}]}}\n",
         ports.0,
         ports.1,
         targets(&[backend])
@@ -99,7 +99,11 @@ fn issue_one(challenge: &str, name: &str) -> (Pebble, Gateway, std::path::PathBu
     use std::os::unix::fs::PermissionsExt;
     let mode = kept[0].metadata().expect("stat").permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "account file mode");
-    // A request for a token no order published is not forwarded: 404 from the gateway.
+    // The site redirects plain HTTP to HTTPS, challenges excepted (answered before it): the
+    // validation above went through, and a token no order published gets the gateway's 404, not
+    // a redirect, and is not forwarded.
+    let r = curl(&[&format!("http://127.0.0.1:{http}/page")]);
+    assert_eq!(r.status, 308, "{r:?}");
     let r = curl(&[&format!("http://127.0.0.1:{http}/.well-known/acme-challenge/nothing-here")]);
     assert_eq!(r.status, 404);
     assert!(backend.requests().iter().all(|q| !q.uri.contains("acme-challenge")), "a challenge request was forwarded");
@@ -396,8 +400,27 @@ fn acme_on_demand_issues_allowed_names_at_their_first_handshake() {
     assert!(!serves(&gw, "b.od.example.com", &root));
     assert_eq!(pebble.orders(), 3, "over the rate, no order");
     assert!(gw.stderr().contains("over tls.acme.on_demand.rate"), "{}", gw.stderr());
+    // The ask endpoint gone: refused (and logged), never ordered.
+    drop(ask);
+    assert!(!serves(&gw, "yes-but-nobody-answers.customer.test", &root));
+    assert!(gw.stderr().contains("the on-demand ask endpoint did not answer; refused"), "{}", gw.stderr());
+    assert_eq!(pebble.orders(), 3);
     // Names that are not a CA's to issue never get that far.
     assert!(!serves(&gw, "localhost", &root));
+    // Each decision counted; the CA's answer times measured; the kept certificates gauged.
+    for (decision, at_least) in [("allowed", 3.0), ("refused", 2.0), ("over_rate", 1.0), ("not_a_name", 1.0)] {
+        let series = format!("gatehouse_acme_on_demand_total{{decision=\"{decision}\"}}");
+        assert!(metric(&gw, &series) >= at_least, "{series}");
+    }
+    assert!(metric(&gw, "gatehouse_acme_request_duration_seconds_count{}") >= 10.0);
+    let gauged = wait_until(SETTLE, || {
+        let total: f64 = ["7d", "30d", "90d", "later"]
+            .iter()
+            .map(|w| metric(&gw, &format!("gatehouse_acme_certificates{{expires_within=\"{w}\"}}")))
+            .sum();
+        (total == 3.0).then_some(())
+    });
+    assert!(gauged.is_some(), "three kept certificates by days to expiry");
     // The issued names are recorded, so a restarted manager renews them.
     let recorded = std::fs::read_to_string(store.join(".acme/on-demand-names")).unwrap_or_default();
     for name in ["a.od.example.com", "many.od.example.com", "yes.customer.test"] {

@@ -21,6 +21,7 @@ pub(super) fn start(
     let state = AdminState {
         shared: control.shared.clone(),
         tls: control.tls.stats().clone(),
+        acme: control.tls.acme_stats().clone(),
         dns: control.discovery.stats(),
         status: control.status.clone(),
         api: admin_api(a, config, control)?,

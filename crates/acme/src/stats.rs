@@ -1,0 +1,89 @@
+//! What the ACME manager counts, kept across the reloads that restart it: orders by result,
+//! on-demand decisions, the CA's answer times, and the kept certificates by days to expiry.
+
+use gatehouse_telemetry::{Counter, Histogram};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+/// On-demand decisions, in the order of [`AcmeStats::on_demand`].
+pub const ON_DEMAND_DECISIONS: [&str; 4] = ["allowed", "refused", "over_rate", "not_a_name"];
+
+/// Bounds of the expiry gauges, days; the last gauge counts the rest.
+pub const EXPIRY_DAYS: [i64; 3] = [7, 30, 90];
+
+/// The ACME manager's counters.
+#[derive(Debug, Default)]
+pub struct AcmeStats {
+    /// Orders that gave a certificate.
+    pub orders_valid: Counter,
+    /// Orders that failed (each logged with the CA's problem document).
+    pub orders_failed: Counter,
+    /// Failed renewals of a name whose certificate had already expired (each logged as an error).
+    pub expired: Counter,
+    /// On-demand decisions, as [`ON_DEMAND_DECISIONS`] names them.
+    pub on_demand: [Counter; 4],
+    /// Time of each request to the CA (directory, nonces, orders, polls, certificates, ARI).
+    pub requests: Histogram,
+    /// Kept certificates expiring within 7, 30, 90 days and later (gauges; an expired one counts
+    /// within 7 days).
+    pub expiring: [AtomicU64; 4],
+}
+
+impl AcmeStats {
+    /// Counts an on-demand decision (an index of [`ON_DEMAND_DECISIONS`]).
+    pub fn decided(&self, i: usize) {
+        if let Some(c) = self.on_demand.get(i) {
+            c.inc();
+        }
+    }
+
+    /// Sets the expiry gauges from the kept certificates' ends of validity.
+    pub fn set_expiring(&self, not_afters: impl Iterator<Item = i64>, now: i64) {
+        let mut counts = [0u64; 4];
+        for t in not_afters {
+            let days = (t - now).div_euclid(86_400);
+            let i = EXPIRY_DAYS.iter().position(|&d| days < d).unwrap_or(EXPIRY_DAYS.len());
+            counts[i] += 1;
+        }
+        for (gauge, n) in self.expiring.iter().zip(counts) {
+            gauge.store(n, Relaxed);
+        }
+    }
+}
+
+/// The HTTP client of the account, timing each request to the CA.
+pub(crate) struct Timed {
+    pub(crate) inner: Box<dyn instant_acme::HttpClient>,
+    pub(crate) stats: std::sync::Arc<AcmeStats>,
+}
+
+impl instant_acme::HttpClient for Timed {
+    fn request(
+        &self,
+        req: http::Request<instant_acme::BodyWrapper<bytes::Bytes>>,
+    ) -> std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<instant_acme::BytesResponse, instant_acme::Error>> + Send>,
+    > {
+        let answer = self.inner.request(req);
+        let stats = self.stats.clone();
+        Box::pin(async move {
+            let started = std::time::Instant::now();
+            let answer = answer.await;
+            stats.requests.observe(started.elapsed());
+            answer
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn expiry_gauges_count_by_days_left() {
+        let s = AcmeStats::default();
+        let day = 86_400;
+        s.set_expiring([-day, 3 * day, 20 * day, 60 * day, 89 * day, 200 * day].into_iter(), 0);
+        let got: Vec<u64> = s.expiring.iter().map(|g| g.load(Relaxed)).collect();
+        assert_eq!(got, [2, 1, 2, 1]);
+    }
+}
