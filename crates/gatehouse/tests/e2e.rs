@@ -69,6 +69,8 @@ mod request_id;
 mod send_proxy_protocol;
 #[path = "e2e/smuggling.rs"]
 mod smuggling;
+#[path = "e2e/systemd.rs"]
+mod systemd;
 #[path = "e2e/tls.rs"]
 mod tls;
 #[path = "e2e/tls_cluster.rs"]

@@ -23,6 +23,7 @@ pub mod events;
 mod follow;
 mod listeners;
 mod run;
+mod systemd;
 pub mod tls;
 pub mod upgrade;
 

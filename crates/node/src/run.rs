@@ -296,6 +296,8 @@ impl Control {
         if inherited.is_upgrade() {
             tracing::info!("took over the listeners from the previous process");
         }
+        crate::systemd::ready(inherited.is_upgrade());
+        crate::systemd::watchdog();
         inherited.ready();
     }
 
@@ -487,6 +489,7 @@ impl Control {
     async fn stop(mut self, drain: watch::Sender<bool>) {
         let grace = self.shared.snapshot.load().config.shutdown_grace.0;
         tracing::info!(grace = ?grace, "shutting down: no new connections, draining open ones");
+        crate::systemd::stopping();
         self.events.emit("draining", json!({ "grace_ms": grace.as_millis() as u64 }));
         self.listeners.close();
         for task in self.other_tasks.drain(..) {

@@ -123,6 +123,11 @@ impl Gateway {
     /// Starts `bin run --config FILE --status-json` with `yaml` written to FILE, and waits up to
     /// 30 s for its `ready` event. Panics (with the process's stderr) if it does not get ready.
     pub fn start_with(bin: impl AsRef<Path>, yaml: &str) -> Gateway {
+        Gateway::start_with_env(bin, yaml, &[])
+    }
+
+    /// As [`Gateway::start_with`], with `env` added to the process's environment.
+    pub fn start_with_env(bin: impl AsRef<Path>, yaml: &str, env: &[(&str, &str)]) -> Gateway {
         let bin = bin.as_ref();
         let dir = TempDir::new();
         let config = dir.join("gatehouse.yaml");
@@ -132,6 +137,7 @@ impl Gateway {
             .arg("--config")
             .arg(&config)
             .arg("--status-json")
+            .envs(env.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -67,7 +67,10 @@ impl Control {
     pub(super) async fn reload(&mut self, why: &str) {
         self.file_stamp = stamp(self.path.as_deref());
         let started = Instant::now();
-        match self.try_reload().await {
+        crate::systemd::reloading();
+        let result = self.try_reload().await;
+        crate::systemd::reloaded(result.is_ok());
+        match result {
             Ok(()) => {
                 self.shared.stats.reloads.inc();
                 self.update_status();
