@@ -92,7 +92,8 @@ fn issue_one(challenge: &str, name: &str) -> (Pebble, Gateway, std::path::PathBu
     let served = wait_until(ISSUED, || serves(&gw, name, &root).then_some(()));
     assert!(served.is_some(), "{name} not served\n--- gateway ---\n{}\n--- pebble ---\n{}", gw.stderr(), pebble.log());
     assert_eq!(pebble.issued(), 1, "one certificate");
-    assert_eq!(pebble.orders(), 1 + failed_orders(&[&gw]), "one order, and one per failed one");
+    let orders = pebble.orders();
+    assert!((1..=1 + failed_orders(&[&gw])).contains(&orders), "{orders} orders: one, and at most one per failed one");
     let series = format!("gatehouse_acme_challenges_total{{type=\"{challenge}\",result=\"answered\"}}");
     assert!(metric(&gw, &series) >= 1.0, "{series}");
     assert_eq!(metric(&gw, "gatehouse_acme_orders_total{result=\"valid\"}"), 1.0);
@@ -179,10 +180,15 @@ fn cluster_run(names: usize, challenge: &str) {
     let logs = || nodes.iter().map(Gateway::stderr).collect::<Vec<_>>().join("\n---\n");
     assert!(done.is_some(), "not every name issued\n{}", logs());
     // Each name issued once across the cluster, and ordered once unless an order failed (then it
-    // is ordered again, after it failed).
+    // is ordered again, after it failed; a failure of the new-order request itself made no order).
     assert_eq!(pebble.issued(), names.len(), "each name issued once across the cluster");
     let failed = failed_orders(&nodes.iter().collect::<Vec<_>>());
-    assert_eq!(pebble.orders(), names.len() + failed, "each name ordered once, and once more per failed order");
+    let orders = pebble.orders();
+    assert!(
+        (names.len()..=names.len() + failed).contains(&orders),
+        "{orders} orders for {} names and {failed} failed orders",
+        names.len()
+    );
     for gw in &nodes {
         for name in &names {
             assert!(serves(gw, name, &root), "{name} not served by a node");
