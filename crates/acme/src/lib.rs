@@ -18,7 +18,7 @@ pub mod stats;
 pub mod status;
 
 pub use error::AcmeError;
-pub use manager::{Manager, ManagerSlot, NameState, Parts};
+pub use manager::{Manager, ManagerSlot, Parts};
 pub use settings::{FileError, Settings};
 pub use stats::AcmeStats;
 pub use status::NameStatus;

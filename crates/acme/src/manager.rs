@@ -16,6 +16,7 @@ use crate::lock::Locks;
 use crate::on_demand::{is_orderable, Policy};
 use crate::order::issue;
 use crate::settings::Settings;
+use crate::NameStatus;
 use gatehouse_tls::bundle::Bundle;
 use gatehouse_tls::catalog::Catalog;
 use gatehouse_tls::challenge::Board;
@@ -56,23 +57,6 @@ impl ManagerSlot {
     }
 }
 
-/// What is known of one managed name.
-#[derive(Debug, Clone, Default)]
-pub struct NameState {
-    /// End of the stored certificate's validity, Unix seconds.
-    pub not_after: Option<i64>,
-    /// Issuer of the stored certificate.
-    pub issuer: Option<String>,
-    /// When it is renewed next (or the next try), Unix seconds.
-    pub next: Option<i64>,
-    /// The last failure, until an order succeeds.
-    pub last_error: Option<String>,
-    /// Orders this node placed for the name and saw succeed.
-    pub issued: u64,
-    /// `acme` (a configured name) or `on-demand`.
-    pub source: &'static str,
-}
-
 /// Where the manager keeps what it issues and answers from.
 pub struct Parts {
     /// The CA and names.
@@ -94,7 +78,8 @@ pub struct Parts {
 /// The certificates of `tls.acme`, kept.
 pub struct Manager {
     parts: Parts,
-    names: Mutex<BTreeMap<String, NameState>>,
+    /// What this node knows of each kept name, as it writes it to the store.
+    names: Mutex<BTreeMap<String, NameStatus>>,
     orders: tokio::sync::Semaphore,
     /// Who may get an on-demand certificate, when on.
     policy: Option<Policy>,
@@ -173,7 +158,7 @@ impl Manager {
             .settings
             .names
             .iter()
-            .map(|n| (n.clone(), NameState { source: "acme", ..NameState::default() }))
+            .map(|n| (n.clone(), NameStatus { source: "acme".into(), ..NameStatus::default() }))
             .collect();
         let policy = parts.settings.on_demand.as_ref().map(Policy::new).transpose().map_err(AcmeError::Local)?;
         Ok(Arc::new_cyclic(|me| Manager {
@@ -212,15 +197,8 @@ impl Manager {
     async fn publish(&self, name: &str) {
         let names = self.names();
         self.parts.stats.set_expiring(names.values().filter_map(|s| s.not_after), now_secs());
-        let Some(s) = names.get(name).cloned() else { return };
-        let status = crate::NameStatus {
-            source: s.source.to_string(),
-            not_after: s.not_after,
-            issuer: s.issuer,
-            next_renewal: s.next,
-            last_error: s.last_error,
-            updated: now_secs(),
-        };
+        let Some(mut status) = names.get(name).cloned() else { return };
+        status.updated = now_secs();
         if let Err(e) = self.parts.keep.save_status(name, &status).await {
             tracing::debug!(name, error = %e, "ACME status not written");
         }
@@ -232,11 +210,11 @@ impl Manager {
     }
 
     /// What is known of each managed name.
-    pub fn names(&self) -> BTreeMap<String, NameState> {
+    pub fn names(&self) -> BTreeMap<String, NameStatus> {
         self.names.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    fn note(&self, name: &str, f: impl FnOnce(&mut NameState)) {
+    fn note(&self, name: &str, f: impl FnOnce(&mut NameStatus)) {
         let mut names = self.names.lock().unwrap_or_else(|p| p.into_inner());
         f(names.entry(name.to_string()).or_default());
     }
@@ -318,7 +296,7 @@ impl Manager {
         self.wakes.lock().unwrap_or_else(|p| p.into_inner()).insert(name.clone(), wake.clone());
         self.note(&name, |s| {
             if s.source.is_empty() {
-                s.source = "on-demand";
+                s.source = "on-demand".into();
             }
         });
         loop {
@@ -331,7 +309,7 @@ impl Manager {
                     tracing::error!(name = %name, error = %e, retry_in_s = backoff.as_secs(), "ACME certificate not obtained");
                     self.note(&name, |s| {
                         s.last_error = Some(e.to_string());
-                        s.next = Some(now_secs() + backoff.as_secs() as i64);
+                        s.next_renewal = Some(now_secs() + backoff.as_secs() as i64);
                     });
                     let expired = self.names().get(&name).and_then(|s| s.not_after).is_some_and(|t| t < now_secs());
                     if expired {
@@ -424,7 +402,7 @@ impl Manager {
                     s.issuer = Some(b.facts.issuer.clone());
                 });
                 let (at, recheck, ari) = self.due(account, name, b).await;
-                self.note(name, |s| s.next = Some(at));
+                self.note(name, |s| s.next_renewal = Some(at));
                 if at > now && !forced {
                     return Ok(Duration::from_secs((at - now) as u64).min(recheck));
                 }
@@ -484,7 +462,6 @@ impl Manager {
             s.not_after = Some(imported.facts.not_after);
             s.issuer = Some(imported.facts.issuer.clone());
             s.last_error = None;
-            s.issued += 1;
         });
         Ok(Duration::ZERO)
     }
