@@ -32,16 +32,16 @@ pub fn bind_udp(sockets: &mut Vec<QuicSocket>, addr: SocketAddr, workers: usize,
 }
 
 /// Takes over the QUIC sockets `inherited` on `addr`'s port, each with the pair to the old
-/// process, which goes on serving its connections from what this one sends it (`handover`).
-/// Sockets on another port (the listener moved) are closed.
-pub fn adopt_udp(inherited: Vec<(UdpSocket, UnixDatagram)>, addr: SocketAddr) -> io::Result<Vec<QuicSocket>> {
+/// process, which goes on serving its connections from what this one sends it (`handover`), or
+/// with none (a socket systemd passed). Sockets on another port (the listener moved) are closed.
+pub fn adopt_udp(inherited: Vec<(UdpSocket, Option<UnixDatagram>)>, addr: SocketAddr) -> io::Result<Vec<QuicSocket>> {
     let mut sockets = Vec::new();
     for (socket, pair) in inherited {
         if socket.local_addr()?.port() != addr.port() {
             continue;
         }
         socket.set_nonblocking(true)?;
-        sockets.push(QuicSocket { socket, link: Arc::new(QuicLink::new(Some(pair))) });
+        sockets.push(QuicSocket { socket, link: Arc::new(QuicLink::new(pair)) });
     }
     Ok(sockets)
 }

@@ -138,6 +138,13 @@ pub enum UpgradeError {
     },
     /// The readiness pipe could not be made.
     Pipe(std::io::Error),
+    /// The sockets systemd passed (`LISTEN_FDS`) could not be read.
+    Activation(std::io::Error),
+    /// A socket systemd passed is not an IP stream or datagram socket.
+    NotInet {
+        /// The descriptor.
+        fd: i32,
+    },
     /// The path of the running binary is unknown.
     UnknownBinary,
     /// A socket could not be duplicated for the new process.
@@ -242,12 +249,16 @@ impl std::fmt::Display for UpgradeError {
         match self {
             UpgradeError::NotAHandover(e) => write!(f, "{env} is not a hand-over from a gatehouse process: {e}"),
             UpgradeError::Descriptor { fd } => write!(f, "{env} names descriptor {fd} twice or a standard stream"),
-            UpgradeError::NotOpen { fd, source } => write!(f, "{env}: descriptor {fd} is not open: {source}"),
+            UpgradeError::NotOpen { fd, source } => write!(f, "inherited descriptor {fd} is not open: {source}"),
             UpgradeError::WrongKind { fd, is, kind } => {
-                write!(f, "{env}: descriptor {fd} is {}, not a {kind}", is.display())
+                write!(f, "inherited descriptor {fd} is {}, not a {kind}", is.display())
             }
-            UpgradeError::Inherited { fd, source } => write!(f, "{env}: descriptor {fd}: {source}"),
+            UpgradeError::Inherited { fd, source } => write!(f, "inherited descriptor {fd}: {source}"),
             UpgradeError::Pipe(e) => write!(f, "cannot make the readiness pipe: {e}"),
+            UpgradeError::Activation(e) => write!(f, "cannot take the sockets systemd passed (LISTEN_FDS): {e}"),
+            UpgradeError::NotInet { fd } => {
+                write!(f, "socket {fd} passed by systemd is not an IP stream or datagram socket")
+            }
             UpgradeError::UnknownBinary => f.write_str("the path of the running binary is unknown"),
             UpgradeError::Dup(e) => write!(f, "cannot hand a socket over: {e}"),
             UpgradeError::Encode(e) => e.fmt(f),
@@ -267,7 +278,10 @@ impl std::error::Error for UpgradeError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
             UpgradeError::NotAHandover(e) | UpgradeError::Encode(e) => Some(e),
-            UpgradeError::Dup(e) | UpgradeError::Pipe(e) | UpgradeError::Spawn { source: e, .. } => Some(e),
+            UpgradeError::Dup(e)
+            | UpgradeError::Pipe(e)
+            | UpgradeError::Activation(e)
+            | UpgradeError::Spawn { source: e, .. } => Some(e),
             UpgradeError::NotOpen { source: e, .. } | UpgradeError::Inherited { source: e, .. } => Some(e),
             UpgradeError::NotReady { why: NotReady::Wait(e), .. } | UpgradeError::Task(e) => Some(e),
             _ => None,

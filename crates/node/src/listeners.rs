@@ -266,19 +266,16 @@ fn bind_or_adopt(
     reuse_port: bool,
 ) -> Result<(BoundListener, Vec<QuicSocket>), NodeError> {
     let bind = cfg.bind.to_string();
-    let (bound, mut udp) = match inherited.take(&format!("listener:{name}"), &bind) {
-        Some(sockets) => {
-            let handed = inherited.take_udp(&format!("udp:{name}"), &bind);
-            let bound = adopt_listener(name, cfg, sockets, workers, reuse_port).map_err(NodeError::Listener)?;
-            let udp = match cfg.http3 {
-                true => adopt_udp(handed, bound.addr)
-                    .map_err(|source| BindError::Adopt { listener: name.into(), addr: cfg.bind, source })
-                    .map_err(NodeError::Listener)?,
-                false => Vec::new(),
-            };
-            (bound, udp)
-        }
-        None => (bind_listener(name, cfg, workers, reuse_port).map_err(NodeError::Listener)?, Vec::new()),
+    let bound = match inherited.take(&format!("listener:{name}"), &bind) {
+        Some(sockets) => adopt_listener(name, cfg, sockets, workers, reuse_port).map_err(NodeError::Listener)?,
+        None => bind_listener(name, cfg, workers, reuse_port).map_err(NodeError::Listener)?,
+    };
+    let handed = inherited.take_udp(&format!("udp:{name}"), &bind);
+    let mut udp = match cfg.http3 {
+        true => adopt_udp(handed, bound.addr)
+            .map_err(|source| BindError::Adopt { listener: name.into(), addr: cfg.bind, source })
+            .map_err(NodeError::Listener)?,
+        false => Vec::new(),
     };
     if cfg.http3 {
         bind_udp(&mut udp, bound.addr, workers, reuse_port)

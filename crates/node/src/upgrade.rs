@@ -13,13 +13,18 @@
 //! "pairs": [12, 13]}}`), each with one end of a Unix datagram pair on which the new process
 //! sends the packets of the old one's QUIC connections, told apart by the generation in their
 //! connection ids (`quic_generation`, the old process's; see `gatehouse_http3::handover`).
+//!
+//! Sockets passed by systemd's socket activation (`LISTEN_PID`, `LISTEN_FDS`, `LISTEN_FDNAMES`)
+//! are taken over the same way when the process was not started by an upgrade: each goes to
+//! the listener (or admin) whose name its `FileDescriptorName=` gives, else to the one whose
+//! configured address it is bound to; stream sockets serve TCP, datagram sockets HTTP/3.
 
 use crate::error::{NotReady, UpgradeError};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashSet};
 use std::ffi::OsString;
 use std::io::{Read, Write};
-use std::net::{TcpListener, UdpSocket};
+use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::os::fd::{AsFd, AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::net::UnixDatagram;
 use std::path::PathBuf;
@@ -70,6 +75,32 @@ pub struct Inherited {
     sockets: BTreeMap<String, (String, Vec<TcpListener>)>,
     udp: BTreeMap<String, (String, Vec<(UdpSocket, UnixDatagram)>)>,
     ready: Option<OwnedFd>,
+    activated: Vec<Activated>,
+}
+
+/// A socket passed by systemd: its `FileDescriptorName=`, the address it is bound to, and itself.
+struct Activated {
+    name: String,
+    addr: SocketAddr,
+    socket: ActivatedSocket,
+}
+
+enum ActivatedSocket {
+    Stream(TcpListener),
+    Datagram(UdpSocket),
+}
+
+impl Activated {
+    /// Whether this socket is the one of `key` (`listener:NAME`, `udp:NAME`, `admin`…) for the
+    /// configured address `bind`: by name when systemd gave one other than its default
+    /// (`unknown`), else by address.
+    fn is_for(&self, key: &str, bind: &str) -> bool {
+        let name = key.split_once(':').map_or(key, |(_, n)| n);
+        if !self.name.is_empty() && self.name != "unknown" && self.name == name {
+            return true;
+        }
+        bind.parse::<SocketAddr>().is_ok_and(|b| b == self.addr)
+    }
 }
 
 impl Inherited {
@@ -79,7 +110,7 @@ impl Inherited {
         let _ = STARTED_AS
             .set(std::env::current_exe().ok().map(|exe| (exe, std::env::args_os().skip(1).collect::<Vec<_>>())));
         let Some(text) = std::env::var_os(ENV) else {
-            return Ok(Inherited::default());
+            return Inherited::activated();
         };
         let handover: Handover = serde_json::from_str(&text.to_string_lossy()).map_err(UpgradeError::NotAHandover)?;
         let mut seen = HashSet::new();
@@ -114,11 +145,39 @@ impl Inherited {
         if !udp.is_empty() {
             gatehouse_http3::follow_generation(handover.quic_generation);
         }
-        Ok(Inherited { sockets, udp, ready })
+        Ok(Inherited { sockets, udp, ready, activated: Vec::new() })
+    }
+
+    /// The sockets systemd passed (socket activation), none when it passed none to this process.
+    fn activated() -> Result<Inherited, UpgradeError> {
+        let fds = sd_notify::listen_fds_with_names().map_err(UpgradeError::Activation)?;
+        let mut activated = Vec::new();
+        for (fd, name) in fds {
+            let owned = adopt(fd, "socket:")?;
+            let sock = socket2::SockRef::from(&owned);
+            let explain = |source| UpgradeError::Inherited { fd, source };
+            let addr = sock.local_addr().map_err(explain)?.as_socket().ok_or(UpgradeError::NotInet { fd })?;
+            let socket = match sock.r#type().map_err(explain)? {
+                socket2::Type::STREAM => ActivatedSocket::Stream(TcpListener::from(owned)),
+                socket2::Type::DGRAM => ActivatedSocket::Datagram(UdpSocket::from(owned)),
+                _ => return Err(UpgradeError::NotInet { fd }),
+            };
+            activated.push(Activated { name, addr, socket });
+        }
+        Ok(Inherited { activated, ..Inherited::default() })
     }
 
     /// The sockets handed down under `key` for the configured address `bind`, if any.
     pub fn take(&mut self, key: &str, bind: &str) -> Option<Vec<TcpListener>> {
+        if let Some(i) =
+            self.activated.iter().position(|a| matches!(a.socket, ActivatedSocket::Stream(_)) && a.is_for(key, bind))
+        {
+            let a = self.activated.remove(i);
+            tracing::info!(key, fd_name = a.name, addr = %a.addr, "serving on a socket passed by systemd");
+            if let ActivatedSocket::Stream(s) = a.socket {
+                return Some(vec![s]);
+            }
+        }
         match self.sockets.remove(key) {
             Some((b, sockets)) if b == bind && !sockets.is_empty() => Some(sockets),
             Some(_) => {
@@ -131,9 +190,19 @@ impl Inherited {
 
     /// The QUIC sockets handed down under `key` for `bind`, each with its pair to the previous
     /// process; none when the address changed.
-    pub fn take_udp(&mut self, key: &str, bind: &str) -> Vec<(UdpSocket, UnixDatagram)> {
+    /// Sockets systemd passed have no pair.
+    pub fn take_udp(&mut self, key: &str, bind: &str) -> Vec<(UdpSocket, Option<UnixDatagram>)> {
+        if let Some(i) =
+            self.activated.iter().position(|a| matches!(a.socket, ActivatedSocket::Datagram(_)) && a.is_for(key, bind))
+        {
+            let a = self.activated.remove(i);
+            tracing::info!(key, fd_name = a.name, addr = %a.addr, "serving on a socket passed by systemd");
+            if let ActivatedSocket::Datagram(s) = a.socket {
+                return vec![(s, None)];
+            }
+        }
         match self.udp.remove(key) {
-            Some((b, sockets)) if b == bind => sockets,
+            Some((b, sockets)) if b == bind => sockets.into_iter().map(|(s, pair)| (s, Some(pair))).collect(),
             _ => Vec::new(),
         }
     }
@@ -154,6 +223,9 @@ impl Inherited {
         let untaken = std::mem::take(&mut self.sockets).into_keys().chain(std::mem::take(&mut self.udp).into_keys());
         for key in untaken {
             tracing::info!(key, "closing a handed-down socket no listener took");
+        }
+        for a in std::mem::take(&mut self.activated) {
+            tracing::warn!(name = a.name, addr = %a.addr, "closing a socket systemd passed that no listener took: no listener is named so or bound to its address");
         }
         if let Some(fd) = self.ready.take() {
             if let Err(e) = std::fs::File::from(fd).write_all(READY_LINE) {

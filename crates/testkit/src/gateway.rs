@@ -128,11 +128,26 @@ impl Gateway {
 
     /// As [`Gateway::start_with`], with `env` added to the process's environment.
     pub fn start_with_env(bin: impl AsRef<Path>, yaml: &str, env: &[(&str, &str)]) -> Gateway {
+        Gateway::start_under(&[], bin, yaml, env)
+    }
+
+    /// As [`Gateway::start_with_env`], run by `wrapper` (a program and its arguments, given the
+    /// gateway's command line after them, such as `systemd-socket-activate -l ADDR`), which must
+    /// exec the gateway in its own process.
+    pub fn start_under(wrapper: &[&str], bin: impl AsRef<Path>, yaml: &str, env: &[(&str, &str)]) -> Gateway {
         let bin = bin.as_ref();
         let dir = TempDir::new();
         let config = dir.join("gatehouse.yaml");
         std::fs::write(&config, metrics_public(yaml)).expect("write the configuration");
-        let mut child = Command::new(bin)
+        let mut command = match wrapper.split_first() {
+            Some((program, args)) => {
+                let mut c = Command::new(program);
+                c.args(args).arg(bin);
+                c
+            }
+            None => Command::new(bin),
+        };
+        let mut child = command
             .arg("run")
             .arg("--config")
             .arg(&config)

@@ -88,8 +88,68 @@ fn the_unit_file_passes_systemd_analyze_verify() {
     let dir = TempDir::new();
     let path = dir.join("gatehouse.service");
     std::fs::write(&path, unit.replace("/usr/local/bin/gatehouse", env!("CARGO_BIN_EXE_gatehouse"))).expect("write");
-    let out =
-        std::process::Command::new("systemd-analyze").arg("verify").arg(&path).output().expect("run systemd-analyze");
+    // The socket unit beside it, for socket activation.
+    let socket = dir.join("gatehouse.socket");
+    std::fs::copy(concat!(env!("CARGO_MANIFEST_DIR"), "/../../deploy/systemd/gatehouse.socket"), &socket)
+        .expect("deploy/systemd/gatehouse.socket");
+    let out = std::process::Command::new("systemd-analyze")
+        .arg("verify")
+        .arg(&path)
+        .arg(&socket)
+        .output()
+        .expect("run systemd-analyze");
     let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success() && !said.contains("gatehouse.service:"), "systemd-analyze verify:\n{said}");
+    assert!(out.status.success() && !said.contains("gatehouse."), "systemd-analyze verify:\n{said}");
+}
+
+/// Socket activation: `systemd-socket-activate` binds the listener's and the admin's addresses,
+/// waits for a first connection, then execs the gateway with both sockets passed (`LISTEN_FDS`,
+/// named by `--fdname`). The connection made before the gateway ran is served from the passed
+/// socket's queue; the listener is found by name, the admin by address.
+#[test]
+fn serves_on_sockets_passed_by_systemd_socket_activation() {
+    if std::process::Command::new("systemd-socket-activate").arg("--version").output().is_err() {
+        assert!(std::env::var_os("CI").is_none(), "systemd-socket-activate is needed but CI is set");
+        eprintln!("serves_on_sockets_passed_by_systemd_socket_activation: skipped, no systemd-socket-activate");
+        return;
+    }
+    let b = Backend::start("b");
+    let web: std::net::SocketAddr = format!("127.0.0.1:{}", gatehouse_testkit::free_port()).parse().expect("addr");
+    let admin: std::net::SocketAddr = format!("127.0.0.1:{}", gatehouse_testkit::free_port()).parse().expect("addr");
+    // The listener's configured address is not the passed socket's: it is taken by its name.
+    let yaml = format!(
+        "workers: 2\nadmin: {{bind: \"{admin}\"}}\nlisteners:\n  web: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
+        targets(&[&b])
+    );
+    // The first request, made once systemd-socket-activate listens and before the gateway runs.
+    let early = std::thread::spawn(move || {
+        let mut conn = gatehouse_testkit::wait_until(SETTLE, || std::net::TcpStream::connect(web).ok())
+            .expect("systemd-socket-activate listens");
+        use std::io::{Read, Write};
+        conn.write_all(b"GET /early HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n").expect("send");
+        conn.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
+        let mut answer = String::new();
+        let _ = conn.read_to_string(&mut answer);
+        answer
+    });
+    let (l_web, l_admin) = (format!("--listen={web}"), format!("--listen={admin}"));
+    let mut gw = Gateway::start_under(
+        &["systemd-socket-activate", &l_web, &l_admin, "--fdname=web:unknown"],
+        env!("CARGO_BIN_EXE_gatehouse"),
+        &yaml,
+        &[],
+    );
+    assert_eq!(gw.addr("web"), web, "the listener serves on the passed socket");
+    assert_eq!(gw.admin(), admin, "the admin serves on the passed socket bound to its address");
+    let answer = early.join().expect("the early client");
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    assert!(answer.contains("x-backend: b"), "{answer}");
+    let r = gatehouse_testkit::http_get(web, "a.test", "/later", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(b.requests().len(), 2, "both requests reached the backend");
+    let stderr = gw.stderr();
+    assert!(stderr.contains("serving on a socket passed by systemd"), "{stderr}");
+    assert!(!stderr.contains("no listener took"), "{stderr}");
+    let (status, _) = gw.terminate();
+    assert!(status.success(), "{status:?}");
 }
