@@ -86,8 +86,14 @@ fn issue_one(challenge: &str, name: &str) -> (Pebble, Gateway, std::path::PathBu
     let store = TempDir::new();
     let backend = Backend::start("b");
     let acme = acme_section(&pebble, &[name.to_string()], &format!("[{challenge}]"));
-    let gw =
-        one_node(&format!("workers: 1\n{}", crate::control::admin_section("")), &acme, &store, (http, https), &backend);
+    // The API's revisions and audit log in the store's directory (hidden from the store), not
+    // in the working directory.
+    let head = format!(
+        "workers: 1\n{}control: {{dir: \"{}\"}}\n",
+        crate::control::admin_section(""),
+        store.join(".control").display()
+    );
+    let gw = one_node(&head, &acme, &store, (http, https), &backend);
     let root = pebble.issuing_root();
     let served = wait_until(ISSUED, || serves(&gw, name, &root).then_some(()));
     assert!(served.is_some(), "{name} not served\n--- gateway ---\n{}\n--- pebble ---\n{}", gw.stderr(), pebble.log());
