@@ -313,6 +313,8 @@ impl Api {
                 let page = self.audit.page(limit, before);
                 Ok(Reply::ok(json!({ "entries": page.entries, "next": page.next })))
             }
+            (&Method::GET, ["log-level"]) => log_level(),
+            (&Method::PUT, ["log-level"]) => set_log_level(c),
             (&Method::GET, ["acme"]) => self.acme_names().await,
             (&Method::POST, ["acme", name, "renew"]) => self.acme_renew(name),
             (_, ["certificates", ..]) => match &self.certs {
@@ -536,6 +538,37 @@ pub fn diff_body(from: &Value, to: &Value, from_name: &str, to_name: &str, c: &C
         "unified": diff::unified(&a, &b, from_name, to_name, context),
         "rows": diff::side_by_side(&a, &b, context),
     })
+}
+
+/// `GET /log-level`: the process log's level filter in force and the configured one.
+fn log_level() -> Answer {
+    match gatehouse_telemetry::process_log::level() {
+        Some((level, configured)) => Ok(Reply::ok(json!({ "level": level, "configured": configured }))),
+        None => Err(ApiError::conflict("this node does not manage its process log")),
+    }
+}
+
+/// `PUT /log-level` `{"level": "debug"}`: a new level filter, in force at once on this node until
+/// the next change (another call, or a reload or release that changes `log.level`).
+fn set_log_level(c: &Call) -> Answer {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        level: String,
+    }
+    let body: Body = serde_json::from_slice(&c.body)
+        .map_err(|e| ApiError::bad(format!("the body must be {{\"level\": \"...\"}}: {e}")))?;
+    use gatehouse_telemetry::process_log::{set_level, LevelError};
+    match set_level(&body.level) {
+        Ok(()) => {
+            tracing::info!(level = body.level, by = c.who, "process log level changed through the admin API");
+            let mut reply = log_level()?;
+            reply.audit = json!({ "level": body.level });
+            Ok(reply)
+        }
+        Err(LevelError::Invalid(e)) => Err(ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, format!("level: {e}"))),
+        Err(LevelError::NotManaged) => Err(ApiError::conflict("this node does not manage its process log")),
+    }
 }
 
 #[cfg(test)]

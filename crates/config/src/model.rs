@@ -38,6 +38,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// The admin listener (metrics, status); none when absent.
     pub admin: Option<Admin>,
+    /// The process log: format, level, where.
+    pub log: crate::Log,
     /// Access log settings.
     pub access_log: AccessLog,
     /// Forwarding headers added to upstream requests.
@@ -79,6 +81,7 @@ impl Default for Config {
             watch: false,
             shutdown_grace: Duration::secs(30),
             admin: None,
+            log: crate::Log::default(),
             access_log: AccessLog::default(),
             forwarding: Forwarding::default(),
             paths: crate::paths::Paths::default(),

@@ -92,7 +92,6 @@ fn main() -> ExitCode {
         Command::Run { config, status_json } => {
             // First: descriptors handed down by an upgrade are taken over before any other is opened.
             let inherited = gatehouse_node::Inherited::from_env();
-            init_logging();
             let ran = inherited
                 .map_err(gatehouse_node::NodeError::from)
                 .and_then(|inherited| gatehouse_node::run(config, status_json, inherited));
@@ -125,15 +124,4 @@ fn check(file: &std::path::Path) -> ExitCode {
     }
     eprintln!("gatehouse: configuration {} has {} error(s)", file.display(), errors.len());
     ExitCode::FAILURE
-}
-
-fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_env("GATEHOUSE_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .with_target(false)
-        .init();
 }

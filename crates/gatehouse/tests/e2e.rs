@@ -51,6 +51,8 @@ mod http1;
 mod http3;
 #[path = "e2e/limits.rs"]
 mod limits;
+#[path = "e2e/logs.rs"]
+mod logs;
 #[path = "e2e/metrics.rs"]
 mod metrics;
 #[path = "e2e/paths.rs"]

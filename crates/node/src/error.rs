@@ -78,6 +78,8 @@ pub enum NodeError {
     NoCertStore,
     /// Handing the sockets to a new binary failed.
     Upgrade(UpgradeError),
+    /// The process log could not be set up (`log:`).
+    Log(gatehouse_telemetry::process_log::InitError),
 }
 
 /// A setting that cannot be used: where, and why.
@@ -222,6 +224,7 @@ impl std::fmt::Display for NodeError {
             NodeError::NoRevisionStore => f.write_str("the admin API needs a revision store"),
             NodeError::NoCertStore => f.write_str("the configuration has no certificate store (tls.store)"),
             NodeError::Upgrade(e) => e.fmt(f),
+            NodeError::Log(e) => e.fmt(f),
         }
     }
 }
@@ -238,6 +241,7 @@ impl std::error::Error for NodeError {
             NodeError::Store(e) => Some(e),
             NodeError::Cluster(e) => Some(e),
             NodeError::Upgrade(e) => Some(e),
+            NodeError::Log(e) => Some(e),
             _ => None,
         }
     }

@@ -107,11 +107,15 @@ fn stamp(path: Option<&Path>) -> Option<(SystemTime, u64)> {
 /// Runs the gateway until SIGTERM or SIGINT, or until a new binary took over; `inherited` holds
 /// the sockets handed down when this process is that new binary.
 pub fn run(path: Option<PathBuf>, status_json: bool, inherited: Inherited) -> Result<(), NodeError> {
-    run_with(path, Events::stdout(status_json), inherited, None)
+    let (base, source) = read_base(path.as_deref())?;
+    let config = compile_text(&base, &source)?;
+    gatehouse_telemetry::process_log::init(&config.log).map_err(NodeError::Log)?;
+    start(path, base, config, Events::stdout(status_json), inherited, None)
 }
 
 /// [`run`] with the events sent where `events` says, and stopped (drained as on SIGTERM) also
-/// when `stop` is told or dropped: a node run inside another program or a test.
+/// when `stop` is told or dropped: a node run inside another program or a test, which keeps its
+/// own process log (`log:` is not set up).
 pub fn run_with(
     path: Option<PathBuf>,
     events: Events,
@@ -120,6 +124,17 @@ pub fn run_with(
 ) -> Result<(), NodeError> {
     let (base, source) = read_base(path.as_deref())?;
     let config = compile_text(&base, &source)?;
+    start(path, base, config, events, inherited, stop)
+}
+
+fn start(
+    path: Option<PathBuf>,
+    base: String,
+    config: Config,
+    events: Events,
+    inherited: Inherited,
+    stop: Option<tokio::sync::oneshot::Receiver<()>>,
+) -> Result<(), NodeError> {
     raise_open_files_limit();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -154,6 +169,7 @@ struct Signals {
     hup: Signal,
     term: Signal,
     int: Signal,
+    usr1: Signal,
     usr2: Signal,
 }
 
@@ -165,6 +181,7 @@ impl Signals {
             hup: watch(SignalKind::hangup(), "watch SIGHUP")?,
             term: watch(SignalKind::terminate(), "watch SIGTERM")?,
             int: watch(SignalKind::interrupt(), "watch SIGINT")?,
+            usr1: watch(SignalKind::user_defined1(), "watch SIGUSR1")?,
             usr2: watch(SignalKind::user_defined2(), "watch SIGUSR2")?,
         })
     }
@@ -327,6 +344,7 @@ impl Control {
         loop {
             tokio::select! {
                 _ = signals.hup.recv() => self.reload("SIGHUP").await,
+                _ = signals.usr1.recv() => self.reopen_logs().await,
                 _ = signals.usr2.recv() => {
                     if upgrading.is_some() {
                         tracing::warn!("SIGUSR2: an upgrade is already under way");
@@ -482,6 +500,32 @@ impl Control {
                 "admin": admin,
                 "control": self.follower.status(),
             });
+        }
+    }
+
+    /// Opens the access log and the process log files again at their paths (SIGUSR1, after
+    /// logrotate moved them): lines written before go to the moved files, lines after to new ones.
+    async fn reopen_logs(&mut self) {
+        if let Some((cfg, log)) = &self.access_log {
+            // Each worker hands over what it buffered, so those lines land in the moved file.
+            for w in &self.workers.workers {
+                let log = log.clone();
+                let _ = w.handle.spawn(async move { log.flush_local() }).await;
+            }
+            let log = log.clone();
+            let reopened = tokio::task::spawn_blocking(move || log.reopen(Duration::from_secs(5))).await;
+            match reopened {
+                Ok(Ok(())) => tracing::info!(path = cfg.path, "SIGUSR1: access log reopened"),
+                Ok(Err(e)) => {
+                    tracing::error!(path = cfg.path, error = %e, "SIGUSR1: access log not reopened; still writing to the old file")
+                }
+                Err(e) => tracing::error!(error = %e, "SIGUSR1: access log not reopened"),
+            }
+        }
+        match gatehouse_telemetry::process_log::reopen() {
+            Ok(true) => tracing::info!("SIGUSR1: process log reopened"),
+            Ok(false) => {}
+            Err(e) => tracing::error!(error = %e, "SIGUSR1: process log not reopened; still writing to the old file"),
         }
     }
 

@@ -59,6 +59,8 @@ pub struct Entry<'a> {
 enum Msg {
     Lines(Vec<u8>),
     Sync(std::sync::mpsc::Sender<()>),
+    /// Open the file again (after logrotate moved it); the answer says whether it worked.
+    Reopen(std::sync::mpsc::Sender<std::io::Result<()>>),
 }
 
 impl std::fmt::Debug for Msg {
@@ -82,11 +84,15 @@ thread_local! {
 impl AccessLog {
     /// Opens `path` (`stdout`, `stderr` or a file, appended) and starts the writer thread.
     pub fn open(path: &str, format: LogFormat) -> std::io::Result<Self> {
-        let mut out: Box<dyn Write + Send> = match path {
-            "stdout" => Box::new(std::io::stdout()),
-            "stderr" => Box::new(std::io::stderr()),
-            file => Box::new(std::fs::OpenOptions::new().create(true).append(true).open(file)?),
+        let open = |path: &str| -> std::io::Result<Box<dyn Write + Send>> {
+            Ok(match path {
+                "stdout" => Box::new(std::io::stdout()),
+                "stderr" => Box::new(std::io::stderr()),
+                file => Box::new(std::fs::OpenOptions::new().create(true).append(true).open(file)?),
+            })
         };
+        let mut out = open(path)?;
+        let path = path.to_string();
         let (tx, rx) = sync_channel::<Msg>(QUEUE_DEPTH);
         std::thread::Builder::new().name("access-log".into()).spawn(move || {
             for msg in rx {
@@ -98,6 +104,11 @@ impl AccessLog {
                     }
                     Msg::Sync(done) => {
                         let _ = done.send(());
+                    }
+                    // Lines handed over before the reopen went to the old file, those after
+                    // go to the new one: none is lost or written twice.
+                    Msg::Reopen(done) => {
+                        let _ = done.send(open(&path).map(|new| out = new));
                     }
                 }
             }
@@ -140,6 +151,14 @@ impl AccessLog {
         if self.tx.send(Msg::Sync(done_tx)).is_ok() {
             let _ = done_rx.recv_timeout(timeout);
         }
+    }
+
+    /// Opens the file again at its path (`SIGUSR1`, after logrotate moved it), once the lines
+    /// handed over so far are written to the old one. On failure the old file stays in use.
+    pub fn reopen(&self, timeout: Duration) -> std::io::Result<()> {
+        let (done_tx, done_rx) = std::sync::mpsc::channel();
+        self.tx.send(Msg::Reopen(done_tx)).map_err(|_| std::io::Error::other("the access log writer stopped"))?;
+        done_rx.recv_timeout(timeout).map_err(|_| std::io::Error::other("the access log writer did not answer"))?
     }
 
     fn hand_over(&self, buf: &mut Vec<u8>) {

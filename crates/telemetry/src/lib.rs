@@ -7,6 +7,7 @@
 mod accept;
 pub mod access_log;
 mod metrics;
+pub mod process_log;
 mod time;
 
 pub use accept::AcceptBackoff;

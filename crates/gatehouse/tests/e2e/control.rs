@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use std::net::SocketAddr;
 
 pub(crate) const TOKEN: &str = "ops-token-7d1c0a";
-const READ_TOKEN: &str = "viewer-token-55aa";
+pub(crate) const READ_TOKEN: &str = "viewer-token-55aa";
 
 /// The `admin:` section with a write token `ops` and a read token `viewer`.
 pub(crate) fn admin_section(extra: &str) -> String {

@@ -227,6 +227,12 @@ fn every_operation_answers_as_the_openapi_document_says() {
     let (s, acme) = k.call("GET", "/acme", None, "");
     assert_eq!((s, acme["enabled"].as_bool()), (200, Some(false)), "{acme}");
     assert_eq!(k.call("POST", "/acme/api.test/renew", None, "").0, 409);
+    // The process log's level, set and read back; a filter that is not one is refused.
+    let (s, level) = k.call("PUT", "/log-level", None, r#"{"level": "info,gatehouse_acme=debug"}"#);
+    assert_eq!((s, level["level"].as_str()), (200, Some("info,gatehouse_acme=debug")), "{level}");
+    assert_eq!(k.call("PUT", "/log-level", None, r#"{"level": "loud"}"#).0, 422);
+    let (s, level) = k.call("GET", "/log-level", None, "");
+    assert_eq!((s, level["configured"].as_str()), (200, Some("info")), "{level}");
     assert_eq!(k.call("GET", "/audit?limit=5", None, "").0, 200);
 
     let mut missing = Vec::new();

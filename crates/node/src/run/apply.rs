@@ -160,6 +160,7 @@ impl Control {
             // Read and checked in stage: only a file changed since can bring this here.
             tracing::error!(error = %e, "ACME not restarted");
         }
+        gatehouse_telemetry::process_log::apply(&config.log);
         self.generation = snapshot.generation;
         // The replaced snapshot is kept until the next apply and then freed on the compile thread,
         // not by a worker finishing the last request that held it: freeing 10,000 routes takes
