@@ -43,6 +43,8 @@ pub struct AdminState {
     pub acme: Arc<gatehouse_acme::AcmeStats>,
     /// Counters of the names upstream targets are resolved by.
     pub dns: Arc<gatehouse_discovery::Stats>,
+    /// Trace span counters.
+    pub traces: Arc<gatehouse_otel::TraceStats>,
     /// This node's status document.
     pub status: StatusDoc,
     /// The API and console; none when no token is configured.
@@ -178,6 +180,7 @@ async fn handle(
             render_tls(&mut text, &state.tls);
             metrics::render_acme(&mut text, &state.tls, &state.acme);
             render_dns(&mut text, &state.dns);
+            metrics::render_traces(&mut text, &state.traces);
             if let Some(api) = &state.api {
                 metrics::render_admin(&mut text, &api.refused);
             }

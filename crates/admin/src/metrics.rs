@@ -226,6 +226,26 @@ pub fn render_dns(out: &mut String, stats: &gatehouse_discovery::Stats) {
     }
 }
 
+/// Trace spans by what became of them.
+pub fn render_traces(out: &mut String, stats: &gatehouse_otel::TraceStats) {
+    use std::sync::atomic::Ordering::Relaxed;
+    help(
+        out,
+        "gatehouse_tracing_spans_total",
+        "counter",
+        "Spans of sampled requests: exported, dropped (the export queue was full) or failed (the export failed).",
+    );
+    for (result, n) in [
+        ("exported", stats.exported.load(Relaxed)),
+        ("dropped", stats.dropped.load(Relaxed)),
+        ("failed", stats.failed.load(Relaxed)),
+    ] {
+        let _ = writeln!(out, "gatehouse_tracing_spans_total{{result=\"{result}\"}} {n}");
+    }
+    help(out, "gatehouse_tracing_export_failures_total", "counter", "Exports to the collector that failed.");
+    let _ = writeln!(out, "gatehouse_tracing_export_failures_total {}", stats.failed_exports.load(Relaxed));
+}
+
 /// The admin API's own counters.
 pub fn render_admin(out: &mut String, refused: &crate::api::Refused) {
     help(

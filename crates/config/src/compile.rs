@@ -214,6 +214,7 @@ fn validate(c: &Config, unread: &schema::Unread, errors: &mut Vec<ConfigError>) 
     crate::proxy_protocol::validate(c, &mut err);
     crate::paths::validate(c, &mut err);
     crate::log::validate(c, &mut err);
+    crate::tracing::validate(c, &mut err);
     validate_listeners(c, unread, &mut err);
     validate_resolver(&c.resolver, &mut err);
     validate_upstreams(c, &mut err);

@@ -42,6 +42,8 @@ pub struct Config {
     pub log: crate::Log,
     /// Access log settings.
     pub access_log: AccessLog,
+    /// OpenTelemetry traces; none when absent.
+    pub tracing: Option<crate::Tracing>,
     /// Forwarding headers added to upstream requests.
     pub forwarding: Forwarding,
     /// How request paths are normalized.
@@ -83,6 +85,7 @@ impl Default for Config {
             admin: None,
             log: crate::Log::default(),
             access_log: AccessLog::default(),
+            tracing: None,
             forwarding: Forwarding::default(),
             paths: crate::paths::Paths::default(),
             demo_backend: None,

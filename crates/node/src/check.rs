@@ -40,6 +40,11 @@ pub fn check(text: &str) -> Vec<CheckError> {
     if let Err(e) = crate::tls::check_certificates(&config) {
         later.extend(e.to_string().lines().map(|l| CheckError::Files(l.to_string())));
     }
+    if let Some(t) = &config.tracing {
+        if let Err(e) = gatehouse_otel::check_files(t) {
+            later.push(CheckError::Files(e.to_string()));
+        }
+    }
     let gateway_clean =
         !errors.iter().any(|e| ["services", "apps", "plans"].iter().any(|s| e.path.split('.').next() == Some(*s)));
     if gateway_clean {

@@ -78,6 +78,8 @@ pub enum NodeError {
     NoCertStore,
     /// Handing the sockets to a new binary failed.
     Upgrade(UpgradeError),
+    /// The trace exporter could not start (`tracing:`).
+    Tracing(gatehouse_otel::ExportError),
     /// The process log could not be set up (`log:`).
     Log(gatehouse_telemetry::process_log::InitError),
 }
@@ -225,6 +227,7 @@ impl std::fmt::Display for NodeError {
             NodeError::NoCertStore => f.write_str("the configuration has no certificate store (tls.store)"),
             NodeError::Upgrade(e) => e.fmt(f),
             NodeError::Log(e) => e.fmt(f),
+            NodeError::Tracing(e) => e.fmt(f),
         }
     }
 }
@@ -242,6 +245,7 @@ impl std::error::Error for NodeError {
             NodeError::Cluster(e) => Some(e),
             NodeError::Upgrade(e) => Some(e),
             NodeError::Log(e) => Some(e),
+            NodeError::Tracing(e) => Some(e),
             _ => None,
         }
     }

@@ -50,7 +50,7 @@ pub struct Follower {
 }
 
 /// The host name, as node ids default to it.
-fn hostname() -> String {
+pub(crate) fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .ok()
         .map(|h| h.trim().to_string())

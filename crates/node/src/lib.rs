@@ -25,6 +25,7 @@ mod listeners;
 mod run;
 mod systemd;
 pub mod tls;
+mod traces;
 pub mod upgrade;
 
 pub use check::{check, CheckError};

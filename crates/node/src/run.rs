@@ -63,6 +63,8 @@ struct Control {
     /// Resolves named upstream targets and publishes their answers.
     discovery: Arc<Discovery>,
     discovery_task: Option<JoinHandle<()>>,
+    /// The tracer (`tracing:`) and its counters.
+    traces: crate::traces::Traces,
 }
 
 /// The configuration file's text (or the quick start's) and what to call it in errors.
@@ -246,6 +248,8 @@ impl Control {
         let plugins = PluginRegistry::new(tls.cluster().cloned());
         let discovery = Discovery::new(&config.resolver, registry.clone());
         discovery.prime(&config).await;
+        let mut traces = crate::traces::Traces::default();
+        let tracer = traces.for_config(&config)?;
         let snapshot = Snapshot::build(
             Arc::new(config.clone()),
             1,
@@ -258,6 +262,8 @@ impl Control {
         .map_err(NodeError::Snapshot)?;
         let mut snapshot = snapshot;
         snapshot.acme = tls.http01(&config);
+        snapshot.tracer = tracer.clone();
+        traces.install(tracer);
         tls.follow_acme(&config)?;
         let shared = Shared::new(snapshot);
         let acceptors = tls.acceptors(&config, tls.certs())?;
@@ -288,6 +294,7 @@ impl Control {
             retired: None,
             discovery_task: Some(tokio::spawn(discovery.clone().run())),
             discovery,
+            traces,
         };
         control.listeners.apply(&config, &control.workers, &control.ctx, config.reuse_port, &acceptors, inherited)?;
         control.discovery.watch(shared.snapshot.load().upstreams.values().cloned());
@@ -553,6 +560,7 @@ impl Control {
         for h in self.health.drain(..) {
             h.abort();
         }
+        self.traces.flush();
         if let Some(t) = self.discovery_task.take() {
             t.abort();
         }

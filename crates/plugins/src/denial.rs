@@ -55,6 +55,22 @@ impl Denial {
         }
     }
 
+    /// What refused the request, for traces: `missing_credentials`, `invalid_credentials`,
+    /// `address_refused`, `not_granted`, `acl_denied`, `rate_limited`, `limiter_unavailable`,
+    /// `bad_target`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Denial::MissingCredentials { .. } => "missing_credentials",
+            Denial::InvalidCredentials { .. } => "invalid_credentials",
+            Denial::AddressRefused { .. } => "address_refused",
+            Denial::NotGranted { .. } => "not_granted",
+            Denial::AclDenied => "acl_denied",
+            Denial::RateLimited { .. } => "rate_limited",
+            Denial::LimiterUnavailable => "limiter_unavailable",
+            Denial::BadTarget => "bad_target",
+        }
+    }
+
     /// A short machine-readable code and a sentence for the client's JSON body; neither says
     /// which part of a credential was wrong.
     pub fn public(&self) -> (&'static str, &'static str) {

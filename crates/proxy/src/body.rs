@@ -62,10 +62,14 @@ impl std::fmt::Display for DeadlineExceeded {
 
 impl std::error::Error for DeadlineExceeded {}
 
-/// What the access log needs, captured at request time when logging is on.
+/// What the access log and the request's server span need, captured at request time when
+/// logging is on or the request is traced.
 #[derive(Debug)]
 pub(crate) struct LogRecord {
-    pub log: AccessLog,
+    /// The access log, when on.
+    pub log: Option<AccessLog>,
+    /// Over TLS.
+    pub tls: bool,
     pub client: IpAddr,
     pub time: SystemTime,
     pub start: Instant,
@@ -83,6 +87,8 @@ pub(crate) struct LogRecord {
     pub request_id: Option<http::HeaderValue>,
     /// The `grpc-status` a gRPC call ended with.
     pub grpc_status: Option<u8>,
+    /// The request's trace context (for the log's ids) and, when sampled, what its span needs.
+    pub trace: Option<Box<crate::trace::TraceRecord>>,
 }
 
 impl ResponseBody {
@@ -183,24 +189,31 @@ impl ResponseBody {
 impl Drop for ResponseBody {
     fn drop(&mut self) {
         if let Some(r) = self.record.take() {
-            r.log.log(&Entry {
-                client: r.client,
-                time: r.time,
-                method: &r.method,
-                uri: &r.uri,
-                version: r.version,
-                host: &r.host,
-                status: r.status,
-                bytes: self.sent,
-                referer: &r.referer,
-                user_agent: &r.user_agent,
-                duration: gatehouse_clock::now().saturating_duration_since(r.start),
-                upstream: &r.upstream,
-                route: &r.route,
-                app: &r.app,
-                request_id: r.request_id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""),
-                grpc_status: r.grpc_status,
-            });
+            let duration = gatehouse_clock::now().saturating_duration_since(r.start);
+            if let Some(log) = &r.log {
+                log.log(&Entry {
+                    client: r.client,
+                    time: r.time,
+                    method: &r.method,
+                    uri: &r.uri,
+                    version: r.version,
+                    host: &r.host,
+                    status: r.status,
+                    bytes: self.sent,
+                    referer: &r.referer,
+                    user_agent: &r.user_agent,
+                    duration,
+                    upstream: &r.upstream,
+                    route: &r.route,
+                    app: &r.app,
+                    request_id: r.request_id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""),
+                    grpc_status: r.grpc_status,
+                    trace: r.trace.as_ref().map(|t| (t.ctx.trace_id, t.ctx.span_id)),
+                });
+            }
+            if let Some(t) = &r.trace {
+                crate::trace::finish_server(&r, t, self.sent, duration);
+            }
         }
     }
 }

@@ -22,6 +22,7 @@ mod headers;
 mod path;
 pub mod request_id;
 mod snapshot;
+mod trace;
 pub mod websocket;
 
 pub use body::ResponseBody;

@@ -174,6 +174,9 @@ pub struct Snapshot {
     pub raw_routes: bool,
     /// HTTP-01 answers, when `tls.acme` is on (set by the node after building).
     pub acme: Option<Arc<dyn crate::acme::Http01>>,
+    /// Traces, when `tracing` is on (set by the node after building, kept across reloads that
+    /// leave `tracing` as it was).
+    pub tracer: Option<Arc<gatehouse_otel::Tracer>>,
 }
 
 impl Snapshot {
@@ -234,6 +237,7 @@ impl Snapshot {
             gateway,
             raw_routes,
             acme: None,
+            tracer: None,
         })
     }
 }

@@ -54,6 +54,8 @@ pub struct Entry<'a> {
     pub request_id: &'a str,
     /// The `grpc-status` a gRPC call ended with.
     pub grpc_status: Option<u8>,
+    /// Trace id and the gateway's server span id, when `tracing` is on.
+    pub trace: Option<(u128, u64)>,
 }
 
 enum Msg {
@@ -265,6 +267,9 @@ fn json(buf: &mut Vec<u8>, e: &Entry<'_>) {
     if let Some(code) = e.grpc_status {
         let _ = write!(s, ",\"grpc_status\":{code}");
     }
+    if let Some((trace, span)) = e.trace {
+        let _ = write!(s, ",\"trace_id\":\"{trace:032x}\",\"span_id\":\"{span:016x}\"");
+    }
     s.push_str("}\n");
     buf.extend_from_slice(s.as_bytes());
 }
@@ -291,6 +296,7 @@ mod tests {
             app: "",
             request_id: "0123456789abcdef0123456789abcdef",
             grpc_status: None,
+            trace: None,
         }
     }
 

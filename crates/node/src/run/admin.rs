@@ -23,6 +23,7 @@ pub(super) fn start(
         tls: control.tls.stats().clone(),
         acme: control.tls.acme_stats().clone(),
         dns: control.discovery.stats(),
+        traces: control.traces.stats.clone(),
         status: control.status.clone(),
         api: admin_api(a, config, control)?,
         exposure: admin::Exposure {

@@ -146,6 +146,8 @@ impl Control {
                 tracing::warn!(field, "this setting changes only on restart; the running value stays");
             }
         }
+        let tracer = self.traces.for_config(&config)?;
+        snapshot.tracer = tracer.clone();
         let staged = self.tls.stage(&config)?;
         let acceptors = self.tls.acceptors(&config, staged.certs())?;
         self.listeners.apply(
@@ -161,6 +163,7 @@ impl Control {
             tracing::error!(error = %e, "ACME not restarted");
         }
         gatehouse_telemetry::process_log::apply(&config.log);
+        self.traces.install(tracer);
         self.generation = snapshot.generation;
         // The replaced snapshot is kept until the next apply and then freed on the compile thread,
         // not by a worker finishing the last request that held it: freeing 10,000 routes takes

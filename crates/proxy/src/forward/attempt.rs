@@ -71,11 +71,20 @@ pub(super) fn attempts<'a>(
             // so the state of connecting does not size every request's future), then the
             // request sent and the answer's head awaited.
             upstream_host(&mut request, ep, route);
+            // The attempt's span: its trace context on the request.
+            let traced = match (&snap.tracer, outcome.trace.as_deref()) {
+                (Some(tracer), Some(ctx)) => Some((
+                    crate::trace::Attempt::begin(tracer, ctx, request.headers_mut()),
+                    ctx.sampled.then(|| request.method().clone()),
+                )),
+                _ => None,
+            };
             let origin = Origin { client: conn.peer, local: conn.local };
             let acquired = match Lease::pooled(ep, settings, upgrade, origin) {
                 Some(lease) => Ok(lease),
                 None => Box::pin(Lease::open(ep, settings, upgrade, origin)).await,
             };
+            let reused = acquired.as_ref().ok().map(|l| l.reused);
             let sent_at = upstream.tracks_latency().then(Instant::now);
             let answer = match (acquired, due_ms) {
                 // Never sent (`Retry::Unsent`): the same request can go elsewhere, whatever its method.
@@ -88,6 +97,12 @@ pub(super) fn attempts<'a>(
                     within_deadline(sent, due)?
                 }
             };
+            if let (Some((span, Some(method))), Some(tracer), Some(ctx)) =
+                (traced, &snap.tracer, outcome.trace.as_deref())
+            {
+                let answered = answer.as_ref().map(|r| r.status().as_u16()).map_err(|f| &f.error);
+                span.finish(tracer, ctx, method.as_str(), &upstream.name, ep, attempt, reused, answered);
+            }
             let failure = match answer {
                 Ok(resp) => {
                     // Judge the answer.

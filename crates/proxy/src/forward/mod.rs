@@ -55,27 +55,36 @@ where
     async move {
         let start = gatehouse_clock::now();
         let snap = shared.snapshot.load_full();
-        let (path, request_id, log) = validate(&snap, &mut req, &conn, start);
+        // The client's trace context, taken off the request before anything else reads it.
+        let trace = snap.tracer.as_ref().map(|t| Box::new(t.begin(req.headers_mut())));
+        let sampled = trace.as_ref().is_some_and(|t| t.sampled);
+        let (path, request_id, log) = validate(&snap, &mut req, &conn, start, sampled);
         let mut outcome = Outcome::of(&mut req);
+        outcome.trace = trace;
         let result = forward(&shared, &snap, req, path, &conn, &mut outcome).await;
         let resp = respond(&shared, &snap, &conn, result, &mut outcome, request_id);
-        record(resp, &mut outcome, log, start)
+        record(&snap, resp, &mut outcome, log, start)
     }
 }
 
 /// Validate phase: the request's id given (before anything can fail, so refusals and errors
 /// carry it too), its path normalized (before the log captures the target, so it shows the path
-/// every later phase judged), and its access log record started.
+/// every later phase judged), and its access log record started (also for a sampled trace's
+/// server span).
 #[inline(always)] // one caller, on every request
 fn validate<B>(
     snap: &Snapshot,
     req: &mut Request<B>,
     conn: &ConnInfo,
     start: Instant,
+    sampled: bool,
 ) -> (PathState, Option<HeaderValue>, Option<Box<LogRecord>>) {
     let request_id = snap.request_ids.as_ref().map(|ids| ids.assign(req.headers_mut()));
     let path = crate::path::normalize(req, snap.paths);
-    let log = snap.access_log.as_ref().map(|log| capture(log, req, conn, start, request_id.clone()));
+    let log = match (&snap.access_log, sampled) {
+        (None, false) => None,
+        (log, _) => Some(capture(log.as_ref(), req, conn, start, request_id.clone())),
+    };
     (path, request_id, log)
 }
 
@@ -142,9 +151,10 @@ fn respond(
             resp
         }
         Err(e) => {
-            match e {
+            match &e {
                 ProxyError::BadRequest(_) => shared.stats.bad_requests.inc(),
                 ProxyError::NoRoute => shared.stats.unrouted.inc(),
+                ProxyError::Denied(d) => outcome.denial = Some(d.label()),
                 _ => {}
             }
             let mut resp = if grpc { e.into_grpc_response() } else { e.into_response() };
@@ -189,6 +199,7 @@ fn respond(
 /// access log record completed and handed to the body, which writes it when the answer ends.
 #[inline(always)] // one caller, on every request
 fn record(
+    snap: &Snapshot,
     mut resp: Response<ResponseBody>,
     outcome: &mut Outcome,
     log: Option<Box<LogRecord>>,
@@ -219,14 +230,17 @@ fn record(
             r.uri = uri;
         }
         r.grpc_status = head_grpc;
+        if let Some(ctx) = outcome.trace.take() {
+            r.trace = crate::trace::record(snap, *ctx, outcome);
+        }
         resp.body_mut().set_record(r);
     }
     resp
 }
 
-/// What the request path learned, for metrics and the log.
-struct Outcome {
-    route: Option<Arc<RouteEntry>>,
+/// What the request path learned, for metrics, the log and the trace.
+pub(crate) struct Outcome {
+    pub(crate) route: Option<Arc<RouteEntry>>,
     /// The last endpoint tried, for the access log (only kept when there is one).
     endpoint: Option<Box<str>>,
     /// What the service's Admit stage found, for the response rewrite and the log.
@@ -243,6 +257,10 @@ struct Outcome {
     /// The upstream and endpoint of a gRPC call whose status in the trailers may count as the
     /// endpoint's failure (`passive_health.grpc_failures`).
     judge: Option<Judge>,
+    /// The request's trace context, when `tracing` is on (boxed: off, it costs a word).
+    pub(crate) trace: Option<Box<gatehouse_otel::Ctx>>,
+    /// What the service refused the request for, for the trace.
+    pub(crate) denial: Option<&'static str>,
 }
 
 impl Outcome {
@@ -251,7 +269,18 @@ impl Outcome {
     #[inline(always)] // one caller, on every request
     fn of<B>(req: &mut Request<B>) -> Outcome {
         let (grpc, web) = if req.method() == Method::POST { call_kind(req) } else { (false, None) };
-        Outcome { route: None, endpoint: None, admitted: None, keyless_uri: None, grpc, web, due_ms: None, judge: None }
+        Outcome {
+            route: None,
+            endpoint: None,
+            admitted: None,
+            keyless_uri: None,
+            grpc,
+            web,
+            due_ms: None,
+            judge: None,
+            trace: None,
+            denial: None,
+        }
     }
 }
 
@@ -281,7 +310,7 @@ fn call_kind<B>(req: &mut Request<B>) -> (bool, Option<crate::grpc_web::Web>) {
 }
 
 fn capture<B>(
-    log: &gatehouse_telemetry::access_log::AccessLog,
+    log: Option<&gatehouse_telemetry::access_log::AccessLog>,
     req: &Request<B>,
     conn: &ConnInfo,
     start: Instant,
@@ -289,7 +318,8 @@ fn capture<B>(
 ) -> Box<LogRecord> {
     let h = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
     Box::new(LogRecord {
-        log: log.clone(),
+        log: log.cloned(),
+        tls: conn.tls,
         client: conn.peer.ip(),
         time: SystemTime::now(),
         start,
@@ -310,6 +340,7 @@ fn capture<B>(
         app: String::new(),
         request_id,
         grpc_status: None,
+        trace: None,
     })
 }
 
