@@ -77,6 +77,8 @@ mod systemd;
 mod tls;
 #[path = "e2e/tls_cluster.rs"]
 mod tls_cluster;
+#[path = "e2e/traces.rs"]
+mod traces;
 #[path = "e2e/trailers.rs"]
 mod trailers;
 #[path = "e2e/upgrade.rs"]

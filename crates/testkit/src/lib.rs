@@ -15,6 +15,7 @@ mod dns;
 mod gateway;
 pub mod h2raw;
 mod haproxy;
+mod jaeger;
 mod knot;
 mod load;
 mod nginx;
@@ -32,6 +33,7 @@ pub use client::{curl, h2c_exchange, h2c_get_each, http_get, http_request, H2Ans
 pub use dns::DnsServer;
 pub use gateway::{metric_value, Gateway, TempDir};
 pub use haproxy::Haproxy;
+pub use jaeger::{jaeger_binary, span_tag, Jaeger, JAEGER_VERSION};
 pub use knot::{Knot, KNOT_KEY_NAME};
 pub use load::{Load, LoadReport};
 pub use nginx::Nginx;

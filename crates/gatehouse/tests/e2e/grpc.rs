@@ -653,3 +653,45 @@ fn a_grpc_web_calls_answer_that_is_not_grpc_passes_as_it_is() {
     assert_eq!(seen[0].header("content-type"), Some("application/grpc"), "{:?}", seen[0]);
     assert_eq!(seen[0].body, b"\0\0\0\0\x05hello", "the text body reached the endpoint decoded");
 }
+
+/// gRPC calls through a traced gateway: each call's server span carries its gRPC status (OK and
+/// the application's INVALID_ARGUMENT), and the server got a `traceparent`.
+#[test]
+fn grpc_calls_are_traced_with_their_status() {
+    if !grpcio("grpc_calls_are_traced_with_their_status") {
+        return;
+    }
+    let Some(jaeger) = gatehouse_testkit::Jaeger::start() else { return };
+    let server = GrpcServer::start();
+    let gw = start(&format!(
+        "workers: 2\nadmin: {{bind: \"127.0.0.1:0\"}}\n{}listeners:\n  h2c: {{bind: \"127.0.0.1:0\", protocol: h2c}}\nupstreams:\n  g: {{targets: [\"127.0.0.1:{}\"], protocol: http2}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: g}}]}}\n",
+        crate::traces::tracing_section(&format!("http://{}", jaeger.otlp_grpc), "grpc", "gw-grpc-calls", ""),
+        server.port
+    ));
+    check_calls(&client(&gw.addr("h2c").to_string(), None), "h2c");
+    let codes = gatehouse_testkit::wait_until(std::time::Duration::from_secs(15), || {
+        let codes: Vec<i64> = jaeger
+            .traces("gw-grpc-calls", 100)
+            .iter()
+            .flat_map(|t| t["spans"].as_array().cloned().unwrap_or_default())
+            .filter(|s| gatehouse_testkit::span_tag(s, "span.kind") == Some(&"server".into()))
+            .filter_map(|s| gatehouse_testkit::span_tag(&s, "rpc.grpc.status_code").and_then(|v| v.as_i64()))
+            .collect();
+        (codes.len() >= 6).then_some(codes)
+    })
+    .unwrap_or_else(|| {
+        panic!(
+            "six calls' server spans with a gRPC status: {:?}",
+            jaeger
+                .traces("gw-grpc-calls", 100)
+                .iter()
+                .flat_map(|t| t["spans"].as_array().cloned().unwrap_or_default())
+                .map(|s| s["tags"].clone())
+                .collect::<Vec<_>>()
+        )
+    });
+    // The client's five successes and its application error (the metrics test counts both
+    // listeners' runs, twice these).
+    assert_eq!(codes.iter().filter(|&&c| c == 0).count(), 5, "{codes:?}");
+    assert_eq!(codes.iter().filter(|&&c| c == 3).count(), 1, "{codes:?}");
+}

@@ -816,3 +816,30 @@ fn one_shared_socket_serves_http3_without_reuse_port() {
         "one socket, nothing to steer: {m}"
     );
 }
+
+/// A request over HTTP/3 continues the client's trace like any other: its server span says
+/// protocol 3, and the upstream gets the attempt's `traceparent`.
+#[test]
+fn http3_requests_are_traced() {
+    if !aioquic("http3_requests_are_traced") {
+        return;
+    }
+    let Some(jaeger) = gatehouse_testkit::Jaeger::start() else { return };
+    let head = crate::traces::tracing_section(&format!("http://{}", jaeger.otlp_http), "http", "gw-h3", "");
+    let site = Site::start_with(&head);
+    let trace = "6af7651916cd43dd8448eb211c80319c";
+    let v =
+        site.h3("shop.test", &["--path", "/h3", "--header", &format!("traceparent:00-{trace}-b7ad6b7169203331-01")]);
+    assert_eq!(responses(&v)[0]["status"], 200, "{v}");
+    let t = jaeger.trace(trace, 2, std::time::Duration::from_secs(15)).expect("the HTTP/3 trace in Jaeger");
+    let server = t["spans"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| gatehouse_testkit::span_tag(s, "span.kind") == Some(&"server".into())))
+        .cloned()
+        .expect("a server span");
+    assert_eq!(gatehouse_testkit::span_tag(&server, "network.protocol.version"), Some(&"3".into()), "{server}");
+    assert_eq!(gatehouse_testkit::span_tag(&server, "url.scheme"), Some(&"https".into()), "{server}");
+    let r = site.backend.requests().into_iter().find(|r| r.uri.ends_with("/h3")).expect("received");
+    let tp = r.headers.iter().find(|(k, _)| k == "traceparent").map(|(_, v)| v.clone()).unwrap_or_default();
+    assert!(tp.starts_with(&format!("00-{trace}-")) && !tp.contains("b7ad6b7169203331"), "{tp}");
+}
