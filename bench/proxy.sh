@@ -65,6 +65,8 @@
 #   AB_TIMEOUT [300]         hard time limit for one ab run, seconds
 #   BENCHMARKS_MD [<repo>/BENCHMARKS.md/none]   file to update; "none" = don't
 #   KEEP_WORKDIR [0]         1 = keep the temp dir (configs, logs, raw outputs)
+#   GATEHOUSE_YAML_EXTRA []  top-level YAML appended to Gatehouse's configuration (bench/tracing.sh
+#                            adds its `tracing:` section this way)
 
 set -Eeuo pipefail
 
@@ -149,6 +151,7 @@ access_log: { path: "off" }
 listeners:
   main: { bind: "127.0.0.1:$P_GATEHOUSE", max_connections: 20000 }
 $(gatehouse_upstream 256)
+${GATEHOUSE_YAML_EXTRA:-}
 EOF
 
 # -------------------------------------------------------------- start servers

@@ -162,7 +162,8 @@ impl Attempt {
     }
 
     /// Sends the attempt's client span (sampled requests only): the endpoint, the retry number,
-    /// whether the connection was reused, and the status or the failure.
+    /// whether the connection was reused (and its TLS session resumed), and the status or the
+    /// failure.
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn finish(
         self,
@@ -172,7 +173,7 @@ impl Attempt {
         upstream: &str,
         ep: &EndpointState,
         retry: usize,
-        reused: Option<bool>,
+        reused: Option<(bool, Option<bool>)>,
         answer: Result<u16, &gatehouse_upstream::UpstreamError>,
     ) {
         if !ctx.sampled {
@@ -190,8 +191,11 @@ impl Attempt {
         if retry > 0 {
             attributes.push(("http.request.resend_count", Value::Int(retry as i64)));
         }
-        if let Some(reused) = reused {
+        if let Some((reused, resumed)) = reused {
             attributes.push(("gatehouse.connection.reused", Value::Bool(reused)));
+            if let Some(resumed) = resumed {
+                attributes.push(("tls.resumed", Value::Bool(resumed)));
+            }
         }
         if ep.tls_name().is_some() {
             attributes.push(("url.scheme", s("https")));

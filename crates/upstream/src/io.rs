@@ -109,6 +109,14 @@ pub enum UpstreamIo {
 }
 
 impl UpstreamIo {
+    /// Whether the TLS handshake resumed a session; `None` for plain text.
+    pub(crate) fn tls_resumed(&self) -> Option<bool> {
+        match self {
+            UpstreamIo::Plain(_) => None,
+            UpstreamIo::Tls(t) => Some(t.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed)),
+        }
+    }
+
     /// Whether the endpoint chose HTTP/2 by ALPN.
     pub(crate) fn alpn_h2(&self) -> bool {
         match self {

@@ -152,6 +152,15 @@ impl SendFailure {
 }
 
 impl Lease {
+    /// Whether the connection's TLS handshake resumed a session: known for HTTP/1.1 connections
+    /// over TLS; `None` for plain text and for HTTP/2 (its connection is its task's).
+    pub fn tls_resumed(&self) -> Option<bool> {
+        match &self.conn {
+            Some(Conn::H1(c)) => c.io.tls_resumed(),
+            _ => None,
+        }
+    }
+
     /// An in-flight slot on `ep` and an idle HTTP/1.1 connection to it from this worker's pool,
     /// if it has one: the usual case, with no future to build and await. `switching`: the request
     /// asks to switch protocols, which only HTTP/1.1 can carry. `origin`: the client connection

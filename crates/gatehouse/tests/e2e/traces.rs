@@ -254,3 +254,37 @@ fn a_collector_down_or_stuck_costs_only_the_spans() {
     assert_eq!(r.status, 200);
     drop(stuck);
 }
+
+/// `gatehouse check` refuses a broken `tracing` section with every error, and reads its CA file
+/// as `run` does.
+#[test]
+fn check_refuses_a_broken_tracing_section_and_reads_its_ca() {
+    let dir = TempDir::new();
+    let write = |yaml: &str| {
+        let path = dir.join("gatehouse.yaml");
+        std::fs::write(&path, yaml).expect("write");
+        let out =
+            std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse")).arg("check").arg(&path).output().expect("run");
+        (out.status.success(), String::from_utf8_lossy(&out.stderr).into_owned())
+    };
+    let listeners = "listeners:\n  http: {bind: \"127.0.0.1:0\"}\n";
+    let (ok, said) = write(&format!(
+        "tracing:\n  otlp: {{endpoint: \"127.0.0.1:4318\", protocol: thrift}}\n  sampler: {{ratio: 2}}\n  export: {{batch: 0}}\n{listeners}"
+    ));
+    assert!(!ok && said.contains("tracing.otlp.protocol"), "{said}");
+    let (ok, said) = write(&format!(
+        "tracing:\n  otlp: {{endpoint: \"127.0.0.1:4318\"}}\n  sampler: {{ratio: 2}}\n  export: {{batch: 0}}\n{listeners}"
+    ));
+    assert!(!ok, "{said}");
+    for want in ["tracing.otlp.endpoint", "tracing.sampler.ratio", "tracing.export.batch"] {
+        assert!(said.contains(want), "{want}: {said}");
+    }
+    let missing = dir.join("no-such-ca.pem");
+    let (ok, said) = write(&format!(
+        "tracing:\n  otlp: {{endpoint: \"https://collector.test:4318\", ca: \"{}\"}}\n{listeners}",
+        missing.display()
+    ));
+    assert!(!ok && said.contains("tracing.otlp.ca: cannot read") && said.contains("no-such-ca.pem"), "{said}");
+    let (ok, said) = write(&format!("tracing:\n  otlp: {{endpoint: \"http://127.0.0.1:4318\"}}\n{listeners}"));
+    assert!(ok, "{said}");
+}

@@ -316,3 +316,35 @@ fn a_burst_of_new_upstream_connections_resumes() {
     // At most the first wave (one per client) is full.
     assert!(full <= 25.0, "full {full}, resumed {resumed}");
 }
+
+/// A traced request's attempt over TLS says whether its handshake resumed: the first of three
+/// new connections is a full handshake, the others resume.
+#[test]
+fn traced_attempts_say_whether_their_tls_session_resumed() {
+    let Some(jaeger) = gatehouse_testkit::Jaeger::start() else { return };
+    let pki = Pki::new();
+    let cert = pki.issue(&["backend.test"], Algorithm::EcdsaP256, "backend.pem", None);
+    let backend = https_backend(&cert, "");
+    let tracing = crate::traces::tracing_section(&format!("http://{}", jaeger.otlp_http), "http", "gw-tls", "");
+    let gw = start(&format!(
+        "{}{tracing}upstreams:\n  u: {{targets: [\"127.0.0.1:{}\"], keepalive: {{max_idle: 0}}, tls: {{ca: \"{}\", server_name: backend.test}}}}\nsites:\n  main: {{hosts: [\"{HOST}\"], routes: [{{path: /, upstream: u}}]}}\n",
+        head(""),
+        backend.port(0),
+        pki.ca_file().display()
+    ));
+    let mut resumed = Vec::new();
+    for i in 0..3u32 {
+        let trace = format!("{:032x}", 0x7af0_0000u128 + u128::from(i));
+        let tp = format!("00-{trace}-b7ad6b7169203331-01");
+        assert_eq!(http_get(gw.addr("http"), HOST, "/", &[("traceparent", &tp)]).status, 200);
+        let t = jaeger.trace(&trace, 2, std::time::Duration::from_secs(15)).expect("the trace in Jaeger");
+        let attempt = t["spans"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| gatehouse_testkit::span_tag(s, "span.kind") == Some(&"client".into())))
+            .cloned()
+            .expect("the attempt's span");
+        assert_eq!(gatehouse_testkit::span_tag(&attempt, "url.scheme"), Some(&"https".into()), "{attempt}");
+        resumed.push(gatehouse_testkit::span_tag(&attempt, "tls.resumed").and_then(serde_json::Value::as_bool));
+    }
+    assert_eq!(resumed, [Some(false), Some(true), Some(true)]);
+}

@@ -84,7 +84,7 @@ pub(super) fn attempts<'a>(
                 Some(lease) => Ok(lease),
                 None => Box::pin(Lease::open(ep, settings, upgrade, origin)).await,
             };
-            let reused = acquired.as_ref().ok().map(|l| l.reused);
+            let reused = acquired.as_ref().ok().map(|l| (l.reused, l.tls_resumed()));
             let sent_at = upstream.tracks_latency().then(Instant::now);
             let answer = match (acquired, due_ms) {
                 // Never sent (`Retry::Unsent`): the same request can go elsewhere, whatever its method.
