@@ -11,6 +11,15 @@ use gatehouse_upstream::EndpointState;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
+/// A request's trace while it is forwarded: its context, and what the service refused it for.
+#[derive(Debug)]
+pub(crate) struct Traced {
+    /// Ids, sampled or not.
+    pub ctx: Ctx,
+    /// What the service refused the request for.
+    pub denial: Option<&'static str>,
+}
+
 /// A request's trace, kept with its log record until the answer ends.
 #[derive(Debug)]
 pub(crate) struct TraceRecord {
@@ -26,15 +35,24 @@ pub(crate) struct TraceRecord {
     pub route: Option<Arc<str>>,
 }
 
+/// The request's trace context (out of line: the request path without `tracing` keeps only the
+/// branch).
+#[inline(never)]
+pub(crate) fn begin(tracer: &Tracer, headers: &mut http::HeaderMap) -> Box<Traced> {
+    Box::new(Traced { ctx: tracer.begin(headers), denial: None })
+}
+
 /// What the record phase keeps of the trace.
-pub(crate) fn record(snap: &Snapshot, ctx: Ctx, outcome: &Outcome) -> Option<Box<TraceRecord>> {
+#[inline(never)]
+pub(crate) fn record(snap: &Snapshot, traced: Traced, outcome: &Outcome) -> Option<Box<TraceRecord>> {
+    let Traced { ctx, denial } = traced;
     let tracer = if ctx.sampled { snap.tracer.clone() } else { None };
     let route = outcome.route.as_ref();
     Some(Box::new(TraceRecord {
         ctx,
         tracer,
         service: route.and_then(|r| r.service.as_ref()).map(|s| s.name.clone()),
-        denial: outcome.denial,
+        denial,
         route: route.map(|r| r.id.clone()),
     }))
 }
@@ -76,6 +94,7 @@ fn path_of(uri: &str) -> &str {
 }
 
 /// Sends the server span of a sampled request, once its answer ended.
+#[inline(never)]
 pub(crate) fn finish_server(r: &LogRecord, t: &TraceRecord, bytes: u64, duration: Duration) {
     let Some(tracer) = &t.tracer else { return };
     let prefix = t.route.as_deref().and_then(|id| id.split_once(':')).map(|(_, p)| p);
@@ -144,41 +163,44 @@ pub(crate) fn finish_server(r: &LogRecord, t: &TraceRecord, bytes: u64, duration
     });
 }
 
-/// An upstream attempt being traced: its span id and start.
+/// An upstream attempt being traced: its span id, start, method (sampled requests only) and
+/// connection.
 pub(crate) struct Attempt {
-    pub span_id: u64,
-    pub start: SystemTime,
+    span_id: u64,
+    start: SystemTime,
+    method: Option<http::Method>,
+    /// Whether the connection was reused, and whether its TLS session resumed.
+    pub connection: Option<(bool, Option<bool>)>,
 }
 
 impl Attempt {
     /// Starts the attempt's span: its `traceparent` goes on the request (with `propagate`).
-    #[inline]
-    pub(crate) fn begin(tracer: &Tracer, ctx: &Ctx, headers: &mut http::HeaderMap) -> Attempt {
+    #[inline(never)]
+    pub(crate) fn begin<B>(tracer: &Tracer, ctx: &Ctx, request: &mut http::Request<B>) -> Box<Attempt> {
         let span_id = gatehouse_otel::span_id();
         if tracer.propagates() {
-            ctx.inject(headers, span_id);
+            ctx.inject(request.headers_mut(), span_id);
         }
-        Attempt { span_id, start: SystemTime::now() }
+        let method = ctx.sampled.then(|| request.method().clone());
+        Box::new(Attempt { span_id, start: SystemTime::now(), method, connection: None })
     }
 
     /// Sends the attempt's client span (sampled requests only): the endpoint, the retry number,
     /// whether the connection was reused (and its TLS session resumed), and the status or the
     /// failure.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn finish(
-        self,
+    #[inline(never)]
+    pub(crate) fn finish<T>(
+        self: Box<Self>,
         tracer: &Tracer,
         ctx: &Ctx,
-        method: &str,
         upstream: &str,
         ep: &EndpointState,
         retry: usize,
-        reused: Option<(bool, Option<bool>)>,
-        answer: Result<u16, &gatehouse_upstream::UpstreamError>,
+        answer: &Result<http::Response<T>, gatehouse_upstream::SendFailure>,
     ) {
-        if !ctx.sampled {
-            return;
-        }
+        let Some(method) = &self.method else { return };
+        let answer = answer.as_ref().map(|r| r.status().as_u16()).map_err(|f| &f.error);
+        let method = method.as_str();
         let (host, port) = split_authority(&ep.authority);
         let mut attributes = vec![
             ("http.request.method", s(method)),
@@ -191,7 +213,7 @@ impl Attempt {
         if retry > 0 {
             attributes.push(("http.request.resend_count", Value::Int(retry as i64)));
         }
-        if let Some((reused, resumed)) = reused {
+        if let Some((reused, resumed)) = self.connection {
             attributes.push(("gatehouse.connection.reused", Value::Bool(reused)));
             if let Some(resumed) = resumed {
                 attributes.push(("tls.resumed", Value::Bool(resumed)));

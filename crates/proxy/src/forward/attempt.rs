@@ -71,12 +71,10 @@ pub(super) fn attempts<'a>(
             // so the state of connecting does not size every request's future), then the
             // request sent and the answer's head awaited.
             upstream_host(&mut request, ep, route);
-            // The attempt's span: its trace context on the request.
-            let traced = match (&snap.tracer, outcome.trace.as_deref()) {
-                (Some(tracer), Some(ctx)) => Some((
-                    crate::trace::Attempt::begin(tracer, ctx, request.headers_mut()),
-                    ctx.sampled.then(|| request.method().clone()),
-                )),
+            // The attempt's span: its trace context on the request (boxed: a word in the
+            // request's future, whatever tracing holds).
+            let mut traced = match (&snap.tracer, outcome.trace.as_deref()) {
+                (Some(tracer), Some(t)) => Some(crate::trace::Attempt::begin(tracer, &t.ctx, &mut request)),
                 _ => None,
             };
             let origin = Origin { client: conn.peer, local: conn.local };
@@ -84,7 +82,9 @@ pub(super) fn attempts<'a>(
                 Some(lease) => Ok(lease),
                 None => Box::pin(Lease::open(ep, settings, upgrade, origin)).await,
             };
-            let reused = acquired.as_ref().ok().map(|l| (l.reused, l.tls_resumed()));
+            if let (Some(span), Ok(lease)) = (traced.as_mut(), &acquired) {
+                span.connection = Some((lease.reused, lease.tls_resumed()));
+            }
             let sent_at = upstream.tracks_latency().then(Instant::now);
             let answer = match (acquired, due_ms) {
                 // Never sent (`Retry::Unsent`): the same request can go elsewhere, whatever its method.
@@ -97,11 +97,8 @@ pub(super) fn attempts<'a>(
                     within_deadline(sent, due)?
                 }
             };
-            if let (Some((span, Some(method))), Some(tracer), Some(ctx)) =
-                (traced, &snap.tracer, outcome.trace.as_deref())
-            {
-                let answered = answer.as_ref().map(|r| r.status().as_u16()).map_err(|f| &f.error);
-                span.finish(tracer, ctx, method.as_str(), &upstream.name, ep, attempt, reused, answered);
+            if let (Some(span), Some(tracer), Some(t)) = (traced, &snap.tracer, outcome.trace.as_deref()) {
+                span.finish(tracer, &t.ctx, &upstream.name, ep, attempt, &answer);
             }
             let failure = match answer {
                 Ok(resp) => {

@@ -56,8 +56,8 @@ where
         let start = gatehouse_clock::now();
         let snap = shared.snapshot.load_full();
         // The client's trace context, taken off the request before anything else reads it.
-        let trace = snap.tracer.as_ref().map(|t| Box::new(t.begin(req.headers_mut())));
-        let sampled = trace.as_ref().is_some_and(|t| t.sampled);
+        let trace = snap.tracer.as_ref().map(|t| crate::trace::begin(t, req.headers_mut()));
+        let sampled = trace.as_ref().is_some_and(|t| t.ctx.sampled);
         let (path, request_id, log) = validate(&snap, &mut req, &conn, start, sampled);
         let mut outcome = Outcome::of(&mut req);
         outcome.trace = trace;
@@ -154,7 +154,11 @@ fn respond(
             match &e {
                 ProxyError::BadRequest(_) => shared.stats.bad_requests.inc(),
                 ProxyError::NoRoute => shared.stats.unrouted.inc(),
-                ProxyError::Denied(d) => outcome.denial = Some(d.label()),
+                ProxyError::Denied(d) => {
+                    if let Some(t) = outcome.trace.as_mut() {
+                        t.denial = Some(d.label());
+                    }
+                }
                 _ => {}
             }
             let mut resp = if grpc { e.into_grpc_response() } else { e.into_response() };
@@ -230,8 +234,8 @@ fn record(
             r.uri = uri;
         }
         r.grpc_status = head_grpc;
-        if let Some(ctx) = outcome.trace.take() {
-            r.trace = crate::trace::record(snap, *ctx, outcome);
+        if let Some(t) = outcome.trace.take() {
+            r.trace = crate::trace::record(snap, *t, outcome);
         }
         resp.body_mut().set_record(r);
     }
@@ -257,10 +261,8 @@ pub(crate) struct Outcome {
     /// The upstream and endpoint of a gRPC call whose status in the trailers may count as the
     /// endpoint's failure (`passive_health.grpc_failures`).
     judge: Option<Judge>,
-    /// The request's trace context, when `tracing` is on (boxed: off, it costs a word).
-    pub(crate) trace: Option<Box<gatehouse_otel::Ctx>>,
-    /// What the service refused the request for, for the trace.
-    pub(crate) denial: Option<&'static str>,
+    /// The request's trace, when `tracing` is on (boxed: off, it costs a word).
+    pub(crate) trace: Option<Box<crate::trace::Traced>>,
 }
 
 impl Outcome {
@@ -279,7 +281,6 @@ impl Outcome {
             due_ms: None,
             judge: None,
             trace: None,
-            denial: None,
         }
     }
 }
