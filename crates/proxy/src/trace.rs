@@ -190,7 +190,7 @@ impl Attempt {
     /// failure.
     #[inline(never)]
     pub(crate) fn finish<T>(
-        self: Box<Self>,
+        &self,
         tracer: &Tracer,
         ctx: &Ctx,
         upstream: &str,
