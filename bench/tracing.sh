@@ -22,6 +22,7 @@ set -Eeuo pipefail
 . "$(dirname "$0")/lib/common.sh"
 
 REPS=${REPS:-5}
+KEEP_WORKDIR=${KEEP_WORKDIR:-0}
 DURATION=${DURATION:-5}
 BENCHMARKS_MD=${BENCHMARKS_MD:-$ROOT/BENCHMARKS.md}
 log() { printf '[tracing.sh] %s\n' "$*" >&2; }
