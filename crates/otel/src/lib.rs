@@ -19,7 +19,6 @@ mod propagation;
 pub use export::{check_files, ExportError, TraceStats};
 pub use propagation::{parse_traceparent, Parent};
 
-use bytes::Bytes;
 use gatehouse_config::Tracing;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use std::sync::Arc;
@@ -57,11 +56,23 @@ impl Ctx {
         format!("{:016x}", self.span_id)
     }
 
-    /// `traceparent` naming span `span_id` of this trace (an upstream attempt's).
+    /// `traceparent` naming span `span_id` of this trace (an upstream attempt's), written by
+    /// hand: this runs for every attempt of every request when tracing is on, sampled or not.
     pub fn traceparent(&self, span_id: u64) -> HeaderValue {
-        let flags = if self.sampled { "01" } else { "00" };
-        let text = format!("00-{:032x}-{:016x}-{flags}", self.trace_id, span_id);
-        HeaderValue::from_maybe_shared(Bytes::from(text)).unwrap_or_else(|_| HeaderValue::from_static(""))
+        const HEX: &[u8; 16] = b"0123456789abcdef";
+        let mut b = [0u8; 55];
+        b[..3].copy_from_slice(b"00-");
+        for (i, byte) in self.trace_id.to_be_bytes().iter().enumerate() {
+            b[3 + 2 * i] = HEX[usize::from(byte >> 4)];
+            b[4 + 2 * i] = HEX[usize::from(byte & 0xf)];
+        }
+        b[35] = b'-';
+        for (i, byte) in span_id.to_be_bytes().iter().enumerate() {
+            b[36 + 2 * i] = HEX[usize::from(byte >> 4)];
+            b[37 + 2 * i] = HEX[usize::from(byte & 0xf)];
+        }
+        b[52..].copy_from_slice(if self.sampled { b"-01" } else { b"-00" });
+        HeaderValue::from_bytes(&b).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 
     /// Puts the trace context of span `span_id` on an upstream request, in place of any.
@@ -250,5 +261,11 @@ mod tests {
         assert_eq!(ctx.traceparent(0xb7ad6b7169203331), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
         let off = Ctx { sampled: false, ..ctx };
         assert!(off.traceparent(2).to_str().unwrap_or_default().ends_with("-0000000000000002-00"));
+        for _ in 0..1000 {
+            let (t, s) = (ids::trace_id(), ids::span_id());
+            let c = Ctx { trace_id: t, span_id: 1, parent: None, sampled: true, tracestate: None };
+            assert_eq!(c.traceparent(s), format!("00-{t:032x}-{s:016x}-01").as_str());
+            assert!(parse_traceparent(c.traceparent(s).as_bytes()) == Some((t, s, true)));
+        }
     }
 }
