@@ -510,15 +510,21 @@ impl Control {
         }
     }
 
+    /// Each worker hands the access-log lines it buffered to the writer, one worker after the
+    /// other, before the caller reopens or syncs the log.
+    async fn hand_over_access_lines(&self, log: &AccessLog) {
+        for w in &self.workers.workers {
+            let log = log.clone();
+            let _ = w.handle.spawn(async move { log.flush_local() }).await;
+        }
+    }
+
     /// Opens the access log and the process log files again at their paths (SIGUSR1, after
     /// logrotate moved them): lines written before go to the moved files, lines after to new ones.
     async fn reopen_logs(&mut self) {
         if let Some((cfg, log)) = &self.access_log {
-            // Each worker hands over what it buffered, so those lines land in the moved file.
-            for w in &self.workers.workers {
-                let log = log.clone();
-                let _ = w.handle.spawn(async move { log.flush_local() }).await;
-            }
+            // What the workers buffered lands in the moved file.
+            self.hand_over_access_lines(log).await;
             let log = log.clone();
             let reopened = tokio::task::spawn_blocking(move || log.reopen(Duration::from_secs(5))).await;
             match reopened {
@@ -565,11 +571,8 @@ impl Control {
             t.abort();
         }
         if let Some((_, log)) = &self.access_log {
-            // Each worker hands over its buffered lines, then the writer confirms they are out.
-            for w in &self.workers.workers {
-                let log = log.clone();
-                let _ = w.handle.spawn(async move { log.flush_local() }).await;
-            }
+            // The workers' buffered lines, then the writer confirms they are out.
+            self.hand_over_access_lines(log).await;
             log.sync(Duration::from_secs(5));
         }
         self.workers.stop();
