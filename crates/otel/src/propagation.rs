@@ -65,7 +65,7 @@ pub fn parse_traceparent(v: &[u8]) -> Option<(u128, u64, bool)> {
     if v.len() < 55 {
         return None;
     }
-    let version = hex_u8(&v[0..2])?;
+    let version = hex(&v[0..2])?;
     match version {
         0 if v.len() != 55 => return None,
         0xff => return None,
@@ -75,9 +75,10 @@ pub fn parse_traceparent(v: &[u8]) -> Option<(u128, u64, bool)> {
     if v[2] != b'-' || v[35] != b'-' || v[52] != b'-' {
         return None;
     }
-    let trace_id = hex_u128(&v[3..35])?;
-    let span_id = hex_u64(&v[36..52])?;
-    let flags = hex_u8(&v[53..55])?;
+    let trace_id = hex(&v[3..35])?;
+    // 16 digits: the value fits in 64 bits.
+    let span_id = hex(&v[36..52])? as u64;
+    let flags = hex(&v[53..55])?;
     if trace_id == 0 || span_id == 0 {
         return None;
     }
@@ -92,15 +93,8 @@ fn nibble(c: u8) -> Option<u8> {
     }
 }
 
-fn hex_u8(s: &[u8]) -> Option<u8> {
-    Some((nibble(s[0])? << 4) | nibble(s[1])?)
-}
-
-fn hex_u64(s: &[u8]) -> Option<u64> {
-    s.iter().try_fold(0u64, |acc, &c| Some((acc << 4) | u64::from(nibble(c)?)))
-}
-
-fn hex_u128(s: &[u8]) -> Option<u128> {
+/// The number lowercase hex digits `s` write (at most 32 of them).
+fn hex(s: &[u8]) -> Option<u128> {
     s.iter().try_fold(0u128, |acc, &c| Some((acc << 4) | u128::from(nibble(c)?)))
 }
 
