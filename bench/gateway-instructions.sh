@@ -19,8 +19,13 @@
 # Kernel time is not counted (about 60 % of Gatehouse's CPU per request on loopback), so a
 # difference here is an upper bound of the difference in throughput.
 #
+# With TRACING=RATIO, Gatehouse runs with `tracing:` at that sampling ratio, spans exported over
+# OTLP/HTTP to an nginx sink: the exporter thread's instructions are counted too (callgrind counts
+# every thread), so a row's figure is the whole cost of its traces.
+#
 # Usage: bench/gateway-instructions.sh            (needs valgrind, nginx, ab; ~2 minutes)
 #   N [2000]  requests per row
+#   TRACING [off]  a sampling ratio (0.01, 1) to run with traces on
 set -Eeuo pipefail
 
 # shellcheck source=SCRIPTDIR/lib/common.sh
@@ -42,10 +47,16 @@ make_workdir gatehouse-instructions
 mkdir -p "$WORK/www"
 write_www "$WORK/www"
 start_backend 0
-free_ports 2
+free_ports 3
 P_GATEHOUSE=${REPLY_PORTS[0]}
 P_REDIS=${REPLY_PORTS[1]}
 start_redis redis none "$P_REDIS"
+TRACING=${TRACING:-off}
+TRACING_YAML=
+if [[ $TRACING != off ]]; then
+	start_otlp_sink none "${REPLY_PORTS[2]}"
+	TRACING_YAML="tracing: { otlp: { endpoint: \"http://127.0.0.1:${REPLY_PORTS[2]}\" }, sampler: { ratio: $TRACING } }"
+fi
 head -c 48 /dev/urandom | base64 >"$WORK/cluster.key"
 KEY=BENCHKEY123
 ACL='acl: { allow: [{ methods: [GET, HEAD], paths: ["/**"] }] }'
@@ -71,6 +82,7 @@ plans:
   gold: { rate_limits: [{ limit: 1000000, interval: 1s }] }
   cgold: { rate_limits: [{ limit: 1000000, interval: 1s, scope: cluster }] }
 redis: { url: "redis://127.0.0.1:$P_REDIS/0", secret_file: "$WORK/cluster.key" }
+$TRACING_YAML
 EOF
 "$GATEHOUSE_BIN" check "$WORK/gatehouse.yaml" >/dev/null
 start_proc gatehouse none valgrind --tool=callgrind --callgrind-out-file="$WORK/callgrind.gatehouse.%p" \

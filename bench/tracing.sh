@@ -26,34 +26,18 @@ KEEP_WORKDIR=${KEEP_WORKDIR:-0}
 DURATION=${DURATION:-5}
 BENCHMARKS_MD=${BENCHMARKS_MD:-$ROOT/BENCHMARKS.md}
 log() { printf '[tracing.sh] %s\n' "$*" >&2; }
+die() {
+	log "error: $*"
+	exit 1
+}
 need_commands nginx python3 taskset
 gatehouse_binary
 export GATEHOUSE_BIN
 
 make_workdir gatehouse-tracing-bench
-mkdir -p "$WORK/sink"
 free_ports 1
 SINK=${REPLY_PORTS[0]}
-cat >"$WORK/sink/nginx.conf" <<CONF
-daemon off;
-worker_processes 1;
-pid $WORK/sink/nginx.pid;
-events { worker_connections 1024; }
-http {
-    access_log off;
-    client_body_buffer_size 1m;
-    client_max_body_size 16m;
-    server {
-        listen 127.0.0.1:$SINK;
-        location /v1/traces { default_type application/x-protobuf; return 200 ""; }
-    }
-}
-CONF
-start_proc sink 0 nginx -p "$WORK/sink" -e "$WORK/sink/error.log" -c "$WORK/sink/nginx.conf"
-for _ in $(seq 100); do
-	curl -fs -o /dev/null -X POST --data x "http://127.0.0.1:$SINK/v1/traces" && break
-	sleep 0.1
-done
+start_otlp_sink 0 "$SINK"
 
 section() { # section RATIO
 	printf 'tracing:\n  otlp: {endpoint: "http://127.0.0.1:%s"}\n  sampler: {ratio: %s, parent_based: true}\n' "$SINK" "$1"

@@ -391,6 +391,34 @@ start_redis() { # start_redis INSTANCE CPU|none PORT [ARG...]: a redis-server (n
 	die "redis-server $name (port $port) not ready after 10 s"
 }
 
+start_otlp_sink() { # start_otlp_sink CPU|none PORT: an nginx answering 200 to POST /v1/traces (the body
+	# read and dropped), the OTLP/HTTP collector of the tracing benches; waited for (at most 10 s)
+	local cpu=$1 port=$2 i
+	mkdir -p "$WORK/sink"
+	cat >"$WORK/sink/nginx.conf" <<CONF
+daemon off;
+worker_processes 1;
+pid $WORK/sink/nginx.pid;
+events { worker_connections 1024; }
+http {
+    access_log off;
+    client_body_buffer_size 1m;
+    client_max_body_size 16m;
+    server {
+        listen 127.0.0.1:$port;
+        location /v1/traces { default_type application/x-protobuf; return 200 ""; }
+    }
+}
+CONF
+	start_proc sink "$cpu" nginx -p "$WORK/sink" -e "$WORK/sink/error.log" -c "$WORK/sink/nginx.conf"
+	for ((i = 0; i < 100; i++)); do
+		curl -fs -o /dev/null -X POST --data x "http://127.0.0.1:$port/v1/traces" && return 0
+		sleep 0.1
+	done
+	show_logs sink
+	die "the OTLP sink (port $port) not ready after 10 s"
+}
+
 show_logs() { # show_logs INSTANCE [ERROR_LOG]
 	local f
 	for f in "$WORK/$1.out" "$WORK/$1.err" ${2:+"$2"}; do

@@ -1,18 +1,14 @@
-//! The exporter thread: a Tokio runtime of its own, reading finished spans from the request
-//! path's queue, batching them (`export.batch` spans, or what came within `export.interval`),
-//! making them the SDK's `SpanData` and exporting them with `opentelemetry-otlp` (protobuf over
-//! HTTP through a hyper client made here, or gRPC through tonic). One export at a time, each
-//! bounded by `otlp.timeout`; a failed one is counted and its spans are let go.
+//! The exporter thread: a Tokio runtime of its own, reading finished spans (encoded OTLP
+//! `Span`s) from the request path's queue, batching them (`export.batch` spans, or what came
+//! within `export.interval`) into an `ExportTraceServiceRequest` and sending it with a hyper
+//! client made here: protobuf over HTTP (`/v1/traces`), or the gRPC `TraceService/Export` call
+//! over HTTP/2. One export at a time, each bounded by `otlp.timeout`; a failed one is counted and
+//! its spans are let go.
 
-use crate::{Kind, SpanRecord, Value};
+use crate::proto::Envelope;
 use bytes::Bytes;
 use gatehouse_config::{OtlpProtocol, Tracing};
 use http_body_util::BodyExt;
-use opentelemetry::trace::{SpanContext, SpanId, SpanKind, Status, TraceFlags, TraceId, TraceState};
-use opentelemetry::{InstrumentationScope, KeyValue};
-use opentelemetry_otlp::{WithExportConfig, WithHttpConfig, WithTonicConfig};
-use opentelemetry_sdk::trace::{SpanData, SpanEvents, SpanExporter as _, SpanLinks};
-use opentelemetry_sdk::Resource;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -98,7 +94,7 @@ impl Exporter {
     pub(crate) fn start(
         settings: &Tracing,
         node_id: &str,
-        rx: mpsc::Receiver<SpanRecord>,
+        rx: mpsc::Receiver<Vec<u8>>,
         stats: Arc<TraceStats>,
     ) -> Result<Exporter, ExportError> {
         let ca = read_ca(settings)?;
@@ -118,15 +114,15 @@ impl Exporter {
                     }
                 };
                 rt.block_on(async move {
-                    let exporter = match build(&settings, &node_id, ca) {
-                        Ok(e) => e,
+                    let sink = match build(&settings, &node_id, ca) {
+                        Ok(s) => s,
                         Err(e) => {
                             let _ = built_tx.send(Err(e));
                             return;
                         }
                     };
                     let _ = built_tx.send(Ok(()));
-                    run(exporter, &settings, rx, stop_rx, &stats).await;
+                    run(sink, &settings, rx, stop_rx, &stats).await;
                 });
                 let _ = done_tx.send(());
             })
@@ -149,75 +145,172 @@ impl Exporter {
     }
 }
 
-/// The OTLP exporter for `settings`, on the current runtime.
-fn build(
-    settings: &Tracing,
-    node_id: &str,
-    ca: Option<(Vec<u8>, rustls::RootCertStore)>,
-) -> Result<opentelemetry_otlp::SpanExporter, ExportError> {
+/// Where and how batches go: the URL, the headers, and the client for the protocol.
+#[derive(Debug)]
+struct Sink {
+    protocol: OtlpProtocol,
+    url: http::Uri,
+    headers: http::HeaderMap,
+    client: Client,
+    timeout: Duration,
+    envelope: Envelope,
+}
+
+/// The gRPC method OTLP exports traces with.
+const GRPC_EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/Export";
+
+/// The sink for `settings`: OTLP/HTTP posts `application/x-protobuf` to `/v1/traces`; OTLP/gRPC
+/// calls `TraceService/Export` over HTTP/2 (prior knowledge for `http://`, ALPN for `https://`).
+fn build(settings: &Tracing, node_id: &str, ca: Option<(Vec<u8>, rustls::RootCertStore)>) -> Result<Sink, ExportError> {
     let otlp = &settings.otlp;
-    let headers: std::collections::HashMap<String, String> =
-        otlp.headers.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    let mut exporter = match otlp.protocol {
-        OtlpProtocol::Http => {
-            let client = HttpClient::new(ca.map(|(_, roots)| roots), otlp.timeout.0)?;
-            opentelemetry_otlp::SpanExporter::builder()
-                .with_http()
-                .with_endpoint(http_url(&otlp.endpoint))
-                .with_timeout(otlp.timeout.0)
-                .with_headers(headers)
-                .with_http_client(client)
-                .build()
-        }
-        OtlpProtocol::Grpc => {
-            let mut map = http::HeaderMap::new();
-            for (k, v) in &otlp.headers {
-                if let (Ok(k), Ok(v)) =
-                    (http::HeaderName::try_from(k.as_str()), http::HeaderValue::try_from(v.as_str()))
-                {
-                    map.insert(k, v);
-                }
-            }
-            let mut builder = opentelemetry_otlp::SpanExporter::builder()
-                .with_tonic()
-                .with_endpoint(otlp.endpoint.clone())
-                .with_timeout(otlp.timeout.0)
-                .with_metadata(opentelemetry_otlp::tonic_types::metadata::MetadataMap::from_headers(map));
-            if otlp.endpoint.starts_with("https://") {
-                use opentelemetry_otlp::tonic_types::transport::{Certificate, ClientTlsConfig};
-                let tls = match ca {
-                    Some((pem, _)) => ClientTlsConfig::new().ca_certificate(Certificate::from_pem(pem)),
-                    None => ClientTlsConfig::new().with_native_roots(),
-                };
-                builder = builder.with_tls_config(tls);
-            }
-            builder.build()
+    let mut headers = http::HeaderMap::new();
+    for (k, v) in &otlp.headers {
+        if let (Ok(k), Ok(v)) = (http::HeaderName::try_from(k.as_str()), http::HeaderValue::try_from(v.as_str())) {
+            headers.insert(k, v);
         }
     }
-    .map_err(|e| ExportError::Build(e.to_string()))?;
-    let resource = Resource::builder_empty()
-        .with_service_name(settings.service_name.clone())
-        .with_attributes([
-            KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
-            KeyValue::new("service.instance.id", node_id.to_string()),
-        ])
-        .build();
-    exporter.set_resource(&resource);
-    Ok(exporter)
+    let grpc = otlp.protocol == OtlpProtocol::Grpc;
+    let (url, content_type) = match grpc {
+        false => (http_url(&otlp.endpoint), "application/x-protobuf"),
+        true => (format!("{}{GRPC_EXPORT}", otlp.endpoint.trim_end_matches('/')), "application/grpc"),
+    };
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static(content_type));
+    if grpc {
+        headers.insert(http::header::TE, http::HeaderValue::from_static("trailers"));
+        if let Ok(v) = http::HeaderValue::try_from(format!("{}m", otlp.timeout.0.as_millis().max(1))) {
+            headers.insert("grpc-timeout", v);
+        }
+    }
+    let url = url.parse().map_err(|e| ExportError::Build(format!("{url}: {e}")))?;
+    let version = env!("CARGO_PKG_VERSION");
+    let envelope = Envelope::new(
+        &[("service.name", &settings.service_name), ("service.version", version), ("service.instance.id", node_id)],
+        ("gatehouse", version),
+    );
+    let client = client(ca.map(|(_, roots)| roots), grpc)?;
+    Ok(Sink { protocol: otlp.protocol, url, headers, client, timeout: otlp.timeout.0, envelope })
+}
+
+type Client = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    http_body_util::Full<Bytes>,
+>;
+
+/// A hyper client on this thread's runtime with rustls (the CA file's roots or the system's):
+/// HTTP/1.1 or HTTP/2 by ALPN for OTLP/HTTP, HTTP/2 only for gRPC.
+fn client(roots: Option<rustls::RootCertStore>, http2_only: bool) -> Result<Client, ExportError> {
+    let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let builder = hyper_rustls::HttpsConnectorBuilder::new();
+    let builder = match roots {
+        Some(roots) => {
+            let config = rustls::ClientConfig::builder_with_provider(provider)
+                .with_safe_default_protocol_versions()
+                .map_err(|e| ExportError::Build(e.to_string()))?
+                .with_root_certificates(roots)
+                .with_no_client_auth();
+            builder.with_tls_config(config)
+        }
+        None => builder
+            .with_provider_and_native_roots(provider)
+            .map_err(|e| ExportError::Build(format!("the system's CA roots: {e}")))?,
+    };
+    let connector = match http2_only {
+        true => builder.https_or_http().enable_http2().build(),
+        false => builder.https_or_http().enable_http1().enable_http2().build(),
+    };
+    Ok(hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+        .http2_only(http2_only)
+        .build(connector))
+}
+
+impl Sink {
+    /// Sends one batch; `Err` says why the collector did not take it.
+    async fn send(&self, spans: &[Vec<u8>]) -> Result<(), String> {
+        let message = self.envelope.request(spans);
+        let body = match self.protocol {
+            OtlpProtocol::Http => Bytes::from(message),
+            OtlpProtocol::Grpc => {
+                // gRPC's message framing: not compressed, then the length.
+                let len = u32::try_from(message.len()).map_err(|_| "batch too large".to_string())?;
+                let mut framed = Vec::with_capacity(5 + message.len());
+                framed.push(0);
+                framed.extend_from_slice(&len.to_be_bytes());
+                framed.extend_from_slice(&message);
+                Bytes::from(framed)
+            }
+        };
+        let mut request = http::Request::new(http_body_util::Full::new(body));
+        *request.method_mut() = http::Method::POST;
+        *request.uri_mut() = self.url.clone();
+        *request.headers_mut() = self.headers.clone();
+        let exchange = async {
+            let response = self.client.request(request).await.map_err(|e| error_chain(&e))?;
+            let (parts, body) = response.into_parts();
+            let collected =
+                http_body_util::Limited::new(body, MAX_ANSWER).collect().await.map_err(|e| e.to_string())?;
+            let trailers = collected.trailers().cloned();
+            let answer = collected.to_bytes();
+            match self.protocol {
+                OtlpProtocol::Http if parts.status.is_success() => Ok(()),
+                OtlpProtocol::Http => Err(format!(
+                    "the collector answered {}: {}",
+                    parts.status,
+                    String::from_utf8_lossy(&answer[..answer.len().min(200)])
+                )),
+                OtlpProtocol::Grpc => grpc_outcome(parts.status, &parts.headers, trailers.as_ref()),
+            }
+        };
+        tokio::time::timeout(self.timeout, exchange)
+            .await
+            .map_err(|_| "the collector did not answer in time".to_string())?
+    }
+}
+
+/// A gRPC call's result: `grpc-status` from the trailers, or from the headers of a
+/// trailers-only answer.
+fn grpc_outcome(
+    status: http::StatusCode,
+    headers: &http::HeaderMap,
+    trailers: Option<&http::HeaderMap>,
+) -> Result<(), String> {
+    if status != http::StatusCode::OK {
+        return Err(format!("the collector answered HTTP {status}"));
+    }
+    let field = |name: &str| trailers.and_then(|t| t.get(name)).or_else(|| headers.get(name));
+    match field("grpc-status").map(|v| v.as_bytes()) {
+        Some(b"0") => Ok(()),
+        Some(code) => Err(format!(
+            "the collector answered gRPC status {}: {}",
+            String::from_utf8_lossy(code),
+            field("grpc-message").map(|m| String::from_utf8_lossy(m.as_bytes())).unwrap_or_default()
+        )),
+        None => Err("the collector's answer has no grpc-status".into()),
+    }
+}
+
+/// An error with its causes (hyper's own says little: "client error (Connect)").
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
 }
 
 /// Batches and exports until told to stop (then what is queued goes out) or every sender is gone.
 async fn run(
-    exporter: opentelemetry_otlp::SpanExporter,
+    sink: Sink,
     settings: &Tracing,
-    mut rx: mpsc::Receiver<SpanRecord>,
+    mut rx: mpsc::Receiver<Vec<u8>>,
     mut stop: oneshot::Receiver<()>,
     stats: &TraceStats,
 ) {
     let batch = settings.export.batch.max(1);
     let interval = settings.export.interval.0;
-    let scope = InstrumentationScope::builder("gatehouse").with_version(env!("CARGO_PKG_VERSION")).build();
-    let mut buf: Vec<SpanRecord> = Vec::with_capacity(batch);
+    let mut buf: Vec<Vec<u8>> = Vec::with_capacity(batch);
     let mut open = true;
     let mut stopping = false;
     while open || !buf.is_empty() {
@@ -251,20 +344,17 @@ async fn run(
             continue;
         }
         let n = buf.len() as u64;
-        let spans: Vec<SpanData> = buf.drain(..).map(|s| span_data(s, &scope)).collect();
-        let bound = settings.otlp.timeout.0 + Duration::from_secs(1);
-        match tokio::time::timeout(bound, exporter.export(spans)).await {
-            Ok(Ok(())) => {
+        match sink.send(&buf).await {
+            Ok(()) => {
                 stats.exported.fetch_add(n, Relaxed);
             }
-            Ok(Err(e)) => failed(stats, n, &e.to_string()),
-            Err(_) => failed(stats, n, "timed out"),
+            Err(e) => failed(stats, n, &e),
         }
+        buf.clear();
         if stopping && rx.is_empty() {
             break;
         }
     }
-    let _ = exporter.shutdown();
 }
 
 fn failed(stats: &TraceStats, n: u64, why: &str) {
@@ -272,97 +362,6 @@ fn failed(stats: &TraceStats, n: u64, why: &str) {
     // The first failure of a run of them is logged; the counter tells the rest.
     if stats.failed_exports.fetch_add(1, Relaxed).is_multiple_of(100) {
         tracing::warn!(spans = n, error = why, "trace export failed; spans dropped");
-    }
-}
-
-fn span_data(s: SpanRecord, scope: &InstrumentationScope) -> SpanData {
-    let context = SpanContext::new(
-        TraceId::from(s.trace_id),
-        SpanId::from(s.span_id),
-        TraceFlags::SAMPLED,
-        false,
-        TraceState::default(),
-    );
-    SpanData {
-        span_context: context,
-        parent_span_id: s.parent.map_or(SpanId::INVALID, SpanId::from),
-        parent_span_is_remote: s.parent_remote,
-        span_kind: match s.kind {
-            Kind::Server => SpanKind::Server,
-            Kind::Client => SpanKind::Client,
-        },
-        name: s.name.into(),
-        start_time: s.start,
-        end_time: s.end,
-        attributes: s
-            .attributes
-            .into_iter()
-            .map(|(k, v)| match v {
-                Value::Str(v) => KeyValue::new(k, v),
-                Value::Int(v) => KeyValue::new(k, v),
-                Value::Bool(v) => KeyValue::new(k, v),
-            })
-            .collect(),
-        dropped_attributes_count: 0,
-        events: SpanEvents::default(),
-        links: SpanLinks::default(),
-        status: match s.error {
-            Some(e) => Status::error(e),
-            None => Status::Unset,
-        },
-        instrumentation_scope: scope.clone(),
-    }
-}
-
-/// The HTTP client spans are posted with: hyper on this thread's runtime, rustls (the CA file's
-/// roots or the system's), each request bounded by `timeout` and its answer by [`MAX_ANSWER`].
-#[derive(Debug)]
-struct HttpClient {
-    inner: hyper_util::client::legacy::Client<
-        hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-        http_body_util::Full<Bytes>,
-    >,
-    timeout: Duration,
-}
-
-impl HttpClient {
-    fn new(roots: Option<rustls::RootCertStore>, timeout: Duration) -> Result<HttpClient, ExportError> {
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let builder = hyper_rustls::HttpsConnectorBuilder::new();
-        let builder = match roots {
-            Some(roots) => {
-                let config = rustls::ClientConfig::builder_with_provider(provider)
-                    .with_safe_default_protocol_versions()
-                    .map_err(|e| ExportError::Build(e.to_string()))?
-                    .with_root_certificates(roots)
-                    .with_no_client_auth();
-                builder.with_tls_config(config)
-            }
-            None => builder
-                .with_provider_and_native_roots(provider)
-                .map_err(|e| ExportError::Build(format!("the system's CA roots: {e}")))?,
-        };
-        let connector = builder.https_or_http().enable_http1().enable_http2().build();
-        let inner = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
-        Ok(HttpClient { inner, timeout })
-    }
-}
-
-#[async_trait::async_trait]
-impl opentelemetry_http::HttpClient for HttpClient {
-    async fn send_bytes(
-        &self,
-        request: http::Request<Bytes>,
-    ) -> Result<http::Response<Bytes>, opentelemetry_http::HttpError> {
-        let (parts, body) = request.into_parts();
-        let request = http::Request::from_parts(parts, http_body_util::Full::new(body));
-        let exchange = async {
-            let response = self.inner.request(request).await?;
-            let (parts, body) = response.into_parts();
-            let body = http_body_util::Limited::new(body, MAX_ANSWER).collect().await?.to_bytes();
-            Ok::<_, opentelemetry_http::HttpError>(http::Response::from_parts(parts, body))
-        };
-        tokio::time::timeout(self.timeout, exchange).await.map_err(|_| "the collector did not answer in time")?
     }
 }
 

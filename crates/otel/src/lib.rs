@@ -4,17 +4,19 @@
 //! W3C trace context (`traceparent`, `tracestate`), decides sampling (the parent's flag, else a
 //! ratio of the trace id, as OpenTelemetry's `TraceIdRatioBased`), and gives each upstream
 //! attempt a `traceparent` of its own. Sampled requests record a server span and a client span
-//! per attempt as plain [`SpanRecord`]s; finishing one is a `try_send` into a bounded queue, so a
-//! worker never waits: a full queue drops the span and counts it.
+//! per attempt, each written straight into its OTLP protobuf bytes ([`Span`], [`proto`]);
+//! finishing one is a `try_send` into a bounded queue, so a worker never waits: a full queue
+//! drops the span and counts it.
 //!
 //! The queue is read by an exporter thread with a Tokio runtime of its own ([`export`]), which
-//! batches the spans, makes them the SDK's `SpanData` there (off the request path) and hands the
-//! batches to `opentelemetry-otlp`'s exporter: protobuf over HTTP through our own hyper client,
-//! or gRPC through tonic. A collector that is down costs the dropped spans and nothing else.
+//! wraps batches of spans in an `ExportTraceServiceRequest` and sends them with our hyper
+//! client: protobuf over HTTP, or gRPC over HTTP/2. A collector that is down costs the dropped
+//! spans and nothing else.
 
 mod export;
 mod ids;
 mod propagation;
+mod proto;
 
 pub use export::{check_files, ExportError, TraceStats};
 pub use propagation::{parse_traceparent, Parent};
@@ -59,34 +61,47 @@ impl Ctx {
     /// `traceparent` naming span `span_id` of this trace (an upstream attempt's), written by
     /// hand: this runs for every attempt of every request when tracing is on, sampled or not.
     pub fn traceparent(&self, span_id: u64) -> HeaderValue {
-        const HEX: &[u8; 16] = b"0123456789abcdef";
         let mut b = [0u8; 55];
         b[..3].copy_from_slice(b"00-");
-        for (i, byte) in self.trace_id.to_be_bytes().iter().enumerate() {
-            b[3 + 2 * i] = HEX[usize::from(byte >> 4)];
-            b[4 + 2 * i] = HEX[usize::from(byte & 0xf)];
-        }
+        let (high, low) = ((self.trace_id >> 64) as u64, self.trace_id as u64);
+        b[3..19].copy_from_slice(&hex16(high));
+        b[19..35].copy_from_slice(&hex16(low));
         b[35] = b'-';
-        for (i, byte) in span_id.to_be_bytes().iter().enumerate() {
-            b[36 + 2 * i] = HEX[usize::from(byte >> 4)];
-            b[37 + 2 * i] = HEX[usize::from(byte & 0xf)];
-        }
+        b[36..52].copy_from_slice(&hex16(span_id));
         b[52..].copy_from_slice(if self.sampled { b"-01" } else { b"-00" });
         HeaderValue::from_bytes(&b).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 
-    /// Puts the trace context of span `span_id` on an upstream request, in place of any.
+    /// Puts the trace context of span `span_id` on an upstream request, in place of any. (The
+    /// client's own `traceparent` and `tracestate` were taken off when the request came in.)
     pub fn inject(&self, headers: &mut HeaderMap, span_id: u64) {
         headers.insert(TRACEPARENT.clone(), self.traceparent(span_id));
-        match &self.tracestate {
-            Some(state) => {
-                headers.insert(TRACESTATE.clone(), state.clone());
-            }
-            None => {
-                headers.remove(&TRACESTATE);
-            }
+        if let Some(state) = &self.tracestate {
+            headers.insert(TRACESTATE.clone(), state.clone());
         }
     }
+}
+
+/// Each byte's two lowercase hex digits.
+static HEX_PAIRS: [[u8; 2]; 256] = {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut t = [[0u8; 2]; 256];
+    let mut i = 0;
+    while i < 256 {
+        t[i] = [HEX[i >> 4], HEX[i & 0xf]];
+        i += 1;
+    }
+    t
+};
+
+/// `v` as 16 lowercase hex digits, a table lookup per byte.
+#[inline]
+fn hex16(v: u64) -> [u8; 16] {
+    let mut out = [0u8; 16];
+    for (pair, byte) in out.chunks_exact_mut(2).zip(v.to_be_bytes()) {
+        pair.copy_from_slice(&HEX_PAIRS[usize::from(byte)]);
+    }
+    out
 }
 
 /// A new span id (never zero).
@@ -103,40 +118,85 @@ pub enum Kind {
     Client,
 }
 
-/// An attribute's value.
-#[derive(Clone, Debug, PartialEq)]
-pub enum Value {
-    /// A string.
-    Str(String),
-    /// A number.
-    Int(i64),
-    /// A flag.
-    Bool(bool),
+/// A sampled span being recorded: the OTLP `Span` message, written field by field as the request
+/// path learns them (one buffer, no attribute of its own allocated), and handed to the exporter
+/// by [`Tracer::finish`].
+#[derive(Debug)]
+pub struct Span {
+    buf: Vec<u8>,
 }
 
-/// A finished span, as the request path records it.
-#[derive(Clone, Debug)]
-pub struct SpanRecord {
-    /// Trace id.
-    pub trace_id: u128,
-    /// Span id.
-    pub span_id: u64,
-    /// Parent span id, if any.
-    pub parent: Option<u64>,
-    /// The parent is the client's span (not one of the gateway's).
-    pub parent_remote: bool,
-    /// Server or client.
-    pub kind: Kind,
-    /// `GET /api/{*}`-style name.
-    pub name: String,
-    /// Start.
-    pub start: SystemTime,
-    /// End.
-    pub end: SystemTime,
-    /// Attributes by their semantic-convention names.
-    pub attributes: Vec<(&'static str, Value)>,
-    /// Error status and its description.
-    pub error: Option<String>,
+/// Nanoseconds since the Unix epoch.
+fn unix_nanos(t: SystemTime) -> u64 {
+    t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
+}
+
+impl Span {
+    /// Starts a span of trace `trace_id`; `parent_remote` says its parent is the client's span
+    /// (not one of the gateway's).
+    pub fn new(
+        kind: Kind,
+        trace_id: u128,
+        span_id: u64,
+        parent: Option<u64>,
+        parent_remote: bool,
+        start: SystemTime,
+    ) -> Span {
+        use proto::span::*;
+        let mut buf = Vec::with_capacity(768);
+        proto::bytes(&mut buf, TRACE_ID, &trace_id.to_be_bytes());
+        proto::bytes(&mut buf, SPAN_ID, &span_id.to_be_bytes());
+        let mut flags = FLAG_SAMPLED | FLAG_HAS_IS_REMOTE;
+        if let Some(p) = parent {
+            proto::bytes(&mut buf, PARENT_SPAN_ID, &p.to_be_bytes());
+            if parent_remote {
+                flags |= FLAG_IS_REMOTE;
+            }
+        }
+        proto::fixed32(&mut buf, FLAGS, flags);
+        proto::uint(&mut buf, KIND, if kind == Kind::Server { KIND_SERVER } else { KIND_CLIENT });
+        proto::fixed64(&mut buf, START, unix_nanos(start));
+        Span { buf }
+    }
+
+    /// The span's name, the concatenation of `parts` (`GET /api`).
+    pub fn name(&mut self, parts: &[&str]) {
+        proto::len_prefix(&mut self.buf, proto::span::NAME, parts.iter().map(|p| p.len()).sum());
+        for p in parts {
+            self.buf.extend_from_slice(p.as_bytes());
+        }
+    }
+
+    /// A string attribute.
+    pub fn str(&mut self, key: &str, value: &str) {
+        proto::key_value(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Str(value.as_bytes()));
+    }
+
+    /// A number attribute.
+    pub fn int(&mut self, key: &str, value: i64) {
+        proto::key_value(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Int(value));
+    }
+
+    /// A flag attribute.
+    pub fn bool(&mut self, key: &str, value: bool) {
+        proto::key_value(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Bool(value));
+    }
+
+    /// An address attribute, as text (`192.0.2.1`, `2001:db8::1`).
+    pub fn ip(&mut self, key: &str, ip: std::net::IpAddr) {
+        let mut text = [0u8; gatehouse_telemetry::IP_TEXT_MAX];
+        let n = gatehouse_telemetry::ip_text(ip, &mut text);
+        proto::key_value(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Str(&text[..n]));
+    }
+
+    /// Marks the span failed (status `ERROR`) with `message`.
+    pub fn error(&mut self, message: &str) {
+        use proto::span::*;
+        let n = proto::field_len(STATUS_MESSAGE, message.len()) + 2;
+        proto::len_prefix(&mut self.buf, STATUS, n);
+        proto::bytes(&mut self.buf, STATUS_MESSAGE, message.as_bytes());
+        proto::uint(&mut self.buf, STATUS_CODE, STATUS_ERROR);
+    }
 }
 
 /// Traces for one configuration: sampling, propagation, and the queue to the exporter.
@@ -145,7 +205,7 @@ pub struct Tracer {
     settings: Tracing,
     /// Sampled when the trace id's number is below this; `None`: always.
     threshold: Option<u64>,
-    queue: tokio::sync::mpsc::Sender<SpanRecord>,
+    queue: tokio::sync::mpsc::Sender<Vec<u8>>,
     stats: Arc<TraceStats>,
     exporter: export::Exporter,
 }
@@ -207,10 +267,12 @@ impl Tracer {
         }
     }
 
-    /// Hands a finished span to the exporter; dropped and counted when the queue is full.
+    /// Ends `span` at `end` and hands it to the exporter; dropped and counted when the queue is
+    /// full.
     #[inline]
-    pub fn finish(&self, span: SpanRecord) {
-        if self.queue.try_send(span).is_err() {
+    pub fn finish(&self, mut span: Span, end: SystemTime) {
+        proto::fixed64(&mut span.buf, proto::span::END, unix_nanos(end));
+        if self.queue.try_send(span.buf).is_err() {
             self.stats.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
     }
@@ -247,6 +309,67 @@ mod tests {
         }
         assert_eq!(threshold(1.0), None);
         assert_eq!(threshold(0.0), Some(0));
+    }
+
+    /// What `Span` and the envelope write, decoded by the official OTLP messages.
+    #[test]
+    fn spans_decode_as_otlp_messages() {
+        use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+        use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+        use prost::Message;
+        let start = SystemTime::UNIX_EPOCH + std::time::Duration::from_nanos(1_700_000_000_123_456_789);
+        let end = start + std::time::Duration::from_micros(1500);
+        let mut server =
+            Span::new(Kind::Server, 0x0af7651916cd43dd8448eb211c80319c, 0x1122, Some(0xb7ad6b7169203331), true, start);
+        server.name(&["GET", " ", "/api"]);
+        server.str("http.request.method", "GET");
+        server.int("http.response.status_code", 503);
+        server.int("negative", -2);
+        server.bool("gatehouse.connection.reused", true);
+        server.ip("client.address", std::net::IpAddr::from([192, 0, 2, 7]));
+        server.str("long", &"x".repeat(300));
+        server.error("503");
+        let mut client =
+            Span::new(Kind::Client, 0x0af7651916cd43dd8448eb211c80319c, 0x3344, Some(0x1122), false, start);
+        client.name(&["GET"]);
+        let spans: Vec<Vec<u8>> = [server, client]
+            .into_iter()
+            .map(|mut span| {
+                proto::fixed64(&mut span.buf, proto::span::END, unix_nanos(end));
+                span.buf
+            })
+            .collect();
+        let envelope =
+            proto::Envelope::new(&[("service.name", "gw"), ("service.instance.id", "a")], ("gatehouse", "1.2"));
+        let decoded = ExportTraceServiceRequest::decode(envelope.request(&spans).as_slice());
+        let request = decoded.unwrap_or_default();
+        assert_eq!(request.resource_spans.len(), 1);
+        let rs = &request.resource_spans[0];
+        let resource: Vec<_> = rs.resource.iter().flat_map(|r| r.attributes.iter()).map(|kv| kv.key.as_str()).collect();
+        assert_eq!(resource, ["service.name", "service.instance.id"]);
+        let scope = &rs.scope_spans[0];
+        assert_eq!(scope.scope.as_ref().map(|s| (s.name.as_str(), s.version.as_str())), Some(("gatehouse", "1.2")));
+        let [s, c] = &scope.spans[..] else { panic!("two spans: {:?}", scope.spans) };
+        assert_eq!(s.trace_id, 0x0af7651916cd43dd8448eb211c80319cu128.to_be_bytes());
+        assert_eq!(s.span_id, 0x1122u64.to_be_bytes());
+        assert_eq!(s.parent_span_id, 0xb7ad6b7169203331u64.to_be_bytes());
+        assert_eq!(s.flags, 0x301);
+        assert_eq!(c.flags, 0x101);
+        assert_eq!((s.kind, c.kind), (2, 3));
+        assert_eq!((s.name.as_str(), c.name.as_str()), ("GET /api", "GET"));
+        assert_eq!(s.start_time_unix_nano, 1_700_000_000_123_456_789);
+        assert_eq!(s.end_time_unix_nano - s.start_time_unix_nano, 1_500_000);
+        let attr =
+            |k: &str| s.attributes.iter().find(|kv| kv.key == k).and_then(|kv| kv.value.clone()).and_then(|v| v.value);
+        assert_eq!(attr("http.request.method"), Some(V::StringValue("GET".into())));
+        assert_eq!(attr("http.response.status_code"), Some(V::IntValue(503)));
+        assert_eq!(attr("negative"), Some(V::IntValue(-2)));
+        assert_eq!(attr("gatehouse.connection.reused"), Some(V::BoolValue(true)));
+        assert_eq!(attr("client.address"), Some(V::StringValue("192.0.2.7".into())));
+        assert_eq!(attr("long"), Some(V::StringValue("x".repeat(300))));
+        assert_eq!(s.status.as_ref().map(|st| (st.code, st.message.as_str())), Some((2, "503")));
+        assert_eq!(c.status, None);
+        assert_eq!(c.parent_span_id, 0x1122u64.to_be_bytes());
     }
 
     #[test]

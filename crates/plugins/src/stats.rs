@@ -1,6 +1,6 @@
 //! Per-service gateway counters, kept across reloads by service name.
 
-use gatehouse_telemetry::Counter;
+use gatehouse_telemetry::{Counter, LogEvery};
 
 /// What the Admit stage decided for one service.
 #[derive(Debug, Default)]
@@ -23,6 +23,8 @@ pub struct ServiceStats {
     pub limiter_unavailable: Counter,
     /// Cluster rate-limit decisions Redis could not make (admitted or refused per `on_redis_error`).
     pub limiter_errors: Counter,
+    /// When a limiter error was last logged.
+    pub limiter_logged: LogEvery,
 }
 
 impl ServiceStats {

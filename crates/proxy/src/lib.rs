@@ -105,31 +105,9 @@ impl ConnInfo {
 /// for every connection, and the formatting machinery costs more than the rest of setting up
 /// the connection's facts.
 fn ip_value(ip: std::net::IpAddr) -> http::HeaderValue {
-    let value = match ip {
-        std::net::IpAddr::V4(v4) => {
-            let mut buf = [0u8; 15];
-            let mut len = 0;
-            for (i, octet) in v4.octets().into_iter().enumerate() {
-                if i > 0 {
-                    buf[len] = b'.';
-                    len += 1;
-                }
-                if octet >= 100 {
-                    buf[len] = b'0' + octet / 100;
-                    len += 1;
-                }
-                if octet >= 10 {
-                    buf[len] = b'0' + octet / 10 % 10;
-                    len += 1;
-                }
-                buf[len] = b'0' + octet % 10;
-                len += 1;
-            }
-            http::HeaderValue::from_bytes(&buf[..len]).ok()
-        }
-        std::net::IpAddr::V6(v6) => http::HeaderValue::try_from(v6.to_string()).ok(),
-    };
-    value.unwrap_or_else(|| http::HeaderValue::from_static("unknown"))
+    let mut text = [0u8; gatehouse_telemetry::IP_TEXT_MAX];
+    let n = gatehouse_telemetry::ip_text(ip, &mut text);
+    http::HeaderValue::from_bytes(&text[..n]).unwrap_or_else(|_| http::HeaderValue::from_static("unknown"))
 }
 
 #[cfg(test)]

@@ -1,12 +1,12 @@
 //! The request path's spans (OpenTelemetry HTTP semantic conventions): the server span of a
 //! sampled request, finished with its answer's body like the access log line, and a client span
-//! per upstream attempt. Recording is building a [`SpanRecord`] and a `try_send`; the exporter
+//! per upstream attempt. Recording is writing a [`Span`]'s protobuf bytes and a `try_send`; the exporter
 //! thread does the rest ([`gatehouse_otel`]).
 
 use crate::body::LogRecord;
 use crate::forward::Outcome;
 use crate::snapshot::Snapshot;
-use gatehouse_otel::{Ctx, Kind, SpanRecord, Tracer, Value};
+use gatehouse_otel::{Ctx, Kind, Span, Tracer};
 use gatehouse_upstream::EndpointState;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -46,7 +46,11 @@ pub(crate) fn begin(tracer: &Tracer, headers: &mut http::HeaderMap) -> Box<Trace
 #[inline(never)]
 pub(crate) fn record(snap: &Snapshot, traced: Traced, outcome: &Outcome) -> Option<Box<TraceRecord>> {
     let Traced { ctx, denial } = traced;
-    let tracer = if ctx.sampled { snap.tracer.clone() } else { None };
+    if !ctx.sampled {
+        // The ids, for the access log.
+        return Some(Box::new(TraceRecord { ctx, tracer: None, service: None, denial: None, route: None }));
+    }
+    let tracer = snap.tracer.clone();
     let route = outcome.route.as_ref();
     Some(Box::new(TraceRecord {
         ctx,
@@ -55,10 +59,6 @@ pub(crate) fn record(snap: &Snapshot, traced: Traced, outcome: &Outcome) -> Opti
         denial,
         route: route.map(|r| r.id.clone()),
     }))
-}
-
-fn s(v: &str) -> Value {
-    Value::Str(v.to_string())
 }
 
 /// `network.protocol.version` of a request line's version.
@@ -98,94 +98,86 @@ fn path_of(uri: &str) -> &str {
 pub(crate) fn finish_server(r: &LogRecord, t: &TraceRecord, bytes: u64, duration: Duration) {
     let Some(tracer) = &t.tracer else { return };
     let prefix = t.route.as_deref().and_then(|id| id.split_once(':')).map(|(_, p)| p);
-    let name = match prefix {
-        Some(p) => format!("{} {p}", r.method),
-        None => r.method.clone(),
-    };
+    let mut span = Span::new(Kind::Server, t.ctx.trace_id, t.ctx.span_id, t.ctx.parent, true, r.time);
+    match prefix {
+        Some(p) => span.name(&[&r.method, " ", p]),
+        None => span.name(&[&r.method]),
+    }
     let (host, port) = split_authority(&r.host);
-    let mut attributes = vec![
-        ("http.request.method", s(&r.method)),
-        ("url.path", s(path_of(&r.uri))),
-        ("url.scheme", s(if r.tls { "https" } else { "http" })),
-        ("http.response.status_code", Value::Int(i64::from(r.status))),
-        ("network.protocol.version", s(protocol_version(r.version))),
-        ("client.address", s(&r.client.to_string())),
-        ("server.address", s(host)),
-        ("http.response.body.size", Value::Int(bytes as i64)),
-    ];
+    span.str("http.request.method", &r.method);
+    span.str("url.path", path_of(&r.uri));
+    span.str("url.scheme", if r.tls { "https" } else { "http" });
+    span.int("http.response.status_code", i64::from(r.status));
+    span.str("network.protocol.version", protocol_version(r.version));
+    span.ip("client.address", r.client);
+    span.str("server.address", host);
+    span.int("http.response.body.size", bytes as i64);
     if let Some(p) = port {
-        attributes.push(("server.port", Value::Int(p)));
+        span.int("server.port", p);
     }
     if let Some(p) = prefix {
-        attributes.push(("http.route", s(p)));
+        span.str("http.route", p);
     }
     if let Some(id) = &t.route {
-        attributes.push(("gatehouse.route", s(id)));
+        span.str("gatehouse.route", id);
     }
     if !r.user_agent.is_empty() {
-        attributes.push(("user_agent.original", s(&r.user_agent)));
+        span.str("user_agent.original", &r.user_agent);
     }
     if let Some(svc) = &t.service {
-        attributes.push(("gatehouse.service", s(svc)));
+        span.str("gatehouse.service", svc);
     }
     if !r.app.is_empty() {
-        attributes.push(("gatehouse.app", s(&r.app)));
+        span.str("gatehouse.app", &r.app);
     }
     if let Some(d) = t.denial {
-        attributes.push(("gatehouse.denial", s(d)));
+        span.str("gatehouse.denial", d);
     }
     if !r.upstream.is_empty() {
-        attributes.push(("gatehouse.upstream.endpoint", s(&r.upstream)));
+        span.str("gatehouse.upstream.endpoint", &r.upstream);
     }
     if let Some(id) = r.request_id.as_ref().and_then(|v| v.to_str().ok()) {
-        attributes.push(("gatehouse.request_id", s(id)));
+        span.str("gatehouse.request_id", id);
     }
     if let Some(code) = r.grpc_status {
-        attributes.push(("rpc.system", s("grpc")));
-        attributes.push(("rpc.grpc.status_code", Value::Int(i64::from(code))));
+        span.str("rpc.system", "grpc");
+        span.int("rpc.grpc.status_code", i64::from(code));
     }
     // Server spans: 5xx are errors, 4xx are the client's (semantic conventions).
-    let error = (r.status >= 500).then(|| r.status.to_string());
-    if let Some(e) = &error {
-        attributes.push(("error.type", s(e)));
+    if r.status >= 500 {
+        let status = r.status.to_string();
+        span.str("error.type", &status);
+        span.error(&status);
     }
-    tracer.finish(SpanRecord {
-        trace_id: t.ctx.trace_id,
-        span_id: t.ctx.span_id,
-        parent: t.ctx.parent,
-        parent_remote: true,
-        kind: Kind::Server,
-        name,
-        start: r.time,
-        end: r.time + duration,
-        attributes,
-        error,
-    });
+    tracer.finish(span, r.time + duration);
 }
 
-/// An upstream attempt being traced: its span id, start, method (sampled requests only) and
-/// connection.
+/// An upstream attempt of a sampled request: its span id, start, method and connection.
 pub(crate) struct Attempt {
     span_id: u64,
     start: SystemTime,
-    method: Option<http::Method>,
+    method: http::Method,
     /// Whether the connection was reused, and whether its TLS session resumed.
     pub connection: Option<(bool, Option<bool>)>,
 }
 
 impl Attempt {
-    /// Starts the attempt's span: its `traceparent` goes on the request (with `propagate`).
+    /// Gives the attempt a span id, whose `traceparent` goes on the request (with `propagate`);
+    /// for a sampled request, starts its span.
     #[inline(never)]
-    pub(crate) fn begin<B>(tracer: &Tracer, ctx: &Ctx, request: &mut http::Request<B>) -> Box<Attempt> {
+    pub(crate) fn begin<B>(tracer: &Tracer, ctx: &Ctx, request: &mut http::Request<B>) -> Option<Box<Attempt>> {
         let span_id = gatehouse_otel::span_id();
         if tracer.propagates() {
             ctx.inject(request.headers_mut(), span_id);
         }
-        let method = ctx.sampled.then(|| request.method().clone());
-        Box::new(Attempt { span_id, start: SystemTime::now(), method, connection: None })
+        if !ctx.sampled {
+            return None;
+        }
+        let method = request.method().clone();
+        Some(Box::new(Attempt { span_id, start: SystemTime::now(), method, connection: None }))
     }
 
-    /// Sends the attempt's client span (sampled requests only): the endpoint, the retry number,
+    /// Sends the attempt's client span: the endpoint, the retry number,
     /// whether the connection was reused (and its TLS session resumed), and the status or the
     /// failure.
     #[inline(never)]
@@ -198,58 +190,45 @@ impl Attempt {
         retry: usize,
         answer: &Result<http::Response<T>, gatehouse_upstream::SendFailure>,
     ) {
-        let Some(method) = &self.method else { return };
         let answer = answer.as_ref().map(|r| r.status().as_u16()).map_err(|f| &f.error);
-        let method = method.as_str();
+        let method = self.method.as_str();
         let (host, port) = split_authority(&ep.authority);
-        let mut attributes = vec![
-            ("http.request.method", s(method)),
-            ("server.address", s(host)),
-            ("server.port", Value::Int(port.unwrap_or(i64::from(ep.addr.port())))),
-            ("network.peer.address", s(&ep.addr.ip().to_string())),
-            ("network.peer.port", Value::Int(i64::from(ep.addr.port()))),
-            ("gatehouse.upstream", s(upstream)),
-        ];
+        let mut span = Span::new(Kind::Client, ctx.trace_id, self.span_id, Some(ctx.span_id), false, self.start);
+        span.name(&[method]);
+        span.str("http.request.method", method);
+        span.str("server.address", host);
+        span.int("server.port", port.unwrap_or(i64::from(ep.addr.port())));
+        span.ip("network.peer.address", ep.addr.ip());
+        span.int("network.peer.port", i64::from(ep.addr.port()));
+        span.str("gatehouse.upstream", upstream);
         if retry > 0 {
-            attributes.push(("http.request.resend_count", Value::Int(retry as i64)));
+            span.int("http.request.resend_count", retry as i64);
         }
         if let Some((reused, resumed)) = self.connection {
-            attributes.push(("gatehouse.connection.reused", Value::Bool(reused)));
+            span.bool("gatehouse.connection.reused", reused);
             if let Some(resumed) = resumed {
-                attributes.push(("tls.resumed", Value::Bool(resumed)));
+                span.bool("tls.resumed", resumed);
             }
         }
         if ep.tls_name().is_some() {
-            attributes.push(("url.scheme", s("https")));
+            span.str("url.scheme", "https");
         }
-        let error = match answer {
+        match answer {
             Ok(status) => {
-                attributes.push(("http.response.status_code", Value::Int(i64::from(status))));
+                span.int("http.response.status_code", i64::from(status));
                 // Client spans: 4xx and 5xx are errors.
-                (status >= 400).then(|| status.to_string())
+                if status >= 400 {
+                    let status = status.to_string();
+                    span.str("error.type", &status);
+                    span.error(&status);
+                }
             }
-            Err(e) => Some(e.to_string()),
-        };
-        if let Some(e) = &error {
-            let kind = match answer {
-                Ok(_) => e.clone(),
-                Err(e) if e.is_timeout() => "timeout".into(),
-                Err(_) => "upstream_error".into(),
-            };
-            attributes.push(("error.type", Value::Str(kind)));
+            Err(e) => {
+                span.str("error.type", if e.is_timeout() { "timeout" } else { "upstream_error" });
+                span.error(&e.to_string());
+            }
         }
-        tracer.finish(SpanRecord {
-            trace_id: ctx.trace_id,
-            span_id: self.span_id,
-            parent: Some(ctx.span_id),
-            parent_remote: false,
-            kind: Kind::Client,
-            name: method.to_string(),
-            start: self.start,
-            end: SystemTime::now(),
-            attributes,
-            error,
-        });
+        tracer.finish(span, SystemTime::now());
     }
 }
 

@@ -6,10 +6,14 @@
 
 mod accept;
 pub mod access_log;
+mod ip_text;
+mod log_every;
 mod metrics;
 pub mod process_log;
 mod time;
 
 pub use accept::AcceptBackoff;
+pub use ip_text::{ip_text, IP_TEXT_MAX};
+pub use log_every::LogEvery;
 pub use metrics::{Counter, Gauge, H2Offence, Histogram, ProcessStats, ProxyRefusal, RouteStats, LATENCY_BUCKETS};
 pub use time::{clf_time, http_date, iso_date, rfc3339_time};

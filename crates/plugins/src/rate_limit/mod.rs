@@ -161,7 +161,14 @@ impl Limiter {
                     Ok(d) => d,
                     Err(e) => {
                         stats.limiter_errors.inc();
-                        tracing::debug!(error = %e, "cluster rate limit: Redis did not decide");
+                        if stats.limiter_logged.now(std::time::Duration::from_secs(10)) {
+                            tracing::warn!(
+                                service = s.service,
+                                error = %e,
+                                on_redis_error = ?on_error,
+                                "cluster rate limit: Redis did not decide (logged once per 10 s per service)"
+                            );
+                        }
                         return match on_error {
                             FailMode::Open => {
                                 Verdict::Allow(Quota { limit: self.gcra.limit, remaining: 0, reset_us: 0 })

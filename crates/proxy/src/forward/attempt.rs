@@ -71,10 +71,10 @@ pub(super) fn attempts<'a>(
             // so the state of connecting does not size every request's future), then the
             // request sent and the answer's head awaited.
             upstream_host(&mut request, ep, route);
-            // The attempt's span: its trace context on the request (boxed: a word in the
-            // request's future, whatever tracing holds).
+            // The attempt's trace context on the request, and its span when sampled (boxed: a
+            // word in the request's future, whatever tracing holds).
             let mut traced = match (&snap.tracer, outcome.trace.as_deref()) {
-                (Some(tracer), Some(t)) => Some(crate::trace::Attempt::begin(tracer, &t.ctx, &mut request)),
+                (Some(tracer), Some(t)) => crate::trace::Attempt::begin(tracer, &t.ctx, &mut request),
                 _ => None,
             };
             let origin = Origin { client: conn.peer, local: conn.local };
