@@ -95,6 +95,7 @@ impl Exporter {
         settings: &Tracing,
         node_id: &str,
         rx: mpsc::Receiver<Vec<u8>>,
+        batch_ready: Arc<tokio::sync::Notify>,
         stats: Arc<TraceStats>,
     ) -> Result<Exporter, ExportError> {
         let ca = read_ca(settings)?;
@@ -122,7 +123,7 @@ impl Exporter {
                         }
                     };
                     let _ = built_tx.send(Ok(()));
-                    run(sink, &settings, rx, stop_rx, &stats).await;
+                    run(sink, &settings, rx, &batch_ready, stop_rx, &stats).await;
                 });
                 let _ = done_tx.send(());
             })
@@ -300,59 +301,54 @@ fn error_chain(e: &dyn std::error::Error) -> String {
     text
 }
 
-/// Batches and exports until told to stop (then what is queued goes out) or every sender is gone.
+/// Exports until told to stop (then what is queued goes out) or every sender is gone. It waits
+/// for a full batch (the request path's signal), the interval or the stop, never on the queue
+/// itself: a receiver waiting on the queue would be woken, across threads, for every span.
 async fn run(
     sink: Sink,
     settings: &Tracing,
     mut rx: mpsc::Receiver<Vec<u8>>,
+    batch_ready: &tokio::sync::Notify,
     mut stop: oneshot::Receiver<()>,
     stats: &TraceStats,
 ) {
     let batch = settings.export.batch.max(1);
     let interval = settings.export.interval.0;
     let mut buf: Vec<Vec<u8>> = Vec::with_capacity(batch);
-    let mut open = true;
     let mut stopping = false;
-    while open || !buf.is_empty() {
-        if buf.is_empty() && !stopping {
-            tokio::select! {
-                n = rx.recv_many(&mut buf, batch) => open = n > 0,
-                _ = &mut stop => stopping = true,
-            }
+    let mut open = true;
+    while open && !stopping {
+        tokio::select! {
+            () = batch_ready.notified() => {}
+            () = tokio::time::sleep(interval) => {}
+            _ = &mut stop => stopping = true,
         }
-        // Fill the batch for at most `interval` from its first span (at once when stopping).
-        let deadline = tokio::time::Instant::now() + interval;
-        while open && buf.len() < batch {
-            if stopping {
+        // Everything queued now goes, in batches.
+        loop {
+            let mut drained = false;
+            while buf.len() < batch {
                 match rx.try_recv() {
-                    Ok(s) => buf.push(s),
-                    Err(_) => break,
+                    Ok(span) => buf.push(span),
+                    Err(e) => {
+                        open = e == mpsc::error::TryRecvError::Empty;
+                        drained = true;
+                        break;
+                    }
                 }
-                continue;
             }
-            let room = batch - buf.len();
-            tokio::select! {
-                n = rx.recv_many(&mut buf, room) => open = n > 0,
-                _ = tokio::time::sleep_until(deadline) => break,
-                _ = &mut stop => stopping = true,
+            if !buf.is_empty() {
+                let n = buf.len() as u64;
+                match sink.send(&buf).await {
+                    Ok(()) => {
+                        stats.exported.fetch_add(n, Relaxed);
+                    }
+                    Err(e) => failed(stats, n, &e),
+                }
+                buf.clear();
             }
-        }
-        if buf.is_empty() {
-            if stopping {
+            if drained {
                 break;
             }
-            continue;
-        }
-        let n = buf.len() as u64;
-        match sink.send(&buf).await {
-            Ok(()) => {
-                stats.exported.fetch_add(n, Relaxed);
-            }
-            Err(e) => failed(stats, n, &e),
-        }
-        buf.clear();
-        if stopping && rx.is_empty() {
-            break;
         }
     }
 }

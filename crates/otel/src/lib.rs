@@ -206,6 +206,10 @@ pub struct Tracer {
     /// Sampled when the trace id's number is below this; `None`: always.
     threshold: Option<u64>,
     queue: tokio::sync::mpsc::Sender<Vec<u8>>,
+    /// Spans that make a batch: the exporter is woken when this many are queued, not per span.
+    batch: usize,
+    /// Wakes the exporter for a full batch.
+    batch_ready: Arc<tokio::sync::Notify>,
     stats: Arc<TraceStats>,
     exporter: export::Exporter,
 }
@@ -215,8 +219,17 @@ impl Tracer {
     /// then). `stats` survive a new tracer after a reload.
     pub fn start(settings: &Tracing, node_id: &str, stats: Arc<TraceStats>) -> Result<Tracer, ExportError> {
         let (queue, rx) = tokio::sync::mpsc::channel(settings.export.queue.max(1));
-        let exporter = export::Exporter::start(settings, node_id, rx, stats.clone())?;
-        Ok(Tracer { settings: settings.clone(), threshold: threshold(settings.sampler.ratio), queue, stats, exporter })
+        let batch_ready = Arc::new(tokio::sync::Notify::new());
+        let exporter = export::Exporter::start(settings, node_id, rx, batch_ready.clone(), stats.clone())?;
+        Ok(Tracer {
+            settings: settings.clone(),
+            threshold: threshold(settings.sampler.ratio),
+            queue,
+            batch: settings.export.batch.max(1),
+            batch_ready,
+            stats,
+            exporter,
+        })
     }
 
     /// The settings it runs with.
@@ -274,6 +287,10 @@ impl Tracer {
         proto::fixed64(&mut span.buf, proto::span::END, unix_nanos(end));
         if self.queue.try_send(span.buf).is_err() {
             self.stats.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        } else if self.queue.max_capacity() - self.queue.capacity() >= self.batch {
+            // The exporter waits for a batch or its interval, never on the queue itself, so a
+            // span costs no wake-up of another thread.
+            self.batch_ready.notify_one();
         }
     }
 
