@@ -44,6 +44,8 @@ pub(crate) struct H2Load {
     /// The connection takes no new streams: its task ended, or a request found it refusing them
     /// (the server sent GOAWAY).
     pub(crate) closed: AtomicBool,
+    /// Whether its TLS handshake resumed a session; `None` for h2c.
+    pub(crate) tls_resumed: Option<bool>,
 }
 
 /// How a connection PINGs its endpoint (`keepalive.ping_interval`, `ping_timeout`).
@@ -61,6 +63,7 @@ pub(crate) async fn handshake(
     keepalive: Option<Keepalive>,
 ) -> Result<(SendRequest<Bytes>, Arc<H2Load>), h2::Error> {
     let read_ms = Arc::new(AtomicU64::new(gatehouse_clock::now_ms()));
+    let tls_resumed = io.tls_resumed();
     let io = H2Io { io, read_ms: read_ms.clone() };
     let mut builder = h2::client::Builder::new();
     builder
@@ -81,6 +84,7 @@ pub(crate) async fn handshake(
         max: AtomicUsize::new(max_streams.unwrap_or_else(|| conn.max_concurrent_send_streams())),
         known: AtomicBool::new(false),
         closed: AtomicBool::new(false),
+        tls_resumed,
     });
     tokio::spawn(Drive::new(conn, load.clone(), keepalive, read_ms));
     Ok((sender, load))

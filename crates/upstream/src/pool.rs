@@ -152,12 +152,12 @@ impl SendFailure {
 }
 
 impl Lease {
-    /// Whether the connection's TLS handshake resumed a session: known for HTTP/1.1 connections
-    /// over TLS; `None` for plain text and for HTTP/2 (its connection is its task's).
+    /// Whether the connection's TLS handshake resumed a session; `None` for plain text.
     pub fn tls_resumed(&self) -> Option<bool> {
         match &self.conn {
             Some(Conn::H1(c)) => c.io.tls_resumed(),
-            _ => None,
+            Some(Conn::H2(h2)) => h2.1 .0.tls_resumed,
+            None => None,
         }
     }
 

@@ -13,11 +13,12 @@ use std::path::Path;
 /// nginx with one HTTPS server on `{port0}` for `cert`; `extra` adds server directives.
 fn https_backend(cert: &Path, extra: &str) -> Nginx {
     let c = cert.display();
+    let keepalive = if extra.contains("keepalive_requests") { "" } else { "keepalive_requests 10000;" };
     Nginx::start(
         &format!(
             "server {{\n listen 127.0.0.1:{{port0}} ssl http2;\n ssl_certificate {c};\n ssl_certificate_key {c};\n\
              ssl_protocols TLSv1.2 TLSv1.3;\n ssl_session_cache shared:SSL:1m;\n {extra}\n\
-             access_log {{dir}}/access.log test;\n keepalive_requests 10000;\n\
+             access_log {{dir}}/access.log test;\n {keepalive}\n\
              location / {{ return 200 \"tls backend\\n\"; }}\n}}\n"
         ),
         1,
@@ -317,34 +318,38 @@ fn a_burst_of_new_upstream_connections_resumes() {
     assert!(full <= 25.0, "full {full}, resumed {resumed}");
 }
 
-/// A traced request's attempt over TLS says whether its handshake resumed: the first of three
-/// new connections is a full handshake, the others resume.
+/// A traced request's attempt over TLS says whether its handshake resumed, over HTTP/1.1 and
+/// HTTP/2: the first of three new connections is a full handshake, the others resume. (Each
+/// request gets a new connection: no idle HTTP/1.1 connection is kept, and the backend ends an
+/// HTTP/2 connection after one request.)
 #[test]
 fn traced_attempts_say_whether_their_tls_session_resumed() {
     let Some(jaeger) = gatehouse_testkit::Jaeger::start() else { return };
     let pki = Pki::new();
     let cert = pki.issue(&["backend.test"], Algorithm::EcdsaP256, "backend.pem", None);
-    let backend = https_backend(&cert, "");
-    let tracing = crate::traces::tracing_section(&format!("http://{}", jaeger.otlp_http), "http", "gw-tls", "");
-    let gw = start(&format!(
-        "{}{tracing}upstreams:\n  u: {{targets: [\"127.0.0.1:{}\"], keepalive: {{max_idle: 0}}, tls: {{ca: \"{}\", server_name: backend.test}}}}\nsites:\n  main: {{hosts: [\"{HOST}\"], routes: [{{path: /, upstream: u}}]}}\n",
-        head(""),
-        backend.port(0),
-        pki.ca_file().display()
-    ));
-    let mut resumed = Vec::new();
-    for i in 0..3u32 {
-        let trace = format!("{:032x}", 0x7af0_0000u128 + u128::from(i));
-        let tp = format!("00-{trace}-b7ad6b7169203331-01");
-        assert_eq!(http_get(gw.addr("http"), HOST, "/", &[("traceparent", &tp)]).status, 200);
-        let t = jaeger.trace(&trace, 2, std::time::Duration::from_secs(15)).expect("the trace in Jaeger");
-        let attempt = t["spans"]
-            .as_array()
-            .and_then(|s| s.iter().find(|s| gatehouse_testkit::span_tag(s, "span.kind") == Some(&"client".into())))
-            .cloned()
-            .expect("the attempt's span");
-        assert_eq!(gatehouse_testkit::span_tag(&attempt, "url.scheme"), Some(&"https".into()), "{attempt}");
-        resumed.push(gatehouse_testkit::span_tag(&attempt, "tls.resumed").and_then(serde_json::Value::as_bool));
+    let backend = https_backend(&cert, "keepalive_requests 1;");
+    for (n, protocol) in ["http1", "http2"].into_iter().enumerate() {
+        let tracing = crate::traces::tracing_section(&format!("http://{}", jaeger.otlp_http), "http", "gw-tls", "");
+        let gw = start(&format!(
+            "{}{tracing}upstreams:\n  u: {{targets: [\"127.0.0.1:{}\"], protocol: {protocol}, keepalive: {{max_idle: 0}}, tls: {{ca: \"{}\", server_name: backend.test}}}}\nsites:\n  main: {{hosts: [\"{HOST}\"], routes: [{{path: /, upstream: u}}]}}\n",
+            head(""),
+            backend.port(0),
+            pki.ca_file().display()
+        ));
+        let mut resumed = Vec::new();
+        for i in 0..3u32 {
+            let trace = format!("{:032x}", 0x7af0_0000u128 + u128::from(i) + 16 * n as u128);
+            let tp = format!("00-{trace}-b7ad6b7169203331-01");
+            assert_eq!(http_get(gw.addr("http"), HOST, "/", &[("traceparent", &tp)]).status, 200);
+            let t = jaeger.trace(&trace, 2, std::time::Duration::from_secs(15)).expect("the trace in Jaeger");
+            let attempt = t["spans"]
+                .as_array()
+                .and_then(|s| s.iter().find(|s| gatehouse_testkit::span_tag(s, "span.kind") == Some(&"client".into())))
+                .cloned()
+                .expect("the attempt's span");
+            assert_eq!(gatehouse_testkit::span_tag(&attempt, "url.scheme"), Some(&"https".into()), "{attempt}");
+            resumed.push(gatehouse_testkit::span_tag(&attempt, "tls.resumed").and_then(serde_json::Value::as_bool));
+        }
+        assert_eq!(resumed, [Some(false), Some(true), Some(true)], "{protocol}");
     }
-    assert_eq!(resumed, [Some(false), Some(true), Some(true)]);
 }
