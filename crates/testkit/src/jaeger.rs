@@ -56,8 +56,10 @@ receivers:
     protocols:
       grpc:
         endpoint: "127.0.0.1:${env:JAEGER_OTLP_GRPC_PORT}"
+        TLS
       http:
         endpoint: "127.0.0.1:${env:JAEGER_OTLP_HTTP_PORT}"
+        TLS
 exporters:
   jaeger_storage_exporter:
     trace_storage: mem
@@ -93,13 +95,27 @@ impl Jaeger {
     /// Starts Jaeger and waits until its health check says ready; `None` when it is not
     /// installed (a test then skips, unless `CI` is set).
     pub fn start() -> Option<Jaeger> {
+        Jaeger::start_with(None)
+    }
+
+    /// Jaeger whose OTLP receivers (HTTP and gRPC) serve TLS with the certificate and key in the
+    /// PEM file `bundle`.
+    pub fn start_tls(bundle: &std::path::Path) -> Option<Jaeger> {
+        Jaeger::start_with(Some(bundle))
+    }
+
+    fn start_with(tls: Option<&std::path::Path>) -> Option<Jaeger> {
         let Some(bin) = jaeger_binary() else {
             assert!(std::env::var_os("CI").is_none(), "jaeger {JAEGER_VERSION} is needed but CI is set");
             return None;
         };
         let dir = TempDir::new();
         let config = dir.join("jaeger.yaml");
-        std::fs::write(&config, CONFIG).expect("write the Jaeger configuration");
+        let tls = match tls {
+            Some(b) => format!("tls: {{cert_file: \"{}\", key_file: \"{}\"}}", b.display(), b.display()),
+            None => String::new(),
+        };
+        std::fs::write(&config, CONFIG.replace("TLS", &tls)).expect("write the Jaeger configuration");
         let (grpc, http, query, health) = (free_port(), free_port(), free_port(), free_port());
         let child = Command::new(&bin)
             .arg(format!("--config=file:{}", config.display()))

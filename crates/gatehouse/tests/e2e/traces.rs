@@ -157,6 +157,34 @@ fn spans_reach_jaeger_over_http_and_grpc_continuing_the_clients_trace() {
 }
 
 /// The ratio over 1,000 new traces; a parent's sampled flag decides for its requests.
+/// A collector behind TLS, verified against `otlp.ca`: spans arrive over OTLP/HTTP (HTTP/1.1 or
+/// HTTP/2 by ALPN) and over gRPC (HTTP/2 by ALPN).
+#[test]
+fn spans_reach_a_collector_over_https_for_both_protocols() {
+    let pki = crate::tls::Pki::new();
+    let bundle = pki.issue(&["127.0.0.1"], gatehouse_tls::issue::Algorithm::EcdsaP256, "otel.pem", None);
+    let Some(jaeger) = Jaeger::start_tls(&bundle) else { return };
+    let b = Backend::start("b");
+    let dir = TempDir::new();
+    let log = dir.join("access.log");
+    for (i, (protocol, addr)) in [("http", jaeger.otlp_http), ("grpc", jaeger.otlp_grpc)].into_iter().enumerate() {
+        let section = tracing_section(&format!("https://{addr}"), protocol, "gw-tls", "")
+            .replace("protocol: ", &format!("ca: \"{}\", protocol: ", pki.ca_file().display()));
+        let gw = start(&gateway_yaml(&section, &b, &log));
+        let trace = format!("{:032x}", 0x5eed_0000u128 + i as u128);
+        let tp = format!("00-{trace}-b7ad6b7169203331-01");
+        assert_eq!(http_get(gw.addr("http"), HOST, "/x", &[("traceparent", &tp)]).status, 200);
+        let t = jaeger.trace(&trace, 2, EXPORTED).unwrap_or_else(|| panic!("{protocol}: trace {trace} not in Jaeger"));
+        assert_eq!(tag(span_of(&t, "server"), "url.path"), &Value::from("/x"), "{protocol}");
+        let m = gw.metrics();
+        assert_eq!(
+            gatehouse_testkit::metric_value(&m, "gatehouse_tracing_export_failures_total").unwrap_or(0.0),
+            0.0,
+            "{protocol}"
+        );
+    }
+}
+
 #[test]
 fn the_sampling_ratio_and_the_parents_flag_decide_what_is_recorded() {
     let Some(jaeger) = Jaeger::start() else { return };
