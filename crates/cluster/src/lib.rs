@@ -131,6 +131,15 @@ fn derive(secret: &[u8], label: &'static [u8]) -> Result<LessSafeKey, ClusterErr
 }
 
 impl Cluster {
+    /// Whether `secret` can be the cluster secret (at least 32 bytes), as [`Cluster::new`] judges
+    /// it; `gatehouse check` asks this too.
+    pub fn check_secret(secret: &[u8]) -> Result<(), ClusterError> {
+        if secret.len() < 32 {
+            return Err(ClusterError::ShortSecret { len: secret.len() });
+        }
+        Ok(())
+    }
+
     /// Connects (in the background, on the current runtime) to the Redis of `options`; `secret`
     /// must be at least 32 bytes.
     pub fn new(
@@ -139,9 +148,7 @@ impl Cluster {
         secret: &[u8],
         stats: Arc<RedisStats>,
     ) -> Result<Arc<Self>, ClusterError> {
-        if secret.len() < 32 {
-            return Err(ClusterError::ShortSecret { len: secret.len() });
-        }
+        Cluster::check_secret(secret)?;
         let ids_prk = Salt::new(HKDF_SHA256, b"gatehouse cluster v1").extract(secret);
         let ids_okm = ids_prk.expand(&[b"session ids"], hmac::HMAC_SHA256).map_err(|_| ClusterError::KeyDerivation)?;
         Ok(Arc::new(Cluster {

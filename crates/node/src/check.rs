@@ -5,7 +5,8 @@
 //! sections read cleanly (it resolves their references to each other), and a file's error is left
 //! out where the document's already names that place.
 
-use gatehouse_config::ConfigError;
+use crate::error::NodeError;
+use gatehouse_config::{Config, ConfigError};
 
 /// One error `check` reports, by the step that found it.
 #[derive(Debug)]
@@ -45,6 +46,9 @@ pub fn check(text: &str) -> Vec<CheckError> {
             later.push(CheckError::Files(e.to_string()));
         }
     }
+    for e in node_files(&config) {
+        later.extend(e.to_string().lines().map(|l| CheckError::Files(l.to_string())));
+    }
     let gateway_clean =
         !errors.iter().any(|e| ["services", "apps", "plans"].iter().any(|s| e.path.split('.').next() == Some(*s)));
     if gateway_clean {
@@ -54,4 +58,29 @@ pub fn check(text: &str) -> Vec<CheckError> {
     }
     let later: Vec<CheckError> = later.into_iter().filter(|e| !reported(&e.to_string())).collect();
     errors.into_iter().map(CheckError::Config).chain(later).collect()
+}
+
+/// The files `run` reads besides certificates, read the same way: the cluster secret, Redis'
+/// password and TLS files, the admin listener's certificate, key and client CA, and its token
+/// file when it exists (a missing one is made at start).
+fn node_files(config: &Config) -> Vec<NodeError> {
+    let mut errors = Vec::new();
+    if let Some(r) = &config.redis {
+        errors.extend(crate::tls::cluster_secret(r).err());
+        match crate::tls::redis_options(r) {
+            Ok(opts) => {
+                errors.extend(opts.check().err().map(|e| NodeError::Cluster(gatehouse_cluster::ClusterError::Redis(e))))
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    if let Some(admin) = &config.admin {
+        if let Some(t) = &admin.tls {
+            errors.extend(crate::tls::admin_server_config(t).err());
+        }
+        if let Some(f) = &admin.token_file {
+            errors.extend(crate::run::admin::existing_token(&f.path).err());
+        }
+    }
+    errors
 }

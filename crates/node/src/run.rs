@@ -2,7 +2,7 @@
 //! reloads (SIGHUP or file change), hand over to a new binary on SIGUSR2 ([`crate::upgrade`]) and
 //! drain on SIGTERM/SIGINT. Runs on the main thread's own runtime; traffic runs on the workers.
 
-mod admin;
+pub(crate) mod admin;
 mod apply;
 
 use crate::compiler::Compiler;

@@ -258,14 +258,22 @@ fn certs_options(config: &Config) -> CertsOptions {
 /// The cluster's Redis and keys, when the configuration has a `redis` section.
 pub fn cluster(config: &Config, stats: Arc<RedisStats>) -> Result<Option<Arc<Cluster>>, NodeError> {
     let Some(r) = &config.redis else { return Ok(None) };
+    let secret = cluster_secret(r)?;
+    Cluster::new(redis_options(r)?, &r.prefix, &secret, stats).map(Some).map_err(NodeError::Cluster)
+}
+
+/// `redis.secret_file` read (surrounding white space dropped) and judged, as `run` and `check`
+/// both do.
+pub(crate) fn cluster_secret(r: &gatehouse_config::Redis) -> Result<Vec<u8>, NodeError> {
     let secret = std::fs::read(&r.secret_file).map_err(|source| NodeError::File {
         setting: Some("redis.secret_file"),
         action: "read",
         path: r.secret_file.clone(),
         source,
     })?;
-    let secret = secret.trim_ascii();
-    Cluster::new(redis_options(r)?, &r.prefix, secret, stats).map(Some).map_err(NodeError::Cluster)
+    let secret = secret.trim_ascii().to_vec();
+    Cluster::check_secret(&secret).map_err(NodeError::Cluster)?;
+    Ok(secret)
 }
 
 /// The Redis client's options from the `redis` section, with the password and TLS files read.

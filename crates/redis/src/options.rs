@@ -141,6 +141,12 @@ impl ClientOptions {
         since + if self.health_check_interval.is_zero() { NEVER } else { self.health_check_interval }
     }
 
+    /// Whether the options can work (the TLS files' PEM, the Sentinel and Cluster nodes), as a
+    /// client made from them would judge; connects nothing.
+    pub fn check(&self) -> Result<()> {
+        crate::connect::Connector::new(self).map(drop)
+    }
+
     /// Options for `redis[s]://[[user]:password@]host[:port][/db]`, defaults for everything else.
     ///
     /// The port defaults to 6379 and the database to 0. User and password may be

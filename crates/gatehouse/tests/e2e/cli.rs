@@ -37,13 +37,39 @@ tiemouts: 5s
     }
 }
 
+/// `check` reads every file `run` reads and says what `run` would: the gateway example names a
+/// cluster secret under /etc/gatehouse, which `check` reports as `run` does; with a secret of
+/// its own the example passes.
 #[test]
-fn check_reads_jwt_keys_and_accepts_the_gateway_example() {
+fn check_reads_jwt_keys_and_the_files_run_reads_and_accepts_the_gateway_example() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/gateway.yaml");
-    let out = Command::new(BIN).args(["check", example]).output().expect("run gatehouse check");
-    assert!(out.status.success(), "check {example} failed: {}", String::from_utf8_lossy(&out.stderr));
-
     let dir = TempDir::new();
+    let text = std::fs::read_to_string(example).expect("read the example");
+    let secret = "/etc/gatehouse/cluster.secret";
+    assert!(text.contains(secret), "the example names {secret}");
+    if !std::path::Path::new(secret).exists() {
+        let out = Command::new(BIN).args(["check", example]).output().expect("run gatehouse check");
+        let check = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "check accepted a missing redis.secret_file");
+        let out = Command::new(BIN).args(["run", "--config", example]).output().expect("run gatehouse run");
+        let run = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(!out.status.success(), "run started without its secret: {run}");
+        let line = check.lines().find(|l| l.contains("redis.secret_file")).unwrap_or_else(|| panic!("{check}"));
+        // Each names the place and the problem the same way (check puts the file name first).
+        let said = line.find("redis.secret_file").map_or(line, |at| &line[at..]).trim();
+        assert!(said.contains(secret) && run.contains(said), "check said {said:?}; run said:\n{run}");
+    }
+    std::fs::write(dir.join("cluster.secret"), "0123456789abcdef0123456789abcdef-example\n").expect("write a secret");
+    let own = dir.join("gateway.yaml");
+    std::fs::write(&own, text.replace(secret, &dir.join("cluster.secret").display().to_string()))
+        .expect("write the example with its secret");
+    let out = Command::new(BIN).arg("check").arg(&own).output().expect("run gatehouse check");
+    assert!(out.status.success(), "check {} failed: {}", own.display(), String::from_utf8_lossy(&out.stderr));
+    std::fs::write(dir.join("cluster.secret"), "short\n").expect("write a short secret");
+    let out = Command::new(BIN).arg("check").arg(&own).output().expect("run gatehouse check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("the cluster secret has 5 bytes; at least 32 are needed"), "{stderr}");
+
     std::fs::write(dir.join("not-a-key.pem"), "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
         .expect("write a bad key");
     let file = dir.join("gateway.yaml");
@@ -56,6 +82,36 @@ fn check_reads_jwt_keys_and_accepts_the_gateway_example() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "check accepted an unreadable key; stderr:\n{stderr}");
     assert!(stderr.contains("apps.a.jwt_keys[0]"), "{stderr}");
+}
+
+/// The files only `run` used to read are read by `check` too, in one run: an empty admin token
+/// file, the admin listener's missing certificate, a cluster secret too short, Redis' missing
+/// password file (the first of Redis' files that fails, as for `run`).
+#[test]
+fn check_reads_the_admin_and_redis_files_run_reads() {
+    let dir = TempDir::new();
+    std::fs::write(dir.join("token"), "\n").expect("write an empty token file");
+    std::fs::write(dir.join("secret"), "too short\n").expect("write a secret");
+    let file = dir.join("gatehouse.yaml");
+    let missing = |name: &str| dir.join(name).display().to_string();
+    let yaml = format!(
+        "listeners: {{ http: {{ bind: \"127.0.0.1:0\" }} }}\nadmin: {{ bind: \"127.0.0.1:0\", token_file: {{ path: \"{}\" }}, tls: {{ cert: \"{}\", key: \"{}\" }} }}\nredis: {{ url: \"rediss://127.0.0.1:1\", secret_file: \"{}\", password_file: \"{}\", tls: {{ ca: \"{}\" }} }}\n",
+        dir.join("token").display(),
+        missing("admin.pem"),
+        missing("admin.key"),
+        dir.join("secret").display(),
+        missing("redis-password"),
+        missing("redis-ca.pem"),
+    );
+    std::fs::write(&file, yaml).expect("write the configuration");
+    let out = Command::new(BIN).arg("check").arg(&file).output().expect("run gatehouse check");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "check accepted them; stderr:\n{stderr}");
+    for expected in
+        ["admin.token_file", "is empty", "admin.tls.cert", "the cluster secret has 9 bytes", "redis.password_file"]
+    {
+        assert!(stderr.contains(expected), "{expected:?} missing from:\n{stderr}");
+    }
 }
 
 #[test]

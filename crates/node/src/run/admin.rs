@@ -36,6 +36,21 @@ pub(super) fn start(
     Ok(addr)
 }
 
+/// The token in `path` when the file exists (`None` when it is missing, to be made); an
+/// unreadable or empty file is an error, for `run` and `check` alike.
+pub(crate) fn existing_token(path: &Path) -> Result<Option<String>, NodeError> {
+    match std::fs::read_to_string(path) {
+        Ok(t) if !t.trim().is_empty() => Ok(Some(t.trim().to_string())),
+        Ok(_) => {
+            Err(NodeError::Settings(vec![Setting::new("admin.token_file", format!("{} is empty", path.display()))]))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => {
+            Err(NodeError::File { setting: Some("admin.token_file"), action: "read", path: path.to_path_buf(), source })
+        }
+    }
+}
+
 /// The token in `path`, made (32 random bytes, hex, mode 600) when the file is missing.
 fn token_from_file(path: &Path, bind: std::net::SocketAddr) -> Result<String, NodeError> {
     let failed = |action, path: &Path, source| NodeError::File {
@@ -44,16 +59,8 @@ fn token_from_file(path: &Path, bind: std::net::SocketAddr) -> Result<String, No
         path: path.to_path_buf(),
         source,
     };
-    match std::fs::read_to_string(path) {
-        Ok(t) if !t.trim().is_empty() => return Ok(t.trim().to_string()),
-        Ok(_) => {
-            return Err(NodeError::Settings(vec![Setting::new(
-                "admin.token_file",
-                format!("{} is empty", path.display()),
-            )]))
-        }
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(failed("read", path, e)),
-        Err(_) => {}
+    if let Some(token) = existing_token(path)? {
+        return Ok(token);
     }
     let mut bytes = [0u8; 32];
     aws_lc_rs::rand::fill(&mut bytes).map_err(|_| NodeError::NoRandomness("admin.token_file"))?;
