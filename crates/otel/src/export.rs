@@ -1,8 +1,7 @@
-//! The exporter thread: a Tokio runtime of its own, reading finished spans (encoded OTLP
-//! `Span`s) from the request path's queue, batching them (`export.batch` spans, or what came
-//! within `export.interval`) into an `ExportTraceServiceRequest` and sending it with a hyper
-//! client made here: protobuf over HTTP (`/v1/traces`), or the gRPC `TraceService/Export` call
-//! over HTTP/2. One export at a time, each bounded by `otlp.timeout`; a failed one is counted and
+//! The exporter thread: a Tokio runtime of its own, woken when the request path has queued
+//! `export.batch` finished spans (encoded OTLP `Span`s) or every `export.interval`, taking them in
+//! batches into an `ExportTraceServiceRequest` and sending it with a hyper client made here:
+//! protobuf over HTTP (`/v1/traces`), or the gRPC `TraceService/Export` call over HTTP/2. One export at a time, each bounded by `otlp.timeout`; a failed one is counted and
 //! its spans are let go.
 
 use crate::proto::Envelope;
@@ -61,7 +60,7 @@ pub(crate) struct Exporter {
 }
 
 /// The CA file's certificates, read now so that a bad file is the configuration's error.
-fn read_ca(settings: &Tracing) -> Result<Option<(Vec<u8>, rustls::RootCertStore)>, ExportError> {
+fn read_ca(settings: &Tracing) -> Result<Option<rustls::RootCertStore>, ExportError> {
     let Some(path) = &settings.otlp.ca else { return Ok(None) };
     let pem = std::fs::read(path).map_err(|e| ExportError::Ca(format!("cannot read {}: {e}", path.display())))?;
     let mut roots = rustls::RootCertStore::empty();
@@ -73,7 +72,7 @@ fn read_ca(settings: &Tracing) -> Result<Option<(Vec<u8>, rustls::RootCertStore)
     if roots.is_empty() {
         return Err(ExportError::Ca(format!("{} holds no CA certificate", path.display())));
     }
-    Ok(Some((pem, roots)))
+    Ok(Some(roots))
 }
 
 /// Reads the files `settings` name, as `gatehouse check` does: the first problem.
@@ -162,7 +161,7 @@ const GRPC_EXPORT: &str = "/opentelemetry.proto.collector.trace.v1.TraceService/
 
 /// The sink for `settings`: OTLP/HTTP posts `application/x-protobuf` to `/v1/traces`; OTLP/gRPC
 /// calls `TraceService/Export` over HTTP/2 (prior knowledge for `http://`, ALPN for `https://`).
-fn build(settings: &Tracing, node_id: &str, ca: Option<(Vec<u8>, rustls::RootCertStore)>) -> Result<Sink, ExportError> {
+fn build(settings: &Tracing, node_id: &str, ca: Option<rustls::RootCertStore>) -> Result<Sink, ExportError> {
     let otlp = &settings.otlp;
     let mut headers = http::HeaderMap::new();
     for (k, v) in &otlp.headers {
@@ -188,7 +187,7 @@ fn build(settings: &Tracing, node_id: &str, ca: Option<(Vec<u8>, rustls::RootCer
         &[("service.name", &settings.service_name), ("service.version", version), ("service.instance.id", node_id)],
         ("gatehouse", version),
     );
-    let client = client(ca.map(|(_, roots)| roots), grpc)?;
+    let client = client(ca, grpc)?;
     Ok(Sink { protocol: otlp.protocol, url, headers, client, timeout: otlp.timeout.0, envelope })
 }
 
