@@ -3,7 +3,7 @@
 //! in the Redis store it is sealed with the cluster secret (`{prefix}:acme:account:{<id>}`), as
 //! certificates are, since it holds the account's private key. `<id>` names the directory URL.
 
-use crate::error::AcmeError;
+use crate::error::{ca_call, AcmeError};
 use crate::lock::Locks;
 use crate::settings::Settings;
 use crate::stats::AcmeStats;
@@ -161,13 +161,10 @@ pub async fn account(
     let contact: Vec<&str> = settings.contact.iter().map(String::as_str).collect();
     let new = NewAccount { contact: &contact, terms_of_service_agreed: true, only_return_existing: false };
     let eab = settings.eab.as_ref().map(|(kid, key)| ExternalAccountKey::new(kid.clone(), key));
-    let created = tokio::time::timeout(
-        CA_TIMEOUT,
-        builder(settings, stats)?.create(&new, settings.directory.clone(), eab.as_ref()),
-    )
-    .await
-    .map_err(|_| AcmeError::TimedOut("create the account"))?
-    .map_err(AcmeError::ca("create the account"));
+    let created = ca_call!(
+        "create the account",
+        builder(settings, stats)?.create(&new, settings.directory.clone(), eab.as_ref())
+    );
     let saved = match created {
         Ok((account, credentials)) => {
             let json = serde_json::to_vec(&credentials).map_err(|e| AcmeError::Local(e.to_string()))?;

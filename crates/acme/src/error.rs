@@ -33,16 +33,58 @@ pub enum AcmeError {
     Redis(gatehouse_redis::Error),
     /// Something on this node: a file, a key, a certificate the store refused.
     Local(String),
-    /// A failure within an order, with the order's URL.
+    /// A failure within an order, with the order's URL and the challenge type answered with.
     InOrder {
         /// The order's URL.
         order: String,
+        /// The challenge type, once one was chosen.
+        challenge: Option<&'static str>,
         /// What failed.
         source: Box<AcmeError>,
     },
 }
 
+/// How many more times a request the CA refused for its nonce is sent again, beyond the client's
+/// own retries (instant-acme sends each request at most three times). A CA may refuse any nonce
+/// (RFC 8555 §6.5: `badNonce` is retried by the client); Let's Encrypt's and Pebble's refuse a few
+/// per cent on purpose, and an order is a dozen requests.
+pub(crate) const NONCE_RETRIES: u32 = 5;
+
+/// Whether the CA refused the request for its nonce (`badNonce`), so that sending it again helps.
+pub(crate) fn bad_nonce(e: &instant_acme::Error) -> bool {
+    matches!(e, instant_acme::Error::Api(p) if p.r#type.as_deref() == Some("urn:ietf:params:acme:error:badNonce"))
+}
+
+/// Sends a request to the CA (`$call`, evaluated again for each try) within [`CA_TIMEOUT`]
+/// (crate::account::CA_TIMEOUT), again when the CA refused its nonce; the step is named `$what`
+/// in the error.
+macro_rules! ca_call {
+    ($what:expr, $call:expr) => {{
+        let mut left = $crate::error::NONCE_RETRIES;
+        loop {
+            match tokio::time::timeout($crate::account::CA_TIMEOUT, $call).await {
+                Err(_) => break Err($crate::error::AcmeError::TimedOut($what)),
+                Ok(Err(e)) if left > 0 && $crate::error::bad_nonce(&e) => {
+                    left -= 1;
+                    tracing::debug!(step = $what, "the CA refused the nonce; sending again");
+                }
+                Ok(r) => break r.map_err($crate::error::AcmeError::ca($what)),
+            }
+        }
+    }};
+}
+pub(crate) use ca_call;
+
 impl AcmeError {
+    /// The challenge type whose validation the CA found failed, for an order that failed so.
+    pub fn failed_challenge(&self) -> Option<&'static str> {
+        match self {
+            AcmeError::InOrder { source, .. } => source.failed_challenge(),
+            AcmeError::Invalid { challenge, .. } => Some(challenge),
+            _ => None,
+        }
+    }
+
     /// Wraps a client error met at step `what`.
     pub(crate) fn ca(what: &'static str) -> impl FnOnce(instant_acme::Error) -> AcmeError {
         move |source| AcmeError::Ca { what, source }
@@ -82,7 +124,8 @@ impl std::fmt::Display for AcmeError {
             }
             AcmeError::Redis(e) => write!(f, "redis: {e}"),
             AcmeError::Local(e) => f.write_str(e),
-            AcmeError::InOrder { order, source } => write!(f, "order {order}: {source}"),
+            AcmeError::InOrder { order, challenge: Some(c), source } => write!(f, "order {order} ({c}): {source}"),
+            AcmeError::InOrder { order, challenge: None, source } => write!(f, "order {order}: {source}"),
         }
     }
 }

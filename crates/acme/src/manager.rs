@@ -17,6 +17,7 @@ use crate::on_demand::{is_orderable, Policy};
 use crate::order::issue;
 use crate::settings::Settings;
 use crate::NameStatus;
+use gatehouse_config::AcmeChallenge;
 use gatehouse_tls::bundle::Bundle;
 use gatehouse_tls::catalog::Catalog;
 use gatehouse_tls::challenge::Board;
@@ -299,6 +300,8 @@ impl Manager {
                 s.source = "on-demand".into();
             }
         });
+        // The expiry already counted as passed with no renewal in place (each certificate once).
+        let mut counted_expiry = None;
         loop {
             let wait = match self.step(&account, &name).await {
                 Ok(wait) => {
@@ -306,17 +309,24 @@ impl Manager {
                     wait
                 }
                 Err(e) => {
-                    tracing::error!(name = %name, error = %e, retry_in_s = backoff.as_secs(), "ACME certificate not obtained");
+                    let not_after = self.names().get(&name).and_then(|s| s.not_after);
+                    let now = now_secs();
+                    // The retry comes no later than the expiry, so that an expiry with no
+                    // renewal in place is seen when it happens.
+                    let wait = match not_after {
+                        Some(t) if t > now => backoff.min(Duration::from_secs((t - now) as u64 + 1)),
+                        _ => backoff,
+                    };
+                    tracing::error!(name = %name, error = %e, retry_in_s = wait.as_secs(), "ACME certificate not obtained");
                     self.note(&name, |s| {
                         s.last_error = Some(e.to_string());
-                        s.next_renewal = Some(now_secs() + backoff.as_secs() as i64);
+                        s.next_renewal = Some(now + wait.as_secs() as i64);
                     });
-                    let expired = self.names().get(&name).and_then(|s| s.not_after).is_some_and(|t| t < now_secs());
-                    if expired {
+                    if let Some(t) = not_after.filter(|t| *t <= now && counted_expiry != Some(*t)) {
+                        counted_expiry = Some(t);
                         self.parts.stats.expired.inc();
-                        tracing::error!(name = %name, "certificate expired with no renewal in place");
+                        tracing::error!(name = %name, not_after = t, "certificate expired with no renewal in place");
                     }
-                    let wait = backoff;
                     backoff = (backoff * 2).min(LONGEST_BACKOFF);
                     wait
                 }
@@ -336,19 +346,21 @@ impl Manager {
     /// ordered by another node), then kept like a configured name.
     async fn order_on_demand(self: Arc<Self>, name: String) -> bool {
         let Some(policy) = &self.policy else { return false };
-        // A handshake at start may come before the account is read or made.
-        let mut account = self.account.subscribe();
-        let ready = tokio::time::timeout(CA_TIMEOUT, account.wait_for(Option::is_some)).await;
-        let Some(account) = ready.ok().and_then(|r| r.ok()).and_then(|a| a.clone()) else { return false };
+        // The decision first: a refused name is answered at once, whatever the CA or the store
+        // are doing, and names nobody allowed cost no store read.
+        if !policy.allows(&name).await {
+            self.parts.stats.decided(1);
+            return false;
+        }
         match self.stored(&name).await {
             Ok(Some(_)) => return true,
             Ok(None) => {}
             Err(_) => return false,
         }
-        if !policy.allows(&name).await {
-            self.parts.stats.decided(1);
-            return false;
-        }
+        // A handshake at start may come before the account is read or made.
+        let mut account = self.account.subscribe();
+        let ready = tokio::time::timeout(CA_TIMEOUT, account.wait_for(Option::is_some)).await;
+        let Some(account) = ready.ok().and_then(|r| r.ok()).and_then(|a| a.clone()) else { return false };
         let guard = match self.parts.locks.try_take(&name).await {
             Ok(Some(g)) => g,
             // Another node orders it: its certificate is in the store soon.
@@ -369,6 +381,11 @@ impl Manager {
         guard.release().await;
         if let Err(e) = ordered {
             tracing::error!(name, error = %e, "on-demand certificate not obtained");
+            self.note(&name, |s| {
+                s.source = "on-demand".into();
+                s.last_error = Some(e.to_string());
+            });
+            self.publish(&name).await;
             return false;
         }
         if let Err(e) = self.parts.keep.record_on_demand(&name).await {
@@ -435,9 +452,30 @@ impl Manager {
         let _permit = self.orders.acquire().await.map_err(|_| AcmeError::Local("shutting down".into()))?;
         let started = std::time::Instant::now();
         let acme = &self.parts.stats;
-        let issued = issue(account, &self.parts.settings, &self.parts.board, name, replaces)
-            .await
-            .inspect_err(|_| acme.orders_failed.inc())?;
+        // The certificate renewed in the CA's window, named on the new order (RFC 9773 §5).
+        let replacing = replaces.as_ref().map(|r| r.to_string());
+        let settings = &self.parts.settings;
+        // Challenge types are tried in the configured order: when the CA finds one failed, a new
+        // order is placed at once with the next one it can use, until none is left.
+        let mut skip = Vec::new();
+        let issued = loop {
+            match issue(account, settings, &self.parts.board, name, replaces.clone(), &skip).await {
+                Ok(issued) => break issued,
+                Err(e) => {
+                    acme.orders_failed.inc();
+                    let failed =
+                        e.failed_challenge().and_then(|f| settings.challenges.iter().find(|c| c.as_str() == f));
+                    let Some(failed) = failed.filter(|_| !name.starts_with("*.")) else { return Err(e) };
+                    skip.push(*failed);
+                    let next = settings
+                        .challenges
+                        .iter()
+                        .find(|c| !skip.contains(c) && (**c != AcmeChallenge::Dns01 || settings.dns01.is_some()));
+                    let Some(next) = next else { return Err(e) };
+                    tracing::warn!(name, error = %e, next = next.as_str(), "ACME validation failed; ordering again with the next challenge type");
+                }
+            }
+        };
         acme.orders_valid.inc();
         let imported = self
             .parts
@@ -455,6 +493,7 @@ impl Manager {
             order = %issued.order,
             not_after = imported.facts.not_after,
             place = %imported.place,
+            replaces = replacing.as_deref().unwrap_or("-"),
             ms = started.elapsed().as_millis() as u64,
             "ACME certificate issued"
         );

@@ -2,8 +2,7 @@
 //! challenge the CA offers, the answers published on the [`Board`] (so any node can give them),
 //! then a CSR for a new ECDSA P-256 key, and the chain.
 
-use crate::account::CA_TIMEOUT;
-use crate::error::{problem_text, AcmeError};
+use crate::error::{ca_call, problem_text, AcmeError};
 use crate::settings::Settings;
 use gatehouse_config::AcmeChallenge;
 use gatehouse_tls::challenge::{Board, Kind};
@@ -72,13 +71,15 @@ impl Published<'_> {
     }
 }
 
-/// Orders a certificate for `name`; `replaces` names the certificate it renews (ARI).
+/// Orders a certificate for `name`; `replaces` names the certificate it renews (ARI); challenge
+/// types in `skip` (failed in an earlier order) are not answered with.
 pub async fn issue(
     account: &Account,
     settings: &Settings,
     board: &Board,
     name: &str,
     replaces: Option<CertificateIdentifier<'static>>,
+    skip: &[AcmeChallenge],
 ) -> Result<Issued, AcmeError> {
     let identifiers = [Identifier::Dns(name.to_string())];
     let mut new = NewOrder::new(&identifiers);
@@ -88,36 +89,69 @@ pub async fn issue(
     if let Some(r) = replaces {
         new = new.replaces(r);
     }
-    let mut order = tokio::time::timeout(CA_TIMEOUT, account.new_order(&new))
-        .await
-        .map_err(|_| AcmeError::TimedOut("place the order"))?
-        .map_err(AcmeError::ca("place the order"))?;
+    let mut order = ca_call!("place the order", account.new_order(&new))?;
     let url = order.url().to_string();
     let mut published = Published { board, dns01: settings.dns01.as_deref(), answers: Vec::new() };
-    let answered = answer(&mut order, settings, name, &mut published).await;
+    let mut chosen = None;
+    let answered = answer(&mut order, settings, name, &mut published, &mut chosen, skip).await;
     let result = match answered {
-        Ok(chosen) => finish(&mut order, name, chosen).await,
+        Ok(()) => finish(&mut order, name, chosen.unwrap_or("none")).await,
         Err(e) => Err(e),
     };
     published.withdraw().await;
-    let pem = result.map_err(|e| AcmeError::InOrder { order: url.clone(), source: Box::new(e) })?;
+    let pem = result.map_err(|e| AcmeError::InOrder { order: url.clone(), challenge: chosen, source: Box::new(e) })?;
     Ok(Issued { pem, order: url })
 }
 
-/// Answers every pending authorization of `order`; the challenge type chosen, for the log.
+/// Answers every pending authorization of `order`; `chosen` is the challenge type answered with,
+/// for the log.
 async fn answer(
     order: &mut instant_acme::Order,
     settings: &Settings,
     name: &str,
     published: &mut Published<'_>,
-) -> Result<&'static str, AcmeError> {
-    let mut chosen = "none";
-    let mut authorizations = order.authorizations();
-    while let Some(authz) = authorizations.next().await {
-        let mut authz = authz.map_err(AcmeError::ca("read an authorization"))?;
+    chosen: &mut Option<&'static str>,
+    skip: &[AcmeChallenge],
+) -> Result<(), AcmeError> {
+    // The authorizations answered, by URL: reading one may be refused for its nonce, and the
+    // walk then starts again without answering any twice.
+    let mut done: Vec<String> = Vec::new();
+    let mut nonce_retries = crate::error::NONCE_RETRIES;
+    'walk: loop {
+        let mut authorizations = order.authorizations();
+        while let Some(authz) = authorizations.next().await {
+            let authz = match authz {
+                Ok(a) => a,
+                Err(e) if nonce_retries > 0 && crate::error::bad_nonce(&e) => {
+                    nonce_retries -= 1;
+                    continue 'walk;
+                }
+                Err(e) => return Err(AcmeError::ca("read an authorization")(e)),
+            };
+            if done.iter().any(|u| u == authz.url()) {
+                continue;
+            }
+            let url = authz.url().to_string();
+            answer_one(authz, settings, name, published, chosen, skip).await?;
+            done.push(url);
+        }
+        return Ok(());
+    }
+}
+
+/// Answers one authorization with the first configured challenge type the CA offers for it.
+async fn answer_one(
+    mut authz: instant_acme::AuthorizationHandle<'_>,
+    settings: &Settings,
+    name: &str,
+    published: &mut Published<'_>,
+    chosen: &mut Option<&'static str>,
+    skip: &[AcmeChallenge],
+) -> Result<(), AcmeError> {
+    {
         match authz.status {
             AuthorizationStatus::Pending => {}
-            AuthorizationStatus::Valid => continue,
+            AuthorizationStatus::Valid => return Ok(()),
             other => {
                 return Err(AcmeError::Invalid {
                     name: name.into(),
@@ -128,9 +162,12 @@ async fn answer(
         }
         let offered: Vec<ChallengeType> = authz.challenges.iter().map(|c| c.r#type.clone()).collect();
         // A wildcard is validated by dns-01 only (RFC 8555 §7.1.3); dns-01 needs `dns01`.
-        let usable = |c: &AcmeChallenge| match c {
-            AcmeChallenge::Dns01 => settings.dns01.is_some(),
-            _ => !authz.wildcard,
+        let usable = |c: &AcmeChallenge| {
+            !skip.contains(c)
+                && match c {
+                    AcmeChallenge::Dns01 => settings.dns01.is_some(),
+                    _ => !authz.wildcard,
+                }
         };
         let wildcard_way = [AcmeChallenge::Dns01];
         let ways = if authz.wildcard { &wildcard_way[..] } else { &settings.challenges[..] };
@@ -166,14 +203,10 @@ async fn answer(
                 tokio::time::sleep(updater.propagation_wait).await;
             }
         }
-        let label = way.as_str();
-        tokio::time::timeout(CA_TIMEOUT, challenge.set_ready())
-            .await
-            .map_err(|_| AcmeError::TimedOut("ask for validation"))?
-            .map_err(AcmeError::ca("ask for validation"))?;
-        chosen = label;
+        *chosen = Some(way.as_str());
+        ca_call!("ask for validation", challenge.set_ready())?;
     }
-    Ok(chosen)
+    Ok(())
 }
 
 /// Waits for validation, sends the CSR and fetches the chain; the chain and key as PEM.
@@ -181,12 +214,13 @@ async fn finish(order: &mut instant_acme::Order, name: &str, challenge: &'static
     // Polled soon and then less often: a CA that validates at once (Pebble, a private CA) answers an
     // on-demand handshake in a few hundred milliseconds, one that takes seconds is asked a few times.
     let retries = RetryPolicy::new().initial_delay(Duration::from_millis(100)).backoff(1.5).timeout(VALIDATION_TIMEOUT);
-    let status = match order.poll_ready(&retries).await {
-        Ok(s) => s,
-        Err(instant_acme::Error::Api(p)) => {
-            return Err(AcmeError::Invalid { name: name.into(), challenge, problem: problem_text(&p) })
+    let mut nonce_retries = crate::error::NONCE_RETRIES;
+    let status = loop {
+        match order.poll_ready(&retries).await {
+            Ok(s) => break s,
+            Err(e) if nonce_retries > 0 && crate::error::bad_nonce(&e) => nonce_retries -= 1,
+            Err(e) => return Err(validation_failed(e, name, challenge)),
         }
-        Err(e) => return Err(AcmeError::Ca { what: "wait for validation", source: e }),
     };
     if status != OrderStatus::Ready {
         let problem = authorization_problem(order).await.unwrap_or_else(|| format!("the order is {status:?}"));
@@ -198,12 +232,25 @@ async fn finish(order: &mut instant_acme::Order, name: &str, challenge: &'static
         .map_err(|e| AcmeError::Local(format!("cannot make the CSR: {e}")))?;
     params.distinguished_name = rcgen::DistinguishedName::new();
     let csr = params.serialize_request(&key).map_err(|e| AcmeError::Local(format!("cannot make the CSR: {e}")))?;
-    tokio::time::timeout(CA_TIMEOUT, order.finalize_csr(csr.der()))
-        .await
-        .map_err(|_| AcmeError::TimedOut("finalize the order"))?
-        .map_err(AcmeError::ca("finalize the order"))?;
-    let chain = order.poll_certificate(&retries).await.map_err(AcmeError::ca("download the certificate"))?;
+    ca_call!("finalize the order", order.finalize_csr(csr.der()))?;
+    let mut nonce_retries = crate::error::NONCE_RETRIES;
+    let chain = loop {
+        match order.poll_certificate(&retries).await {
+            Ok(chain) => break chain,
+            Err(e) if nonce_retries > 0 && crate::error::bad_nonce(&e) => nonce_retries -= 1,
+            Err(e) => return Err(AcmeError::ca("download the certificate")(e)),
+        }
+    };
     Ok(format!("{}{}", chain.trim_end_matches('\n').to_string() + "\n", key.serialize_pem()))
+}
+
+/// A failed wait for validation: the CA's problem document on the order is the validation's
+/// failure; anything else (the CA unreachable, the wait over) is not.
+fn validation_failed(e: instant_acme::Error, name: &str, challenge: &'static str) -> AcmeError {
+    match e {
+        instant_acme::Error::Api(p) => AcmeError::Invalid { name: name.into(), challenge, problem: problem_text(&p) },
+        e => AcmeError::Ca { what: "wait for validation", source: e },
+    }
 }
 
 /// The first problem an authorization of `order` reports (the CA's reason for an invalid order).

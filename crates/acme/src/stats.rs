@@ -17,8 +17,11 @@ pub struct AcmeStats {
     pub orders_valid: Counter,
     /// Orders that failed (each logged with the CA's problem document).
     pub orders_failed: Counter,
-    /// Failed renewals of a name whose certificate had already expired (each logged as an error).
+    /// Certificates that expired with no renewal in place (each logged as an error, each
+    /// certificate counted once).
     pub expired: Counter,
+    /// Requests the CA refused for their nonce (`badNonce`), each sent again.
+    pub refused_nonces: Counter,
     /// On-demand decisions, as [`ON_DEMAND_DECISIONS`] names them.
     pub on_demand: [Counter; 4],
     /// Time of each request to the CA (directory, nonces, orders, polls, certificates, ARI).
@@ -50,7 +53,10 @@ impl AcmeStats {
     }
 }
 
-/// The HTTP client of the account, timing each request to the CA.
+/// The problem type of a refused nonce (RFC 8555 §6.5).
+const BAD_NONCE: &[u8] = b"urn:ietf:params:acme:error:badNonce";
+
+/// The HTTP client of the account, timing each request to the CA and counting refused nonces.
 pub(crate) struct Timed {
     pub(crate) inner: Box<dyn instant_acme::HttpClient>,
     pub(crate) stats: std::sync::Arc<AcmeStats>,
@@ -69,7 +75,18 @@ impl instant_acme::HttpClient for Timed {
             let started = std::time::Instant::now();
             let answer = answer.await;
             stats.requests.observe(started.elapsed());
-            answer
+            match answer {
+                // A refusal's problem document is read here to count refused nonces, and handed
+                // on whole; other answers pass untouched.
+                Ok(mut r) if r.parts.status == http::StatusCode::BAD_REQUEST => {
+                    let body = r.body.into_bytes().await.map_err(instant_acme::Error::Other)?;
+                    if body.windows(BAD_NONCE.len()).any(|w| w == BAD_NONCE) {
+                        stats.refused_nonces.inc();
+                    }
+                    Ok(instant_acme::BytesResponse { parts: r.parts, body: Box::new(body) })
+                }
+                other => other,
+            }
         })
     }
 }

@@ -40,8 +40,15 @@ pub fn render_acme(out: &mut String, t: &TlsStats, a: &gatehouse_acme::AcmeStats
         out,
         "gatehouse_acme_expired_total",
         "counter",
-        "Failed renewals of a name whose certificate had already expired.",
+        "Certificates that expired with no renewal in place.",
         a.expired.get(),
+    );
+    single(
+        out,
+        "gatehouse_acme_refused_nonces_total",
+        "counter",
+        "Requests the ACME CA refused for their nonce (badNonce), each sent again.",
+        a.refused_nonces.get(),
     );
     help(out, "gatehouse_acme_on_demand_total", "counter", "On-demand certificate decisions.");
     for (decision, c) in gatehouse_acme::stats::ON_DEMAND_DECISIONS.iter().zip(&a.on_demand) {

@@ -202,11 +202,6 @@ impl Pebble {
         self.log().lines().filter(|l| l.contains("Added order")).count()
     }
 
-    /// Requests Pebble refused with `badNonce`, as its log tells.
-    pub fn bad_nonces(&self) -> usize {
-        self.log().lines().filter(|l| l.contains("badNonce")).count()
-    }
-
     /// Certificates Pebble issued, as its log tells.
     pub fn issued(&self) -> usize {
         self.log().lines().filter(|l| l.contains("Issued certificate serial")).count()

@@ -35,6 +35,13 @@ fn node_yaml(head: &str, store: &str, acme: &str, ports: (u16, u16), backend: &B
 /// The head of a one-worker node with an admin listener for metrics.
 const ONE_WORKER: &str = "workers: 1\nadmin: {bind: \"127.0.0.1:0\"}\n";
 
+/// Node `n{id}` of `cluster`, its store and ACME state in the cluster's Redis.
+fn cluster_node(cluster: &Cluster, id: u32, acme: &str, ports: (u16, u16)) -> Gateway {
+    let head =
+        format!("workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\n{}node: {{id: n{id}}}\n", cluster.redis_section());
+    start(&node_yaml(&head, "{redis: true}", acme, ports, &cluster.backend))
+}
+
 /// One node with `head`, a directory store (rescanned every 100 ms) and `acme`.
 fn one_node(head: &str, acme: &str, store: &TempDir, ports: (u16, u16), backend: &Backend) -> Gateway {
     let dir = format!("{{dir: \"{}\", scan_interval: 100ms}}", store.path().display());
@@ -66,8 +73,7 @@ fn serves_at(port: u16, name: &str, root: &std::path::Path) -> bool {
     ok
 }
 
-/// Orders the nodes saw fail (Pebble refuses 5 % of nonces, and instant-acme gives a request up
-/// after three refusals in a row): each is tried again as a new order.
+/// Orders the nodes saw fail.
 fn failed_orders(nodes: &[&Gateway]) -> usize {
     nodes.iter().map(|gw| metric(gw, "gatehouse_acme_orders_total{result=\"failed\"}")).sum::<f64>() as usize
 }
@@ -98,8 +104,8 @@ fn issue_one(challenge: &str, name: &str) -> (Pebble, Gateway, std::path::PathBu
     let served = wait_until(ISSUED, || serves(&gw, name, &root).then_some(()));
     assert!(served.is_some(), "{name} not served\n--- gateway ---\n{}\n--- pebble ---\n{}", gw.stderr(), pebble.log());
     assert_eq!(pebble.issued(), 1, "one certificate");
-    let orders = pebble.orders();
-    assert!((1..=1 + failed_orders(&[&gw])).contains(&orders), "{orders} orders: one, and at most one per failed one");
+    assert_eq!(pebble.orders(), 1, "one order\n{}", gw.stderr());
+    assert_eq!(failed_orders(&[&gw]), 0);
     let series = format!("gatehouse_acme_challenges_total{{type=\"{challenge}\",result=\"answered\"}}");
     assert!(metric(&gw, &series) >= 1.0, "{series}");
     assert_eq!(metric(&gw, "gatehouse_acme_orders_total{result=\"valid\"}"), 1.0);
@@ -171,30 +177,19 @@ fn cluster_run(names: usize, challenge: &str) {
     let cluster = Cluster::new();
     let names: Vec<String> = (0..names).map(|i| format!("n{i}.cluster.example.com")).collect();
     let acme = acme_section(&pebble, &names, &format!("[{challenge}]"));
-    let nodes: Vec<Gateway> = (1..=3)
-        .map(|id| {
-            let head = format!(
-                "workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\n{}node: {{id: n{id}}}\n",
-                cluster.redis_section()
-            );
-            start(&node_yaml(&head, "{redis: true}", &acme, (http, https), &cluster.backend))
-        })
-        .collect();
+    let nodes: Vec<Gateway> = (1..=3).map(|id| cluster_node(&cluster, id, &acme, (http, https))).collect();
     let root = pebble.issuing_root();
     let valid = |gw: &Gateway| metric(gw, "gatehouse_acme_orders_total{result=\"valid\"}");
     let done = wait_until(ISSUED * 2, || (nodes.iter().map(valid).sum::<f64>() as usize >= names.len()).then_some(()));
     let logs = || nodes.iter().map(Gateway::stderr).collect::<Vec<_>>().join("\n---\n");
     assert!(done.is_some(), "not every name issued\n{}", logs());
-    // Each name issued once across the cluster, and ordered once unless an order failed (then it
-    // is ordered again, after it failed; a failure of the new-order request itself made no order).
+    // Each name ordered and issued exactly once across the cluster, through Pebble's refused
+    // nonces (5 %, each request sent again).
     assert_eq!(pebble.issued(), names.len(), "each name issued once across the cluster");
-    let failed = failed_orders(&nodes.iter().collect::<Vec<_>>());
-    let orders = pebble.orders();
-    assert!(
-        (names.len()..=names.len() + failed).contains(&orders),
-        "{orders} orders for {} names and {failed} failed orders",
-        names.len()
-    );
+    assert_eq!(pebble.orders(), names.len(), "each name ordered once across the cluster\n{}", logs());
+    assert_eq!(failed_orders(&nodes.iter().collect::<Vec<_>>()), 0, "{}", logs());
+    let refused: f64 = nodes.iter().map(|gw| metric(gw, "gatehouse_acme_refused_nonces_total")).sum();
+    assert!(refused > 0.0, "Pebble refused no nonce: the retry was not tried");
     for gw in &nodes {
         for name in &names {
             assert!(serves(gw, name, &root), "{name} not served by a node");
@@ -234,11 +229,7 @@ fn acme_order_taken_over_when_the_ordering_node_dies() {
     let cluster = Cluster::new();
     let name = "takeover.example.com".to_string();
     let acme = acme_section(&pebble, std::slice::from_ref(&name), "[http-01]");
-    let node = |id: u32| {
-        let head =
-            format!("workers: 1\nadmin: {{bind: \"127.0.0.1:0\"}}\n{}node: {{id: n{id}}}\n", cluster.redis_section());
-        start(&node_yaml(&head, "{redis: true}", &acme, (http, https), &cluster.backend))
-    };
+    let node = |id: u32| cluster_node(&cluster, id, &acme, (http, https));
     let first = node(1);
     let placed = wait_until(ISSUED, || (pebble.orders() == 1).then_some(()));
     assert!(placed.is_some(), "no order placed\n{}", first.stderr());
@@ -278,6 +269,58 @@ fn acme_check_refuses_what_cannot_work() {
     assert!(!ok, "{err}");
     assert!(err.contains("tls.acme.ca: cannot read"), "{err}");
     assert!(err.contains("tls.acme.eab.hmac_key_file: cannot read"), "{err}");
+
+    // The issue's own example, with a TSIG key file as tsig-keygen writes it: valid.
+    let key = dir.join("tsig.key");
+    std::fs::write(
+        &key,
+        "key \"gatehouse\" {\n\talgorithm hmac-sha256;\n\tsecret \"c2VjcmV0LXNlY3JldC1zZWNyZXQtc2VjcmV0LXNlY3JldA==\";\n};\n",
+    )
+    .expect("write the key");
+    let listeners = "listeners:\n  http: {bind: \"127.0.0.1:0\"}\n  https: {bind: \"127.0.0.1:0\", tls: {}}\nupstreams:\n  u: {targets: [\"127.0.0.1:9\"]}\nsites:\n  s: {hosts: [\"*\"], routes: [{path: /, upstream: u}]}\n";
+    let example = format!(
+        "{listeners}tls:\n  store: {{dir: \"{}\"}}\n  acme:\n    directory: https://acme-v02.api.letsencrypt.org/directory\n    email: ops@example.com\n    challenges: [tls-alpn-01, http-01]\n    dns01: {{ rfc2136: {{ server: \"127.0.0.1:53\", zone: example.com, key_name: gatehouse, key_algorithm: hmac-sha256, key_file: \"{}\" }} }}\n    names: [\"www.example.com\", \"*.apps.example.com\"]\n    renew_before: 30d\n    on_demand:\n      ask: \"http://127.0.0.1:9000/allowed\"\n      allow: [\"*.customers.example.com\"]\n      rate: {{ limit: 20, interval: 1m }}\n",
+        dir.path().display(),
+        key.display()
+    );
+    let (ok, err) = check(&example);
+    assert!(ok, "the issue's example refused:\n{err}");
+    // Each part of it broken: every error listed at once.
+    let broken = example
+        .replace("challenges: [tls-alpn-01, http-01]", "challenges: [dns-01, http-01, http-01]")
+        .replace("server: \"127.0.0.1:53\"", "server: ns1.example.com")
+        .replace("key_name: gatehouse,", "key_name: \"\",")
+        .replace("\"www.example.com\"", "\"www.example.org\"")
+        .replace("http://127.0.0.1:9000/allowed", "127.0.0.1:9000/allowed")
+        .replace("limit: 20", "limit: 0");
+    let (ok, err) = check(&broken);
+    assert!(!ok, "{err}");
+    for expected in [
+        "tls.acme.challenges[2]: `http-01` is listed twice",
+        "tls.acme.dns01.rfc2136.server: `ns1.example.com` is not IP:port",
+        "tls.acme.dns01.rfc2136.key_name: must not be empty",
+        "tls.acme.names[0]: `www.example.org` is outside the dns01 zone `example.com`",
+        "tls.acme.on_demand.ask: expected an http:// or https:// URL",
+        "tls.acme.on_demand.rate: `limit` and `interval` must be more than zero",
+    ] {
+        assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
+    }
+    // dns-01 with no dns01; on-demand that would order any name; an unreadable TSIG key.
+    let open: String = example.lines().filter(|l| !l.starts_with("    dns01:")).map(|l| format!("{l}\n")).collect();
+    let open = open
+        .replace("names: [\"www.example.com\", \"*.apps.example.com\"]", "names: [\"www.example.com\"]")
+        .replace("challenges: [tls-alpn-01, http-01]", "challenges: [dns-01]")
+        .replace("      ask: \"http://127.0.0.1:9000/allowed\"\n", "")
+        .replace("      allow: [\"*.customers.example.com\"]\n", "");
+    let (ok, err) = check(&open);
+    assert!(!ok, "{err}");
+    for expected in ["tls.acme.challenges: `dns-01` needs `dns01`", "tls.acme.on_demand: set `ask`, `allow` or both"] {
+        assert!(err.contains(expected), "missing {expected:?} in:\n{err}");
+    }
+    std::fs::remove_file(&key).expect("remove the key");
+    let (ok, err) = check(&example);
+    assert!(!ok, "{err}");
+    assert!(err.contains("tls.acme.dns01.rfc2136.key_file: cannot read"), "{err}");
 }
 
 /// The serial of the certificate `gw`'s listener `mine` serves for `name`, as openssl reads it.
@@ -329,7 +372,13 @@ fn acme_renews_in_the_window_with_no_failed_handshake() {
     assert!(failed.is_empty(), "handshakes {failed:?} of {handshakes} failed\n{}", gw.stderr());
     assert_eq!(pebble.issued(), 2, "the first certificate and the renewal");
     assert_eq!(metric(&gw, "gatehouse_acme_orders_total{result=\"valid\"}"), 2.0);
-    assert!(gw.stderr().contains("ACME certificate issued"), "{}", gw.stderr());
+    // The renewal was placed in the CA's window, naming the certificate it replaces (RFC 9773
+    // §5; Pebble refuses a `replaces` that names no certificate of the account).
+    let issued: Vec<String> =
+        gw.stderr().lines().filter(|l| l.contains("ACME certificate issued")).map(str::to_string).collect();
+    assert_eq!(issued.len(), 2, "{}", gw.stderr());
+    assert!(issued[0].contains("replaces=\"-\"") || issued[0].contains("replaces=-"), "{}", issued[0]);
+    assert!(!issued[1].contains("replaces=\"-\"") && issued[1].contains("replaces="), "{}", issued[1]);
 }
 
 /// With the CA gone, the stored certificate keeps serving, and the failed renewal is logged with
@@ -353,6 +402,14 @@ fn acme_ca_away_keeps_the_old_certificate_and_retries() {
     assert!(logged.unwrap_or_default().contains(name));
     assert_eq!(served_serial(&gw, name).as_deref(), Some(first.as_str()), "the stored certificate still serves");
     assert!(metric(&gw, "gatehouse_acme_orders_total{result=\"failed\"}") >= 1.0);
+    // The certificate expires with the CA still away: logged as an error and counted once, at
+    // its expiry (the retry after a failure comes no later than it).
+    let expired =
+        wait_until(Duration::from_secs(70), || (metric(&gw, "gatehouse_acme_expired_total") >= 1.0).then_some(()));
+    assert!(expired.is_some(), "expiry not counted\n{}", gw.stderr());
+    let logged = gw.stderr().lines().filter(|l| l.contains("certificate expired with no renewal in place")).count();
+    assert_eq!(logged, 1, "{}", gw.stderr());
+    assert_eq!(metric(&gw, "gatehouse_acme_expired_total"), 1.0, "each certificate counted once");
 }
 
 /// An `ask` endpoint: 200 for names starting with `yes`, 403 for the others; counts the asks in
@@ -385,10 +442,9 @@ s.serve_forever()
 #[test]
 fn acme_on_demand_issues_allowed_names_at_their_first_handshake() {
     let (http, https) = (free_port(), free_port());
-    // No nonce refusals here: an on-demand order that failed would fail its handshake.
-    let mut options = PebbleOptions::new(http, https);
-    options.nonce_reject_percent = 0;
-    let pebble = Pebble::start(&options);
+    // Pebble refuses 5 % of nonces here too: each refused request is sent again within the
+    // handshake's order.
+    let pebble = Pebble::start(&PebbleOptions::new(http, https));
     let store = TempDir::new();
     let backend = Backend::start("b");
     let ask = ask_endpoint(&store);
@@ -414,15 +470,15 @@ fn acme_on_demand_issues_allowed_names_at_their_first_handshake() {
     // Allowed by the ask endpoint.
     assert!(serves(&gw, "yes.customer.test", &root), "{}", gw.stderr());
     assert_eq!(pebble.orders(), 3);
-    // Refused by it: no certificate, no order, asked once for both handshakes.
-    for _ in 0..2 {
-        assert!(!serves(&gw, "no.customer.test", &root));
-    }
+    // Refused by it: no certificate (the listener has no default: the handshake ends with
+    // `unrecognized_name`), no order, asked once for both handshakes.
+    assert_eq!(handshake_alert(&gw, "no.customer.test"), Some(UNRECOGNIZED_NAME), "{}", gw.stderr());
+    assert!(!serves(&gw, "no.customer.test", &root));
     assert_eq!(pebble.orders(), 3, "a refused name reached the CA");
     let asks = std::fs::read_to_string(store.join("asks.log")).unwrap_or_default();
     assert_eq!(asks.lines().filter(|l| *l == "no.customer.test").count(), 1, "the refusal is remembered: {asks}");
     // The rate (3 per hour) is used up: an allowed name is refused at once, without an order.
-    assert!(!serves(&gw, "b.od.example.com", &root));
+    assert_eq!(handshake_alert(&gw, "b.od.example.com"), Some(UNRECOGNIZED_NAME), "{}", gw.stderr());
     assert_eq!(pebble.orders(), 3, "over the rate, no order");
     assert!(gw.stderr().contains("over tls.acme.on_demand.rate"), "{}", gw.stderr());
     // The ask endpoint gone: refused (and logged), never ordered.
@@ -451,6 +507,117 @@ fn acme_on_demand_issues_allowed_names_at_their_first_handshake() {
     for name in ["a.od.example.com", "many.od.example.com", "yes.customer.test"] {
         assert!(recorded.lines().any(|l| l == name), "{name} not recorded: {recorded}");
     }
+}
+
+/// The `unrecognized_name` alert (RFC 8446 §6.2).
+const UNRECOGNIZED_NAME: u32 = 112;
+
+/// The TLS alert `gw`'s listener `mine` ends a handshake for `name` with, as openssl reports it
+/// (`SSL alert number N`), or `None` when the handshake completes.
+fn handshake_alert(gw: &Gateway, name: &str) -> Option<u32> {
+    let port = gw.addr("mine").port();
+    let out = std::process::Command::new("openssl")
+        .args(["s_client", "-connect", &format!("127.0.0.1:{port}"), "-servername", name])
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run openssl");
+    let text = String::from_utf8_lossy(&out.stderr);
+    let number = text.split("SSL alert number ").nth(1)?;
+    number.split(|c: char| !c.is_ascii_digit()).next()?.parse().ok()
+}
+
+/// On-demand certificates across a cluster: three nodes on one Redis, each given a third of 90
+/// concurrent first handshakes for one new name, make one order and all serve it; the rate is
+/// the cluster's (two orders per hour: a third name on a node that has ordered nothing is
+/// refused).
+#[test]
+fn acme_on_demand_across_a_cluster_orders_once_and_shares_the_rate() {
+    let (http, https) = (free_port(), free_port());
+    let pebble = Pebble::start(&PebbleOptions::new(http, https));
+    let cluster = Cluster::new();
+    let acme = acme_section(&pebble, &[], "[tls-alpn-01]")
+        + "    on_demand:\n      allow: [\"*.odc.example.com\"]\n      rate: {limit: 2, interval: 1h}\n";
+    let nodes: Vec<Gateway> = (1..=3).map(|id| cluster_node(&cluster, id, &acme, (http, https))).collect();
+    let root = pebble.issuing_root();
+    let logs = || nodes.iter().map(Gateway::stderr).collect::<Vec<_>>().join("\n---\n");
+    let served = std::thread::scope(|s| {
+        let root = &root;
+        let handles: Vec<_> = (0..90)
+            .map(|i| {
+                let port = nodes[i % 3].addr("mine").port();
+                s.spawn(move || serves_at(port, "one.odc.example.com", root))
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join().unwrap_or(false)).filter(|ok| *ok).count()
+    });
+    assert_eq!(served, 90, "{}", logs());
+    assert_eq!(pebble.orders(), 1, "one order for 90 handshakes on three nodes\n{}", logs());
+    assert!(serves(&nodes[1], "two.odc.example.com", &root), "{}", logs());
+    assert_eq!(pebble.orders(), 2);
+    // Node 3 has placed no order of its own; the cluster has placed two.
+    assert_eq!(handshake_alert(&nodes[2], "three.odc.example.com"), Some(UNRECOGNIZED_NAME));
+    assert_eq!(pebble.orders(), 2, "over the cluster's rate, no order\n{}", logs());
+    assert!(nodes[2].stderr().contains("over tls.acme.on_demand.rate"), "{}", nodes[2].stderr());
+    for gw in &nodes {
+        for name in ["one.odc.example.com", "two.odc.example.com"] {
+            assert!(serves(gw, name, &root), "{name} not served by every node");
+        }
+    }
+}
+
+/// Pebble refusing half the nonces: every refused request is sent again, and the name is
+/// issued by one order that did not fail.
+#[test]
+fn acme_orders_through_refused_nonces() {
+    let (http, https) = (free_port(), free_port());
+    let mut options = PebbleOptions::new(http, https);
+    options.nonce_reject_percent = 50;
+    let name = "nonces.example.com";
+    let (pebble, gw, _kept) = served_by_one_node(&options, (http, https), name, "[http-01]");
+    let refused = metric(&gw, "gatehouse_acme_refused_nonces_total");
+    assert!(refused >= 3.0, "Pebble refused {refused} nonces");
+    assert_eq!(pebble.orders(), 1, "{}", gw.stderr());
+    assert_eq!(failed_orders(&[&gw]), 0, "{}", gw.stderr());
+    assert!(!gw.stderr().contains("no ACME account"), "the account was made at the first try: {}", gw.stderr());
+}
+
+/// A Pebble started with `options`, and one node (listening on `ports`, answering `challenges`)
+/// that has `name` issued and serves it; panics if it does not within [`ISSUED`]. The store and
+/// the backend last as long as the last item.
+fn served_by_one_node(
+    options: &PebbleOptions,
+    ports: (u16, u16),
+    name: &str,
+    challenges: &str,
+) -> (Pebble, Gateway, (TempDir, Backend)) {
+    let pebble = Pebble::start(options);
+    let store = TempDir::new();
+    let backend = Backend::start("b");
+    let acme = acme_section(&pebble, &[name.to_string()], challenges);
+    let gw = one_node(ONE_WORKER, &acme, &store, ports, &backend);
+    let root = pebble.issuing_root();
+    let served = wait_until(ISSUED, || serves(&gw, name, &root).then_some(()));
+    assert!(served.is_some(), "{name} not served\n{}\n--- pebble ---\n{}", gw.stderr(), pebble.log());
+    (pebble, gw, (store, backend))
+}
+
+/// Challenge types are tried in the configured order: http-01 first fails (the CA reaches
+/// nothing on its port), and a new order at once answers with tls-alpn-01.
+#[test]
+fn acme_failed_challenge_type_gives_way_to_the_next() {
+    let (http, https) = (free_port(), free_port());
+    let options = PebbleOptions::new(free_port(), https);
+    let name = "next.example.com";
+    let (pebble, gw, _kept) = served_by_one_node(&options, (http, https), name, "[http-01, tls-alpn-01]");
+    let line =
+        gw.stderr().lines().find(|l| l.contains("ordering again with the next challenge type")).map(str::to_string);
+    let line = line.unwrap_or_else(|| panic!("no fallback logged\n{}", gw.stderr()));
+    for part in [name, "http-01 validation failed", "next=\"tls-alpn-01\""] {
+        assert!(line.contains(part), "{part:?} missing from {line}");
+    }
+    assert_eq!(pebble.orders(), 2, "the failed http-01 order, then the tls-alpn-01 one");
+    assert_eq!(metric(&gw, "gatehouse_acme_orders_total{result=\"failed\"}"), 1.0);
+    assert!(!gw.stderr().contains("ACME certificate not obtained"), "{}", gw.stderr());
 }
 
 /// DNS-01 through RFC 2136: a wildcard and a plain name issued with TXT records added at a real
