@@ -460,9 +460,15 @@ impl Manager {
         let mut skip = Vec::new();
         let issued = loop {
             match issue(account, settings, &self.parts.board, name, replaces.clone(), &skip).await {
-                Ok(issued) => break issued,
+                Ok(issued) => {
+                    acme.validated(issued.challenge, true);
+                    break issued;
+                }
                 Err(e) => {
                     acme.orders_failed.inc();
+                    if let Some(c) = e.failed_challenge() {
+                        acme.validated(c, false);
+                    }
                     let failed =
                         e.failed_challenge().and_then(|f| settings.challenges.iter().find(|c| c.as_str() == f));
                     let Some(failed) = failed.filter(|_| !name.starts_with("*.")) else { return Err(e) };

@@ -37,6 +37,8 @@ pub struct Issued {
     pub pem: String,
     /// The order's URL, for the log.
     pub order: String,
+    /// The challenge type the CA validated.
+    pub challenge: &'static str,
 }
 
 /// An answer published for the order.
@@ -100,7 +102,7 @@ pub async fn issue(
     };
     published.withdraw().await;
     let pem = result.map_err(|e| AcmeError::InOrder { order: url.clone(), challenge: chosen, source: Box::new(e) })?;
-    Ok(Issued { pem, order: url })
+    Ok(Issued { pem, order: url, challenge: chosen.unwrap_or("none") })
 }
 
 /// Answers every pending authorization of `order`; `chosen` is the challenge type answered with,

@@ -7,6 +7,9 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 /// On-demand decisions, in the order of [`AcmeStats::on_demand`].
 pub const ON_DEMAND_DECISIONS: [&str; 4] = ["allowed", "refused", "over_rate", "not_a_name"];
 
+/// Challenge types, in the order of [`AcmeStats::validations`].
+pub const CHALLENGE_TYPES: [&str; 3] = ["http-01", "tls-alpn-01", "dns-01"];
+
 /// Bounds of the expiry gauges, days; the last gauge counts the rest.
 pub const EXPIRY_DAYS: [i64; 3] = [7, 30, 90];
 
@@ -22,6 +25,8 @@ pub struct AcmeStats {
     pub expired: Counter,
     /// Requests the CA refused for their nonce (`badNonce`), each sent again.
     pub refused_nonces: Counter,
+    /// The CA's verdicts on this node's answers, by [`CHALLENGE_TYPES`]: valid, invalid.
+    pub validations: [[Counter; 2]; 3],
     /// On-demand decisions, as [`ON_DEMAND_DECISIONS`] names them.
     pub on_demand: [Counter; 4],
     /// Time of each request to the CA (directory, nonces, orders, polls, certificates, ARI).
@@ -36,6 +41,13 @@ impl AcmeStats {
     pub fn decided(&self, i: usize) {
         if let Some(c) = self.on_demand.get(i) {
             c.inc();
+        }
+    }
+
+    /// Counts the CA's verdict on an answer by `challenge` (one of [`CHALLENGE_TYPES`]).
+    pub fn validated(&self, challenge: &str, valid: bool) {
+        if let Some(i) = CHALLENGE_TYPES.iter().position(|t| *t == challenge) {
+            self.validations[i][usize::from(!valid)].inc();
         }
     }
 

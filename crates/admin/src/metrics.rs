@@ -33,6 +33,13 @@ pub fn render_acme(out: &mut String, t: &TlsStats, a: &gatehouse_acme::AcmeStats
             let _ = writeln!(out, "gatehouse_acme_challenges_total{{type=\"{kind}\",result=\"{result}\"}} {}", c.get());
         }
     }
+    help(out, "gatehouse_acme_validations_total", "counter", "The CA's verdicts on this node's challenge answers.");
+    for (kind, counts) in gatehouse_acme::stats::CHALLENGE_TYPES.iter().zip(&a.validations) {
+        for (result, c) in ["valid", "invalid"].iter().zip(counts) {
+            let _ =
+                writeln!(out, "gatehouse_acme_validations_total{{type=\"{kind}\",result=\"{result}\"}} {}", c.get());
+        }
+    }
     help(out, "gatehouse_acme_orders_total", "counter", "ACME orders this node placed, by result.");
     let _ = writeln!(out, "gatehouse_acme_orders_total{{result=\"valid\"}} {}", a.orders_valid.get());
     let _ = writeln!(out, "gatehouse_acme_orders_total{{result=\"failed\"}} {}", a.orders_failed.get());

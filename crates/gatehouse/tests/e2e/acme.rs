@@ -188,6 +188,13 @@ fn cluster_run(names: usize, challenge: &str) {
     assert_eq!(pebble.issued(), names.len(), "each name issued once across the cluster");
     assert_eq!(pebble.orders(), names.len(), "each name ordered once across the cluster\n{}", logs());
     assert_eq!(failed_orders(&nodes.iter().collect::<Vec<_>>()), 0, "{}", logs());
+    // One account for the cluster: made by one node, read by the others, sealed in Redis.
+    let made = logs().lines().filter(|l| l.contains("ACME account made")).count();
+    assert_eq!(made, 1, "accounts made across the cluster\n{}", logs());
+    let keys = cluster.redis.cli(&["--scan", "--pattern", "*acme:account:*"]);
+    assert_eq!(keys.lines().count(), 1, "{keys}");
+    let stored = cluster.redis.cli(&["GET", keys.trim()]);
+    assert!(!stored.contains("key_pkcs8") && !stored.contains("my-account"), "the account is not sealed: {stored}");
     let refused: f64 = nodes.iter().map(|gw| metric(gw, "gatehouse_acme_refused_nonces_total")).sum();
     assert!(refused > 0.0, "Pebble refused no nonce: the retry was not tried");
     for gw in &nodes {
@@ -215,7 +222,7 @@ fn acme_cluster_orders_each_name_once_tls_alpn01() {
 
 #[test]
 fn acme_cluster_orders_each_name_once_http01() {
-    cluster_run(30, "http-01");
+    cluster_run(200, "http-01");
 }
 
 /// The node holding a name's order lock dies mid-order: the lock expires and another node
@@ -616,6 +623,10 @@ fn acme_failed_challenge_type_gives_way_to_the_next() {
         assert!(line.contains(part), "{part:?} missing from {line}");
     }
     assert_eq!(pebble.orders(), 2, "the failed http-01 order, then the tls-alpn-01 one");
+    for (kind, result, n) in [("http-01", "invalid", 1.0), ("tls-alpn-01", "valid", 1.0), ("http-01", "valid", 0.0)] {
+        let series = format!("gatehouse_acme_validations_total{{type=\"{kind}\",result=\"{result}\"}}");
+        assert_eq!(metric(&gw, &series), n, "{series}");
+    }
     assert_eq!(metric(&gw, "gatehouse_acme_orders_total{result=\"failed\"}"), 1.0);
     assert!(!gw.stderr().contains("ACME certificate not obtained"), "{}", gw.stderr());
 }
@@ -647,6 +658,7 @@ fn acme_dns01_issues_a_wildcard_through_rfc2136_updates() {
     }
     assert_eq!(pebble.issued(), 2, "the wildcard and the plain name");
     assert_eq!(metric(&gw, "gatehouse_acme_orders_total{result=\"valid\"}"), 2.0);
+    assert_eq!(metric(&gw, "gatehouse_acme_validations_total{type=\"dns-01\",result=\"valid\"}"), 2.0);
     // The records are gone once the orders are over.
     let gone = wait_until(Duration::from_secs(10), || {
         (knot.txt("_acme-challenge.apps.dns.example.test").is_empty()
