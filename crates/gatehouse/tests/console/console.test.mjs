@@ -5,6 +5,8 @@
 //   CONSOLE_URL  http://127.0.0.1:PORT     TOKEN  the admin token
 //   BUNDLE       a PEM bundle to upload     TARGET another backend address to add
 //   OUT          directory for the screenshots
+//   ACME_NAME    a name the node's ACME manager has had issued (shown with its source and next
+//                renewal; "Renew now" is clicked)
 import { chromium } from "playwright-core";
 import { statSync } from "node:fs";
 import { join } from "node:path";
@@ -14,7 +16,8 @@ const env = name => {
   if (!v) throw new Error(`set ${name}`);
   return v;
 };
-const [url, token, bundle, target, out] = ["CONSOLE_URL", "TOKEN", "BUNDLE", "TARGET", "OUT"].map(env);
+const [url, token, bundle, target, out, acmeName] =
+  ["CONSOLE_URL", "TOKEN", "BUNDLE", "TARGET", "OUT", "ACME_NAME"].map(env);
 const step = name => console.log(JSON.stringify({ step: name }));
 const fail = msg => { throw new Error(msg); };
 
@@ -131,6 +134,14 @@ try {
   // Issued for 30 days: under a month left, so the badge warns.
   await page.locator("#cert-table tr", { hasText: "console.test" }).locator(".badge.warn", { hasText: "days left" }).waitFor();
   await page.screenshot({ path: join(out, "certificates.png"), fullPage: true });
+
+  step("ACME certificate: source, next renewal, renew now");
+  const acmeRow = page.locator("#cert-table tr", { hasText: acmeName });
+  await acmeRow.locator(".cert-source", { hasText: "acme" }).locator(".muted", { hasText: "renews " }).waitFor();
+  if (await page.locator("#cert-table tr", { hasText: "console.test" }).locator("button.renew").count())
+    fail("an imported certificate offers Renew now");
+  await acmeRow.locator("button.renew").click();
+  await flash("Renewing " + acmeName);
 
   step("sign out");
   await page.click("#logout");

@@ -9,10 +9,10 @@ use std::time::Duration;
 
 /// Longest wait for a certificate: an order with Pebble's validation takes about a second, a
 /// node waiting out a dead node's lock up to its 30 s life.
-const ISSUED: Duration = Duration::from_secs(90);
+pub(crate) const ISSUED: Duration = Duration::from_secs(90);
 
 /// `tls.acme` for `pebble`, `names` and `challenges` (YAML flow list).
-fn acme_section(pebble: &Pebble, names: &[String], challenges: &str) -> String {
+pub(crate) fn acme_section(pebble: &Pebble, names: &[String], challenges: &str) -> String {
     format!(
         "  acme:\n    directory: \"{}\"\n    ca: \"{}\"\n    email: ops@example.com\n    challenges: {challenges}\n    names: [{}]\n",
         pebble.directory(),
