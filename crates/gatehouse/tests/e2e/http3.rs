@@ -291,6 +291,31 @@ fn alt_svc_is_off_or_set_by_the_listener() {
     assert_eq!(get("plain", "http").header("alt-svc"), None);
 }
 
+/// HSTS over HTTP/3 as over TCP: the listener's policy, the site's before it.
+#[test]
+fn hsts_is_sent_over_http3() {
+    if !aioquic("hsts_is_sent_over_http3") {
+        return;
+    }
+    let backend = Backend::start("b");
+    let pki = Pki::new();
+    let cert = pki.issue(&["strict.test", "other.test"], Algorithm::EcdsaP256, "hsts.pem", None);
+    let gw = start(&format!(
+        "workers: 1\ntls:\n{}\nlisteners:\n  https: {{bind: \"127.0.0.1:0\", tls: {{}}, http3: true, hsts: {{max_age: 2h}}}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  strict: {{hosts: [strict.test], hsts: {{include_subdomains: true, preload: true}}, routes: [{{path: /, upstream: u}}]}}\n  other: {{hosts: [other.test], routes: [{{path: /, upstream: u}}]}}\n",
+        certificates(&[&cert]),
+        targets(&[&backend])
+    ));
+    let ca = pki.ca_file().display().to_string();
+    for (sni, expected) in
+        [("strict.test", "max-age=31536000; includeSubDomains; preload"), ("other.test", "max-age=7200")]
+    {
+        let v = h3_verified(gw.addr("https").port(), sni, &ca, &["--path", "/"]);
+        let r = &responses(&v)[0];
+        assert_eq!(r["status"], 200, "{v}");
+        assert_eq!(r["headers"]["strict-transport-security"][0], expected, "{sni}: {v}");
+    }
+}
+
 /// A node of `cluster` (cluster-wide tickets) serving `cert` over HTTP/3, with more `tls` settings
 /// and more settings of its listener.
 fn cluster_node(cluster: &Cluster, cert: &std::path::Path, id: &str, tls: &str, listener: &str) -> Gateway {
