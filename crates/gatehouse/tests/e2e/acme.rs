@@ -365,18 +365,36 @@ fn acme_renews_in_the_window_with_no_failed_handshake() {
     let root = pebble.issuing_root();
     assert!(wait_until(ISSUED, || serves(&gw, name, &root).then_some(())).is_some(), "{}", gw.stderr());
     let first = served_serial(&gw, name).expect("a serial");
-    let (mut handshakes, mut failed) = (0, Vec::new());
-    // New verified connections, one after another, until a renewed certificate is served
+    // New verified connections from four clients at once, until a renewed certificate is served
     // (bounded: the old one expires after 120 s).
-    let renewed = wait_until(Duration::from_secs(150), || {
-        handshakes += 1;
-        if !serves(&gw, name, &root) {
-            failed.push(handshakes);
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering::Relaxed};
+    let (done, handshakes, failed) = (AtomicBool::new(false), AtomicUsize::new(0), AtomicUsize::new(0));
+    let port = gw.addr("mine").port();
+    let renewed = std::thread::scope(|s| {
+        for _ in 0..3 {
+            s.spawn(|| {
+                while !done.load(Relaxed) {
+                    handshakes.fetch_add(1, Relaxed);
+                    if !serves_at(port, name, &root) {
+                        failed.fetch_add(1, Relaxed);
+                    }
+                }
+            });
         }
-        served_serial(&gw, name).filter(|s| *s != first)
+        let renewed = wait_until(Duration::from_secs(150), || {
+            handshakes.fetch_add(1, Relaxed);
+            if !serves(&gw, name, &root) {
+                failed.fetch_add(1, Relaxed);
+            }
+            served_serial(&gw, name).filter(|s| *s != first)
+        });
+        done.store(true, Relaxed);
+        renewed
     });
     assert!(renewed.is_some(), "not renewed\n{}\n--- pebble ---\n{}", gw.stderr(), pebble.log());
-    assert!(failed.is_empty(), "handshakes {failed:?} of {handshakes} failed\n{}", gw.stderr());
+    let (handshakes, failed) = (handshakes.into_inner(), failed.into_inner());
+    assert_eq!(failed, 0, "{failed} of {handshakes} handshakes failed\n{}", gw.stderr());
+    assert!(handshakes > 100, "{handshakes} handshakes");
     assert_eq!(pebble.issued(), 2, "the first certificate and the renewal");
     assert_eq!(metric(&gw, "gatehouse_acme_orders_total{result=\"valid\"}"), 2.0);
     // The renewal was placed in the CA's window, naming the certificate it replaces (RFC 9773
