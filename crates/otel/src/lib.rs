@@ -20,6 +20,7 @@ mod proto;
 
 pub use export::{check_files, ExportError, TraceStats};
 pub use propagation::{parse_traceparent, Parent};
+pub use proto::Key;
 
 use gatehouse_config::Tracing;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
@@ -168,25 +169,28 @@ impl Span {
     }
 
     /// A string attribute.
-    pub fn str(&mut self, key: &str, value: &str) {
-        proto::key_value(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Str(value.as_bytes()));
+    #[inline]
+    pub fn str(&mut self, key: &Key, value: &str) {
+        proto::key_value_pre(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Str(value.as_bytes()));
     }
 
     /// A number attribute.
-    pub fn int(&mut self, key: &str, value: i64) {
-        proto::key_value(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Int(value));
+    #[inline]
+    pub fn int(&mut self, key: &Key, value: i64) {
+        proto::key_value_pre(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Int(value));
     }
 
     /// A flag attribute.
-    pub fn bool(&mut self, key: &str, value: bool) {
-        proto::key_value(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Bool(value));
+    #[inline]
+    pub fn bool(&mut self, key: &Key, value: bool) {
+        proto::key_value_pre(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Bool(value));
     }
 
     /// An address attribute, as text (`192.0.2.1`, `2001:db8::1`).
-    pub fn ip(&mut self, key: &str, ip: std::net::IpAddr) {
+    pub fn ip(&mut self, key: &Key, ip: std::net::IpAddr) {
         let mut text = [0u8; gatehouse_telemetry::IP_TEXT_MAX];
         let n = gatehouse_telemetry::ip_text(ip, &mut text);
-        proto::key_value(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Str(&text[..n]));
+        proto::key_value_pre(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Str(&text[..n]));
     }
 
     /// Marks the span failed (status `ERROR`) with `message`.
@@ -339,12 +343,12 @@ mod tests {
         let mut server =
             Span::new(Kind::Server, 0x0af7651916cd43dd8448eb211c80319c, 0x1122, Some(0xb7ad6b7169203331), true, start);
         server.name(&["GET", " ", "/api"]);
-        server.str("http.request.method", "GET");
-        server.int("http.response.status_code", 503);
-        server.int("negative", -2);
-        server.bool("gatehouse.connection.reused", true);
-        server.ip("client.address", std::net::IpAddr::from([192, 0, 2, 7]));
-        server.str("long", &"x".repeat(300));
+        server.str(&Key::new("http.request.method"), "GET");
+        server.int(&Key::new("http.response.status_code"), 503);
+        server.int(&Key::new("negative"), -2);
+        server.bool(&Key::new("gatehouse.connection.reused"), true);
+        server.ip(&Key::new("client.address"), std::net::IpAddr::from([192, 0, 2, 7]));
+        server.str(&Key::new("long"), &"x".repeat(300));
         server.error("503");
         let mut client =
             Span::new(Kind::Client, 0x0af7651916cd43dd8448eb211c80319c, 0x3344, Some(0x1122), false, start);

@@ -7,6 +7,37 @@ use crate::body::LogRecord;
 use crate::forward::Outcome;
 use crate::snapshot::Snapshot;
 use gatehouse_otel::{Ctx, Kind, Span, Tracer};
+
+/// The attributes' keys, encoded once.
+mod key {
+    use gatehouse_otel::Key;
+    pub const CLIENT_ADDRESS: Key = Key::new("client.address");
+    pub const ERROR_TYPE: Key = Key::new("error.type");
+    pub const GATEHOUSE_APP: Key = Key::new("gatehouse.app");
+    pub const GATEHOUSE_CONNECTION_REUSED: Key = Key::new("gatehouse.connection.reused");
+    pub const GATEHOUSE_DENIAL: Key = Key::new("gatehouse.denial");
+    pub const GATEHOUSE_REQUEST_ID: Key = Key::new("gatehouse.request_id");
+    pub const GATEHOUSE_ROUTE: Key = Key::new("gatehouse.route");
+    pub const GATEHOUSE_SERVICE: Key = Key::new("gatehouse.service");
+    pub const GATEHOUSE_UPSTREAM: Key = Key::new("gatehouse.upstream");
+    pub const GATEHOUSE_UPSTREAM_ENDPOINT: Key = Key::new("gatehouse.upstream.endpoint");
+    pub const HTTP_REQUEST_METHOD: Key = Key::new("http.request.method");
+    pub const HTTP_REQUEST_RESEND_COUNT: Key = Key::new("http.request.resend_count");
+    pub const HTTP_RESPONSE_BODY_SIZE: Key = Key::new("http.response.body.size");
+    pub const HTTP_RESPONSE_STATUS_CODE: Key = Key::new("http.response.status_code");
+    pub const HTTP_ROUTE: Key = Key::new("http.route");
+    pub const NETWORK_PEER_ADDRESS: Key = Key::new("network.peer.address");
+    pub const NETWORK_PEER_PORT: Key = Key::new("network.peer.port");
+    pub const NETWORK_PROTOCOL_VERSION: Key = Key::new("network.protocol.version");
+    pub const RPC_GRPC_STATUS_CODE: Key = Key::new("rpc.grpc.status_code");
+    pub const RPC_SYSTEM: Key = Key::new("rpc.system");
+    pub const SERVER_ADDRESS: Key = Key::new("server.address");
+    pub const SERVER_PORT: Key = Key::new("server.port");
+    pub const TLS_RESUMED: Key = Key::new("tls.resumed");
+    pub const URL_PATH: Key = Key::new("url.path");
+    pub const URL_SCHEME: Key = Key::new("url.scheme");
+    pub const USER_AGENT_ORIGINAL: Key = Key::new("user_agent.original");
+}
 use gatehouse_upstream::EndpointState;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -72,16 +103,33 @@ fn protocol_version(version: &str) -> &str {
     }
 }
 
-/// Host and port of an authority (`[::1]:8443`, `example.com`).
+/// Host and port of an authority (`[::1]:8443`, `example.com`), read byte by byte: it runs for
+/// both spans of every traced request.
 fn split_authority(a: &str) -> (&str, Option<i64>) {
     if let Some(v6) = a.strip_prefix('[') {
         let (host, rest) = v6.split_once(']').unwrap_or((v6, ""));
-        return (host, rest.strip_prefix(':').and_then(|p| p.parse().ok()));
+        return (host, rest.strip_prefix(':').and_then(port_number));
     }
-    match a.rsplit_once(':') {
-        Some((h, p)) if !h.contains(':') => (h, p.parse().ok()),
+    let b = a.as_bytes();
+    match b.iter().rposition(|&c| c == b':') {
+        Some(i) if !b[..i].contains(&b':') => (&a[..i], port_number(&a[i + 1..])),
         _ => (a, None),
     }
+}
+
+/// A port's digits as a number (1 to 5 digits, at most 65535).
+fn port_number(p: &str) -> Option<i64> {
+    if p.is_empty() || p.len() > 5 {
+        return None;
+    }
+    let mut n = 0i64;
+    for &c in p.as_bytes() {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        n = n * 10 + i64::from(c - b'0');
+    }
+    (n <= 65_535).then_some(n)
 }
 
 /// The path of a request target as logged (origin form, or absolute form for a proxy request).
@@ -104,49 +152,49 @@ pub(crate) fn finish_server(r: &LogRecord, t: &TraceRecord, bytes: u64, duration
         None => span.name(&[&r.method]),
     }
     let (host, port) = split_authority(&r.host);
-    span.str("http.request.method", &r.method);
-    span.str("url.path", path_of(&r.uri));
-    span.str("url.scheme", if r.tls { "https" } else { "http" });
-    span.int("http.response.status_code", i64::from(r.status));
-    span.str("network.protocol.version", protocol_version(r.version));
-    span.ip("client.address", r.client);
-    span.str("server.address", host);
-    span.int("http.response.body.size", bytes as i64);
+    span.str(&key::HTTP_REQUEST_METHOD, &r.method);
+    span.str(&key::URL_PATH, path_of(&r.uri));
+    span.str(&key::URL_SCHEME, if r.tls { "https" } else { "http" });
+    span.int(&key::HTTP_RESPONSE_STATUS_CODE, i64::from(r.status));
+    span.str(&key::NETWORK_PROTOCOL_VERSION, protocol_version(r.version));
+    span.ip(&key::CLIENT_ADDRESS, r.client);
+    span.str(&key::SERVER_ADDRESS, host);
+    span.int(&key::HTTP_RESPONSE_BODY_SIZE, bytes as i64);
     if let Some(p) = port {
-        span.int("server.port", p);
+        span.int(&key::SERVER_PORT, p);
     }
     if let Some(p) = prefix {
-        span.str("http.route", p);
+        span.str(&key::HTTP_ROUTE, p);
     }
     if let Some(id) = &t.route {
-        span.str("gatehouse.route", id);
+        span.str(&key::GATEHOUSE_ROUTE, id);
     }
     if !r.user_agent.is_empty() {
-        span.str("user_agent.original", &r.user_agent);
+        span.str(&key::USER_AGENT_ORIGINAL, &r.user_agent);
     }
     if let Some(svc) = &t.service {
-        span.str("gatehouse.service", svc);
+        span.str(&key::GATEHOUSE_SERVICE, svc);
     }
     if !r.app.is_empty() {
-        span.str("gatehouse.app", &r.app);
+        span.str(&key::GATEHOUSE_APP, &r.app);
     }
     if let Some(d) = t.denial {
-        span.str("gatehouse.denial", d);
+        span.str(&key::GATEHOUSE_DENIAL, d);
     }
     if !r.upstream.is_empty() {
-        span.str("gatehouse.upstream.endpoint", &r.upstream);
+        span.str(&key::GATEHOUSE_UPSTREAM_ENDPOINT, &r.upstream);
     }
     if let Some(id) = r.request_id.as_ref().and_then(|v| v.to_str().ok()) {
-        span.str("gatehouse.request_id", id);
+        span.str(&key::GATEHOUSE_REQUEST_ID, id);
     }
     if let Some(code) = r.grpc_status {
-        span.str("rpc.system", "grpc");
-        span.int("rpc.grpc.status_code", i64::from(code));
+        span.str(&key::RPC_SYSTEM, "grpc");
+        span.int(&key::RPC_GRPC_STATUS_CODE, i64::from(code));
     }
     // Server spans: 5xx are errors, 4xx are the client's (semantic conventions).
     if r.status >= 500 {
         let status = r.status.to_string();
-        span.str("error.type", &status);
+        span.str(&key::ERROR_TYPE, &status);
         span.error(&status);
     }
     tracer.finish(span, r.time + duration);
@@ -195,36 +243,36 @@ impl Attempt {
         let (host, port) = split_authority(&ep.authority);
         let mut span = Span::new(Kind::Client, ctx.trace_id, self.span_id, Some(ctx.span_id), false, self.start);
         span.name(&[method]);
-        span.str("http.request.method", method);
-        span.str("server.address", host);
-        span.int("server.port", port.unwrap_or(i64::from(ep.addr.port())));
-        span.ip("network.peer.address", ep.addr.ip());
-        span.int("network.peer.port", i64::from(ep.addr.port()));
-        span.str("gatehouse.upstream", upstream);
+        span.str(&key::HTTP_REQUEST_METHOD, method);
+        span.str(&key::SERVER_ADDRESS, host);
+        span.int(&key::SERVER_PORT, port.unwrap_or(i64::from(ep.addr.port())));
+        span.ip(&key::NETWORK_PEER_ADDRESS, ep.addr.ip());
+        span.int(&key::NETWORK_PEER_PORT, i64::from(ep.addr.port()));
+        span.str(&key::GATEHOUSE_UPSTREAM, upstream);
         if retry > 0 {
-            span.int("http.request.resend_count", retry as i64);
+            span.int(&key::HTTP_REQUEST_RESEND_COUNT, retry as i64);
         }
         if let Some((reused, resumed)) = self.connection {
-            span.bool("gatehouse.connection.reused", reused);
+            span.bool(&key::GATEHOUSE_CONNECTION_REUSED, reused);
             if let Some(resumed) = resumed {
-                span.bool("tls.resumed", resumed);
+                span.bool(&key::TLS_RESUMED, resumed);
             }
         }
         if ep.tls_name().is_some() {
-            span.str("url.scheme", "https");
+            span.str(&key::URL_SCHEME, "https");
         }
         match answer {
             Ok(status) => {
-                span.int("http.response.status_code", i64::from(status));
+                span.int(&key::HTTP_RESPONSE_STATUS_CODE, i64::from(status));
                 // Client spans: 4xx and 5xx are errors.
                 if status >= 400 {
                     let status = status.to_string();
-                    span.str("error.type", &status);
+                    span.str(&key::ERROR_TYPE, &status);
                     span.error(&status);
                 }
             }
             Err(e) => {
-                span.str("error.type", if e.is_timeout() { "timeout" } else { "upstream_error" });
+                span.str(&key::ERROR_TYPE, if e.is_timeout() { "timeout" } else { "upstream_error" });
                 span.error(&e.to_string());
             }
         }
@@ -244,5 +292,10 @@ mod tests {
         assert_eq!(split_authority("example.com:8443"), ("example.com", Some(8443)));
         assert_eq!(split_authority("[::1]:80"), ("::1", Some(80)));
         assert_eq!(split_authority("example.com"), ("example.com", None));
+        assert_eq!(split_authority("example.com:"), ("example.com", None));
+        assert_eq!(split_authority("example.com:65536"), ("example.com", None));
+        assert_eq!(split_authority("example.com:+80"), ("example.com", None));
+        assert_eq!(split_authority("::1"), ("::1", None));
+        assert_eq!(split_authority("[::1]"), ("::1", None));
     }
 }
