@@ -55,21 +55,37 @@ pub(crate) fn bad_nonce(e: &instant_acme::Error) -> bool {
     matches!(e, instant_acme::Error::Api(p) if p.r#type.as_deref() == Some("urn:ietf:params:acme:error:badNonce"))
 }
 
-/// Sends a request to the CA (`$call`, evaluated again for each try) within [`CA_TIMEOUT`]
-/// (crate::account::CA_TIMEOUT), again when the CA refused its nonce; the step is named `$what`
-/// in the error.
-macro_rules! ca_call {
-    ($what:expr, $call:expr) => {{
+/// Evaluates `$call` (a request to the CA, `.await`ed) again while the CA refuses its nonce, at
+/// most [`NONCE_RETRIES`] more times; its last result.
+macro_rules! nonce_retried {
+    ($call:expr) => {{
         let mut left = $crate::error::NONCE_RETRIES;
         loop {
-            match tokio::time::timeout($crate::account::CA_TIMEOUT, $call).await {
-                Err(_) => break Err($crate::error::AcmeError::TimedOut($what)),
-                Ok(Err(e)) if left > 0 && $crate::error::bad_nonce(&e) => {
+            match $call {
+                Err(e) if left > 0 && $crate::error::bad_nonce(&e) => {
                     left -= 1;
-                    tracing::debug!(step = $what, "the CA refused the nonce; sending again");
+                    tracing::debug!("the CA refused the nonce; sending again");
                 }
-                Ok(r) => break r.map_err($crate::error::AcmeError::ca($what)),
+                r => break r,
             }
+        }
+    }};
+}
+pub(crate) use nonce_retried;
+
+/// Sends a request to the CA (`$call`, evaluated again for each try) within
+/// [`CA_TIMEOUT`](crate::account::CA_TIMEOUT) per try, again when the CA refused its nonce; the
+/// step is named `$what` in the error.
+macro_rules! ca_call {
+    ($what:expr, $call:expr) => {{
+        let r = $crate::error::nonce_retried!(match tokio::time::timeout($crate::account::CA_TIMEOUT, $call).await {
+            Ok(r) => r.map(Some),
+            Err(_) => Ok(None),
+        });
+        match r {
+            Ok(Some(v)) => Ok(v),
+            Ok(None) => Err($crate::error::AcmeError::TimedOut($what)),
+            Err(e) => Err($crate::error::AcmeError::ca($what)(e)),
         }
     }};
 }

@@ -309,7 +309,8 @@ impl Manager {
                     wait
                 }
                 Err(e) => {
-                    let not_after = self.names().get(&name).and_then(|s| s.not_after);
+                    let not_after =
+                        self.names.lock().unwrap_or_else(|p| p.into_inner()).get(&name).and_then(|s| s.not_after);
                     let now = now_secs();
                     // The retry comes no later than the expiry, so that an expiry with no
                     // renewal in place is seen when it happens.

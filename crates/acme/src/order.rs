@@ -2,7 +2,7 @@
 //! challenge the CA offers, the answers published on the [`Board`] (so any node can give them),
 //! then a CSR for a new ECDSA P-256 key, and the chain.
 
-use crate::error::{ca_call, problem_text, AcmeError};
+use crate::error::{ca_call, nonce_retried, problem_text, AcmeError};
 use crate::settings::Settings;
 use gatehouse_config::AcmeChallenge;
 use gatehouse_tls::challenge::{Board, Kind};
@@ -216,13 +216,9 @@ async fn finish(order: &mut instant_acme::Order, name: &str, challenge: &'static
     // Polled soon and then less often: a CA that validates at once (Pebble, a private CA) answers an
     // on-demand handshake in a few hundred milliseconds, one that takes seconds is asked a few times.
     let retries = RetryPolicy::new().initial_delay(Duration::from_millis(100)).backoff(1.5).timeout(VALIDATION_TIMEOUT);
-    let mut nonce_retries = crate::error::NONCE_RETRIES;
-    let status = loop {
-        match order.poll_ready(&retries).await {
-            Ok(s) => break s,
-            Err(e) if nonce_retries > 0 && crate::error::bad_nonce(&e) => nonce_retries -= 1,
-            Err(e) => return Err(validation_failed(e, name, challenge)),
-        }
+    let status = match nonce_retried!(order.poll_ready(&retries).await) {
+        Ok(s) => s,
+        Err(e) => return Err(validation_failed(e, name, challenge)),
     };
     if status != OrderStatus::Ready {
         let problem = authorization_problem(order).await.unwrap_or_else(|| format!("the order is {status:?}"));
@@ -235,14 +231,8 @@ async fn finish(order: &mut instant_acme::Order, name: &str, challenge: &'static
     params.distinguished_name = rcgen::DistinguishedName::new();
     let csr = params.serialize_request(&key).map_err(|e| AcmeError::Local(format!("cannot make the CSR: {e}")))?;
     ca_call!("finalize the order", order.finalize_csr(csr.der()))?;
-    let mut nonce_retries = crate::error::NONCE_RETRIES;
-    let chain = loop {
-        match order.poll_certificate(&retries).await {
-            Ok(chain) => break chain,
-            Err(e) if nonce_retries > 0 && crate::error::bad_nonce(&e) => nonce_retries -= 1,
-            Err(e) => return Err(AcmeError::ca("download the certificate")(e)),
-        }
-    };
+    let chain =
+        nonce_retried!(order.poll_certificate(&retries).await).map_err(AcmeError::ca("download the certificate"))?;
     Ok(format!("{}{}", chain.trim_end_matches('\n').to_string() + "\n", key.serialize_pem()))
 }
 
