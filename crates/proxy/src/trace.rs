@@ -7,6 +7,9 @@ use crate::body::LogRecord;
 use crate::forward::Outcome;
 use crate::snapshot::Snapshot;
 use gatehouse_otel::{Ctx, Kind, Span, Tracer};
+use gatehouse_upstream::EndpointState;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
 
 /// The attributes' keys, encoded once.
 mod key {
@@ -38,9 +41,6 @@ mod key {
     pub const URL_SCHEME: Key = Key::new("url.scheme");
     pub const USER_AGENT_ORIGINAL: Key = Key::new("user_agent.original");
 }
-use gatehouse_upstream::EndpointState;
-use std::sync::Arc;
-use std::time::{Duration, SystemTime};
 
 /// A request's trace while it is forwarded: its context, and what the service refused it for.
 #[derive(Debug)]
