@@ -566,6 +566,10 @@ impl Control {
         for h in self.health.drain(..) {
             h.abort();
         }
+        // The spans the workers batched, then the exporter sends what it has.
+        for w in &self.workers.workers {
+            let _ = w.handle.spawn(async { gatehouse_otel::flush_local() }).await;
+        }
         self.traces.flush();
         if let Some(t) = self.discovery_task.take() {
             t.abort();

@@ -1,9 +1,11 @@
-//! The exporter thread: a Tokio runtime of its own, woken when the request path has queued
-//! `export.batch` finished spans (encoded OTLP `Span`s) or every `export.interval`, taking them in
-//! batches into an `ExportTraceServiceRequest` and sending it with a hyper client made here:
-//! protobuf over HTTP (`/v1/traces`), or the gRPC `TraceService/Export` call over HTTP/2. One export at a time, each bounded by `otlp.timeout`; a failed one is counted and
-//! its spans are let go.
+//! The exporter thread: a Tokio runtime of its own, woken when a worker queued a batch of
+//! finished spans (encoded OTLP `Span`s, [`crate::batch`]) or every `export.interval`, joining
+//! batches up to `export.batch` spans into an `ExportTraceServiceRequest` and sending it with a
+//! hyper client made here: protobuf over HTTP (`/v1/traces`), or the gRPC `TraceService/Export`
+//! call over HTTP/2. One export at a time, each bounded by `otlp.timeout`; a failed one is
+//! counted and its spans are let go. The batches' buffers go back to the workers.
 
+use crate::batch::{Batch, Shared, SPARE_BUFFERS};
 use crate::proto::Envelope;
 use bytes::Bytes;
 use gatehouse_config::{OtlpProtocol, Tracing};
@@ -93,8 +95,8 @@ impl Exporter {
     pub(crate) fn start(
         settings: &Tracing,
         node_id: &str,
-        rx: mpsc::Receiver<Vec<u8>>,
-        batch_ready: Arc<tokio::sync::Notify>,
+        rx: mpsc::Receiver<Batch>,
+        shared: Arc<Shared>,
         stats: Arc<TraceStats>,
     ) -> Result<Exporter, ExportError> {
         let ca = read_ca(settings)?;
@@ -122,7 +124,7 @@ impl Exporter {
                         }
                     };
                     let _ = built_tx.send(Ok(()));
-                    run(sink, &settings, rx, &batch_ready, stop_rx, &stats).await;
+                    run(sink, &settings, rx, &shared, stop_rx, &stats).await;
                 });
                 let _ = done_tx.send(());
             })
@@ -225,7 +227,7 @@ fn client(roots: Option<rustls::RootCertStore>, http2_only: bool) -> Result<Clie
 
 impl Sink {
     /// Sends one batch; `Err` says why the collector did not take it.
-    async fn send(&self, spans: &[Vec<u8>]) -> Result<(), String> {
+    async fn send(&self, spans: &[&[u8]]) -> Result<(), String> {
         let message = self.envelope.request(spans);
         let body = match self.protocol {
             OtlpProtocol::Http => Bytes::from(message),
@@ -301,33 +303,43 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 }
 
 /// Exports until told to stop (then what is queued goes out) or every sender is gone. It waits
-/// for a full batch (the request path's signal), the interval or the stop, never on the queue
-/// itself: a receiver waiting on the queue would be woken, across threads, for every span.
+/// for a queued batch (the workers' signal), the interval or the stop; each wake-up sends what is
+/// queued, joined into exports of up to `export.batch` spans.
 async fn run(
     sink: Sink,
     settings: &Tracing,
-    mut rx: mpsc::Receiver<Vec<u8>>,
-    batch_ready: &tokio::sync::Notify,
+    mut rx: mpsc::Receiver<Batch>,
+    shared: &Shared,
     mut stop: oneshot::Receiver<()>,
     stats: &TraceStats,
 ) {
     let batch = settings.export.batch.max(1);
     let interval = settings.export.interval.0;
-    let mut buf: Vec<Vec<u8>> = Vec::with_capacity(batch);
+    // A batch that would have made the export larger than `export.batch`: the next one's first.
+    let mut carry: Option<Batch> = None;
     let mut stopping = false;
     let mut open = true;
     while open && !stopping {
         tokio::select! {
-            () = batch_ready.notified() => {}
+            () = shared.ready.notified() => {}
             () = tokio::time::sleep(interval) => {}
             _ = &mut stop => stopping = true,
         }
-        // Everything queued now goes, in batches.
+        // Everything queued now goes.
         loop {
             let mut drained = false;
-            while buf.len() < batch {
+            let mut held: Vec<Batch> = carry.take().into_iter().collect();
+            let mut spans = held.iter().map(|b| b.spans).sum::<usize>();
+            while spans < batch {
                 match rx.try_recv() {
-                    Ok(span) => buf.push(span),
+                    Ok(b) if spans + b.spans > batch && !held.is_empty() => {
+                        carry = Some(b);
+                        break;
+                    }
+                    Ok(b) => {
+                        spans += b.spans;
+                        held.push(b);
+                    }
                     Err(e) => {
                         open = e == mpsc::error::TryRecvError::Empty;
                         drained = true;
@@ -335,18 +347,31 @@ async fn run(
                     }
                 }
             }
-            if !buf.is_empty() {
-                let n = buf.len() as u64;
-                match sink.send(&buf).await {
+            if !held.is_empty() {
+                let parts: Vec<&[u8]> = held.iter().map(|b| b.bytes.as_slice()).collect();
+                match sink.send(&parts).await {
                     Ok(()) => {
-                        stats.exported.fetch_add(n, Relaxed);
+                        stats.exported.fetch_add(spans as u64, Relaxed);
                     }
-                    Err(e) => failed(stats, n, &e),
+                    Err(e) => failed(stats, spans as u64, &e),
                 }
-                buf.clear();
+                give_back(shared, held);
             }
             if drained {
                 break;
+            }
+        }
+    }
+}
+
+/// The sent batches' buffers, for the workers' next batches.
+fn give_back(shared: &Shared, held: Vec<Batch>) {
+    if let Ok(mut spare) = shared.spare.lock() {
+        for b in held {
+            if spare.len() < SPARE_BUFFERS {
+                let mut bytes = b.bytes;
+                bytes.clear();
+                spare.push(bytes);
             }
         }
     }

@@ -4,20 +4,23 @@
 //! W3C trace context (`traceparent`, `tracestate`), decides sampling (the parent's flag, else a
 //! ratio of the trace id, as OpenTelemetry's `TraceIdRatioBased`), and gives each upstream
 //! attempt a `traceparent` of its own. Sampled requests record a server span and a client span
-//! per attempt, each written straight into its OTLP protobuf bytes ([`Span`], [`proto`]);
-//! finishing one is a `try_send` into a bounded queue, so a worker never waits: a full queue
-//! drops the span and counts it.
+//! per attempt, each written straight into its OTLP protobuf bytes ([`Span`], [`proto`]) in a
+//! buffer the thread reuses. A finished span is appended to its thread's batch ([`batch`]); a
+//! full batch, or `export.interval` after its first span, hands the batch to a bounded queue with
+//! `try_send`, so a worker never waits: a full queue drops the batch and counts its spans.
 //!
 //! The queue is read by an exporter thread with a Tokio runtime of its own ([`export`]), which
 //! wraps batches of spans in an `ExportTraceServiceRequest` and sends them with our hyper
 //! client: protobuf over HTTP, or gRPC over HTTP/2. A collector that is down costs the dropped
 //! spans and nothing else.
 
+mod batch;
 mod export;
 mod ids;
 mod propagation;
 mod proto;
 
+pub use batch::flush_local;
 pub use export::{check_files, ExportError, TraceStats};
 pub use propagation::{parse_traceparent, Parent};
 pub use proto::Key;
@@ -120,11 +123,18 @@ pub enum Kind {
 }
 
 /// A sampled span being recorded: the OTLP `Span` message, written field by field as the request
-/// path learns them (one buffer, no attribute of its own allocated), and handed to the exporter
-/// by [`Tracer::finish`].
+/// path learns them (one buffer, no attribute of its own allocated), and added to the thread's
+/// batch by [`Tracer::finish`]. The buffer is the thread's spare one, given back when the span
+/// is finished or dropped: recording allocates nothing once a thread has recorded a span.
 #[derive(Debug)]
 pub struct Span {
     buf: Vec<u8>,
+}
+
+impl Drop for Span {
+    fn drop(&mut self) {
+        batch::give_back(std::mem::take(&mut self.buf));
+    }
 }
 
 /// Nanoseconds since the Unix epoch.
@@ -144,7 +154,7 @@ impl Span {
         start: SystemTime,
     ) -> Span {
         use proto::span::*;
-        let mut buf = Vec::with_capacity(768);
+        let mut buf = batch::spare();
         proto::bytes(&mut buf, TRACE_ID, &trace_id.to_be_bytes());
         proto::bytes(&mut buf, SPAN_ID, &span_id.to_be_bytes());
         let mut flags = FLAG_SAMPLED | FLAG_HAS_IS_REMOTE;
@@ -209,11 +219,12 @@ pub struct Tracer {
     settings: Tracing,
     /// Sampled when the trace id's number is below this; `None`: always.
     threshold: Option<u64>,
-    queue: tokio::sync::mpsc::Sender<Vec<u8>>,
-    /// Spans that make a batch: the exporter is woken when this many are queued, not per span.
+    /// Where this tracer's batches go.
+    queue: Arc<batch::Queue>,
+    /// Spans that make a batch.
     batch: usize,
-    /// Wakes the exporter for a full batch.
-    batch_ready: Arc<tokio::sync::Notify>,
+    /// Longest a span waits in its thread's batch.
+    interval: std::time::Duration,
     stats: Arc<TraceStats>,
     exporter: export::Exporter,
 }
@@ -222,15 +233,17 @@ impl Tracer {
     /// Starts the exporter for `settings` (the `tracing:` of a configuration; files read by
     /// then). `stats` survive a new tracer after a reload.
     pub fn start(settings: &Tracing, node_id: &str, stats: Arc<TraceStats>) -> Result<Tracer, ExportError> {
-        let (queue, rx) = tokio::sync::mpsc::channel(settings.export.queue.max(1));
-        let batch_ready = Arc::new(tokio::sync::Notify::new());
-        let exporter = export::Exporter::start(settings, node_id, rx, batch_ready.clone(), stats.clone())?;
+        let batch = settings.export.batch.max(1);
+        // The queue holds batches: `export.queue` spans' worth of full ones.
+        let (tx, rx) = tokio::sync::mpsc::channel((settings.export.queue / batch).max(1));
+        let shared = Arc::new(batch::Shared::default());
+        let exporter = export::Exporter::start(settings, node_id, rx, shared.clone(), stats.clone())?;
         Ok(Tracer {
             settings: settings.clone(),
             threshold: threshold(settings.sampler.ratio),
-            queue,
-            batch: settings.export.batch.max(1),
-            batch_ready,
+            queue: Arc::new(batch::Queue { tx, shared, stats: stats.clone() }),
+            batch,
+            interval: settings.export.interval.0,
             stats,
             exporter,
         })
@@ -284,18 +297,12 @@ impl Tracer {
         }
     }
 
-    /// Ends `span` at `end` and hands it to the exporter; dropped and counted when the queue is
-    /// full.
+    /// Ends `span` at `end` and adds it to this thread's batch, which goes to the exporter once
+    /// it holds `export.batch` spans or its first is `export.interval` old.
     #[inline]
     pub fn finish(&self, mut span: Span, end: SystemTime) {
         proto::fixed64(&mut span.buf, proto::span::END, unix_nanos(end));
-        if self.queue.try_send(span.buf).is_err() {
-            self.stats.dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        } else if self.queue.max_capacity() - self.queue.capacity() >= self.batch {
-            // The exporter waits for a batch or its interval, never on the queue itself, so a
-            // span costs no wake-up of another thread.
-            self.batch_ready.notify_one();
-        }
+        batch::add(&self.queue, &span.buf, end, self.batch, self.interval);
     }
 
     /// Exports what is queued and stops the exporter, within `timeout` (the process stops).
@@ -353,16 +360,20 @@ mod tests {
         let mut client =
             Span::new(Kind::Client, 0x0af7651916cd43dd8448eb211c80319c, 0x3344, Some(0x1122), false, start);
         client.name(&["GET"]);
-        let spans: Vec<Vec<u8>> = [server, client]
+        // Two threads' batches: the server span in one, the client span in the other.
+        let batches: Vec<Vec<u8>> = [server, client]
             .into_iter()
             .map(|mut span| {
                 proto::fixed64(&mut span.buf, proto::span::END, unix_nanos(end));
-                span.buf
+                let mut batch = Vec::new();
+                proto::bytes(&mut batch, proto::SCOPE_SPANS_SPANS, &span.buf);
+                batch
             })
             .collect();
         let envelope =
             proto::Envelope::new(&[("service.name", "gw"), ("service.instance.id", "a")], ("gatehouse", "1.2"));
-        let decoded = ExportTraceServiceRequest::decode(envelope.request(&spans).as_slice());
+        let batches: Vec<&[u8]> = batches.iter().map(|b| b.as_slice()).collect();
+        let decoded = ExportTraceServiceRequest::decode(envelope.request(&batches).as_slice());
         let request = decoded.unwrap_or_default();
         assert_eq!(request.resource_spans.len(), 1);
         let rs = &request.resource_spans[0];

@@ -63,7 +63,8 @@ impl std::fmt::Display for DeadlineExceeded {
 impl std::error::Error for DeadlineExceeded {}
 
 /// What the access log and the request's server span need, captured at request time when
-/// logging is on or the request is traced.
+/// logging is on or the request is traced. The request's own text (method, target, host, referer,
+/// user agent) is copied into one buffer; what the gateway chose (route, endpoint, app) is shared.
 #[derive(Debug)]
 pub(crate) struct LogRecord {
     /// The access log, when on.
@@ -73,22 +74,70 @@ pub(crate) struct LogRecord {
     pub client: IpAddr,
     pub time: SystemTime,
     pub start: Instant,
-    pub method: String,
-    pub uri: String,
+    /// Method, target, host, referer and user agent, one after the other ([`Text`]).
+    pub text: String,
+    /// Where each of them ends in `text`.
+    pub ends: [u32; 5],
+    /// The target without the app key the client put in it, in place of the one in `text`.
+    pub keyless_uri: Option<String>,
     pub version: &'static str,
-    pub host: String,
-    pub referer: String,
-    pub user_agent: String,
     pub status: u16,
-    pub upstream: String,
-    pub route: String,
-    pub app: String,
+    /// The endpoint that answered.
+    pub upstream: Option<Arc<str>>,
+    /// The route's id.
+    pub route: Option<Arc<str>>,
+    /// The app a service admitted.
+    pub app: Option<Arc<str>>,
     /// The request's id, unless ids are off.
     pub request_id: Option<http::HeaderValue>,
     /// The `grpc-status` a gRPC call ended with.
     pub grpc_status: Option<u8>,
     /// The request's trace context (for the log's ids) and, when sampled, what its span needs.
     pub trace: Option<Box<crate::trace::TraceRecord>>,
+}
+
+/// The parts of [`LogRecord::text`], in order.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Text {
+    Method,
+    Uri,
+    Host,
+    Referer,
+    UserAgent,
+}
+
+impl LogRecord {
+    /// One part of the request's text.
+    pub fn text(&self, part: Text) -> &str {
+        let i = part as usize;
+        let start = if i == 0 { 0 } else { self.ends[i - 1] as usize };
+        self.text.get(start..self.ends[i] as usize).unwrap_or("")
+    }
+
+    /// The request's method.
+    pub fn method(&self) -> &str {
+        self.text(Text::Method)
+    }
+
+    /// The target as logged: without an app key in it.
+    pub fn uri(&self) -> &str {
+        self.keyless_uri.as_deref().unwrap_or_else(|| self.text(Text::Uri))
+    }
+
+    /// The `Host` header or the authority.
+    pub fn host(&self) -> &str {
+        self.text(Text::Host)
+    }
+
+    /// The endpoint that answered, or "".
+    pub fn upstream(&self) -> &str {
+        self.upstream.as_deref().unwrap_or("")
+    }
+
+    /// The app, or "".
+    pub fn app(&self) -> &str {
+        self.app.as_deref().unwrap_or("")
+    }
 }
 
 impl ResponseBody {
@@ -194,18 +243,18 @@ impl Drop for ResponseBody {
                 log.log(&Entry {
                     client: r.client,
                     time: r.time,
-                    method: &r.method,
-                    uri: &r.uri,
+                    method: r.method(),
+                    uri: r.uri(),
                     version: r.version,
-                    host: &r.host,
+                    host: r.host(),
                     status: r.status,
                     bytes: self.sent,
-                    referer: &r.referer,
-                    user_agent: &r.user_agent,
+                    referer: r.text(Text::Referer),
+                    user_agent: r.text(Text::UserAgent),
                     duration,
-                    upstream: &r.upstream,
-                    route: &r.route,
-                    app: &r.app,
+                    upstream: r.upstream(),
+                    route: r.route.as_deref().unwrap_or(""),
+                    app: r.app(),
                     request_id: r.request_id.as_ref().and_then(|v| v.to_str().ok()).unwrap_or(""),
                     grpc_status: r.grpc_status,
                     trace: r.trace.as_ref().map(|t| (t.ctx.trace_id, t.ctx.span_id)),

@@ -1,9 +1,9 @@
 //! The request path's spans (OpenTelemetry HTTP semantic conventions): the server span of a
 //! sampled request, finished with its answer's body like the access log line, and a client span
-//! per upstream attempt. Recording is writing a [`Span`]'s protobuf bytes and a `try_send`; the exporter
-//! thread does the rest ([`gatehouse_otel`]).
+//! per upstream attempt. Recording is writing a [`Span`]'s protobuf bytes and adding them to the
+//! thread's batch; the exporter thread does the rest ([`gatehouse_otel`]).
 
-use crate::body::LogRecord;
+use crate::body::{LogRecord, Text};
 use crate::forward::Outcome;
 use crate::snapshot::Snapshot;
 use gatehouse_otel::{Ctx, Kind, Span, Tracer};
@@ -42,26 +42,20 @@ mod key {
     pub const USER_AGENT_ORIGINAL: Key = Key::new("user_agent.original");
 }
 
-/// A request's trace while it is forwarded: its context, and what the service refused it for.
-#[derive(Debug)]
-pub(crate) struct Traced {
-    /// Ids, sampled or not.
-    pub ctx: Ctx,
-    /// What the service refused the request for.
-    pub denial: Option<&'static str>,
-}
-
-/// A request's trace, kept with its log record until the answer ends.
+/// A request's trace: made when it comes in, kept with its log record until the answer ends
+/// (one allocation per traced request: the attempts' spans and the record use it too).
 #[derive(Debug)]
 pub(crate) struct TraceRecord {
     /// Ids (written to the access log too).
     pub ctx: Ctx,
-    /// Where the server span goes, when the request is sampled.
+    /// What the service refused the request for.
+    pub denial: Option<&'static str>,
+    /// The upstream attempt under way, when sampled.
+    pub attempt: Option<Attempt>,
+    /// Where the server span goes, when the request is sampled (set by [`record`]).
     pub tracer: Option<Arc<Tracer>>,
     /// The API service that took the request.
     pub service: Option<Arc<str>>,
-    /// What the service refused it for.
-    pub denial: Option<&'static str>,
     /// The route: `site:prefix`.
     pub route: Option<Arc<str>>,
 }
@@ -69,27 +63,31 @@ pub(crate) struct TraceRecord {
 /// The request's trace context (out of line: the request path without `tracing` keeps only the
 /// branch).
 #[inline(never)]
-pub(crate) fn begin(tracer: &Tracer, headers: &mut http::HeaderMap) -> Box<Traced> {
-    Box::new(Traced { ctx: tracer.begin(headers), denial: None })
+pub(crate) fn begin(tracer: &Tracer, headers: &mut http::HeaderMap) -> Box<TraceRecord> {
+    Box::new(TraceRecord {
+        ctx: tracer.begin(headers),
+        denial: None,
+        attempt: None,
+        tracer: None,
+        service: None,
+        route: None,
+    })
 }
 
-/// What the record phase keeps of the trace.
+/// What the record phase keeps of the trace: for a sampled request, what its server span needs.
 #[inline(never)]
-pub(crate) fn record(snap: &Snapshot, traced: Traced, outcome: &Outcome) -> Option<Box<TraceRecord>> {
-    let Traced { ctx, denial } = traced;
-    if !ctx.sampled {
+pub(crate) fn record(snap: &Snapshot, mut t: Box<TraceRecord>, outcome: &Outcome) -> Box<TraceRecord> {
+    t.attempt = None;
+    if t.ctx.sampled {
+        let route = outcome.route.as_ref();
+        t.tracer = snap.tracer.clone();
+        t.service = route.and_then(|r| r.service.as_ref()).map(|s| s.name.clone());
+        t.route = route.map(|r| r.id.clone());
+    } else {
         // The ids, for the access log.
-        return Some(Box::new(TraceRecord { ctx, tracer: None, service: None, denial: None, route: None }));
+        t.denial = None;
     }
-    let tracer = snap.tracer.clone();
-    let route = outcome.route.as_ref();
-    Some(Box::new(TraceRecord {
-        ctx,
-        tracer,
-        service: route.and_then(|r| r.service.as_ref()).map(|s| s.name.clone()),
-        denial,
-        route: route.map(|r| r.id.clone()),
-    }))
+    t
 }
 
 /// `network.protocol.version` of a request line's version.
@@ -148,12 +146,12 @@ pub(crate) fn finish_server(r: &LogRecord, t: &TraceRecord, bytes: u64, duration
     let prefix = t.route.as_deref().and_then(|id| id.split_once(':')).map(|(_, p)| p);
     let mut span = Span::new(Kind::Server, t.ctx.trace_id, t.ctx.span_id, t.ctx.parent, true, r.time);
     match prefix {
-        Some(p) => span.name(&[&r.method, " ", p]),
-        None => span.name(&[&r.method]),
+        Some(p) => span.name(&[r.method(), " ", p]),
+        None => span.name(&[r.method()]),
     }
-    let (host, port) = split_authority(&r.host);
-    span.str(&key::HTTP_REQUEST_METHOD, &r.method);
-    span.str(&key::URL_PATH, path_of(&r.uri));
+    let (host, port) = split_authority(r.host());
+    span.str(&key::HTTP_REQUEST_METHOD, r.method());
+    span.str(&key::URL_PATH, path_of(r.uri()));
     span.str(&key::URL_SCHEME, if r.tls { "https" } else { "http" });
     span.int(&key::HTTP_RESPONSE_STATUS_CODE, i64::from(r.status));
     span.str(&key::NETWORK_PROTOCOL_VERSION, protocol_version(r.version));
@@ -169,20 +167,21 @@ pub(crate) fn finish_server(r: &LogRecord, t: &TraceRecord, bytes: u64, duration
     if let Some(id) = &t.route {
         span.str(&key::GATEHOUSE_ROUTE, id);
     }
-    if !r.user_agent.is_empty() {
-        span.str(&key::USER_AGENT_ORIGINAL, &r.user_agent);
+    let user_agent = r.text(Text::UserAgent);
+    if !user_agent.is_empty() {
+        span.str(&key::USER_AGENT_ORIGINAL, user_agent);
     }
     if let Some(svc) = &t.service {
         span.str(&key::GATEHOUSE_SERVICE, svc);
     }
-    if !r.app.is_empty() {
-        span.str(&key::GATEHOUSE_APP, &r.app);
+    if let Some(app) = &r.app {
+        span.str(&key::GATEHOUSE_APP, app);
     }
     if let Some(d) = t.denial {
         span.str(&key::GATEHOUSE_DENIAL, d);
     }
-    if !r.upstream.is_empty() {
-        span.str(&key::GATEHOUSE_UPSTREAM_ENDPOINT, &r.upstream);
+    if let Some(endpoint) = &r.upstream {
+        span.str(&key::GATEHOUSE_UPSTREAM_ENDPOINT, endpoint);
     }
     if let Some(id) = r.request_id.as_ref().and_then(|v| v.to_str().ok()) {
         span.str(&key::GATEHOUSE_REQUEST_ID, id);
@@ -201,6 +200,7 @@ pub(crate) fn finish_server(r: &LogRecord, t: &TraceRecord, bytes: u64, duration
 }
 
 /// An upstream attempt of a sampled request: its span id, start, method and connection.
+#[derive(Debug)]
 pub(crate) struct Attempt {
     span_id: u64,
     start: SystemTime,
@@ -211,18 +211,17 @@ pub(crate) struct Attempt {
 
 impl Attempt {
     /// Gives the attempt a span id, whose `traceparent` goes on the request (with `propagate`);
-    /// for a sampled request, starts its span.
+    /// for a sampled request, starts its span in `t.attempt`.
     #[inline(never)]
-    pub(crate) fn begin<B>(tracer: &Tracer, ctx: &Ctx, request: &mut http::Request<B>) -> Option<Box<Attempt>> {
+    pub(crate) fn begin<B>(tracer: &Tracer, t: &mut TraceRecord, request: &mut http::Request<B>) {
         let span_id = gatehouse_otel::span_id();
         if tracer.propagates() {
-            ctx.inject(request.headers_mut(), span_id);
+            t.ctx.inject(request.headers_mut(), span_id);
         }
-        if !ctx.sampled {
-            return None;
+        if t.ctx.sampled {
+            let method = request.method().clone();
+            t.attempt = Some(Attempt { span_id, start: SystemTime::now(), method, connection: None });
         }
-        let method = request.method().clone();
-        Some(Box::new(Attempt { span_id, start: SystemTime::now(), method, connection: None }))
     }
 
     /// Sends the attempt's client span: the endpoint, the retry number,

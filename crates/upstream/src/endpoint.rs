@@ -55,7 +55,7 @@ pub struct EndpointState {
     /// Address.
     pub addr: SocketAddr,
     /// The address as text, for logs and metrics.
-    pub addr_text: Box<str>,
+    pub addr_text: Arc<str>,
     /// What `Host` names under the route's `host_header: upstream` rule, and the authority of an
     /// HTTP/2 request that has none: `name:port` for a target written by name, else the address.
     pub authority: Box<str>,

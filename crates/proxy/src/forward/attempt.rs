@@ -61,7 +61,7 @@ pub(super) fn attempts<'a>(
                 shared.stats.retries.inc();
             }
             let ep = &members.endpoints[idx].state;
-            if snap.access_log.is_some() {
+            if snap.access_log.is_some() || outcome.trace.as_ref().is_some_and(|t| t.ctx.sampled) {
                 outcome.endpoint = Some(ep.addr_text.clone());
             }
             let Some(mut request) = pending.take().or_else(|| rebuild(template)) else {
@@ -71,18 +71,17 @@ pub(super) fn attempts<'a>(
             // so the state of connecting does not size every request's future), then the
             // request sent and the answer's head awaited.
             upstream_host(&mut request, ep, route);
-            // The attempt's trace context on the request, and its span when sampled (boxed: a
-            // word in the request's future, whatever tracing holds).
-            let mut traced = match (&snap.tracer, outcome.trace.as_deref()) {
-                (Some(tracer), Some(t)) => crate::trace::Attempt::begin(tracer, &t.ctx, &mut request),
-                _ => None,
-            };
+            // The attempt's trace context on the request, and its span when sampled (kept in the
+            // request's trace record: nothing in the request's future).
+            if let (Some(tracer), Some(t)) = (&snap.tracer, outcome.trace.as_deref_mut()) {
+                crate::trace::Attempt::begin(tracer, t, &mut request);
+            }
             let origin = Origin { client: conn.peer, local: conn.local };
             let acquired = match Lease::pooled(ep, settings, upgrade, origin) {
                 Some(lease) => Ok(lease),
                 None => Box::pin(Lease::open(ep, settings, upgrade, origin)).await,
             };
-            if let (Some(span), Ok(lease)) = (traced.as_mut(), &acquired) {
+            if let (Some(span), Ok(lease)) = (outcome.trace.as_mut().and_then(|t| t.attempt.as_mut()), &acquired) {
                 span.connection = Some((lease.reused, lease.tls_resumed()));
             }
             let sent_at = upstream.tracks_latency().then(Instant::now);
@@ -97,8 +96,10 @@ pub(super) fn attempts<'a>(
                     within_deadline(sent, due)?
                 }
             };
-            if let (Some(span), Some(tracer), Some(t)) = (traced, &snap.tracer, outcome.trace.as_deref()) {
-                span.finish(tracer, &t.ctx, &upstream.name, ep, attempt, &answer);
+            if let (Some(tracer), Some(t)) = (&snap.tracer, outcome.trace.as_deref_mut()) {
+                if let Some(span) = t.attempt.take() {
+                    span.finish(tracer, &t.ctx, &upstream.name, ep, attempt, &answer);
+                }
             }
             let failure = match answer {
                 Ok(resp) => {

@@ -222,20 +222,16 @@ fn record(
     if let Some(mut r) = log {
         r.status = status;
         if let Some(route) = &outcome.route {
-            r.route = route.id.to_string();
-            if let Some(addr) = outcome.endpoint.take() {
-                r.upstream = addr.into();
-            }
+            r.route = Some(route.id.clone());
+            r.upstream = outcome.endpoint.take();
         }
         if let Some(app) = outcome.admitted.as_ref().and_then(|a| a.app.as_ref()) {
-            r.app = app.id.to_string();
+            r.app = Some(app.id.clone());
         }
-        if let Some(uri) = outcome.keyless_uri.take() {
-            r.uri = uri;
-        }
+        r.keyless_uri = outcome.keyless_uri.take();
         r.grpc_status = head_grpc;
         if let Some(t) = outcome.trace.take() {
-            r.trace = crate::trace::record(snap, *t, outcome);
+            r.trace = Some(crate::trace::record(snap, t, outcome));
         }
         resp.body_mut().set_record(r);
     }
@@ -245,8 +241,8 @@ fn record(
 /// What the request path learned, for metrics, the log and the trace.
 pub(crate) struct Outcome {
     pub(crate) route: Option<Arc<RouteEntry>>,
-    /// The last endpoint tried, for the access log (only kept when there is one).
-    endpoint: Option<Box<str>>,
+    /// The last endpoint tried, for the access log and the server span (only kept for them).
+    endpoint: Option<Arc<str>>,
     /// What the service's Admit stage found, for the response rewrite and the log.
     admitted: Option<Admitted>,
     /// The target without the app key the client put in it, for the log.
@@ -262,7 +258,7 @@ pub(crate) struct Outcome {
     /// endpoint's failure (`passive_health.grpc_failures`).
     judge: Option<Judge>,
     /// The request's trace, when `tracing` is on (boxed: off, it costs a word).
-    pub(crate) trace: Option<Box<crate::trace::Traced>>,
+    pub(crate) trace: Option<Box<crate::trace::TraceRecord>>,
 }
 
 impl Outcome {
@@ -317,28 +313,63 @@ fn capture<B>(
     start: Instant,
     request_id: Option<HeaderValue>,
 ) -> Box<LogRecord> {
-    let h = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("").to_string();
+    let h = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
+    let uri = req.uri();
+    let host = uri.authority().map_or_else(|| h(header::HOST), |a| a.as_str());
+    let (referer, user_agent) = (h(header::REFERER), h(header::USER_AGENT));
+    // As the client wrote it in HTTP/1.x; HTTP/2 targets carry scheme and authority, which the
+    // log shows as the path only (the host has its own field).
+    let (scheme, authority) = match req.version() {
+        Version::HTTP_2 | Version::HTTP_3 => (None, None),
+        _ => (uri.scheme_str(), uri.authority().map(|a| a.as_str())),
+    };
+    let (path, query) = (uri.path(), uri.query());
+    let method = req.method().as_str();
+    // One buffer for the five, sized once.
+    let mut text = String::with_capacity(
+        method.len()
+            + scheme.map_or(0, |s| s.len() + 3)
+            + authority.map_or(0, str::len)
+            + path.len()
+            + query.map_or(0, |q| q.len() + 1)
+            + host.len()
+            + referer.len()
+            + user_agent.len(),
+    );
+    let mut ends = [0u32; 5];
+    text.push_str(method);
+    ends[0] = text.len() as u32;
+    if let Some(s) = scheme {
+        text.push_str(s);
+        text.push_str("://");
+    }
+    text.push_str(authority.unwrap_or(""));
+    text.push_str(path);
+    if let Some(q) = query {
+        text.push('?');
+        text.push_str(q);
+    }
+    ends[1] = text.len() as u32;
+    text.push_str(host);
+    ends[2] = text.len() as u32;
+    text.push_str(referer);
+    ends[3] = text.len() as u32;
+    text.push_str(user_agent);
+    ends[4] = text.len() as u32;
     Box::new(LogRecord {
         log: log.cloned(),
         tls: conn.tls,
         client: conn.peer.ip(),
         time: SystemTime::now(),
         start,
-        method: req.method().as_str().to_string(),
-        // As the client wrote it in HTTP/1.x; HTTP/2 targets carry scheme and authority, which
-        // the log shows as the path only (the host has its own field).
-        uri: match (req.version(), req.uri().path_and_query()) {
-            (Version::HTTP_2 | Version::HTTP_3, Some(pq)) => pq.as_str().to_string(),
-            _ => req.uri().to_string(),
-        },
+        text,
+        ends,
+        keyless_uri: None,
         version: version_text(req.version()),
-        host: req.uri().authority().map(|a| a.as_str().to_string()).unwrap_or_else(|| h(header::HOST)),
-        referer: h(header::REFERER),
-        user_agent: h(header::USER_AGENT),
         status: 0,
-        upstream: String::new(),
-        route: String::new(),
-        app: String::new(),
+        upstream: None,
+        route: None,
+        app: None,
         request_id,
         grpc_status: None,
         trace: None,
