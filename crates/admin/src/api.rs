@@ -224,7 +224,10 @@ impl Api {
         let changes = method != Method::GET && method != Method::HEAD;
         let who = self.tokens.check(parts.headers.get(http::header::AUTHORIZATION));
         let result = match &who {
-            None => Err(ApiError::new(StatusCode::UNAUTHORIZED, "a bearer token is required")),
+            None => Err(ApiError::new(
+                StatusCode::UNAUTHORIZED,
+                crate::auth::refusal(parts.headers.get(http::header::AUTHORIZATION)),
+            )),
             Some((_, AdminRole::Read)) if changes => {
                 Err(ApiError::new(StatusCode::FORBIDDEN, "this token may only read"))
             }
@@ -256,7 +259,7 @@ impl Api {
             Err(ApiError { status: StatusCode::UNAUTHORIZED, .. }) => {
                 resp.headers_mut().insert(
                     http::header::WWW_AUTHENTICATE,
-                    http::HeaderValue::from_static("Bearer realm=\"gatehouse\""),
+                    crate::auth::challenge(parts.headers.get(http::header::AUTHORIZATION)),
                 );
             }
             _ => {}

@@ -44,6 +44,23 @@ impl Tokens {
     }
 }
 
+/// Why a request without an accepted token is refused: none presented, or one not accepted (a
+/// user who typed a token is told it is wrong, not that one is needed).
+pub fn refusal(authorization: Option<&http::HeaderValue>) -> &'static str {
+    match authorization {
+        None => "a bearer token is required",
+        Some(_) => "the bearer token was not accepted",
+    }
+}
+
+/// The `WWW-Authenticate` of a refusal (RFC 6750: `invalid_token` when one was presented).
+pub fn challenge(authorization: Option<&http::HeaderValue>) -> http::HeaderValue {
+    match authorization {
+        None => http::HeaderValue::from_static("Bearer realm=\"gatehouse\""),
+        Some(_) => http::HeaderValue::from_static("Bearer realm=\"gatehouse\", error=\"invalid_token\""),
+    }
+}
+
 /// One JSON line per change attempt by a token holder, in a file of at most `max_bytes` that is
 /// moved to `<file>.1` (replacing the one before) when the next line would not fit.
 pub struct Audit {

@@ -28,7 +28,7 @@ pub struct Answer {
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum ClientError {
-    /// The URL is not `http://…`.
+    /// The URL is not `http://host:port` or `host:port`.
     UnsupportedUrl(String),
     /// No token was given, and the call needs one.
     NoToken,
@@ -56,9 +56,11 @@ impl std::fmt::Display for ClientError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             ClientError::UnsupportedUrl(url) => {
-                write!(f, "only http:// admin URLs are supported by this client: {url}")
+                write!(f, "not an admin listener's address (http://host:port or host:port): {url}")
             }
-            ClientError::NoToken => f.write_str("give --token-file or set GATEHOUSE_TOKEN"),
+            ClientError::NoToken => f.write_str(
+                "no admin token: give --token-file, set GATEHOUSE_TOKEN, or run where .gatehouse/admin-token is",
+            ),
             ClientError::Unreachable { authority, source } => write!(f, "cannot reach {authority}: {source}"),
             ClientError::Exchange(why) => f.write_str(why),
             ClientError::Refused { call, status, body } => {
@@ -83,15 +85,19 @@ impl std::error::Error for ClientError {
 }
 
 impl AdminClient {
-    /// A client of the API at `url` (`http://host:port`, a trailing `/` allowed), calling with
-    /// `token` when it has one.
+    /// A client of the API at `url` (`http://host:port`, or `host:port` alone; a trailing `/`
+    /// allowed), calling with `token` when it has one.
     pub fn new(url: &str, token: Option<String>) -> Result<AdminClient, ClientError> {
-        let authority = url
-            .strip_prefix("http://")
-            .ok_or_else(|| ClientError::UnsupportedUrl(url.to_string()))?
-            .trim_end_matches('/')
-            .to_string();
-        Ok(AdminClient { authority, token: token.map(|t| t.trim().to_string()) })
+        let rest = match url.split_once("://") {
+            Some(("http", rest)) => rest,
+            Some(_) => return Err(ClientError::UnsupportedUrl(url.to_string())),
+            None => url,
+        };
+        let authority = rest.trim_end_matches('/');
+        if authority.is_empty() || authority.contains('/') {
+            return Err(ClientError::UnsupportedUrl(url.to_string()));
+        }
+        Ok(AdminClient { authority: authority.to_string(), token: token.map(|t| t.trim().to_string()) })
     }
 
     /// Calls `method /api/v1{path}`, with `If-Match` when `if_match` is given and `body` as JSON.

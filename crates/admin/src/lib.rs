@@ -147,10 +147,10 @@ fn needs_token(
     if let Some(api) = api {
         api.refused.count(remote, req.method(), path);
     }
-    let body = serde_json::json!({"error": "a bearer token is required (or list the path in admin.public)"});
+    let presented = req.headers().get(http::header::AUTHORIZATION);
+    let body = serde_json::json!({"error": format!("{} (or list the path in admin.public)", auth::refusal(presented))});
     let mut resp = http_util::json(401, &body);
-    resp.headers_mut()
-        .insert(http::header::WWW_AUTHENTICATE, http::HeaderValue::from_static("Bearer realm=\"gatehouse\""));
+    resp.headers_mut().insert(http::header::WWW_AUTHENTICATE, auth::challenge(presented));
     Some(resp)
 }
 

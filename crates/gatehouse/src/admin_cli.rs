@@ -1,6 +1,6 @@
 //! `gatehouse admin …`: the admin API from the command line, so the console is never the only
 //! way. The API's address comes from `--url` or `GATEHOUSE_ADMIN_URL`, the token from
-//! `--token-file` or `GATEHOUSE_TOKEN`.
+//! `--token-file`, `GATEHOUSE_TOKEN` or the quick start's `.gatehouse/admin-token`.
 
 use clap::{Args, Subcommand};
 use gatehouse_admin::client::{AdminClient, ClientError};
@@ -10,10 +10,12 @@ use std::path::PathBuf;
 /// Where the API is and who calls it.
 #[derive(Args)]
 pub struct Target {
-    /// Admin listener, e.g. `http://127.0.0.1:9080` (default: `$GATEHOUSE_ADMIN_URL`, else that).
+    /// Admin listener, `http://127.0.0.1:9080` or `127.0.0.1:9080` (default: `$GATEHOUSE_ADMIN_URL`,
+    /// else that).
     #[arg(long)]
     url: Option<String>,
-    /// File holding the bearer token (default: `$GATEHOUSE_TOKEN`).
+    /// File holding the bearer token (default: `$GATEHOUSE_TOKEN`, else `.gatehouse/admin-token`
+    /// when it is in the current directory).
     #[arg(long)]
     token_file: Option<PathBuf>,
     /// Print the API's JSON answers as they are.
@@ -97,14 +99,24 @@ fn new_app_key() -> Result<String, String> {
     Ok(data_encoding::BASE64URL_NOPAD.encode(&bytes))
 }
 
+/// The token file the quick start makes in its working directory.
+const QUICK_START_TOKEN: &str = ".gatehouse/admin-token";
+
 /// The client of `t`'s API: `--url`, else `$GATEHOUSE_ADMIN_URL`, else the default listener; the
-/// token from `--token-file`, else `$GATEHOUSE_TOKEN` (read only when a call needs it).
+/// token from `--token-file`, else `$GATEHOUSE_TOKEN`, else the quick start's
+/// `.gatehouse/admin-token` when there is one here.
 fn client(t: &Target) -> Result<AdminClient, String> {
     let url = t.url.clone().or_else(|| std::env::var("GATEHOUSE_ADMIN_URL").ok());
     let url = url.unwrap_or_else(|| "http://127.0.0.1:9080".into());
+    let read =
+        |f: &std::path::Path| std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()));
     let token = match &t.token_file {
-        Some(f) => Some(std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()))?),
-        None => std::env::var("GATEHOUSE_TOKEN").ok(),
+        Some(f) => Some(read(f)?),
+        None => match std::env::var("GATEHOUSE_TOKEN") {
+            Ok(token) => Some(token),
+            Err(_) if std::path::Path::new(QUICK_START_TOKEN).is_file() => Some(read(QUICK_START_TOKEN.as_ref())?),
+            Err(_) => None,
+        },
     };
     AdminClient::new(&url, token).map_err(|e| e.to_string())
 }
@@ -162,6 +174,9 @@ async fn commands(client: &AdminClient, target: &Target, command: AdminCommand) 
                 let (v, _) = client.ok("GET", "/revisions", None, None).await?;
                 if show(&v).is_none() {
                     let released = v["released"].as_u64();
+                    if v["revisions"].as_array().is_none_or(|r| r.is_empty()) {
+                        println!("no revisions yet: `gatehouse admin commit -m MESSAGE` makes one of the draft");
+                    }
                     for r in v["revisions"].as_array().into_iter().flatten() {
                         let n = r["number"].as_u64();
                         let mut marks = Vec::new();

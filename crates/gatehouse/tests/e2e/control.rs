@@ -322,6 +322,52 @@ fn the_admin_cli_applies_a_file_diffs_releases_and_rolls_back() {
     assert!(err.contains("upstreams.u.targets"), "{err}");
 }
 
+/// Tried as a new user would: the admin listener given as `host:port`, the token found in the
+/// quick start's `.gatehouse/admin-token`, a wrong token called wrong, no token explained, no
+/// revisions said.
+#[test]
+fn the_admin_cli_takes_host_port_finds_the_quick_start_token_and_names_a_wrong_one() {
+    let a = Backend::start("a");
+    let dir = TempDir::new();
+    let gw = start(&config(&dir, &a, "", ""));
+    let here = TempDir::new();
+    let run = |token: Option<&str>| {
+        let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"));
+        cmd.args(["admin", "--url", &gw.admin().to_string(), "revisions"])
+            .current_dir(here.path())
+            .env_remove("GATEHOUSE_ADMIN_URL")
+            .env_remove("GATEHOUSE_TOKEN");
+        if let Some(t) = token {
+            cmd.env("GATEHOUSE_TOKEN", t);
+        }
+        let out = cmd.output().expect("run gatehouse admin");
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, _, err) = run(None);
+    assert!(!ok && err.contains("no admin token") && err.contains(".gatehouse/admin-token"), "{err}");
+    let (ok, _, err) = run(Some("not-the-token"));
+    assert!(!ok && err.contains("401") && err.contains("not accepted"), "{err}");
+    std::fs::create_dir_all(here.join(".gatehouse")).expect("mkdir");
+    std::fs::write(here.join(".gatehouse/admin-token"), format!("{TOKEN}\n")).expect("write token");
+    let (ok, out, err) = run(None);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("no revisions yet"), "{out}");
+    // The API's own answers: none presented, and a wrong one (RFC 6750 `invalid_token`).
+    let none = http_request(gw.admin(), "GET", "127.0.0.1", "/api/v1/revisions", &[], b"").expect("answer");
+    assert_eq!(none.status, 401);
+    assert!(none.text().contains("a bearer token is required"), "{}", none.text());
+    let wrong =
+        http_request(gw.admin(), "GET", "127.0.0.1", "/api/v1/revisions", &[("authorization", "Bearer nope")], b"")
+            .expect("answer");
+    assert_eq!(wrong.status, 401);
+    assert!(wrong.text().contains("was not accepted"), "{}", wrong.text());
+    assert_eq!(wrong.header("www-authenticate"), Some("Bearer realm=\"gatehouse\", error=\"invalid_token\""));
+}
+
 /// The console in Debian's Chromium driven by Playwright (`tests/console/console.test.mjs`). CI
 /// installs both; elsewhere the test says it was skipped, unless `CI` is set.
 #[test]
