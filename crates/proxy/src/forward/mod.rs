@@ -316,7 +316,9 @@ fn capture<B>(
     let h = |name: header::HeaderName| req.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("");
     let uri = req.uri();
     let host = uri.authority().map_or_else(|| h(header::HOST), |a| a.as_str());
-    let (referer, user_agent) = (h(header::REFERER), h(header::USER_AGENT));
+    // The referer is the access log's only (the server span has no attribute for it).
+    let referer = if log.is_some() { h(header::REFERER) } else { "" };
+    let user_agent = h(header::USER_AGENT);
     // As the client wrote it in HTTP/1.x; HTTP/2 targets carry scheme and authority, which the
     // log shows as the path only (the host has its own field).
     let (scheme, authority) = match req.version() {
