@@ -14,7 +14,7 @@ use crate::proto;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 use tokio::sync::mpsc::error::TrySendError;
 
 /// Spans of one thread, encoded, on their way to the exporter.
@@ -74,8 +74,6 @@ impl Queue {
 struct Pending {
     bytes: Vec<u8>,
     spans: usize,
-    /// When its first span ended.
-    since: SystemTime,
     /// The queue it goes to; `None` when empty.
     to: Option<Arc<Queue>>,
     /// A timer task will hand the batch over.
@@ -107,7 +105,7 @@ impl Drop for Pending {
 
 thread_local! {
     static PENDING: RefCell<Pending> =
-        const { RefCell::new(Pending { bytes: Vec::new(), spans: 0, since: SystemTime::UNIX_EPOCH, to: None, armed: false }) };
+        const { RefCell::new(Pending { bytes: Vec::new(), spans: 0, to: None, armed: false }) };
     /// The buffer the next span on this thread is written into.
     static SPARE: Cell<Vec<u8>> = const { Cell::new(Vec::new()) };
 }
@@ -131,9 +129,9 @@ pub(crate) fn give_back(mut buf: Vec<u8>) {
     }
 }
 
-/// Appends the encoded `span`, ended at `end`, to this thread's batch for `queue`.
+/// Appends the encoded `span` to this thread's batch for `queue`.
 #[inline]
-pub(crate) fn add(queue: &Arc<Queue>, span: &[u8], end: SystemTime, batch: usize, interval: Duration) {
+pub(crate) fn add(queue: &Arc<Queue>, span: &[u8], batch: usize, interval: Duration) {
     PENDING.with(|p| {
         let Ok(mut p) = p.try_borrow_mut() else {
             // Only a span finished while this thread hands over could get here: none does.
@@ -146,15 +144,13 @@ pub(crate) fn add(queue: &Arc<Queue>, span: &[u8], end: SystemTime, batch: usize
             p.hand_over();
             p.to = Some(queue.clone());
         }
-        if p.spans == 0 {
-            p.since = end;
-            if p.bytes.capacity() == 0 {
-                p.bytes = queue.buffer();
-            }
+        if p.spans == 0 && p.bytes.capacity() == 0 {
+            p.bytes = queue.buffer();
         }
         proto::bytes(&mut p.bytes, proto::SCOPE_SPANS_SPANS, span);
         p.spans += 1;
-        if p.spans >= batch || end.duration_since(p.since).is_ok_and(|waited| waited >= interval) {
+        // Full, it goes now; else the timer (one per batch) hands it over within `interval`.
+        if p.spans >= batch {
             p.hand_over();
         } else if !p.armed {
             p.armed = arm(interval);

@@ -302,7 +302,7 @@ impl Tracer {
     #[inline]
     pub fn finish(&self, mut span: Span, end: SystemTime) {
         proto::fixed64(&mut span.buf, proto::span::END, unix_nanos(end));
-        batch::add(&self.queue, &span.buf, end, self.batch, self.interval);
+        batch::add(&self.queue, &span.buf, self.batch, self.interval);
     }
 
     /// Exports what is queued and stops the exporter, within `timeout` (the process stops).
