@@ -50,6 +50,9 @@ pub struct Api {
     pub poll_interval: Duration,
     /// Where files first named in a draft may be (`admin.file_roots`).
     pub file_roots: Vec<std::path::PathBuf>,
+    /// What relative paths in a document resolve against: the configuration file's directory
+    /// (empty for the quick start: the working directory).
+    pub config_dir: std::path::PathBuf,
     /// Calls without an accepted token: counted, logged at a bounded rate, never audited.
     pub refused: Refused,
     /// With `admin.app_keys: hmac`, an app key's `key_hmac` under the cluster secret.
@@ -376,8 +379,9 @@ impl Api {
         let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
         let merged =
             document::merge(&base, doc).map_err(|e| ApiError::invalid(vec![field("(document)", e.to_string())]))?;
-        let config = gatehouse_config::compile_value(merged)
+        let mut config = gatehouse_config::compile_value(merged)
             .map_err(|errs| ApiError::invalid(errs.0.into_iter().map(|e| field(&e.path, e.message)).collect()))?;
+        config.resolve_paths(&self.config_dir);
         gatehouse_plugins::Gateway::build(&config, &gatehouse_plugins::Registry::offline()).map(drop).map_err(|e| {
             ApiError::invalid(
                 e.to_string()

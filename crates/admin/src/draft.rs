@@ -145,7 +145,7 @@ impl Api {
         }
         let doc = document::normalise(doc, Some(&draft.document)).map_err(ApiError::invalid)?;
         // Before validation, which reads the files.
-        super::draft_files::check(&draft.document, &doc, &self.file_roots)?;
+        super::draft_files::check(&draft.document, &doc, &self.file_roots, &self.config_dir)?;
         self.validate(&doc)?;
         let saved = self.store.put_draft(expected, doc, &c.who).await?;
         audit["draft_version"] = json!(saved.version);

@@ -40,12 +40,17 @@ fn files(doc: &Value) -> Vec<(String, &str)> {
 }
 
 /// Refuses the files `after` names that `before` did not (the node's own file and earlier
-/// drafts were written by operators) unless [`gatehouse_files::allowed`] under `roots`.
-pub(super) fn check(before: &Value, after: &Value, roots: &[PathBuf]) -> Result<(), ApiError> {
+/// drafts were written by operators) unless [`gatehouse_files::allowed`] under `roots`, a
+/// relative path taken in `dir` as the node will read it.
+pub(super) fn check(before: &Value, after: &Value, roots: &[PathBuf], dir: &Path) -> Result<(), ApiError> {
     let known: HashSet<&str> = files(before).into_iter().map(|(_, p)| p).collect();
+    let in_dir = |p: &str| match gatehouse_files::inline_pem(Path::new(p)) {
+        Some(_) => PathBuf::from(p),
+        None => dir.join(p),
+    };
     let refused: Vec<_> = files(after)
         .into_iter()
-        .filter(|(_, p)| !known.contains(p) && !gatehouse_files::allowed(Path::new(p), roots))
+        .filter(|(_, p)| !known.contains(p) && !gatehouse_files::allowed(&in_dir(p), roots))
         .map(|(at, _)| field(&at, REFUSED.into()))
         .collect();
     if refused.is_empty() {

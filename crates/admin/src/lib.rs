@@ -157,7 +157,20 @@ fn needs_token(
 /// Time allowed for a TLS handshake and for a request head on the admin listener.
 const HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// `HEAD` is answered wherever `GET` is, as `GET` would be (RFC 9110 §9.3.2): the same status
+/// and headers, `Content-Length` included; hyper leaves the body out of an answer to `HEAD`.
 async fn handle(
+    state: &AdminState,
+    mut req: http::Request<hyper::body::Incoming>,
+    remote: SocketAddr,
+) -> http::Response<Full<Bytes>> {
+    if req.method() == http::Method::HEAD {
+        *req.method_mut() = http::Method::GET;
+    }
+    route(state, req, remote).await
+}
+
+async fn route(
     state: &AdminState,
     req: http::Request<hyper::body::Incoming>,
     remote: SocketAddr,

@@ -4,23 +4,52 @@
 
 use clap::{Args, Subcommand};
 use gatehouse_admin::client::{AdminClient, ClientError};
+use gatehouse_control::document;
 use serde_json::{json, Value};
 use std::path::PathBuf;
 
 /// Where the API is and who calls it.
 #[derive(Args)]
 pub struct Target {
-    /// Admin listener, `http://127.0.0.1:9080` or `127.0.0.1:9080` (default: `$GATEHOUSE_ADMIN_URL`,
-    /// else that).
+    /// Admin listener, `http://127.0.0.1:9080`, `https://admin.example.com:9443` or
+    /// `127.0.0.1:9080` (default: `$GATEHOUSE_ADMIN_URL`, else `127.0.0.1:9080`).
     #[arg(long)]
     url: Option<String>,
+    /// PEM CA certificates an `https://` listener's certificate must chain to (default: the
+    /// system's roots).
+    #[arg(long)]
+    ca: Option<PathBuf>,
+    /// Client certificate (PEM chain) for an `https://` listener that asks for one.
+    #[arg(long, requires = "key")]
+    cert: Option<PathBuf>,
+    /// The client certificate's private key (PEM).
+    #[arg(long, requires = "cert")]
+    key: Option<PathBuf>,
     /// File holding the bearer token (default: `$GATEHOUSE_TOKEN`, else `.gatehouse/admin-token`
     /// when it is in the current directory).
     #[arg(long)]
     token_file: Option<PathBuf>,
-    /// Print the API's JSON answers as they are.
+    /// `json`: print the API's JSON answers as they are; `text` (default): tables and messages.
+    #[arg(long, value_enum, default_value_t = Output::Text)]
+    output: Output,
+    /// Same as `--output json`.
     #[arg(long)]
     json: bool,
+}
+
+/// How answers are printed.
+#[derive(Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    /// Tables and messages.
+    Text,
+    /// The API's JSON.
+    Json,
+}
+
+impl Target {
+    fn json(&self) -> bool {
+        self.json || self.output == Output::Json
+    }
 }
 
 /// What to do.
@@ -37,13 +66,18 @@ pub enum AdminCommand {
     /// Stored certificates.
     Certificates,
     /// Replace the draft with the published sections (upstreams, sites, services, apps, plans) of
-    /// a YAML file; with `-m`, also make a revision of it.
+    /// a YAML file, showing the change; with `-m`, also make a revision of it. A section the
+    /// draft has and the file lacks is kept out of the way: the command refuses unless
+    /// `--replace` says to remove it.
     Apply {
         /// Configuration file (YAML).
         file: PathBuf,
         /// Make a revision with this message.
         #[arg(long, short)]
         message: Option<String>,
+        /// Remove the draft's sections the file does not have.
+        #[arg(long)]
+        replace: bool,
     },
     /// Make a revision of the draft.
     Commit {
@@ -91,6 +125,20 @@ pub enum AdminCommand {
     },
 }
 
+/// The published sections `old` has (not empty) that `new` lacks or has empty.
+fn dropped_sections(old: &Value, new: &Value) -> Vec<&'static str> {
+    let has =
+        |doc: &Value, s: &str| doc.get(s).is_some_and(|v| v.as_object().is_none_or(|m| !m.is_empty()) && !v.is_null());
+    gatehouse_config::PUBLISHED_SECTIONS.iter().copied().filter(|s| has(old, s) && !has(new, s)).collect()
+}
+
+/// `2026-11-29 12:38:59 UTC` for seconds since the epoch.
+fn date(secs: u64) -> String {
+    let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
+    let iso = gatehouse_telemetry::rfc3339_time(t);
+    format!("{} {} UTC", &iso[..10], &iso[11..19])
+}
+
 /// A new app key: 32 bytes from the system's generator, base64url without padding (letters,
 /// digits, `-` and `_`: usable in a header, a query string and a path segment alike).
 fn new_app_key() -> Result<String, String> {
@@ -108,8 +156,11 @@ const QUICK_START_TOKEN: &str = ".gatehouse/admin-token";
 fn client(t: &Target) -> Result<AdminClient, String> {
     let url = t.url.clone().or_else(|| std::env::var("GATEHOUSE_ADMIN_URL").ok());
     let url = url.unwrap_or_else(|| "http://127.0.0.1:9080".into());
-    let read =
-        |f: &std::path::Path| std::fs::read_to_string(f).map_err(|e| format!("cannot read {}: {e}", f.display()));
+    let read = |f: &std::path::Path| match std::fs::read_to_string(f) {
+        Ok(t) if t.trim().is_empty() => Err(format!("the token file {} is empty", f.display())),
+        Ok(t) => Ok(t),
+        Err(e) => Err(format!("cannot read {}: {e}", f.display())),
+    };
     let token = match &t.token_file {
         Some(f) => Some(read(f)?),
         None => match std::env::var("GATEHOUSE_TOKEN") {
@@ -118,7 +169,9 @@ fn client(t: &Target) -> Result<AdminClient, String> {
             Err(_) => None,
         },
     };
-    AdminClient::new(&url, token).map_err(|e| e.to_string())
+    let files =
+        gatehouse_admin::client::TlsFiles { ca: t.ca.as_deref(), identity: t.cert.as_deref().zip(t.key.as_deref()) };
+    AdminClient::with_tls(&url, token, files).map_err(|e| e.to_string())
 }
 
 /// A command's failure: the API's, or reading what it sends.
@@ -163,7 +216,7 @@ pub fn run(target: &Target, command: AdminCommand) -> Result<(), String> {
 async fn commands(client: &AdminClient, target: &Target, command: AdminCommand) -> Result<(), CliError> {
     {
         let show = |v: &Value| -> Option<()> {
-            target.json.then(|| println!("{}", serde_json::to_string_pretty(v).unwrap_or_default()))
+            target.json().then(|| println!("{}", serde_json::to_string_pretty(v).unwrap_or_default()))
         };
         match command {
             AdminCommand::Status => {
@@ -223,7 +276,7 @@ async fn commands(client: &AdminClient, target: &Target, command: AdminCommand) 
                     for e in v["history"].as_array().into_iter().flatten() {
                         println!(
                             "{}\t{}\t{}\t{}",
-                            e["at"],
+                            e["at"].as_u64().map_or_else(|| "-".to_string(), date),
                             e["who"].as_str().unwrap_or(""),
                             e["action"].as_str().unwrap_or(""),
                             opt(&e["revision"])
@@ -246,12 +299,36 @@ async fn commands(client: &AdminClient, target: &Target, command: AdminCommand) 
                     }
                 }
             }
-            AdminCommand::Apply { file, message } => {
+            AdminCommand::Apply { file, message, replace } => {
                 let text =
                     std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
                 let doc =
                     gatehouse_control::document::published_of(&text).map_err(|e| format!("{}: {e}", file.display()))?;
-                let (_, version) = client.ok("GET", "/draft", None, None).await?;
+                let (draft, version) = client.ok("GET", "/draft", None, None).await?;
+                let old = &draft["document"];
+                let dropped = dropped_sections(old, &doc);
+                if !dropped.is_empty() && !replace {
+                    return Err(CliError::Local(format!(
+                        "{} has no {} that the draft has: add {} to the file, or give --replace to remove {} from the draft",
+                        file.display(),
+                        dropped.iter().map(|s| format!("`{s}`")).collect::<Vec<_>>().join(", "),
+                        if dropped.len() == 1 { "it" } else { "them" },
+                        if dropped.len() == 1 { "it" } else { "them" },
+                    )));
+                }
+                if !target.json() {
+                    let (a, b) = (
+                        document::canonical(&document::redact(old, None)),
+                        document::canonical(&document::redact(&doc, Some(old))),
+                    );
+                    match a == b {
+                        true => eprintln!("the draft already is {}", file.display()),
+                        false => print!(
+                            "{}",
+                            gatehouse_control::diff::unified(&a, &b, "draft", &file.display().to_string(), 3)
+                        ),
+                    }
+                }
                 let (v, version) = client.ok("PUT", "/draft", Some(version.unwrap_or(0)), Some(&doc)).await?;
                 show(&v);
                 eprintln!("draft is now version {}", version.unwrap_or(0));

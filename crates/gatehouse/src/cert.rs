@@ -105,7 +105,10 @@ pub fn run(config_path: &Path, command: CertCommand) -> Result<(), String> {
 /// The compiled configuration in `path`.
 fn compile(path: &Path) -> Result<gatehouse_config::Config, String> {
     let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    gatehouse_config::compile(&text).map_err(|e| format!("invalid configuration {}:\n{e}", path.display()))
+    let mut config =
+        gatehouse_config::compile(&text).map_err(|e| format!("invalid configuration {}:\n{e}", path.display()))?;
+    config.resolve_paths(&gatehouse_config::config_dir(path));
+    Ok(config)
 }
 
 /// The certificate store a configuration names, connected when it is in Redis.

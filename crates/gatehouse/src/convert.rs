@@ -6,7 +6,8 @@ use std::path::Path;
 use std::process::ExitCode;
 
 /// The command: converts `file` and writes the result to `output` (key files beside it, in
-/// `keys/`) or to standard output; notes go to standard error.
+/// `keys/`, named relative to it as every path of a configuration is read) or to standard
+/// output; notes go to standard error.
 pub fn run(from: &str, file: &Path, output: Option<&Path>) -> ExitCode {
     if from != "hyperapi" {
         eprintln!("gatehouse: cannot convert from `{from}`: the supported format is `hyperapi`");
@@ -19,8 +20,7 @@ pub fn run(from: &str, file: &Path, output: Option<&Path>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let key_dir = output.and_then(Path::parent).unwrap_or(Path::new("")).join("keys");
-    let conversion = match hyperapi(&text, &file.display().to_string(), &key_dir) {
+    let conversion = match hyperapi(&text, &file.display().to_string(), Path::new("keys")) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("gatehouse: {}: {e}", file.display());
@@ -47,15 +47,21 @@ fn write(conversion: &Conversion, output: Option<&Path>) -> Result<(), String> {
     let Some(out) = output else {
         print!("{}", conversion.yaml);
         for k in &conversion.key_files {
-            eprintln!("{}: not written without --output: save it as {}", k.source, k.path.display());
+            eprintln!(
+                "{}: not written without --output: save it as {} beside the configuration",
+                k.source,
+                k.path.display()
+            );
         }
         return Ok(());
     };
+    let out_dir = gatehouse_config::config_dir(out);
     for k in &conversion.key_files {
-        if let Some(dir) = k.path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        let path = out_dir.join(&k.path);
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
         }
-        std::fs::write(&k.path, &k.pem).map_err(|e| format!("cannot write {}: {e}", k.path.display()))?;
+        std::fs::write(&path, &k.pem).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
     }
     std::fs::write(out, &conversion.yaml).map_err(|e| format!("cannot write {}: {e}", out.display()))
 }

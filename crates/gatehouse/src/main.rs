@@ -114,7 +114,7 @@ fn check(file: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let errors = gatehouse_node::check(&text);
+    let errors = gatehouse_node::check(&text, &gatehouse_config::config_dir(file));
     if errors.is_empty() {
         println!("gatehouse: configuration {} is valid", file.display());
         return ExitCode::SUCCESS;

@@ -32,9 +32,11 @@ impl std::fmt::Display for CheckError {
 
 impl std::error::Error for CheckError {}
 
-/// Every error of the configuration `text`; none when a node could start on it.
-pub fn check(text: &str) -> Vec<CheckError> {
-    let (config, errors) = gatehouse_config::compile_all(text);
+/// Every error of the configuration `text`, its relative paths taken in `dir` (the file's
+/// directory, [`gatehouse_config::config_dir`]); none when a node could start on it.
+pub fn check(text: &str, dir: &std::path::Path) -> Vec<CheckError> {
+    let (mut config, errors) = gatehouse_config::compile_all(text);
+    config.resolve_paths(dir);
     let reported =
         |line: &str| errors.iter().any(|e| line.strip_prefix(e.path.as_str()).is_some_and(|r| r.starts_with(':')));
     let mut later = Vec::new();

@@ -6,7 +6,7 @@ use crate::error::NodeError;
 use gatehouse_config::Config;
 use gatehouse_control::{document, now_secs, ApplyError, NodeReport, Revision, Store};
 use serde_json::{json, Value};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The revision a node runs.
@@ -47,6 +47,8 @@ pub struct Follower {
     checked_seq: Option<u64>,
     /// The releases' epoch as last read: `seq` counts within it.
     epoch: String,
+    /// What relative paths resolve against: the configuration file's directory.
+    pub dir: PathBuf,
 }
 
 /// The host name, as node ids default to it.
@@ -65,6 +67,7 @@ impl Follower {
     pub fn new(
         config: &Config,
         cluster: Option<&std::sync::Arc<gatehouse_cluster::Cluster>>,
+        config_dir: PathBuf,
     ) -> Result<Self, NodeError> {
         let api_on = config.admin.as_ref().is_some_and(gatehouse_config::Admin::api_on);
         let dir = &config.control.dir;
@@ -89,6 +92,7 @@ impl Follower {
             last_warning: None,
             checked_seq: None,
             epoch: String::new(),
+            dir: config_dir,
         })
     }
 
@@ -181,7 +185,7 @@ impl Follower {
             },
         };
         let number = rev.meta.number;
-        match Follower::merged(base, &rev) {
+        match Follower::merged(base, &rev, &self.dir) {
             Ok((config, running)) => {
                 tracing::info!(revision = number, "starting on published revision");
                 self.applied(rev, running)();
@@ -195,11 +199,13 @@ impl Follower {
         }
     }
 
-    /// The configuration of `rev` on this node: its document merged into `base`, compiled.
-    pub fn merged(base: &str, rev: &Revision) -> Result<(Config, Running), NodeError> {
+    /// The configuration of `rev` on this node: its document merged into `base`, compiled, its
+    /// relative paths resolved against `dir` (the file's directory).
+    pub fn merged(base: &str, rev: &Revision, dir: &Path) -> Result<(Config, Running), NodeError> {
         let document = rev.document.clone();
         let merged = document::merge(base, &document).map_err(NodeError::Document)?;
-        let config = gatehouse_config::compile_value(merged).map_err(NodeError::Revision)?;
+        let mut config = gatehouse_config::compile_value(merged).map_err(NodeError::Revision)?;
+        config.resolve_paths(dir);
         Ok((config, Running { number: rev.meta.number, hash: rev.meta.hash.clone(), document }))
     }
 

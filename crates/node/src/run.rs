@@ -83,12 +83,21 @@ fn read_base(path: Option<&Path>) -> Result<(String, String), NodeError> {
     }
 }
 
-fn compile_text(text: &str, source: &str) -> Result<Config, NodeError> {
-    gatehouse_config::compile(text).map_err(|errors| NodeError::Config {
+/// Compiles the file's text (or the quick start's), its relative paths resolved against `dir`.
+fn compile_text(text: &str, source: &str, dir: &Path) -> Result<Config, NodeError> {
+    let mut config = gatehouse_config::compile(text).map_err(|errors| NodeError::Config {
         file: source.to_string(),
         revision: None,
         errors,
-    })
+    })?;
+    config.resolve_paths(dir);
+    Ok(config)
+}
+
+/// The directory the relative paths of the configuration at `path` resolve against; none (the
+/// working directory) for the quick start.
+pub(crate) fn file_dir(path: Option<&Path>) -> PathBuf {
+    path.map(gatehouse_config::config_dir).unwrap_or_default()
 }
 
 /// Raises the soft limit on open files to the hard limit, as nginx's `worker_rlimit_nofile` does:
@@ -110,7 +119,7 @@ fn stamp(path: Option<&Path>) -> Option<(SystemTime, u64)> {
 /// the sockets handed down when this process is that new binary.
 pub fn run(path: Option<PathBuf>, status_json: bool, inherited: Inherited) -> Result<(), NodeError> {
     let (base, source) = read_base(path.as_deref())?;
-    let config = compile_text(&base, &source)?;
+    let config = compile_text(&base, &source, &file_dir(path.as_deref()))?;
     gatehouse_telemetry::process_log::init(&config.log).map_err(NodeError::Log)?;
     start(path, base, config, Events::stdout(status_json), inherited, None)
 }
@@ -125,7 +134,7 @@ pub fn run_with(
     stop: Option<tokio::sync::oneshot::Receiver<()>>,
 ) -> Result<(), NodeError> {
     let (base, source) = read_base(path.as_deref())?;
-    let config = compile_text(&base, &source)?;
+    let config = compile_text(&base, &source, &file_dir(path.as_deref()))?;
     start(path, base, config, events, inherited, stop)
 }
 
@@ -243,7 +252,7 @@ impl Control {
         let route_stats = RouteStatsRegistry::default();
         let access_log = open_log(&config.access_log)?;
         let mut tls = TlsRuntime::new(config).await?;
-        let mut follower = Follower::new(config, tls.cluster())?;
+        let mut follower = Follower::new(config, tls.cluster(), file_dir(path.as_deref()))?;
         let config = follower.initial_config(&base, file_config.clone()).await;
         let plugins = PluginRegistry::new(tls.cluster().cloned());
         let discovery = Discovery::new(&config.resolver, registry.clone());

@@ -168,14 +168,18 @@ fn acme_settings(config: &Config) -> Result<Option<gatehouse_acme::Settings>, Ve
 }
 
 /// Reads the files of every upstream's `tls` (CA, client certificate and key) as applying the
-/// configuration would.
+/// configuration would, each error said as applying says it (`upstreams.u.tls.ca: cannot read …`).
 fn upstream_tls(config: &Config) -> Result<(), Vec<Setting>> {
     let errors: Vec<Setting> = config
         .upstreams
         .iter()
         .filter_map(|(name, u)| Some((name, u, u.tls.as_ref()?)))
         .filter_map(|(name, u, t)| gatehouse_upstream::TlsClient::new(t, u.protocol).err().map(|e| (name, e)))
-        .map(|(name, e)| Setting::new(format!("upstreams.{name}"), e))
+        .map(|(name, e)| {
+            let text = e.to_string();
+            let (field, why) = text.split_once(": ").unwrap_or(("tls", text.as_str()));
+            Setting::new(format!("upstreams.{name}.{field}"), why.to_string())
+        })
         .collect();
     if errors.is_empty() {
         Ok(())

@@ -202,7 +202,7 @@ fn check_lists_the_document_s_and_the_files_errors_in_one_run() {
         "upstreams.u.balance: unknown variant",
         "sites.s.routes[0].path: must start with `/`",
         "sites.s.client_auth.ca: cannot read /nonexistent/client-ca.pem",
-        "upstreams.v: tls.ca: cannot read /nonexistent/ca.pem",
+        "upstreams.v.tls.ca: cannot read /nonexistent/ca.pem",
     ] {
         assert!(stderr.contains(want), "missing {want:?}: {stderr}");
     }
@@ -278,4 +278,31 @@ fn check_names_every_unreadable_key_file() {
         assert!(stderr.contains(want), "missing {want:?}: {stderr}");
     }
     assert!(stderr.lines().last().is_some_and(|l| l.ends_with("has 4 error(s)")), "{stderr}");
+}
+
+/// `HEAD` answers wherever `GET` does, with `GET`'s status, `Content-Length` and `ETag` and no
+/// body (RFC 9110 §9.3.2): the probe, the console, the document and the API.
+#[test]
+fn head_answers_wherever_get_does() {
+    let (backend, dir) = (Backend::start("a"), TempDir::new());
+    let gw = node(&dir, &backend, "");
+    let auth = format!("Authorization: Bearer {}", crate::control::TOKEN);
+    let fetch = |method: &str, path: &str| {
+        let out = std::process::Command::new("curl")
+            .args(["-s", "--noproxy", "*", "--max-time", "10", "-o", "/dev/null", "-D", "-", "-X", method, "-H", &auth])
+            .args(if method == "HEAD" { &["--head"][..] } else { &[][..] })
+            .arg(format!("http://{}{path}", gw.admin()))
+            .output()
+            .expect("run curl");
+        let head = String::from_utf8_lossy(&out.stdout).to_lowercase();
+        let header = |name: &str| head.lines().find_map(|l| l.strip_prefix(name).map(|v| v.trim().to_string()));
+        (head.lines().next().unwrap_or_default().to_string(), header("content-length:"), header("etag:"))
+    };
+    // (Metrics and status change between two calls; their HEAD is the same code.)
+    for path in ["/healthz", "/console/", "/api/v1/openapi.json", "/api/v1/draft", "/api/v1/revisions", "/api/v1/nope"]
+    {
+        let (get, head) = (fetch("GET", path), fetch("HEAD", path));
+        assert!(get.0.starts_with("http/1.1 "), "{path}: {get:?}");
+        assert_eq!(head, get, "{path}: HEAD and GET differ");
+    }
 }

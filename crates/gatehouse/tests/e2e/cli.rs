@@ -37,38 +37,28 @@ tiemouts: 5s
     }
 }
 
-/// `check` reads every file `run` reads and says what `run` would: the gateway example names a
-/// cluster secret under /etc/gatehouse, which `check` reports as `run` does; with a secret of
-/// its own the example passes.
+/// `check` reads the gateway example's files where `run` reads them, beside the file: a copy of
+/// the example without its `secrets/` is refused by both alike; with a short secret, `check`
+/// says so; with the example's own secret it passes. An unreadable JWT key is named.
 #[test]
 fn check_reads_jwt_keys_and_the_files_run_reads_and_accepts_the_gateway_example() {
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/gateway.yaml");
     let dir = TempDir::new();
-    let text = std::fs::read_to_string(example).expect("read the example");
-    let secret = "/etc/gatehouse/cluster.secret";
-    assert!(text.contains(secret), "the example names {secret}");
-    if !std::path::Path::new(secret).exists() {
-        let out = Command::new(BIN).args(["check", example]).output().expect("run gatehouse check");
-        let check = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(!out.status.success(), "check accepted a missing redis.secret_file");
-        let out = Command::new(BIN).args(["run", "--config", example]).output().expect("run gatehouse run");
-        let run = String::from_utf8_lossy(&out.stderr).into_owned();
-        assert!(!out.status.success(), "run started without its secret: {run}");
-        let line = check.lines().find(|l| l.contains("redis.secret_file")).unwrap_or_else(|| panic!("{check}"));
-        // Each names the place and the problem the same way (check puts the file name first).
-        let said = line.find("redis.secret_file").map_or(line, |at| &line[at..]).trim();
-        assert!(said.contains(secret) && run.contains(said), "check said {said:?}; run said:\n{run}");
-    }
-    std::fs::write(dir.join("cluster.secret"), "0123456789abcdef0123456789abcdef-example\n").expect("write a secret");
     let own = dir.join("gateway.yaml");
-    std::fs::write(&own, text.replace(secret, &dir.join("cluster.secret").display().to_string()))
-        .expect("write the example with its secret");
-    let out = Command::new(BIN).arg("check").arg(&own).output().expect("run gatehouse check");
-    assert!(out.status.success(), "check {} failed: {}", own.display(), String::from_utf8_lossy(&out.stderr));
-    std::fs::write(dir.join("cluster.secret"), "short\n").expect("write a short secret");
+    std::fs::copy(example, &own).expect("copy the example");
+    let (check, run) = check_and_run(&own);
+    let line = check.lines().find(|l| l.contains("redis.secret_file")).unwrap_or_else(|| panic!("{check}"));
+    // Each names the place and the problem the same way (check puts the file name first).
+    let said = line.find("redis.secret_file").map_or(line, |at| &line[at..]).trim();
+    let secret = dir.join("secrets/cluster.secret").display().to_string();
+    assert!(said.contains(&secret) && run.contains(said), "check said {said:?}; run said:\n{run}");
+    std::fs::create_dir(dir.join("secrets")).expect("secrets/");
+    std::fs::write(dir.join("secrets/cluster.secret"), "short\n").expect("write a short secret");
     let out = Command::new(BIN).arg("check").arg(&own).output().expect("run gatehouse check");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains("the cluster secret has 5 bytes; at least 32 are needed"), "{stderr}");
+    let out = Command::new(BIN).arg("check").arg(example).output().expect("run gatehouse check");
+    assert!(out.status.success(), "check {example} failed: {}", String::from_utf8_lossy(&out.stderr));
 
     std::fs::write(dir.join("not-a-key.pem"), "-----BEGIN PUBLIC KEY-----\nAAAA\n-----END PUBLIC KEY-----\n")
         .expect("write a bad key");
@@ -158,4 +148,81 @@ services:
     // `check` resolves no name.
     let out = Command::new(BIN).arg("check").arg(&output).output().expect("run gatehouse check");
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn a_conversion_written_into_a_directory_names_its_key_files_relative_to_itself() {
+    let dir = TempDir::new();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/hyperapi/hyperapi.yaml");
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["convert", "--from", "hyperapi", example, "-o", "site/gatehouse.yaml"])
+        .output()
+        .expect("run gatehouse convert");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let converted = std::fs::read_to_string(dir.join("site/gatehouse.yaml")).expect("read the output");
+    let key = converted.lines().find_map(|l| l.trim().strip_prefix("public_key: ")).expect("a public key file");
+    assert!(key.starts_with("keys/"), "written relative to the output file: {key}");
+    assert!(dir.join("site").join(key).is_file(), "{key} beside the output");
+    // Read from anywhere: the key path resolves against the file's directory.
+    for cwd in [dir.path(), dir.join("site").as_path(), std::path::Path::new("/")] {
+        let out = Command::new(BIN)
+            .current_dir(cwd)
+            .arg("check")
+            .arg(dir.join("site/gatehouse.yaml"))
+            .output()
+            .expect("run gatehouse check");
+        assert!(out.status.success(), "from {}: {}", cwd.display(), String::from_utf8_lossy(&out.stderr));
+    }
+}
+
+/// `gatehouse check` and `gatehouse run` on `file`, which `run` must refuse at start: what each
+/// printed on stderr.
+fn check_and_run(file: &std::path::Path) -> (String, String) {
+    let out = Command::new(BIN).arg("check").arg(file).current_dir("/").output().expect("run gatehouse check");
+    let check = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "check accepted {}", file.display());
+    let out = Command::new(BIN)
+        .args(["run", "--config"])
+        .arg(file)
+        .current_dir("/")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run gatehouse run");
+    let run = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(!out.status.success(), "run started on {}: {run}", file.display());
+    (check, run)
+}
+
+/// For each kind of file a configuration names, missing (a relative path, beside the file):
+/// `check` refuses it, `run` refuses to start, and both say the same about it.
+#[test]
+fn check_and_run_refuse_each_kind_of_missing_file_alike() {
+    const HEAD: &str = "listeners: { http: { bind: \"127.0.0.1:0\" } }\n";
+    let cases: &[(&str, &str)] = &[
+        ("tls.certificates[0].cert", "tls: { certificates: [{ cert: missing.pem }] }\n"),
+        ("tls.certificates[0].key", "tls: { certificates: [{ cert: present.pem, key: missing.key }] }\n"),
+        ("tls.certificates[0].ocsp", "tls: { certificates: [{ cert: present.pem, ocsp: missing.ocsp }] }\n"),
+        ("sites.s.client_auth", "tls: { certificates: [{ cert: present.pem }] }\nsites: { s: { hosts: [a.test], routes: [{ path: /, upstream: u }], client_auth: { ca: missing-ca.pem } } }\nupstreams: { u: { targets: [\"127.0.0.1:9\"] } }\n"),
+        ("upstreams.u", "upstreams: { u: { targets: [\"127.0.0.1:9\"], tls: { ca: missing-ca.pem } } }\n"),
+        ("apps.a.jwt_keys[0]", "upstreams: { u: { targets: [\"127.0.0.1:9\"] } }\nservices: { s: { path: /s, upstream: u, auth: jwt } }\napps: { a: { jwt_keys: [{ alg: ES256, public_key: missing.pem }], grants: { s: ~ } } }\n"),
+        ("redis.secret_file", "redis: { url: \"redis://127.0.0.1:1\", secret_file: missing.secret }\n"),
+        ("redis.password_file", "redis: { url: \"redis://127.0.0.1:1\", secret_file: present.secret, username: u, password_file: missing.pass }\n"),
+        ("redis.tls", "redis: { url: \"rediss://127.0.0.1:1\", secret_file: present.secret, tls: { ca: missing-ca.pem } }\n"),
+        ("admin.tls.cert", "admin: { bind: \"127.0.0.1:0\", tls: { cert: missing.pem, key: present.pem } }\n"),
+        ("tracing", "tracing: { otlp: { endpoint: \"https://127.0.0.1:1\", ca: missing-ca.pem } }\n"),
+    ];
+    let dir = TempDir::new();
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/tls/www.example.com.pem");
+    std::fs::copy(example, dir.join("present.pem")).expect("copy a certificate and its key");
+    std::fs::write(dir.join("present.secret"), "0123456789abcdef0123456789abcdef-example\n").expect("write a secret");
+    for (place, yaml) in cases {
+        let file = dir.join("gatehouse.yaml");
+        std::fs::write(&file, format!("{HEAD}{yaml}")).expect("write the configuration");
+        let (check, run) = check_and_run(&file);
+        let line = check.lines().find(|l| l.contains(place)).unwrap_or_else(|| panic!("{place}: check said:\n{check}"));
+        let said = line.find(place).map_or(line, |at| &line[at..]).trim();
+        assert!(said.contains(&dir.path().display().to_string()), "{place}: the path beside the file: {said}");
+        assert!(run.contains(said), "{place}: check said {said:?}; run said:\n{run}");
+    }
 }

@@ -300,7 +300,10 @@ fn the_admin_cli_applies_a_file_diffs_releases_and_rolls_back() {
     std::fs::write(&file, next).expect("write");
     let (ok, out, err) = admin_cli(&gw, &["apply", file.to_str().expect("path"), "-m", "to b"]);
     assert!(ok, "{err}");
-    assert_eq!(out.trim(), "revision 2");
+    // What changes is shown before it is applied, then the revision made.
+    assert!(out.starts_with("--- draft\n+++ "), "{out}");
+    assert!(out.contains(&format!("-    - {}\n+    - {}\n", a.addr(), b.addr())), "{out}");
+    assert_eq!(out.lines().last(), Some("revision 2"), "{out}");
     let (ok, out, _) = admin_cli(&gw, &["diff", "1", "2"]);
     assert!(ok && out.contains(&format!("-    - {}\n+    - {}\n", a.addr(), b.addr())), "{out}");
 
@@ -314,6 +317,23 @@ fn the_admin_cli_applies_a_file_diffs_releases_and_rolls_back() {
     assert_eq!(backend_of(&gw, "/"), "a");
     let (ok, out, _) = admin_cli(&gw, &["nodes"]);
     assert!(ok && out.starts_with("solo\trevision 1\ttarget 1\tok"), "{out}");
+
+    // Releases are dated; JSON on demand.
+    let (ok, out, _) = admin_cli(&gw, &["releases"]);
+    let dated = out.lines().nth(1).and_then(|l| l.split('\t').next()).unwrap_or_default();
+    assert!(ok && dated.len() == 23 && dated.ends_with(" UTC") && dated.starts_with("20"), "{out}");
+    let (ok, out, _) = admin_cli(&gw, &["--output", "json", "releases"]);
+    let v: Value = serde_json::from_str(&out).unwrap_or_else(|e| panic!("{e}: {out}"));
+    assert!(ok && v["history"][0]["at"].is_u64(), "{out}");
+
+    // A file without a section the draft has is refused, the draft untouched, unless --replace.
+    std::fs::write(&file, format!("upstreams:\n  u: {{targets: [\"{}\"]}}\n", a.addr())).expect("write");
+    let (_, before, _) = admin_cli(&gw, &["diff"]);
+    let (ok, _, err) = admin_cli(&gw, &["apply", file.to_str().expect("path")]);
+    assert!(!ok && err.contains("has no `sites` that the draft has") && err.contains("--replace"), "{err}");
+    assert_eq!(admin_cli(&gw, &["diff"]).1, before, "the draft changed");
+    let (ok, out, err) = admin_cli(&gw, &["apply", file.to_str().expect("path"), "--replace"]);
+    assert!(ok && out.contains("-sites:"), "{out}{err}");
 
     // Errors come back with their fields, and the command fails.
     std::fs::write(&file, "upstreams:\n  u: {targets: []}\n").expect("write");
@@ -356,6 +376,9 @@ fn the_admin_cli_takes_host_port_finds_the_quick_start_token_and_names_a_wrong_o
     let (ok, out, err) = run(None);
     assert!(ok, "{err}");
     assert!(out.starts_with("no revisions yet"), "{out}");
+    std::fs::write(here.join(".gatehouse/admin-token"), "\n").expect("write an empty token");
+    let (ok, _, err) = run(None);
+    assert!(!ok && err.contains("the token file .gatehouse/admin-token is empty"), "{err}");
     // The API's own answers: none presented, and a wrong one (RFC 6750 `invalid_token`).
     let none = http_request(gw.admin(), "GET", "127.0.0.1", "/api/v1/revisions", &[], b"").expect("answer");
     assert_eq!(none.status, 401);
@@ -439,7 +462,7 @@ fn the_admin_listener_can_require_client_certificates() {
     let pki = Pki::new();
     let clients = gatehouse_tls::issue::Authority::new("Operators CA").expect("client CA");
     std::fs::write(pki.dir.join("operators.pem"), clients.cert_pem()).expect("write");
-    let server = pki.issue(&["admin.test"], Algorithm::EcdsaP256, "admin.pem", None);
+    let server = pki.issue(&["admin.test", "127.0.0.1"], Algorithm::EcdsaP256, "admin.pem", None);
     let operator = pki.dir.join("operator.pem");
     std::fs::write(&operator, clients.issue(&["alice.ops"], Algorithm::EcdsaP256, 30).expect("issue")).expect("write");
     let (a, dir) = (Backend::start("a"), TempDir::new());
@@ -469,6 +492,29 @@ fn the_admin_listener_can_require_client_certificates() {
         .output()
         .expect("run curl");
     assert!(!out.status.success(), "answered without a client certificate: {}", String::from_utf8_lossy(&out.stdout));
+
+    // `gatehouse admin` over TLS: the listener verified against --ca, the operator's certificate
+    // shown; without the CA the listener is not trusted, and http:// is no TLS.
+    let cli = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_gatehouse"))
+            .arg("admin")
+            .args(args)
+            .arg("status")
+            .env_remove("GATEHOUSE_ADMIN_URL")
+            .env("GATEHOUSE_TOKEN", TOKEN)
+            .output()
+            .expect("run gatehouse admin");
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    };
+    let https = format!("https://127.0.0.1:{port}");
+    let (ca, op) = (ca.to_str().unwrap_or_default(), operator.to_str().unwrap_or_default());
+    let (ok, text) = cli(&["--url", &https, "--ca", ca, "--cert", op, "--key", op]);
+    assert!(ok && text.contains("\"node\": \"solo\""), "{text}");
+    let (ok, text) = cli(&["--url", &https, "--cert", op, "--key", op]);
+    assert!(!ok && text.contains("cannot reach") && text.contains("UnknownIssuer"), "{text}");
+    let (ok, text) = cli(&["--url", &format!("127.0.0.1:{port}"), "--ca", ca]);
+    assert!(!ok && text.contains("need an https:// URL"), "{text}");
 }
 
 #[test]

@@ -264,7 +264,7 @@ fn health_checks_go_over_the_upstreams_tls() {
 fn check_reads_the_upstream_tls_files() {
     let (ok, err) = check("listeners:\n  http: {bind: \"127.0.0.1:0\"}\nupstreams:\n  u: {targets: [\"127.0.0.1:1\"], tls: {ca: /nonexistent/ca.pem, cert: /nonexistent/c.pem, key: /nonexistent/k.pem}}\nsites:\n  main: {hosts: [\"*\"], routes: [{path: /, upstream: u}]}\n");
     assert!(!ok);
-    assert!(err.contains("upstreams.u: tls.ca: cannot read /nonexistent/ca.pem"), "{err}");
+    assert!(err.contains("upstreams.u.tls.ca: cannot read /nonexistent/ca.pem"), "{err}");
 }
 
 /// A target written by name is verified for that name, with no `server_name`, and sends it as SNI.

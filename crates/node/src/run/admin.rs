@@ -126,6 +126,7 @@ fn admin_api(a: &gatehouse_config::Admin, config: &Config, control: &Control) ->
         acme: control.tls.acme_slot().clone(),
         poll_interval: config.control.poll_interval.0,
         file_roots: file_roots(a, config, control.path.as_deref()),
+        config_dir: crate::run::file_dir(control.path.as_deref()),
         refused: Default::default(),
         app_key_mac: match (a.app_keys, control.tls.cluster()) {
             (gatehouse_config::AppKeyDigest::Hmac, Some(c)) => {

@@ -94,20 +94,21 @@ impl Control {
         let (base, source) = read_base(self.path.as_deref())?;
         let running = self.follower.running.as_ref().map(|r| (r.number, r.document.clone()));
         let text = base.clone();
-        let config = self
-            .compiler
-            .run(move || match running {
-                Some((number, document)) => {
-                    let merged = gatehouse_control::document::merge(&text, &document).map_err(NodeError::Document)?;
-                    gatehouse_config::compile_value(merged).map_err(|errors| NodeError::Config {
-                        file: source,
-                        revision: Some(number),
-                        errors,
-                    })
-                }
-                None => compile_text(&text, &source),
-            })
-            .await??;
+        let dir = self.follower.dir.clone();
+        let config =
+            self.compiler
+                .run(move || match running {
+                    Some((number, document)) => {
+                        let merged =
+                            gatehouse_control::document::merge(&text, &document).map_err(NodeError::Document)?;
+                        let mut config = gatehouse_config::compile_value(merged)
+                            .map_err(|errors| NodeError::Config { file: source, revision: Some(number), errors })?;
+                        config.resolve_paths(&dir);
+                        Ok(config)
+                    }
+                    None => compile_text(&text, &source, &dir),
+                })
+                .await??;
         let built = self.build(config).await?;
         self.install(built)?;
         *self.base.lock().unwrap_or_else(|p| p.into_inner()) = base;
@@ -182,12 +183,13 @@ impl Control {
             let started = Instant::now();
             let number = rev.meta.number;
             let base = self.base.lock().map(|b| b.clone()).unwrap_or_default();
+            let dir = self.follower.dir.clone();
             // The revision goes to the compile thread and comes back with the result, rather than
             // being copied here (a 10,000-route document is megabytes).
             let outcome = self
                 .compiler
                 .run(move || {
-                    let merged: Compiled<_> = Follower::merged(&base, &rev);
+                    let merged: Compiled<_> = Follower::merged(&base, &rev, &dir);
                     (rev, merged)
                 })
                 .await;
