@@ -23,11 +23,57 @@ const OPENAPI_YAML: &str = include_str!("openapi.yaml");
 /// The OpenAPI document as JSON, converted once.
 pub fn openapi() -> &'static str {
     static JSON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    JSON.get_or_init(|| {
-        serde_yaml::from_str::<Value>(OPENAPI_YAML).map(|v| v.to_string()).unwrap_or_else(|e| {
-            json!({ "error": format!("the built-in OpenAPI document does not parse: {e}") }).to_string()
-        })
+    JSON.get_or_init(|| match serde_yaml::from_str::<Value>(OPENAPI_YAML) {
+        Ok(mut doc) => {
+            common_answers(&mut doc);
+            doc.to_string()
+        }
+        Err(e) => json!({ "error": format!("the built-in OpenAPI document does not parse: {e}") }).to_string(),
     })
+}
+
+/// Adds to every operation of `doc` the answers any call may get, as [`Api::handle`] gives them:
+/// 400 (a broken `%`-escape, `If-Match`, query or body), 401 (no accepted token), 403 (a `read`
+/// token that writes), 404 (a path naming what does not exist), 413 (a body over
+/// `admin.max_body`) and 503 (the revision store away); 409
+/// on the certificate store (none on this node); 412 where `If-Match` is taken, and 422 and 428
+/// on the draft's edits, which need it. Each as problem details.
+fn common_answers(doc: &mut Value) {
+    let error = json!({ "$ref": "#/components/responses/Error" });
+    let Some(paths) = doc.get_mut("paths").and_then(Value::as_object_mut) else { return };
+    for (path, item) in paths.iter_mut() {
+        if path == "/openapi.json" {
+            continue;
+        }
+        for (method, op) in item.as_object_mut().into_iter().flatten() {
+            let writes = method != "get";
+            let guarded = op["parameters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|p| p["$ref"] == "#/components/parameters/IfMatch" || p["name"].as_str() == Some("If-Match"));
+            let Some(responses) = op.get_mut("responses").and_then(Value::as_object_mut) else { continue };
+            let edits = guarded && path.starts_with("/draft");
+            let named = path.contains('{');
+            let certificates = path.starts_with("/certificates");
+            for (status, applies) in [
+                ("400", true),
+                ("401", true),
+                ("403", writes),
+                ("404", named),
+                ("409", certificates),
+                ("412", guarded),
+                ("413", true),
+                ("422", edits),
+                ("428", edits),
+                ("503", true),
+            ] {
+                if applies {
+                    responses.entry(status).or_insert_with(|| error.clone());
+                }
+            }
+        }
+    }
 }
 
 /// The API's state.
@@ -100,8 +146,8 @@ pub struct Call {
     pub segs: Vec<String>,
     /// Query pairs.
     pub query: Vec<(String, String)>,
-    /// The `If-Match` version, when sent.
-    pub if_match: Option<u64>,
+    /// The `If-Match` precondition, when sent.
+    pub if_match: Option<IfMatch>,
     /// Body.
     pub body: Bytes,
     /// Token holder.
@@ -114,6 +160,17 @@ impl Call {
         self.query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
     }
 
+    /// An integer query parameter in `min..=max`; a 400 naming it otherwise.
+    pub fn int_param(&self, name: &str, min: u64, max: u64) -> Result<Option<u64>, ApiError> {
+        let Some(v) = self.param(name) else { return Ok(None) };
+        match v.parse::<u64>() {
+            Ok(n) if (min..=max).contains(&n) && self.query.iter().filter(|(k, _)| k == name).count() == 1 => {
+                Ok(Some(n))
+            }
+            _ => Err(ApiError::bad(format!("{name}: one integer from {min} to {max}"))),
+        }
+    }
+
     /// The body as JSON.
     pub fn json(&self) -> Result<Value, ApiError> {
         if self.body.is_empty() {
@@ -122,6 +179,9 @@ impl Call {
         serde_json::from_slice(&self.body).map_err(|e| ApiError::bad(format!("the body is not JSON: {e}")))
     }
 }
+
+/// The largest integer the document lets a parameter be (2^53 - 1, exact in JSON everywhere).
+pub const MAX_INT: u64 = (1 << 53) - 1;
 
 /// An answer that is not a success.
 #[derive(Debug)]
@@ -134,12 +194,14 @@ pub struct ApiError {
     pub errors: Vec<FieldError>,
     /// The draft's current version, for 412.
     pub version: Option<u64>,
+    /// The methods the resource takes, for 405 (`Allow`).
+    pub allow: Option<String>,
 }
 
 impl ApiError {
     /// With a status and message.
     pub fn new(status: StatusCode, message: impl Into<String>) -> Self {
-        ApiError { status, message: message.into(), errors: Vec::new(), version: None }
+        ApiError { status, message: message.into(), errors: Vec::new(), version: None, allow: None }
     }
     /// 400.
     pub fn bad(message: impl Into<String>) -> Self {
@@ -195,8 +257,16 @@ impl Reply {
 /// Result of a handler.
 pub type Answer = Result<Reply, ApiError>;
 
+/// An error as RFC 9457 problem details: `title` the status' reason, `detail` what went wrong
+/// (also in `error`, as before), `errors` every field error (422), `version` the draft's (412).
 fn error_body(e: &ApiError) -> Value {
-    let mut body = json!({ "error": e.message });
+    let mut body = json!({
+        "type": "about:blank",
+        "title": e.status.canonical_reason().unwrap_or("Error"),
+        "status": e.status.as_u16(),
+        "detail": e.message,
+        "error": e.message,
+    });
     if !e.errors.is_empty() {
         body["errors"] = e.errors.iter().map(|f| json!({"path": f.path, "message": f.message})).collect();
     }
@@ -206,11 +276,68 @@ fn error_body(e: &ApiError) -> Value {
     body
 }
 
-fn parse_if_match(h: Option<&http::HeaderValue>) -> Result<Option<u64>, ApiError> {
+/// The answer to a call no handler took: 405 with `Allow` or 404 ([`crate::routes::unrouted`]).
+pub fn unrouted(c: &Call) -> ApiError {
+    let segs: Vec<&str> = c.segs.iter().map(String::as_str).collect();
+    crate::routes::unrouted(&c.method, &segs)
+}
+
+/// The answer for `e`: problem details (`application/problem+json`), with `Allow` on a 405.
+pub fn problem(e: &ApiError) -> http::Response<Full<Bytes>> {
+    let mut resp = http_util::text(e.status.as_u16(), "application/problem+json", error_body(e).to_string());
+    if let Some(allow) = e.allow.as_deref().and_then(|a| http::HeaderValue::from_str(a).ok()) {
+        resp.headers_mut().insert(http::header::ALLOW, allow);
+    }
+    resp
+}
+
+/// An `If-Match` precondition (RFC 9110 §13.1.1) on the draft's version.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum IfMatch {
+    /// `*`: whatever the version.
+    Any,
+    /// A list of entity tags: true when one is the draft's `ETag` (`"N"`), compared strongly,
+    /// so a weak tag never is.
+    Tags(Vec<Option<u64>>),
+}
+
+impl IfMatch {
+    /// Whether the draft at `version` meets the precondition.
+    pub fn matches(&self, version: u64) -> bool {
+        match self {
+            IfMatch::Any => true,
+            IfMatch::Tags(tags) => tags.contains(&Some(version)),
+        }
+    }
+}
+
+/// `*`, or a list of entity tags (`"7"`, or `W/"7"` which never matches); an empty field is
+/// none; anything else, or a tag that is not a version of at most 15 digits, is 400.
+fn parse_if_match(h: Option<&http::HeaderValue>) -> Result<Option<IfMatch>, ApiError> {
     let Some(h) = h else { return Ok(None) };
-    let s = h.to_str().unwrap_or("").trim();
-    let s = s.strip_prefix("W/").unwrap_or(s).trim_matches('"');
-    s.parse().map(Some).map_err(|_| ApiError::bad("If-Match must be the draft version, e.g. \"7\""))
+    let bad = || ApiError::bad("If-Match must be `*` or the draft's ETag, e.g. \"7\"");
+    let s = h.to_str().map_err(|_| bad())?.trim();
+    if s.is_empty() {
+        // An empty field is no field (a required one is then 428).
+        return Ok(None);
+    }
+    if s == "*" {
+        return Ok(Some(IfMatch::Any));
+    }
+    let mut tags = Vec::new();
+    for tag in s.split(',').map(str::trim).filter(|t| !t.is_empty()) {
+        let (weak, tag) = match tag.strip_prefix("W/") {
+            Some(t) => (true, t),
+            None => (false, tag),
+        };
+        let digits = tag
+            .strip_prefix('"')
+            .and_then(|t| t.strip_suffix('"'))
+            .filter(|d| (1..=15).contains(&d.len()) && d.bytes().all(|b| b.is_ascii_digit()));
+        let version: u64 = digits.and_then(|d| d.parse().ok()).ok_or_else(bad)?;
+        tags.push((!weak).then_some(version));
+    }
+    Ok(Some(IfMatch::Tags(tags)))
 }
 
 impl Api {
@@ -242,7 +369,7 @@ impl Api {
         let who_name = who.as_ref().map_or("-", |(n, _)| n.as_str());
         let mut resp = match &result {
             Ok(r) => http_util::json(r.status, &r.body),
-            Err(e) => http_util::json(e.status.as_u16(), &error_body(e)),
+            Err(e) => problem(e),
         };
         if who.is_none() {
             self.refused.count(remote, &method, &path);
@@ -281,6 +408,11 @@ impl Api {
         for s in rest.split('/').filter(|s| !s.is_empty()) {
             segs.push(http_util::percent_decode(s).ok_or_else(|| ApiError::bad("bad %-escape in the path"))?);
         }
+        // A method the resource does not take is said before its headers and body are read.
+        let names: Vec<&str> = segs.iter().map(String::as_str).collect();
+        if !crate::routes::allowed(&names).is_some_and(|m| m.iter().any(|m| m == parts.method.as_str())) {
+            return Err(crate::routes::unrouted(&parts.method, &names));
+        }
         let body = Limited::new(body, self.max_body).collect().await.map_err(|_| {
             ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, format!("bodies are limited to {} bytes", self.max_body))
         })?;
@@ -311,12 +443,9 @@ impl Api {
             (&Method::GET, ["releases"]) => self.releases().await,
             (&Method::GET, ["nodes"]) => self.nodes().await,
             (&Method::GET, ["audit"]) => {
-                let limit = c.param("limit").and_then(|l| l.parse().ok()).unwrap_or(100usize).min(1000);
-                let before = match c.param("before") {
-                    Some(b) => Some(b.parse::<u64>().map_err(|_| ApiError::bad("before: a byte offset from `next`"))?),
-                    None => None,
-                };
-                let page = self.audit.page(limit, before);
+                let limit = c.int_param("limit", 1, 1000)?.unwrap_or(100);
+                let before = c.int_param("before", 0, MAX_INT)?;
+                let page = self.audit.page(usize::try_from(limit).unwrap_or(1000), before);
                 Ok(Reply::ok(json!({ "entries": page.entries, "next": page.next })))
             }
             (&Method::GET, ["log-level"]) => log_level(),
@@ -327,7 +456,7 @@ impl Api {
                 Some(store) => store.call(c, &segs[1..]).await,
                 None => Err(ApiError::conflict("this node has no certificate store (tls.store)")),
             },
-            _ => Err(ApiError::not_found("no such API resource or method")),
+            _ => Err(unrouted(c)),
         }
     }
 
@@ -408,8 +537,8 @@ impl Api {
             return Err(ApiError::invalid(vec![field("message", "say why, in 1 to 1000 characters".into())]));
         }
         let draft = self.current_draft().await?;
-        if let Some(v) = c.if_match {
-            if v != draft.version {
+        if let Some(precondition) = &c.if_match {
+            if !precondition.matches(draft.version) {
                 return Err(StoreError::Conflict { current: draft.version }.into());
             }
         }
@@ -454,7 +583,7 @@ impl Api {
             let rb = self.revision(b).await?;
             (rb.document, format!("revision {}", rb.meta.number))
         };
-        Ok(Reply::ok(diff_body(&ra.document, &db, &format!("revision {}", ra.meta.number), &to, c)))
+        Ok(Reply::ok(diff_body(&ra.document, &db, &format!("revision {}", ra.meta.number), &to, c)?))
     }
 
     async fn release(&self, c: &Call, n: &str, action: Action) -> Answer {
@@ -534,17 +663,17 @@ pub fn field(path: &str, message: String) -> FieldError {
 }
 
 /// A diff of two documents, secrets redacted: unified text and side-by-side rows.
-pub fn diff_body(from: &Value, to: &Value, from_name: &str, to_name: &str, c: &Call) -> Value {
-    let context = c.param("context").and_then(|v| v.parse().ok()).unwrap_or(3usize).min(1000);
+pub fn diff_body(from: &Value, to: &Value, from_name: &str, to_name: &str, c: &Call) -> Result<Value, ApiError> {
+    let context = usize::try_from(c.int_param("context", 0, 1000)?.unwrap_or(3)).unwrap_or(3);
     let a = document::canonical(&document::redact(from, None));
     let b = document::canonical(&document::redact(to, Some(from)));
-    json!({
+    Ok(json!({
         "from": from_name,
         "to": to_name,
         "identical": a == b,
         "unified": diff::unified(&a, &b, from_name, to_name, context),
         "rows": diff::side_by_side(&a, &b, context),
-    })
+    }))
 }
 
 /// `GET /log-level`: the process log's level filter in force and the configured one.

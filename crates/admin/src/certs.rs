@@ -2,7 +2,7 @@
 //! API. Uploads are checked (chain order, key matches, not expired) and go live at once on every
 //! node that reads the store; answers carry the parsed facts and never a private key.
 
-use super::api::{field, Answer, ApiError, Call, Reply};
+use super::api::{field, unrouted, Answer, ApiError, Call, Reply};
 use gatehouse_control::now_secs;
 use gatehouse_tls::bundle::Facts;
 use gatehouse_tls::catalog::{Catalog, CatalogError, Imported};
@@ -129,7 +129,7 @@ impl CertStore {
                 let body = json!({ "removed": removed.iter().map(|(f, p)| facts_json(f, p)).collect::<Vec<_>>() });
                 Ok(Reply { status: 200, body, etag: None, audit: json!({ "removed": names }) })
             }
-            _ => Err(ApiError::not_found("no such certificate resource or method")),
+            _ => Err(unrouted(c)),
         }
     }
 }

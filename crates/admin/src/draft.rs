@@ -3,7 +3,7 @@
 //! read in `If-Match`; a write without it is refused (428), one against an older version too
 //! (412), so two operators cannot overwrite each other silently.
 
-use super::api::{diff_body, field, Answer, Api, ApiError, Call, Reply};
+use super::api::{diff_body, field, unrouted, Answer, Api, ApiError, Call, Reply};
 use gatehouse_config::PUBLISHED_SECTIONS;
 use gatehouse_control::document;
 use http::{Method, StatusCode};
@@ -62,6 +62,14 @@ fn object_body(c: &Call) -> Result<Value, ApiError> {
 
 impl Api {
     pub(super) async fn draft_call(&self, c: &Call, segs: &[&str]) -> Answer {
+        // Nothing is named so: there is nothing there (a new entry's name is judged as a field).
+        if segs.get(1).is_some_and(|n| !gatehouse_config::valid_name(n))
+            && !(c.method == Method::PUT && segs.len() == 2)
+        {
+            return Err(ApiError::not_found(
+                "no entry has that name: names are 1 to 128 letters, digits, `-`, `_` and `.`",
+            ));
+        }
         match (&c.method, segs) {
             (&Method::GET, []) => {
                 let d = self.current_draft().await?;
@@ -122,22 +130,23 @@ impl Api {
             }
             (_, ["upstreams", name, "targets", rest @ ..]) => self.targets(c, name, rest).await,
             (_, ["sites", name, "routes", rest @ ..]) => self.routes(c, name, rest).await,
-            _ => Err(ApiError::not_found("no such draft resource or method")),
+            _ => Err(unrouted(c)),
         }
     }
 
     /// Applies `f` to the draft the caller read (`If-Match`), checks and keeps the result.
     async fn edit(&self, c: &Call, f: impl FnOnce(&mut Value) -> Result<Value, ApiError>) -> Answer {
-        let expected = c.if_match.ok_or_else(|| {
+        let precondition = c.if_match.as_ref().ok_or_else(|| {
             ApiError::new(
                 StatusCode::PRECONDITION_REQUIRED,
                 "send If-Match with the draft version you read (GET /api/v1/draft)",
             )
         })?;
         let draft = self.current_draft().await?;
-        if draft.version != expected {
+        if !precondition.matches(draft.version) {
             return Err(gatehouse_control::StoreError::Conflict { current: draft.version }.into());
         }
+        let expected = draft.version;
         let mut doc = draft.document.clone();
         let mut audit = f(&mut doc)?;
         if let Some(mac) = &self.app_key_mac {
@@ -155,8 +164,8 @@ impl Api {
 
     async fn diff_draft(&self, c: &Call) -> Answer {
         let draft = self.current_draft().await?;
-        let against = match c.param("against") {
-            Some(n) => Some(n.parse::<u64>().map_err(|_| ApiError::bad("against: a revision number"))?),
+        let against = match c.int_param("against", 1, super::api::MAX_INT)? {
+            Some(n) => Some(n),
             None => self.store.releases().await?.released,
         };
         let (from, name) = match against {
@@ -167,7 +176,7 @@ impl Api {
             }
             None => (json!({}), "nothing".to_string()),
         };
-        Ok(Reply { etag: Some(draft.version), ..Reply::ok(diff_body(&from, &draft.document, &name, "draft", c)) })
+        Ok(Reply { etag: Some(draft.version), ..Reply::ok(diff_body(&from, &draft.document, &name, "draft", c)?) })
     }
 
     async fn targets(&self, c: &Call, upstream: &str, rest: &[&str]) -> Answer {
@@ -227,10 +236,10 @@ impl Api {
                         })
                         .await
                     }
-                    _ => Err(ApiError::not_found("no such method")),
+                    _ => Err(unrouted(c)),
                 }
             }
-            _ => Err(ApiError::not_found("no such draft resource or method")),
+            _ => Err(unrouted(c)),
         }
     }
 
@@ -282,10 +291,10 @@ impl Api {
                         })
                         .await
                     }
-                    _ => Err(ApiError::not_found("no such method")),
+                    _ => Err(unrouted(c)),
                 }
             }
-            _ => Err(ApiError::not_found("no such draft resource or method")),
+            _ => Err(unrouted(c)),
         }
     }
 }

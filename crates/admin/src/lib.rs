@@ -13,6 +13,7 @@ mod draft;
 mod draft_files;
 mod http_util;
 mod metrics;
+mod routes;
 mod stats;
 
 pub use api::{Api, AppKeyMac};

@@ -274,3 +274,83 @@ fn the_schema_checker_finds_what_breaks_a_schema() {
     violations(&doc, &json!({"$ref": "#/components/schemas/Document"}), &json!({"listeners": {}}), "d", &mut out);
     assert_eq!(out, ["d: unexpected `listeners`"]);
 }
+
+/// schemathesis, pinned: `$GATEHOUSE_SCHEMATHESIS`, else the copy `.ci/run` installs, else one on
+/// `PATH`; none (outside CI) skips the test and says so.
+fn schemathesis(test: &str) -> Option<std::path::PathBuf> {
+    const VERSION: &str = "4.32.5";
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
+    let candidates = [
+        std::env::var_os("GATEHOUSE_SCHEMATHESIS").map(std::path::PathBuf::from),
+        Some(home.join(format!(".cache/gatehouse-tools/schemathesis-{VERSION}/bin/schemathesis"))),
+        Some("schemathesis".into()),
+    ];
+    let found = candidates.into_iter().flatten().find(|bin| {
+        std::process::Command::new(bin)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(VERSION))
+    });
+    if found.is_none() {
+        assert!(std::env::var_os("CI").is_none(), "schemathesis {VERSION} is needed but CI is set");
+        eprintln!("{test}: skipped; pip install schemathesis=={VERSION}");
+    }
+    found
+}
+
+/// Runs schemathesis' every phase (examples, coverage, fuzzing, stateful with the links it
+/// infers) against `gw`'s admin API from the document it serves, bounded and with a fixed seed:
+/// whether it found no failure, and its report.
+fn schemathesis_run(bin: &std::path::Path, gw: &gatehouse_testkit::Gateway) -> (bool, String) {
+    let config = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/schemathesis/schemathesis.toml");
+    let base = format!("http://{}/api/v1", gw.admin());
+    let out = std::process::Command::new("timeout")
+        .arg("600")
+        .arg(bin)
+        .args(["--config-file", config, "run", &format!("{base}/openapi.json"), "--url", &base])
+        .args(["-H", &format!("Authorization: Bearer {}", crate::control::TOKEN)])
+        .args(["--max-examples", "20", "--seed", "20261129", "--no-color"])
+        .env("NO_COLOR", "1")
+        .output()
+        .expect("run schemathesis");
+    let report = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    let every_phase =
+        ["Examples", "Coverage", "Fuzzing", "Stateful"].iter().all(|p| report.contains(&format!("✅ {p}")));
+    (out.status.success() && every_phase && report.contains(" passed"), report)
+}
+
+#[test]
+fn schemathesis_finds_nothing_wrong_with_a_node_keeping_revisions_on_disk() {
+    let Some(bin) = schemathesis("schemathesis_finds_nothing_wrong_with_a_node_keeping_revisions_on_disk") else {
+        return;
+    };
+    let (backend, dir) = (Backend::start("a"), TempDir::new());
+    std::fs::create_dir(dir.join("certs")).expect("store dir");
+    let gw = start(&format!(
+        "workers: 1\n{}control: {{dir: \"{}\"}}\nnode: {{id: solo}}\ntls: {{store: {{dir: \"{}\"}}}}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  main: {{hosts: [\"{HOST}\"], routes: [{{path: /, upstream: u}}]}}\n",
+        admin_section(""),
+        dir.join("control").display(),
+        dir.join("certs").display(),
+        targets(&[&backend])
+    ));
+    let (ok, report) = schemathesis_run(&bin, &gw);
+    assert!(ok, "{report}");
+    assert!(!gw.stderr().contains("panicked"), "{}", gw.stderr());
+}
+
+#[test]
+fn schemathesis_finds_nothing_wrong_with_a_node_keeping_revisions_in_redis() {
+    let Some(bin) = schemathesis("schemathesis_finds_nothing_wrong_with_a_node_keeping_revisions_in_redis") else {
+        return;
+    };
+    let cluster = crate::common::Cluster::new();
+    let gw = start(&format!(
+        "workers: 1\n{}{}node: {{id: solo}}\nlisteners:\n  http: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  main: {{hosts: [\"{HOST}\"], routes: [{{path: /, upstream: u}}]}}\n",
+        admin_section(""),
+        cluster.redis_section(),
+        targets(&[&cluster.backend])
+    ));
+    let (ok, report) = schemathesis_run(&bin, &gw);
+    assert!(ok, "{report}");
+    assert!(!gw.stderr().contains("panicked"), "{}", gw.stderr());
+}
