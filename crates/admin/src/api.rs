@@ -712,7 +712,7 @@ mod tests {
     #[test]
     fn the_openapi_document_parses() {
         let v: serde_json::Value = serde_json::from_str(super::openapi()).expect("json");
-        assert_eq!(v["openapi"], "3.0.3");
+        assert_eq!(v["openapi"], "3.1.0");
         assert!(v["paths"]["/draft"]["put"].is_object());
     }
 }

@@ -24,24 +24,47 @@ fn resolve<'a>(doc: &'a Value, v: &'a Value) -> &'a Value {
 /// Every way `v` breaks `schema` (the subset of JSON Schema the document uses).
 fn violations(doc: &Value, schema: &Value, v: &Value, at: &str, out: &mut Vec<String>) {
     let schema = resolve(doc, schema);
-    if v.is_null() && schema.get("nullable") == Some(&json!(true)) {
-        return;
-    }
     for part in schema.get("allOf").and_then(Value::as_array).into_iter().flatten() {
         violations(doc, part, v, at, out);
     }
-    if let Some(t) = schema.get("type").and_then(Value::as_str) {
-        let ok = match t {
+    if let Some(parts) = schema.get("oneOf").and_then(Value::as_array) {
+        let found: Vec<Vec<String>> = parts
+            .iter()
+            .map(|part| {
+                let mut found = Vec::new();
+                violations(doc, part, v, at, &mut found);
+                found
+            })
+            .collect();
+        let n = found.iter().filter(|f| f.is_empty()).count();
+        if n != 1 {
+            out.push(format!("{at}: {v} fits {n} of the oneOf schemas, not one"));
+            // Why it fits none: what each schema found.
+            out.extend(found.into_iter().flatten());
+        }
+    }
+    // OpenAPI 3.1: `type` is a name or a list of names (`[integer, "null"]`).
+    let types: Vec<&str> = match schema.get("type") {
+        Some(Value::String(t)) => vec![t.as_str()],
+        Some(Value::Array(ts)) => ts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    if !types.is_empty() {
+        let fits = |t: &&str| match *t {
             "object" => v.is_object(),
             "array" => v.is_array(),
             "string" => v.is_string(),
             "integer" => v.is_i64() || v.is_u64(),
             "boolean" => v.is_boolean(),
             "number" => v.is_number(),
+            "null" => v.is_null(),
             _ => true,
         };
-        if !ok {
-            out.push(format!("{at}: expected {t}, got {v}"));
+        if !types.iter().any(fits) {
+            out.push(format!("{at}: expected {}, got {v}", types.join(" or ")));
+            return;
+        }
+        if v.is_null() {
             return;
         }
     }
