@@ -115,6 +115,74 @@ pub enum AdminCommand {
         /// Revision number.
         revision: u64,
     },
+    /// The draft: whole, one section (`upstreams`, `sites`, `services`, `apps`, `plans`), or one
+    /// entry; secrets redacted.
+    Draft {
+        /// Section.
+        section: Option<String>,
+        /// Entry name.
+        name: Option<String>,
+    },
+    /// Put one entry into the draft, from a YAML or JSON file holding the entry alone.
+    Put {
+        /// Section.
+        section: String,
+        /// Entry name.
+        name: String,
+        /// The entry (YAML or JSON).
+        file: PathBuf,
+    },
+    /// Remove one entry from the draft.
+    Delete {
+        /// Section.
+        section: String,
+        /// Entry name.
+        name: String,
+    },
+    /// An upstream's targets in the draft.
+    Target {
+        #[command(subcommand)]
+        action: TargetAction,
+    },
+    /// A site's routes in the draft, by index from 0.
+    Route {
+        #[command(subcommand)]
+        action: RouteAction,
+    },
+    /// One revision with its document, secrets redacted.
+    Show {
+        /// Revision number.
+        revision: u64,
+    },
+    /// One certificate of the store: import a PEM bundle, show or delete the ones for a name.
+    Certificate {
+        #[command(subcommand)]
+        action: CertificateAction,
+    },
+    /// The names ACME keeps and their state, or renew one now.
+    Acme {
+        /// Renew this name now.
+        #[arg(long)]
+        renew: Option<String>,
+    },
+    /// The process log's level on this node, or put one in force (until the next change).
+    LogLevel {
+        /// A level, or `level,target=level` directives.
+        level: Option<String>,
+    },
+    /// A page of this node's audit log, newest first.
+    Audit {
+        /// Entries (1 to 1000).
+        #[arg(long)]
+        limit: Option<u64>,
+        /// The `next` of the page after the one wanted.
+        #[arg(long)]
+        before: Option<u64>,
+    },
+    /// This node's counters, as the console's charts read them.
+    Stats,
+    /// The API's OpenAPI document.
+    Openapi,
     /// Make a new app key: 256 random bits, base64url (43 characters), printed once. With
     /// `--app`, also give it to that app in the draft (creating the app), where only its hash is
     /// kept; without, nothing is sent anywhere.
@@ -137,6 +205,135 @@ fn date(secs: u64) -> String {
     let t = std::time::UNIX_EPOCH + std::time::Duration::from_secs(secs);
     let iso = gatehouse_telemetry::rfc3339_time(t);
     format!("{} {} UTC", &iso[..10], &iso[11..19])
+}
+
+/// `gatehouse admin target ...`.
+#[derive(Subcommand)]
+pub enum TargetAction {
+    /// Every target of an upstream.
+    List {
+        /// Upstream.
+        upstream: String,
+    },
+    /// One target.
+    Get {
+        /// Upstream.
+        upstream: String,
+        /// `host:port`.
+        address: String,
+    },
+    /// Add a target.
+    Add {
+        /// Upstream.
+        upstream: String,
+        /// `host:port`.
+        address: String,
+        /// Its weight.
+        #[arg(long)]
+        weight: Option<u64>,
+    },
+    /// Replace a target's settings, from a YAML or JSON file.
+    Set {
+        /// Upstream.
+        upstream: String,
+        /// `host:port`.
+        address: String,
+        /// The target's settings.
+        file: PathBuf,
+    },
+    /// Remove a target.
+    Remove {
+        /// Upstream.
+        upstream: String,
+        /// `host:port`.
+        address: String,
+    },
+}
+
+/// `gatehouse admin route ...`.
+#[derive(Subcommand)]
+pub enum RouteAction {
+    /// Every route of a site, in order.
+    List {
+        /// Site.
+        site: String,
+    },
+    /// One route.
+    Get {
+        /// Site.
+        site: String,
+        /// Index from 0.
+        index: u64,
+    },
+    /// Add a route at the end, from a YAML or JSON file (`{path: /api, upstream: api}`).
+    Add {
+        /// Site.
+        site: String,
+        /// The route.
+        file: PathBuf,
+    },
+    /// Replace a route, from a YAML or JSON file.
+    Set {
+        /// Site.
+        site: String,
+        /// Index from 0.
+        index: u64,
+        /// The route.
+        file: PathBuf,
+    },
+    /// Remove a route.
+    Remove {
+        /// Site.
+        site: String,
+        /// Index from 0.
+        index: u64,
+    },
+}
+
+/// `gatehouse admin certificate ...`.
+#[derive(Subcommand)]
+pub enum CertificateAction {
+    /// Import a PEM bundle (chain and key) into the store.
+    Import {
+        /// PEM file.
+        file: PathBuf,
+    },
+    /// The stored certificates serving a name.
+    Show {
+        /// Host name.
+        name: String,
+    },
+    /// Delete the stored certificates naming a name.
+    Delete {
+        /// Host name.
+        name: String,
+    },
+}
+
+/// A path segment, `%`-escaped but for unreserved characters and `:` (an address's port).
+fn seg(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' | b'~' | b':' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// A YAML (or JSON) file as the JSON value the API takes.
+fn value_of(file: &std::path::Path) -> Result<Value, String> {
+    let text = std::fs::read_to_string(file).map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+    serde_yaml::from_str(&text).map_err(|e| format!("{}: {e}", file.display()))
+}
+
+/// Prints an answer as JSON.
+fn print_json(v: &Value) {
+    println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
+}
+
+/// The draft's version, for `If-Match`.
+async fn version(client: &AdminClient) -> Result<Option<u64>, CliError> {
+    Ok(client.ok("GET", "/draft", None, None).await?.1)
 }
 
 /// A new app key: 32 bytes from the system's generator, base64url without padding (letters,
@@ -383,6 +580,162 @@ async fn commands(client: &AdminClient, target: &Target, command: AdminCommand) 
                 println!("{key}");
                 eprintln!("app `{app}` has a new key in the draft (commit and release to use it)");
             }
+            AdminCommand::Draft { section, name } => {
+                let path = match (&section, &name) {
+                    (None, _) => "/draft".to_string(),
+                    (Some(s), None) => format!("/draft/{}", seg(s)),
+                    (Some(s), Some(n)) => format!("/draft/{}/{}", seg(s), seg(n)),
+                };
+                let (v, _) = client.ok("GET", &path, None, None).await?;
+                match (section.is_none() && !target.json(), v.get("document")) {
+                    (true, Some(doc)) => print!("{}", serde_yaml::to_string(doc).unwrap_or_default()),
+                    _ => print_json(&v),
+                }
+            }
+            AdminCommand::Put { section, name, file } => {
+                let entry = value_of(&file)?;
+                let path = format!("/draft/{}/{}", seg(&section), seg(&name));
+                let (v, version) = client.ok("PUT", &path, version(client).await?, Some(&entry)).await?;
+                show(&v).unwrap_or_else(|| println!("draft is now version {}", version.unwrap_or(0)));
+            }
+            AdminCommand::Delete { section, name } => {
+                let path = format!("/draft/{}/{}", seg(&section), seg(&name));
+                let (v, version) = client.ok("DELETE", &path, version(client).await?, None).await?;
+                show(&v).unwrap_or_else(|| println!("draft is now version {}", version.unwrap_or(0)));
+            }
+            AdminCommand::Target { action } => {
+                let base = |u: &str| format!("/draft/upstreams/{}/targets", seg(u));
+                let (v, version) = match action {
+                    TargetAction::List { upstream } => client.ok("GET", &base(&upstream), None, None).await?,
+                    TargetAction::Get { upstream, address } => {
+                        client.ok("GET", &format!("{}/{}", base(&upstream), seg(&address)), None, None).await?
+                    }
+                    TargetAction::Add { upstream, address, weight } => {
+                        let mut t = json!({ "address": address });
+                        if let Some(w) = weight {
+                            t["weight"] = json!(w);
+                        }
+                        client.ok("POST", &base(&upstream), version(client).await?, Some(&t)).await?
+                    }
+                    TargetAction::Set { upstream, address, file } => {
+                        let t = value_of(&file)?;
+                        let path = format!("{}/{}", base(&upstream), seg(&address));
+                        client.ok("PUT", &path, version(client).await?, Some(&t)).await?
+                    }
+                    TargetAction::Remove { upstream, address } => {
+                        let path = format!("{}/{}", base(&upstream), seg(&address));
+                        client.ok("DELETE", &path, version(client).await?, None).await?
+                    }
+                };
+                // A change answers with the whole draft: said by its version unless asked.
+                match (v.get("document").is_some() && !target.json(), version) {
+                    (true, Some(n)) => println!("draft is now version {n}"),
+                    _ => print_json(&v),
+                }
+            }
+            AdminCommand::Route { action } => {
+                let base = |s: &str| format!("/draft/sites/{}/routes", seg(s));
+                let (v, version) = match action {
+                    RouteAction::List { site } => client.ok("GET", &base(&site), None, None).await?,
+                    RouteAction::Get { site, index } => {
+                        client.ok("GET", &format!("{}/{index}", base(&site)), None, None).await?
+                    }
+                    RouteAction::Add { site, file } => {
+                        let r = value_of(&file)?;
+                        client.ok("POST", &base(&site), version(client).await?, Some(&r)).await?
+                    }
+                    RouteAction::Set { site, index, file } => {
+                        let r = value_of(&file)?;
+                        let path = format!("{}/{index}", base(&site));
+                        client.ok("PUT", &path, version(client).await?, Some(&r)).await?
+                    }
+                    RouteAction::Remove { site, index } => {
+                        let path = format!("{}/{index}", base(&site));
+                        client.ok("DELETE", &path, version(client).await?, None).await?
+                    }
+                };
+                // A change answers with the whole draft: said by its version unless asked.
+                match (v.get("document").is_some() && !target.json(), version) {
+                    (true, Some(n)) => println!("draft is now version {n}"),
+                    _ => print_json(&v),
+                }
+            }
+            AdminCommand::Show { revision } => {
+                let (v, _) = client.ok("GET", &format!("/revisions/{revision}"), None, None).await?;
+                match (target.json(), v.get("document")) {
+                    (false, Some(doc)) => {
+                        println!(
+                            "# revision {} by {}: {}",
+                            opt(&v["number"]),
+                            v["author"].as_str().unwrap_or(""),
+                            v["message"].as_str().unwrap_or("")
+                        );
+                        print!("{}", serde_yaml::to_string(doc).unwrap_or_default());
+                    }
+                    _ => print_json(&v),
+                }
+            }
+            AdminCommand::Certificate { action } => {
+                let (v, _) = match action {
+                    CertificateAction::Import { file } => {
+                        let pem = std::fs::read_to_string(&file)
+                            .map_err(|e| format!("cannot read {}: {e}", file.display()))?;
+                        client.ok("POST", "/certificates", None, Some(&json!({ "pem": pem }))).await?
+                    }
+                    CertificateAction::Show { name } => {
+                        client.ok("GET", &format!("/certificates/{}", seg(&name)), None, None).await?
+                    }
+                    CertificateAction::Delete { name } => {
+                        client.ok("DELETE", &format!("/certificates/{}", seg(&name)), None, None).await?
+                    }
+                };
+                print_json(&v);
+            }
+            AdminCommand::Acme { renew: None } => print_json(&client.ok("GET", "/acme", None, None).await?.0),
+            AdminCommand::Acme { renew: Some(name) } => {
+                print_json(&client.ok("POST", &format!("/acme/{}/renew", seg(&name)), None, None).await?.0);
+            }
+            AdminCommand::LogLevel { level: None } => {
+                let (v, _) = client.ok("GET", "/log-level", None, None).await?;
+                show(&v).unwrap_or_else(|| {
+                    println!(
+                        "{} (configured: {})",
+                        v["level"].as_str().unwrap_or(""),
+                        v["configured"].as_str().unwrap_or("")
+                    )
+                });
+            }
+            AdminCommand::LogLevel { level: Some(level) } => {
+                let (v, _) = client.ok("PUT", "/log-level", None, Some(&json!({ "level": level }))).await?;
+                show(&v).unwrap_or_else(|| println!("{}", v["level"].as_str().unwrap_or("")));
+            }
+            AdminCommand::Audit { limit, before } => {
+                let mut query = Vec::new();
+                query.extend(limit.map(|l| format!("limit={l}")));
+                query.extend(before.map(|b| format!("before={b}")));
+                let path = match query.is_empty() {
+                    true => "/audit".to_string(),
+                    false => format!("/audit?{}", query.join("&")),
+                };
+                let (v, _) = client.ok("GET", &path, None, None).await?;
+                if show(&v).is_none() {
+                    for e in v["entries"].as_array().into_iter().flatten() {
+                        println!(
+                            "{}\t{}\t{} {}\t{}",
+                            e["time"].as_str().unwrap_or(""),
+                            e["who"].as_str().unwrap_or(""),
+                            e["method"].as_str().unwrap_or(""),
+                            e["path"].as_str().unwrap_or(""),
+                            e["status"]
+                        );
+                    }
+                    if let Some(next) = v["next"].as_u64() {
+                        eprintln!("more: --before {next}");
+                    }
+                }
+            }
+            AdminCommand::Stats => print_json(&client.ok("GET", "/stats", None, None).await?.0),
+            AdminCommand::Openapi => print_json(&client.ok("GET", "/openapi.json", None, None).await?.0),
             AdminCommand::Unstage { label } => {
                 client.ok("DELETE", &format!("/stages/{label}"), None, None).await?;
                 println!("unstaged {label}");

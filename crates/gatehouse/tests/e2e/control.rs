@@ -544,3 +544,86 @@ fn a_token_file_is_made_once_and_opens_the_api() {
     assert_eq!(std::fs::read_to_string(&token_path).expect("kept"), token, "made once, then kept");
     assert_eq!(Api { addr: gw.admin(), token }.call("GET", "/status", None, Value::Null).0, 200);
 }
+
+/// `gatehouse admin` reaches every operation of the API: each `operationId` of the document the
+/// node serves is called by one of the commands below, run in turn against the node, each
+/// answering as the command says (the document's operations and this list must be the same).
+#[test]
+fn the_admin_cli_covers_every_operation_of_the_document() {
+    let (a, b) = (Backend::start("a"), Backend::start("b"));
+    let dir = TempDir::new();
+    std::fs::create_dir(dir.join("certs")).expect("store dir");
+    let gw = start(&config(&dir, &a, &format!("tls: {{store: {{dir: \"{}\"}}}}\n", dir.join("certs").display()), ""));
+    let file = |name: &str, text: String| {
+        let path = dir.join(name);
+        std::fs::write(&path, text).expect("write");
+        path.display().to_string()
+    };
+    let (a_addr, b_addr) = (a.addr().to_string(), b.addr().to_string());
+    let entry = file("v.yaml", format!("targets: [\"{b_addr}\"]\n"));
+    let weight = file("weight.yaml", "weight: 3\n".into());
+    let route = file("route.yaml", "{path: /v, upstream: v}\n".into());
+    let route2 = file("route2.yaml", "{path: /w, upstream: v}\n".into());
+    let whole = file(
+        "next.yaml",
+        format!("upstreams:\n  u: {{targets: [\"{b_addr}\"]}}\nsites:\n  main: {{hosts: [\"{HOST}\"], routes: [{{path: /, upstream: u}}]}}\n"),
+    );
+    let pem = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/tls/www.example.com.pem").to_string();
+    // (operationId, arguments, succeeds, what the output holds)
+    let steps: Vec<(&str, Vec<&str>, bool, String)> = vec![
+        ("getOpenapi", vec!["openapi"], true, "\"openapi\": \"3.1.0\"".into()),
+        ("getStatus", vec!["status"], true, "solo".into()),
+        ("getStats", vec!["stats"], true, "requests".into()),
+        ("getDraft", vec!["draft"], true, "upstreams:".into()),
+        ("getSection", vec!["draft", "upstreams"], true, "\"u\"".into()),
+        ("getEntry", vec!["draft", "upstreams", "u"], true, a_addr.clone()),
+        ("putEntry", vec!["put", "upstreams", "v", &entry], true, "draft is now version 1".into()),
+        ("listTargets", vec!["target", "list", "v"], true, b_addr.clone()),
+        ("addTarget", vec!["target", "add", "v", &a_addr, "--weight", "2"], true, "draft is now version 2".into()),
+        ("getTarget", vec!["target", "get", "v", &a_addr], true, "\"weight\": 2".into()),
+        ("putTarget", vec!["target", "set", "v", &a_addr, &weight], true, "draft is now version 3".into()),
+        ("deleteTarget", vec!["target", "remove", "v", &a_addr], true, "draft is now version 4".into()),
+        ("listRoutes", vec!["route", "list", "main"], true, "\"path\": \"/\"".into()),
+        ("addRoute", vec!["route", "add", "main", &route], true, "draft is now version 5".into()),
+        ("getRoute", vec!["route", "get", "main", "1"], true, "\"/v\"".into()),
+        ("putRoute", vec!["route", "set", "main", "1", &route2], true, "draft is now version 6".into()),
+        ("deleteRoute", vec!["route", "remove", "main", "1"], true, "draft is now version 7".into()),
+        ("deleteEntry", vec!["delete", "upstreams", "v"], true, "draft is now version".into()),
+        ("createRevision", vec!["commit", "-m", "one"], true, "revision 1".into()),
+        ("putDraft", vec!["apply", &whole, "-m", "two"], true, "revision 2".into()),
+        ("listRevisions", vec!["revisions"], true, "two".into()),
+        ("getRevision", vec!["show", "2"], true, "# revision 2".into()),
+        ("diffDraft", vec!["diff", "1"], true, format!("+    - {b_addr}")),
+        ("diffRevisions", vec!["diff", "1", "2"], true, format!("-    - {a_addr}")),
+        ("stageRevision", vec!["stage", "2", "--label", "canary"], true, "staged 2 to canary".into()),
+        ("unstage", vec!["unstage", "canary"], true, "unstaged canary".into()),
+        ("releaseRevision", vec!["release", "2"], true, "released 2".into()),
+        ("rollbackRevision", vec!["rollback", "1"], true, "rolled back to 1".into()),
+        ("getReleases", vec!["releases"], true, "released: 1".into()),
+        ("listNodes", vec!["nodes"], true, "solo".into()),
+        ("listCertificates", vec!["certificates"], true, String::new()),
+        ("importCertificate", vec!["certificate", "import", &pem], true, "www.example.com".into()),
+        ("getCertificates", vec!["certificate", "show", "www.example.com"], true, "www.example.com".into()),
+        ("deleteCertificates", vec!["certificate", "delete", "www.example.com"], true, "\"removed\"".into()),
+        ("getAcme", vec!["acme"], true, "\"enabled\": false".into()),
+        ("renewAcme", vec!["acme", "--renew", "www.example.com"], false, "409".into()),
+        ("getLogLevel", vec!["log-level"], true, "(configured: ".into()),
+        ("setLogLevel", vec!["log-level", "debug"], true, "debug".into()),
+        ("getAudit", vec!["audit", "--limit", "5"], true, "PUT /api/v1/log-level".into()),
+    ];
+    for (op, args, succeeds, holds) in &steps {
+        let (ok, out, err) = admin_cli(&gw, args);
+        assert_eq!(ok, *succeeds, "{op}: gatehouse admin {}:\n{out}{err}", args.join(" "));
+        assert!(format!("{out}{err}").contains(holds.as_str()), "{op}: {holds:?} not in:\n{out}{err}");
+    }
+    let doc: Value = serde_json::from_str(&admin_cli(&gw, &["openapi"]).1).expect("the document");
+    let documented: std::collections::BTreeSet<&str> = doc["paths"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .flat_map(|(_, item)| item.as_object().into_iter().flatten())
+        .filter_map(|(_, op)| op.get("operationId").and_then(Value::as_str))
+        .collect();
+    let covered: std::collections::BTreeSet<&str> = steps.iter().map(|(op, ..)| *op).collect();
+    assert_eq!(documented, covered, "the document's operations and the commands that call them");
+}
