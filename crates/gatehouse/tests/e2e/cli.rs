@@ -211,6 +211,9 @@ fn check_and_run_refuse_each_kind_of_missing_file_alike() {
         ("redis.tls", "redis: { url: \"rediss://127.0.0.1:1\", secret_file: present.secret, tls: { ca: missing-ca.pem } }\n"),
         ("admin.tls.cert", "admin: { bind: \"127.0.0.1:0\", tls: { cert: missing.pem, key: present.pem } }\n"),
         ("tracing", "tracing: { otlp: { endpoint: \"https://127.0.0.1:1\", ca: missing-ca.pem } }\n"),
+        ("tls.acme.ca", "tls: { store: { dir: store }, acme: { directory: \"https://127.0.0.1:1/dir\", ca: missing-ca.pem, names: [a.test] } }\n"),
+        ("tls.acme.eab.hmac_key_file", "tls: { store: { dir: store }, acme: { directory: \"https://127.0.0.1:1/dir\", eab: { kid: k, hmac_key_file: missing.key }, names: [a.test] } }\n"),
+        ("tls.acme.dns01.rfc2136.key_file", "tls: { store: { dir: store }, acme: { directory: \"https://127.0.0.1:1/dir\", challenges: [dns-01], dns01: { rfc2136: { server: \"127.0.0.1:53\", zone: a.test, key_name: k, key_file: missing.tsig } }, names: [a.test] } }\n"),
     ];
     let dir = TempDir::new();
     let example = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/tls/www.example.com.pem");
