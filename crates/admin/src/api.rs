@@ -20,16 +20,32 @@ use std::time::Duration;
 /// The OpenAPI document of this API, as written (YAML).
 const OPENAPI_YAML: &str = include_str!("openapi.yaml");
 
-/// The OpenAPI document as JSON, converted once.
+/// The OpenAPI 3.1 document as JSON, made once: the operations as `openapi.yaml` writes them,
+/// the schemas of the API's own types derived from them ([`Schemas`], utoipa), and the answers
+/// every call may get ([`common_answers`]).
 pub fn openapi() -> &'static str {
     static JSON: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     JSON.get_or_init(|| match serde_yaml::from_str::<Value>(OPENAPI_YAML) {
         Ok(mut doc) => {
+            derived_schemas(&mut doc);
             common_answers(&mut doc);
             doc.to_string()
         }
         Err(e) => json!({ "error": format!("the built-in OpenAPI document does not parse: {e}") }).to_string(),
     })
+}
+
+/// Puts the schemas derived from the API's types ([`Schemas`]) in `doc`, in place of any written
+/// there under the same names.
+fn derived_schemas(doc: &mut Value) {
+    let Ok(generated) = serde_json::to_value(<Schemas as utoipa::OpenApi>::openapi()) else { return };
+    let from = generated.pointer("/components/schemas").and_then(Value::as_object);
+    let into = doc.pointer_mut("/components/schemas").and_then(Value::as_object_mut);
+    if let (Some(from), Some(into)) = (from, into) {
+        for (name, schema) in from {
+            into.insert(name.clone(), schema.clone());
+        }
+    }
 }
 
 /// Adds to every operation of `doc` the answers any call may get, as [`Api::handle`] gives them:
@@ -257,24 +273,60 @@ impl Reply {
 /// Result of a handler.
 pub type Answer = Result<Reply, ApiError>;
 
-/// An error as RFC 9457 problem details: `title` the status' reason, `detail` what went wrong
-/// (also in `error`, as before), `errors` every field error (422), `version` the draft's (412).
-fn error_body(e: &ApiError) -> Value {
-    let mut body = json!({
-        "type": "about:blank",
-        "title": e.status.canonical_reason().unwrap_or("Error"),
-        "status": e.status.as_u16(),
-        "detail": e.message,
-        "error": e.message,
-    });
-    if !e.errors.is_empty() {
-        body["errors"] = e.errors.iter().map(|f| json!({"path": f.path, "message": f.message})).collect();
-    }
-    if let Some(v) = e.version {
-        body["version"] = json!(v);
-    }
-    body
+/// Problem details (RFC 9457): every error of the API.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+#[schema(as = Error)]
+pub struct Problem<'a> {
+    /// `about:blank`: the status says it all.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    /// The status' reason phrase.
+    pub title: &'static str,
+    /// The status.
+    #[schema(minimum = 400, maximum = 599)]
+    pub status: u16,
+    /// What went wrong.
+    pub detail: &'a str,
+    /// The same as `detail`.
+    pub error: &'a str,
+    /// Every field error (422).
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    #[schema(required = false)]
+    pub errors: &'a [FieldError],
+    /// The draft's version (412).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub version: Option<u64>,
 }
+
+/// `e` as problem details.
+fn error_body(e: &ApiError) -> Value {
+    let problem = Problem {
+        kind: "about:blank",
+        title: e.status.canonical_reason().unwrap_or("Error"),
+        status: e.status.as_u16(),
+        detail: &e.message,
+        error: &e.message,
+        errors: &e.errors,
+        version: e.version,
+    };
+    serde_json::to_value(&problem).unwrap_or_default()
+}
+
+/// The schemas of the API's own types, derived from them (utoipa): they replace the document's
+/// entries of the same names.
+#[derive(utoipa::OpenApi)]
+#[openapi(components(schemas(
+    Problem,
+    FieldError,
+    gatehouse_control::RevisionMeta,
+    gatehouse_control::Revision,
+    gatehouse_control::Draft,
+    gatehouse_control::Releases,
+    gatehouse_control::Action,
+    gatehouse_control::Event,
+    gatehouse_control::ApplyError
+)))]
+struct Schemas;
 
 /// The answer to a call no handler took: 405 with `Allow` or 404 ([`crate::routes::unrouted`]).
 pub fn unrouted(c: &Call) -> ApiError {
@@ -714,5 +766,40 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(super::openapi()).expect("json");
         assert_eq!(v["openapi"], "3.1.0");
         assert!(v["paths"]["/draft"]["put"].is_object());
+    }
+
+    /// The schemas of the API's types come from the types alone (the written document has none
+    /// of those names), and every `$ref` of the served document resolves.
+    #[test]
+    fn derived_schemas_are_written_once_and_every_reference_resolves() {
+        use serde_json::Value;
+        let written: Value = serde_yaml::from_str(super::OPENAPI_YAML).expect("yaml");
+        let derived = serde_json::to_value(<super::Schemas as utoipa::OpenApi>::openapi()).expect("json");
+        let derived = derived["components"]["schemas"].as_object().expect("schemas");
+        assert!(derived.len() >= 9, "{derived:?}");
+        for name in derived.keys() {
+            assert!(written["components"]["schemas"].get(name).is_none(), "{name} is also written by hand");
+        }
+        let served: Value = serde_json::from_str(super::openapi()).expect("json");
+        fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
+            match v {
+                Value::Object(m) => {
+                    if let Some(r) = m.get("$ref").and_then(Value::as_str) {
+                        out.push(r);
+                    }
+                    m.values().for_each(|v| refs(v, out));
+                }
+                Value::Array(a) => a.iter().for_each(|v| refs(v, out)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        refs(&served, &mut found);
+        assert!(found.len() > 50);
+        for r in found {
+            let at = r.strip_prefix('#').unwrap_or(r);
+            assert!(served.pointer(at).is_some(), "dangling {r}");
+        }
+        assert_eq!(served["components"]["schemas"]["Error"]["required"].as_array().map(Vec::len), Some(5));
     }
 }

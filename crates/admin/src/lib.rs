@@ -16,7 +16,7 @@ mod metrics;
 mod routes;
 mod stats;
 
-pub use api::{Api, AppKeyMac};
+pub use api::{openapi, Api, AppKeyMac};
 pub use auth::{Audit, Tokens};
 pub use certs::CertStore;
 pub use metrics::{render_dns, render_metrics, render_tls};

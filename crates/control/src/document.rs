@@ -13,7 +13,7 @@ pub const REDACTED: &str = "(redacted)";
 pub const REDACTED_CHANGED: &str = "(redacted, changed)";
 
 /// A problem in a document, with its path.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
 pub struct FieldError {
     /// Where (`apps.billing.secret`).
     pub path: String,

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// What a revision is, without its content.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RevisionMeta {
     /// Revision number, from 1, never reused.
     pub number: u64,
@@ -19,22 +19,24 @@ pub struct RevisionMeta {
 }
 
 /// An immutable revision.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Revision {
     /// Number, hash, author, message, time.
     #[serde(flatten)]
     pub meta: RevisionMeta,
     /// The published sections. Kept as JSON, which nodes read in a few milliseconds; the
     /// canonical YAML that is hashed and shown in diffs is made from it on demand.
+    #[schema(schema_with = document_schema)]
     pub document: serde_json::Value,
 }
 
 /// The document operators edit; its version guards against lost updates.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Draft {
     /// Incremented by every change, from 1.
     pub version: u64,
     /// The published sections, as a JSON object.
+    #[schema(schema_with = document_schema)]
     pub document: serde_json::Value,
     /// Token name of the last change.
     pub updated_by: String,
@@ -43,7 +45,7 @@ pub struct Draft {
 }
 
 /// Which revision runs where.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Releases {
     /// The revision every node runs unless one of its labels has a staged one.
     pub released: Option<u64>,
@@ -66,7 +68,7 @@ impl Releases {
 }
 
 /// What was done to the releases.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Action {
     /// A revision released to every node.
@@ -80,7 +82,7 @@ pub enum Action {
 }
 
 /// One change of the releases.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Event {
     /// Unix seconds.
     pub at: i64,
@@ -96,7 +98,7 @@ pub struct Event {
 }
 
 /// A revision a node could not apply.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ApplyError {
     /// The revision.
     pub revision: u64,
@@ -133,6 +135,11 @@ pub struct NodeReport {
     pub updated: i64,
 }
 
+/// A document's schema: the `Document` component of the admin API's OpenAPI document.
+fn document_schema() -> utoipa::openapi::Ref {
+    utoipa::openapi::Ref::from_schema_name("Document")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -148,3 +155,4 @@ mod tests {
         assert_eq!(Releases::default().target_for(&["canary".into()]), None);
     }
 }
+
