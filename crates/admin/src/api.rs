@@ -6,6 +6,7 @@ use super::auth::{Audit, Entry, Tokens};
 use super::certs::CertStore;
 use super::http_util;
 use super::AdminState;
+use crate::bodies::{DraftWritten, LogLevel, NodeList, NodeView, ReleaseChange, ReleaseHistory, RevisionList};
 use bytes::Bytes;
 use gatehouse_config::AdminRole;
 use gatehouse_control::document::{self, FieldError};
@@ -324,7 +325,16 @@ fn error_body(e: &ApiError) -> Value {
     gatehouse_control::Releases,
     gatehouse_control::Action,
     gatehouse_control::Event,
-    gatehouse_control::ApplyError
+    gatehouse_control::ApplyError,
+    RevisionList,
+    ReleaseChange,
+    ReleaseHistory,
+    DraftWritten,
+    LogLevel,
+    NodeView,
+    NodeList,
+    gatehouse_control::NodeReport,
+    gatehouse_control::Health
 )))]
 struct Schemas;
 
@@ -579,7 +589,8 @@ impl Api {
     async fn list_revisions(&self) -> Answer {
         let releases = self.store.releases().await?;
         let revisions = self.store.revisions().await?;
-        Ok(Reply::ok(json!({ "revisions": revisions, "released": releases.released, "staged": releases.staged })))
+        let list = RevisionList { revisions, released: releases.released, staged: releases.staged };
+        Ok(Reply::ok(json!(list)))
     }
 
     async fn commit(&self, c: &Call) -> Answer {
@@ -667,7 +678,8 @@ impl Api {
     /// Keeps a release change and answers with the releases after it.
     async fn record(&self, event: Event) -> Answer {
         let after = self.store.record(event.clone()).await?;
-        Ok(Reply { status: 200, body: json!({ "releases": after, "event": event }), etag: None, audit: json!(event) })
+        let audit = json!(event);
+        Ok(Reply { status: 200, body: json!(ReleaseChange { releases: after, event }), etag: None, audit })
     }
 
     async fn unstage(&self, c: &Call, label: &str) -> Answer {
@@ -688,7 +700,7 @@ impl Api {
     async fn releases(&self) -> Answer {
         let r = self.store.releases().await?;
         let history = self.store.history(100).await?;
-        Ok(Reply::ok(json!({ "released": r.released, "staged": r.staged, "seq": r.seq, "history": history })))
+        Ok(Reply::ok(json!(ReleaseHistory { released: r.released, staged: r.staged, seq: r.seq, history })))
     }
 
     async fn nodes(&self) -> Answer {
@@ -696,16 +708,8 @@ impl Api {
         let now = now_secs();
         let mut nodes = self.store.nodes().await?;
         nodes.sort_by(|a, b| a.id.cmp(&b.id));
-        let list: Vec<Value> = nodes
-            .into_iter()
-            .map(|n| {
-                let stale = now - n.updated > stale_after;
-                let mut v = serde_json::to_value(&n).unwrap_or_default();
-                v["stale"] = json!(stale);
-                v
-            })
-            .collect();
-        Ok(Reply::ok(json!({ "nodes": list })))
+        let nodes = nodes.into_iter().map(|n| NodeView { stale: now - n.updated > stale_after, report: n }).collect();
+        Ok(Reply::ok(json!(NodeList { nodes })))
     }
 }
 
@@ -731,7 +735,7 @@ pub fn diff_body(from: &Value, to: &Value, from_name: &str, to_name: &str, c: &C
 /// `GET /log-level`: the process log's level filter in force and the configured one.
 fn log_level() -> Answer {
     match gatehouse_telemetry::process_log::level() {
-        Some((level, configured)) => Ok(Reply::ok(json!({ "level": level, "configured": configured }))),
+        Some((level, configured)) => Ok(Reply::ok(json!(LogLevel { level, configured }))),
         None => Err(ApiError::conflict("this node does not manage its process log")),
     }
 }

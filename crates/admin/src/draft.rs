@@ -158,7 +158,10 @@ impl Api {
         self.validate(&doc)?;
         let saved = self.store.put_draft(expected, doc, &c.who).await?;
         audit["draft_version"] = json!(saved.version);
-        let body = json!({ "version": saved.version, "document": document::redact(&saved.document, None) });
+        let body = json!(crate::bodies::DraftWritten {
+            version: saved.version,
+            document: document::redact(&saved.document, None)
+        });
         Ok(Reply { status: 200, body, etag: Some(saved.version), audit })
     }
 

@@ -6,6 +6,7 @@
 
 mod api;
 mod auth;
+mod bodies;
 mod certs;
 pub mod client;
 mod console;

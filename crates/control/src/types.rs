@@ -48,6 +48,7 @@ pub struct Draft {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Releases {
     /// The revision every node runs unless one of its labels has a staged one.
+    #[schema(required = true)]
     pub released: Option<u64>,
     /// Revisions staged to labels.
     pub staged: BTreeMap<String, u64>,
@@ -108,25 +109,39 @@ pub struct ApplyError {
     pub errors: Vec<String>,
 }
 
+/// How a node fares.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Health {
+    /// It reaches the store and runs its target.
+    Ok,
+    /// It cannot reach the store, or runs something other than its target.
+    Degraded,
+}
+
 /// What a node says about itself.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NodeReport {
     /// Node id.
     pub id: String,
     /// Its labels.
     pub labels: Vec<String>,
     /// The revision it runs; none when it runs its file alone.
+    #[schema(required = true)]
     pub revision: Option<u64>,
     /// That revision's hash.
+    #[schema(required = true)]
     pub hash: Option<String>,
     /// The revision it should run by the releases.
+    #[schema(required = true)]
     pub target: Option<u64>,
     /// Its configuration generation (1 at start, +1 per applied change).
     pub generation: u64,
     /// The last revision it refused, while that is still its target.
+    #[schema(required = true)]
     pub last_error: Option<ApplyError>,
     /// `ok`, or `degraded` while it cannot reach the store or runs something other than its target.
-    pub health: String,
+    pub health: Health,
     /// Gatehouse version.
     pub version: String,
     /// Unix seconds it started.
@@ -155,4 +170,3 @@ mod tests {
         assert_eq!(Releases::default().target_for(&["canary".into()]), None);
     }
 }
-

@@ -4,7 +4,7 @@
 
 use crate::error::NodeError;
 use gatehouse_config::Config;
-use gatehouse_control::{document, now_secs, ApplyError, NodeReport, Revision, Store};
+use gatehouse_control::{document, now_secs, ApplyError, Health, NodeReport, Revision, Store};
 use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -249,7 +249,7 @@ impl Follower {
             target: self.target,
             generation,
             last_error: self.failed.clone(),
-            health: if self.store_ok && on_target { "ok" } else { "degraded" }.into(),
+            health: if self.store_ok && on_target { Health::Ok } else { Health::Degraded },
             version: env!("CARGO_PKG_VERSION").into(),
             started: self.started,
             updated: now_secs(),
