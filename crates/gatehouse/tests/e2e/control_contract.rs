@@ -327,7 +327,10 @@ fn schemathesis(test: &str) -> Option<std::path::PathBuf> {
 fn schemathesis_run(bin: &std::path::Path, gw: &gatehouse_testkit::Gateway) -> (bool, String) {
     let config = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/schemathesis/schemathesis.toml");
     let base = format!("http://{}/api/v1", gw.admin());
+    // schemathesis keeps a cache in its working directory: a directory of the test's own.
+    let here = TempDir::new();
     let out = std::process::Command::new("timeout")
+        .current_dir(here.path())
         .arg("600")
         .arg(bin)
         .args(["--config-file", config, "run", &format!("{base}/openapi.json"), "--url", &base])
