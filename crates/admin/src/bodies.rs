@@ -48,7 +48,7 @@ pub struct DraftWritten {
     /// Its version, which is its new `ETag`.
     pub version: u64,
     /// The published sections.
-    #[schema(schema_with = document_schema)]
+    #[schema(schema_with = gatehouse_control::document_schema)]
     pub document: serde_json::Value,
 }
 
@@ -77,8 +77,4 @@ pub struct NodeView {
 pub struct NodeList {
     /// Every node that reported, by id.
     pub nodes: Vec<NodeView>,
-}
-
-fn document_schema() -> utoipa::openapi::Ref {
-    utoipa::openapi::Ref::from_schema_name("Document")
 }

@@ -150,8 +150,9 @@ pub struct NodeReport {
     pub updated: i64,
 }
 
-/// A document's schema: the `Document` component of the admin API's OpenAPI document.
-fn document_schema() -> utoipa::openapi::Ref {
+/// A document's schema: the `Document` component of the admin API's OpenAPI document (for
+/// `#[schema(schema_with = ...)]` on fields holding one).
+pub fn document_schema() -> utoipa::openapi::Ref {
     utoipa::openapi::Ref::from_schema_name("Document")
 }
 

@@ -298,27 +298,33 @@ fn the_schema_checker_finds_what_breaks_a_schema() {
     assert_eq!(out, ["d: unexpected `listeners`"]);
 }
 
-/// schemathesis, pinned: `$GATEHOUSE_SCHEMATHESIS`, else the copy `.ci/run` installs, else one on
-/// `PATH`; none (outside CI) skips the test and says so.
-fn schemathesis(test: &str) -> Option<std::path::PathBuf> {
-    const VERSION: &str = "4.32.5";
+/// A Python tool pinned to `version`, as `.ci/run` installs it in a venv of its own: `$env`, else
+/// `~/.cache/gatehouse-tools/{name}-{version}/bin/{name}`, else (with `on_path`) `name` on
+/// `PATH`; the first that says `version`. None (outside CI) skips the test and says so.
+fn pinned_tool(env: &str, name: &str, version: &str, on_path: bool, test: &str) -> Option<std::path::PathBuf> {
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
     let candidates = [
-        std::env::var_os("GATEHOUSE_SCHEMATHESIS").map(std::path::PathBuf::from),
-        Some(home.join(format!(".cache/gatehouse-tools/schemathesis-{VERSION}/bin/schemathesis"))),
-        Some("schemathesis".into()),
+        std::env::var_os(env).map(std::path::PathBuf::from),
+        Some(home.join(format!(".cache/gatehouse-tools/{name}-{version}/bin/{name}"))),
+        on_path.then(|| name.into()),
     ];
     let found = candidates.into_iter().flatten().find(|bin| {
         std::process::Command::new(bin)
             .arg("--version")
             .output()
-            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(VERSION))
+            .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(version))
     });
     if found.is_none() {
-        assert!(std::env::var_os("CI").is_none(), "schemathesis {VERSION} is needed but CI is set");
-        eprintln!("{test}: skipped; pip install schemathesis=={VERSION}");
+        assert!(std::env::var_os("CI").is_none(), "{name} {version} is needed but CI is set");
+        eprintln!("{test}: skipped; pip install {name}=={version}");
     }
     found
+}
+
+/// schemathesis, pinned: `$GATEHOUSE_SCHEMATHESIS`, else the copy `.ci/run` installs, else one on
+/// `PATH`.
+fn schemathesis(test: &str) -> Option<std::path::PathBuf> {
+    pinned_tool("GATEHOUSE_SCHEMATHESIS", "schemathesis", "4.32.5", true, test)
 }
 
 /// Runs schemathesis' every phase (examples, coverage, fuzzing, stateful with the links it
@@ -384,20 +390,7 @@ fn schemathesis_finds_nothing_wrong_with_a_node_keeping_revisions_in_redis() {
 /// openapi-python-client, pinned: `$GATEHOUSE_OPENAPI_PYTHON_CLIENT`, else the copy `.ci/run`
 /// installs; with the Python of its venv (which has the generated client's httpx and attrs).
 fn openapi_python_client(test: &str) -> Option<(std::path::PathBuf, std::path::PathBuf)> {
-    const VERSION: &str = "0.29.1";
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from).unwrap_or_default();
-    let bin = std::env::var_os("GATEHOUSE_OPENAPI_PYTHON_CLIENT").map(std::path::PathBuf::from).unwrap_or_else(|| {
-        home.join(format!(".cache/gatehouse-tools/openapi-python-client-{VERSION}/bin/openapi-python-client"))
-    });
-    let ok = std::process::Command::new(&bin)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).contains(VERSION));
-    if !ok {
-        assert!(std::env::var_os("CI").is_none(), "openapi-python-client {VERSION} is needed but CI is set");
-        eprintln!("{test}: skipped; pip install openapi-python-client=={VERSION}");
-        return None;
-    }
+    let bin = pinned_tool("GATEHOUSE_OPENAPI_PYTHON_CLIENT", "openapi-python-client", "0.29.1", false, test)?;
     let python = bin.with_file_name("python");
     Some((bin, python))
 }
