@@ -6,7 +6,10 @@ use super::auth::{Audit, Entry, Tokens};
 use super::certs::CertStore;
 use super::http_util;
 use super::AdminState;
-use crate::bodies::{DraftWritten, LogLevel, NodeList, NodeView, ReleaseChange, ReleaseHistory, RevisionList};
+use crate::bodies::{
+    self, AcmeNames, Diff, LogLevel, NewRevision, NodeList, NodeView, ReleaseChange, ReleaseHistory, Renewing,
+    RevisionList, RevisionView, SetLogLevel, StageTo,
+};
 use bytes::Bytes;
 use gatehouse_config::AdminRole;
 use gatehouse_control::document::{self, FieldError};
@@ -36,16 +39,14 @@ pub fn openapi() -> &'static str {
     })
 }
 
-/// Puts the schemas derived from the API's types ([`Schemas`]) in `doc`, in place of any written
-/// there under the same names.
+/// Puts the schemas derived from the API's types ([`Schemas`]) in `doc`: the document writes
+/// none of its own.
 fn derived_schemas(doc: &mut Value) {
-    let Ok(generated) = serde_json::to_value(<Schemas as utoipa::OpenApi>::openapi()) else { return };
-    let from = generated.pointer("/components/schemas").and_then(Value::as_object);
-    let into = doc.pointer_mut("/components/schemas").and_then(Value::as_object_mut);
-    if let (Some(from), Some(into)) = (from, into) {
-        for (name, schema) in from {
-            into.insert(name.clone(), schema.clone());
-        }
+    let Ok(mut generated) = serde_json::to_value(<Schemas as utoipa::OpenApi>::openapi()) else { return };
+    if let (Some(schemas), Some(components)) =
+        (generated.pointer_mut("/components/schemas").map(Value::take), doc.get_mut("components"))
+    {
+        components["schemas"] = schemas;
     }
 }
 
@@ -195,6 +196,12 @@ impl Call {
         }
         serde_json::from_slice(&self.body).map_err(|e| ApiError::bad(format!("the body is not JSON: {e}")))
     }
+
+    /// The body as a `T` reads it: 400 when it is not JSON, 422 when it is JSON but not a `T`
+    /// (a field missing, of another type, or unknown).
+    pub fn body<T: serde::de::DeserializeOwned>(&self) -> Result<T, ApiError> {
+        serde_json::from_value(self.json()?).map_err(|e| ApiError::invalid(vec![field("body", e.to_string())]))
+    }
 }
 
 /// The largest integer the document lets a parameter be (2^53 - 1, exact in JSON everywhere).
@@ -320,21 +327,51 @@ fn error_body(e: &ApiError) -> Value {
     Problem,
     FieldError,
     gatehouse_control::RevisionMeta,
-    gatehouse_control::Revision,
     gatehouse_control::Draft,
     gatehouse_control::Releases,
     gatehouse_control::Action,
     gatehouse_control::Event,
     gatehouse_control::ApplyError,
-    RevisionList,
-    ReleaseChange,
-    ReleaseHistory,
-    DraftWritten,
-    LogLevel,
-    NodeView,
-    NodeList,
     gatehouse_control::NodeReport,
-    gatehouse_control::Health
+    gatehouse_control::Health,
+    gatehouse_control::diff::Row,
+    gatehouse_control::diff::RowKind,
+    bodies::RevisionList,
+    bodies::RevisionView,
+    bodies::ReleaseChange,
+    bodies::ReleaseHistory,
+    bodies::DraftWritten,
+    bodies::LogLevel,
+    bodies::NodeView,
+    bodies::NodeList,
+    bodies::NodeStatus,
+    bodies::ControlStatus,
+    bodies::StoreKind,
+    bodies::Stats,
+    bodies::StatusClasses,
+    bodies::Latency,
+    bodies::Handshakes,
+    bodies::UpstreamStats,
+    bodies::EndpointStats,
+    bodies::Breaker,
+    bodies::Diff,
+    bodies::CertificateFacts,
+    bodies::KeyType,
+    bodies::CertificateSource,
+    bodies::AcmeName,
+    bodies::AcmeNames,
+    bodies::Renewing,
+    bodies::CertificateList,
+    bodies::Removed,
+    bodies::AuditPage,
+    bodies::AuditEntry,
+    bodies::Document,
+    bodies::NewRevision,
+    bodies::StageTo,
+    bodies::SetLogLevel,
+    bodies::CertificateUpload,
+    bodies::NewTarget,
+    bodies::TargetChange
 )))]
 struct Schemas;
 
@@ -491,7 +528,7 @@ impl Api {
     async fn route(&self, c: &Call, state: &AdminState) -> Answer {
         let segs: Vec<&str> = c.segs.iter().map(String::as_str).collect();
         match (&c.method, segs.as_slice()) {
-            (&Method::GET, ["stats"]) => Ok(Reply::ok(super::stats::stats(&state.shared, &state.tls))),
+            (&Method::GET, ["stats"]) => Ok(Reply::ok(json!(super::stats::stats(&state.shared, &state.tls)))),
             (&Method::GET, ["status"]) => Ok(Reply::ok(state.status.lock().map(|s| s.clone()).unwrap_or_default())),
             (_, ["draft", ..]) => self.draft_call(c, &segs[1..]).await,
             (&Method::GET, ["revisions"]) => self.list_revisions().await,
@@ -508,7 +545,7 @@ impl Api {
                 let limit = c.int_param("limit", 1, 1000)?.unwrap_or(100);
                 let before = c.int_param("before", 0, MAX_INT)?;
                 let page = self.audit.page(usize::try_from(limit).unwrap_or(1000), before);
-                Ok(Reply::ok(json!({ "entries": page.entries, "next": page.next })))
+                Ok(Reply::ok(json!(page)))
             }
             (&Method::GET, ["log-level"]) => log_level(),
             (&Method::PUT, ["log-level"]) => set_log_level(c),
@@ -525,15 +562,14 @@ impl Api {
     /// `GET /acme`: every name ACME keeps, as the store holds their state (the whole cluster's).
     async fn acme_names(&self) -> Answer {
         let Some(manager) = self.acme.get() else {
-            return Ok(Reply::ok(json!({ "enabled": false, "names": {} })));
+            return Ok(Reply::ok(json!(AcmeNames { enabled: false, names: Default::default() })));
         };
         let statuses = manager
             .statuses()
             .await
             .map_err(|e| ApiError::new(http::StatusCode::SERVICE_UNAVAILABLE, e.to_string()))?;
-        let names: serde_json::Map<String, Value> =
-            statuses.iter().map(|(n, s)| (n.clone(), super::certs::acme_json(s))).collect();
-        Ok(Reply::ok(json!({ "enabled": true, "names": names })))
+        let names = statuses.iter().map(|(n, s)| (n.clone(), super::certs::acme_name(s))).collect();
+        Ok(Reply::ok(json!(AcmeNames { enabled: true, names })))
     }
 
     /// `POST /acme/{name}/renew`: renews a kept name now.
@@ -544,7 +580,8 @@ impl Api {
         if !manager.renew_now(name) {
             return Err(ApiError::not_found(format!("ACME does not keep {name} on this node")));
         }
-        Ok(Reply { status: 202, body: json!({ "renewing": name }), etag: None, audit: json!({ "renew": name }) })
+        let body = json!(Renewing { renewing: name.to_string() });
+        Ok(Reply { status: 202, body, etag: None, audit: json!({ "renew": name }) })
     }
 
     /// The draft, or what a first draft starts from: the released revision, else this node's file.
@@ -594,8 +631,7 @@ impl Api {
     }
 
     async fn commit(&self, c: &Call) -> Answer {
-        let body = c.json()?;
-        let message = body.get("message").and_then(Value::as_str).unwrap_or("").trim().to_string();
+        let message = c.body::<NewRevision>()?.message.trim().to_string();
         if message.is_empty() || message.len() > 1000 {
             return Err(ApiError::invalid(vec![field("message", "say why, in 1 to 1000 characters".into())]));
         }
@@ -631,11 +667,9 @@ impl Api {
 
     async fn show_revision(&self, n: &str) -> Answer {
         let rev = self.revision(n).await?;
-        let shown = document::redact(&rev.document, None);
-        let mut body = serde_json::to_value(&rev.meta).unwrap_or_default();
-        body["content"] = json!(document::canonical(&shown));
-        body["document"] = shown;
-        Ok(Reply::ok(body))
+        let document = document::redact(&rev.document, None);
+        let content = document::canonical(&document);
+        Ok(Reply::ok(json!(RevisionView { meta: rev.meta, content, document })))
     }
 
     async fn diff_revisions(&self, c: &Call, a: &str, b: &str) -> Answer {
@@ -655,7 +689,7 @@ impl Api {
         let mut label = None;
         match action {
             Action::Stage => {
-                let l = c.json()?.get("label").and_then(Value::as_str).unwrap_or("").to_string();
+                let l = c.body::<StageTo>()?.label;
                 if !gatehouse_config::valid_name(&l) {
                     return Err(ApiError::invalid(vec![field("label", "a node label: letters, digits, `-_.`".into())]));
                 }
@@ -723,12 +757,12 @@ pub fn diff_body(from: &Value, to: &Value, from_name: &str, to_name: &str, c: &C
     let context = usize::try_from(c.int_param("context", 0, 1000)?.unwrap_or(3)).unwrap_or(3);
     let a = document::canonical(&document::redact(from, None));
     let b = document::canonical(&document::redact(to, Some(from)));
-    Ok(json!({
-        "from": from_name,
-        "to": to_name,
-        "identical": a == b,
-        "unified": diff::unified(&a, &b, from_name, to_name, context),
-        "rows": diff::side_by_side(&a, &b, context),
+    Ok(json!(Diff {
+        from: from_name.to_string(),
+        to: to_name.to_string(),
+        identical: a == b,
+        unified: diff::unified(&a, &b, from_name, to_name, context),
+        rows: diff::side_by_side(&a, &b, context),
     }))
 }
 
@@ -743,13 +777,7 @@ fn log_level() -> Answer {
 /// `PUT /log-level` `{"level": "debug"}`: a new level filter, in force at once on this node until
 /// the next change (another call, or a reload or release that changes `log.level`).
 fn set_log_level(c: &Call) -> Answer {
-    #[derive(serde::Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct Body {
-        level: String,
-    }
-    let body: Body = serde_json::from_slice(&c.body)
-        .map_err(|e| ApiError::bad(format!("the body must be {{\"level\": \"...\"}}: {e}")))?;
+    let body: SetLogLevel = c.body()?;
     use gatehouse_telemetry::process_log::{set_level, LevelError};
     match set_level(&body.level) {
         Ok(()) => {
@@ -772,18 +800,29 @@ mod tests {
         assert!(v["paths"]["/draft"]["put"].is_object());
     }
 
-    /// The schemas of the API's types come from the types alone (the written document has none
-    /// of those names), and every `$ref` of the served document resolves.
+    /// Every schema comes from the API's types: the written document has none, and writes no
+    /// record inline (a body there is a `$ref`, or a configuration entry, which is checked as
+    /// the configuration is); every derived schema is used, and every `$ref` resolves.
     #[test]
-    fn derived_schemas_are_written_once_and_every_reference_resolves() {
+    fn every_schema_is_derived_used_and_resolves() {
         use serde_json::Value;
         let written: Value = serde_yaml::from_str(super::OPENAPI_YAML).expect("yaml");
-        let derived = serde_json::to_value(<super::Schemas as utoipa::OpenApi>::openapi()).expect("json");
-        let derived = derived["components"]["schemas"].as_object().expect("schemas");
-        assert!(derived.len() >= 9, "{derived:?}");
-        for name in derived.keys() {
-            assert!(written["components"]["schemas"].get(name).is_none(), "{name} is also written by hand");
+        assert!(written["components"].get("schemas").is_none(), "schemas written by hand");
+        fn inline_records(v: &Value, at: &str, out: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => {
+                    if m.contains_key("properties") || m.contains_key("additionalProperties") {
+                        out.push(at.to_string());
+                    }
+                    m.iter().for_each(|(k, v)| inline_records(v, &format!("{at}/{k}"), out));
+                }
+                Value::Array(a) => a.iter().for_each(|v| inline_records(v, at, out)),
+                _ => {}
+            }
         }
+        let mut inline = Vec::new();
+        inline_records(&written, "", &mut inline);
+        assert_eq!(inline, Vec::<String>::new(), "records written inline");
         let served: Value = serde_json::from_str(super::openapi()).expect("json");
         fn refs<'a>(v: &'a Value, out: &mut Vec<&'a str>) {
             match v {
@@ -800,9 +839,15 @@ mod tests {
         let mut found = Vec::new();
         refs(&served, &mut found);
         assert!(found.len() > 50);
-        for r in found {
+        for r in &found {
             let at = r.strip_prefix('#').unwrap_or(r);
             assert!(served.pointer(at).is_some(), "dangling {r}");
+        }
+        let derived = served["components"]["schemas"].as_object().expect("schemas");
+        assert!(derived.len() >= 40, "{derived:?}");
+        for name in derived.keys() {
+            let used = found.contains(&format!("#/components/schemas/{name}").as_str());
+            assert!(used, "{name} is derived but nothing refers to it");
         }
         assert_eq!(served["components"]["schemas"]["Error"]["required"].as_array().map(Vec::len), Some(5));
     }

@@ -4,10 +4,10 @@
 //! configured hash in constant time, without stopping at the first match, so the answer time
 //! says nothing about which token came close.
 
+use crate::bodies::{AuditEntry, AuditPage};
 use aws_lc_rs::constant_time::verify_slices_are_equal;
 use aws_lc_rs::digest::{digest, SHA256};
 use gatehouse_config::{AdminRole, AdminToken};
-use serde_json::json;
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Mutex;
@@ -88,14 +88,6 @@ pub struct Entry<'a> {
     pub detail: serde_json::Value,
 }
 
-/// A page of the audit log, newest entry first.
-pub struct Page {
-    /// The entries.
-    pub entries: Vec<serde_json::Value>,
-    /// Where the next (older) page ends: pass it as `before`; none at the start of the file.
-    pub next: Option<u64>,
-}
-
 impl Audit {
     /// Appends to `path` (created mode 600), at most `max_bytes` per file; `None`: no audit log.
     pub fn new(path: Option<PathBuf>, max_bytes: u64) -> Self {
@@ -109,17 +101,16 @@ impl Audit {
             Some((cut, _)) => format!("{}…", &e.path[..cut]),
             None => e.path.to_string(),
         };
-        let line = json!({
-            "time": gatehouse_telemetry::rfc3339_time(std::time::SystemTime::now()),
-            "who": e.who,
-            "remote": e.remote.to_string(),
-            "method": e.method,
-            "path": shown,
-            "status": e.status,
-            "detail": e.detail,
-        })
-        .to_string()
-            + "\n";
+        let entry = AuditEntry {
+            time: gatehouse_telemetry::rfc3339_time(std::time::SystemTime::now()),
+            who: e.who.to_string(),
+            remote: e.remote.to_string(),
+            method: e.method.to_string(),
+            path: shown,
+            status: e.status,
+            detail: e.detail,
+        };
+        let line = serde_json::to_string(&entry).unwrap_or_default() + "\n";
         let mut slot = self.file.lock().unwrap_or_else(|p| p.into_inner());
         if slot.as_ref().is_some_and(|(_, len)| len + line.len() as u64 > self.max_bytes) {
             *slot = None;
@@ -153,9 +144,9 @@ impl Audit {
     /// At most `limit` entries ending before byte `before` (default: the end), newest first,
     /// read backwards from there a block at a time, never the whole file. Offsets count through
     /// the file moved aside (`<file>.1`) and then the current one, as if they were one.
-    pub fn page(&self, limit: usize, before: Option<u64>) -> Page {
+    pub fn page(&self, limit: usize, before: Option<u64>) -> AuditPage {
         const BLOCK: u64 = 64 * 1024;
-        let Some(path) = &self.path else { return Page { entries: Vec::new(), next: None } };
+        let Some(path) = &self.path else { return AuditPage { entries: Vec::new(), next: None } };
         let log = Joined::open(&[PathBuf::from(format!("{}.1", path.display())), path.clone()]);
         let mut end = before.map_or(log.len(), |b| b.min(log.len()));
         let mut entries = Vec::new();
@@ -186,7 +177,7 @@ impl Audit {
                 }
             }
         }
-        Page { entries, next: (end > 0).then_some(end) }
+        AuditPage { entries, next: (end > 0).then_some(end) }
     }
 }
 

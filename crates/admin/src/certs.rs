@@ -3,56 +3,73 @@
 //! node that reads the store; answers carry the parsed facts and never a private key.
 
 use super::api::{field, unrouted, Answer, ApiError, Call, Reply};
+use crate::bodies::{
+    AcmeName, CertificateFacts, CertificateList, CertificateSource, CertificateUpload, KeyType, Removed,
+};
 use gatehouse_control::now_secs;
-use gatehouse_tls::bundle::Facts;
+use gatehouse_tls::bundle::{Facts, KeyKind};
 use gatehouse_tls::catalog::{Catalog, CatalogError, Imported};
 use http::Method;
-use serde_json::{json, Value};
+use serde_json::json;
 
 /// The certificate store the API manages.
 pub struct CertStore(pub Catalog);
 
 /// What the API shows of a bundle.
-pub fn facts_json(f: &Facts, stored_as: &str) -> Value {
+pub fn facts(f: &Facts, stored_as: &str) -> CertificateFacts {
     let now = now_secs();
     let day = |unix: i64| {
         gatehouse_telemetry::iso_date(
             std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(unix).unwrap_or(0)),
         )
     };
-    json!({
-        "names": f.names,
-        "subject": f.subject,
-        "issuer": f.issuer,
-        "serial": f.serial,
-        "key_type": f.key.as_str(),
-        "not_before": day(f.not_before),
-        "not_after": day(f.not_after),
-        "not_after_unix": f.not_after,
-        "days_left": (f.not_after - now).div_euclid(86_400),
-        "expired": f.expired_at(now),
-        "chain_length": f.chain_len,
-        "stored_as": stored_as,
-    })
+    CertificateFacts {
+        names: f.names.clone(),
+        subject: f.subject.clone(),
+        issuer: f.issuer.clone(),
+        serial: f.serial.clone(),
+        key_type: match f.key {
+            KeyKind::Ecdsa => KeyType::Ecdsa,
+            KeyKind::Rsa => KeyType::Rsa,
+            KeyKind::Other => KeyType::Other,
+        },
+        not_before: day(f.not_before),
+        not_after: day(f.not_after),
+        not_after_unix: f.not_after,
+        days_left: (f.not_after - now).div_euclid(86_400),
+        expired: f.expired_at(now),
+        chain_length: f.chain_len,
+        stored_as: stored_as.to_string(),
+        warnings: None,
+        source: None,
+        acme: None,
+    }
+}
+
+/// Where ACME's state says a name came from.
+fn acme_source(s: &gatehouse_acme::NameStatus) -> CertificateSource {
+    if s.source == "on-demand" {
+        CertificateSource::OnDemand
+    } else {
+        CertificateSource::Acme
+    }
 }
 
 /// What the API shows of an ACME-kept name.
-pub fn acme_json(s: &gatehouse_acme::NameStatus) -> Value {
-    let when = |unix: Option<i64>| {
-        unix.map(|t| {
-            gatehouse_telemetry::rfc3339_time(
-                std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(t).unwrap_or(0)),
-            )
-        })
+pub fn acme_name(s: &gatehouse_acme::NameStatus) -> AcmeName {
+    let when = |unix: i64| {
+        gatehouse_telemetry::rfc3339_time(
+            std::time::UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(unix).unwrap_or(0)),
+        )
     };
-    json!({
-        "source": s.source,
-        "not_after": when(s.not_after),
-        "issuer": s.issuer,
-        "next_renewal": when(s.next_renewal),
-        "last_error": s.last_error,
-        "updated": when(Some(s.updated)),
-    })
+    AcmeName {
+        source: acme_source(s),
+        not_after: s.not_after.map(when),
+        issuer: s.issuer.clone(),
+        next_renewal: s.next_renewal.map(when),
+        last_error: s.last_error.clone(),
+        updated: when(s.updated),
+    }
 }
 
 /// The PEM of an upload: a raw PEM body, or JSON `{"pem": …}` or `{"cert": …, "key": …}`.
@@ -61,10 +78,9 @@ fn upload_pem(c: &Call) -> Result<Vec<u8>, ApiError> {
     if !trimmed.starts_with(b"{") {
         return Ok(c.body.to_vec());
     }
-    let v = c.json()?;
-    let s = |k: &str| v.get(k).and_then(Value::as_str);
-    match (s("pem"), s("cert"), s("key")) {
-        (Some(pem), _, _) => Ok(pem.as_bytes().to_vec()),
+    let v: CertificateUpload = c.body()?;
+    match (v.pem, v.cert, v.key) {
+        (Some(pem), _, _) => Ok(pem.into_bytes()),
         (None, Some(cert), Some(key)) => Ok(format!("{}\n{}\n", cert.trim_end(), key.trim_end()).into_bytes()),
         _ => Err(ApiError::invalid(vec![field("pem", "send `pem` (chain and key) or `cert` and `key`".into())])),
     }
@@ -82,27 +98,25 @@ impl CertStore {
                 }
                 // Where each came from: ACME (configured or on demand), else imported.
                 let acme = gatehouse_acme::account::Keep::of(&self.0).statuses().await.unwrap_or_default();
-                let list: Vec<Value> = all
+                let certificates = all
                     .bundles
                     .iter()
                     .map(|(f, p)| {
-                        let mut v = facts_json(f, p);
                         let kept = f.names.iter().find_map(|n| acme.get(n));
-                        v["source"] = json!(kept.map_or("imported", |s| s.source.as_str()));
-                        if let Some(s) = kept {
-                            v["acme"] = acme_json(s);
+                        CertificateFacts {
+                            source: Some(kept.map_or(CertificateSource::Imported, acme_source)),
+                            acme: kept.map(acme_name),
+                            ..facts(f, p)
                         }
-                        v
                     })
                     .collect();
-                Ok(Reply::ok(json!({ "certificates": list })))
+                Ok(Reply::ok(json!(CertificateList { certificates })))
             }
             (&Method::POST, []) => {
                 let pem = upload_pem(c)?;
                 match self.0.import(&pem, now_secs()).await {
                     Ok(Imported { facts, warnings, place }) => {
-                        let mut body = facts_json(&facts, &place);
-                        body["warnings"] = json!(warnings);
+                        let body = json!(CertificateFacts { warnings: Some(warnings), ..self::facts(&facts, &place) });
                         let audit = json!({ "certificate": facts.names, "serial": facts.serial });
                         Ok(Reply { status: 201, body, etag: None, audit })
                     }
@@ -116,9 +130,8 @@ impl CertStore {
                 if found.is_empty() {
                     return Err(ApiError::not_found(format!("no stored certificate serves {name}")));
                 }
-                Ok(Reply::ok(
-                    json!({ "certificates": found.iter().map(|(f, p)| facts_json(f, p)).collect::<Vec<_>>() }),
-                ))
+                let certificates = found.iter().map(|(f, p)| facts(f, p)).collect();
+                Ok(Reply::ok(json!(CertificateList { certificates })))
             }
             (&Method::DELETE, [name]) => {
                 let removed = self.0.remove(name, now_secs()).await.map_err(bad)?;
@@ -126,7 +139,7 @@ impl CertStore {
                     return Err(ApiError::not_found(format!("no stored certificate names {name}")));
                 }
                 let names: Vec<&Vec<String>> = removed.iter().map(|(f, _)| &f.names).collect();
-                let body = json!({ "removed": removed.iter().map(|(f, p)| facts_json(f, p)).collect::<Vec<_>>() });
+                let body = json!(Removed { removed: removed.iter().map(|(f, p)| facts(f, p)).collect() });
                 Ok(Reply { status: 200, body, etag: None, audit: json!({ "removed": names }) })
             }
             _ => Err(unrouted(c)),

@@ -4,8 +4,9 @@
 //! (412), so two operators cannot overwrite each other silently.
 
 use super::api::{diff_body, field, unrouted, Answer, Api, ApiError, Call, Reply};
+use crate::bodies::{Document, NewTarget, TargetChange};
 use gatehouse_config::PUBLISHED_SECTIONS;
-use gatehouse_control::document;
+use gatehouse_control::{document, Draft};
 use http::{Method, StatusCode};
 use serde_json::{json, Map, Value};
 
@@ -73,16 +74,12 @@ impl Api {
         match (&c.method, segs) {
             (&Method::GET, []) => {
                 let d = self.current_draft().await?;
-                let body = json!({
-                    "version": d.version,
-                    "document": document::redact(&d.document, None),
-                    "updated_by": d.updated_by,
-                    "updated": d.updated,
-                });
-                Ok(Reply { etag: Some(d.version), ..Reply::ok(body) })
+                let version = d.version;
+                let body = json!(Draft { document: document::redact(&d.document, None), ..d });
+                Ok(Reply { etag: Some(version), ..Reply::ok(body) })
             }
             (&Method::PUT, []) => {
-                let doc = object_body(c)?;
+                let doc = json!(c.body::<Document>()?);
                 self.edit(c, move |d| {
                     *d = doc;
                     Ok(json!({"replaced": "document"}))
@@ -192,8 +189,9 @@ impl Api {
                 Ok(Reply { etag: Some(d.version), ..Reply::ok(t.get("targets").cloned().unwrap_or(json!([]))) })
             }
             (&Method::POST, []) => {
-                let target = object_body(c)?;
-                let address = target.get("address").and_then(Value::as_str).unwrap_or("").to_string();
+                let target: NewTarget = c.body()?;
+                let address = target.address.clone();
+                let target = json!(target);
                 self.edit(c, move |d| {
                     let entry = entries(d, "upstreams")?.get_mut(&up).ok_or_else(|| missing(&up))?;
                     let targets = list(entry, "targets")?;
@@ -220,15 +218,25 @@ impl Api {
                         Ok(Reply { etag: Some(d.version), ..Reply::ok(targets[i].clone()) })
                     }
                     Method::PUT | Method::DELETE => {
-                        let put = if *m == Method::PUT { Some(object_body(c)?) } else { None };
+                        let put = match *m {
+                            Method::PUT => Some(c.body::<TargetChange>()?),
+                            _ => None,
+                        };
+                        if put.as_ref().and_then(|t| t.address.as_ref()).is_some_and(|a| *a != address) {
+                            return Err(ApiError::invalid(vec![field(
+                                "address",
+                                format!(
+                                    "the path names target {address}: move a target by removing it and adding another"
+                                ),
+                            )]));
+                        }
                         self.edit(c, move |d| {
                             let entry = entries(d, "upstreams")?.get_mut(&up).ok_or_else(|| missing(&up))?;
                             let targets = list(entry, "targets")?;
                             let i = find(targets, &address).ok_or_else(|| ApiError::not_found("no such target"))?;
                             match put {
-                                Some(mut t) => {
-                                    t["address"] = json!(address);
-                                    targets[i] = t;
+                                Some(t) => {
+                                    targets[i] = json!(TargetChange { address: Some(address.clone()), ..t });
                                     Ok(json!({ "upstream": up, "replaced": address }))
                                 }
                                 None => {

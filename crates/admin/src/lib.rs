@@ -6,7 +6,7 @@
 
 mod api;
 mod auth;
-mod bodies;
+pub mod bodies;
 mod certs;
 pub mod client;
 mod console;

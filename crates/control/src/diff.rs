@@ -144,19 +144,52 @@ pub fn unified(a: &str, b: &str, a_name: &str, b_name: &str, context: usize) -> 
 }
 
 /// One row of a side-by-side view.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[schema(as = DiffRow)]
 pub struct Row {
-    /// `same`, `changed`, `removed`, `added`, or `skip` (unchanged lines left out).
-    pub kind: &'static str,
+    /// What the row shows.
+    pub kind: RowKind,
     /// Old line number (from 1) and text.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = line_schema)]
     pub left: Option<(usize, String)>,
     /// New line number (from 1) and text.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = line_schema)]
     pub right: Option<(usize, String)>,
     /// Lines left out by a `skip` row.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<usize>,
+}
+
+/// What a side-by-side row shows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RowKind {
+    /// A line both sides have.
+    Same,
+    /// A line on the left replaced by the one on the right.
+    Changed,
+    /// A line only the left has.
+    Removed,
+    /// A line only the right has.
+    Added,
+    /// Unchanged lines left out (`skipped` says how many).
+    Skip,
+}
+
+/// A line of a row: `[number, text]`.
+fn line_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, Type};
+    ArrayBuilder::new()
+        .prefix_items([
+            ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)).build(),
+            ObjectBuilder::new().schema_type(Type::String).build(),
+        ])
+        .min_items(Some(2))
+        .max_items(Some(2))
+        .description(Some("`[line number, text]`"))
+        .build()
 }
 
 /// Side-by-side rows: runs of removed and added lines paired as `changed`, unchanged runs longer
@@ -177,10 +210,10 @@ pub fn side_by_side(a: &str, b: &str, context: usize) -> Vec<Row> {
                 for (j, op) in ops[i..i + run].iter().enumerate() {
                     let Op::Same(x, y) = *op else { continue };
                     if j < keep_head || j >= run.saturating_sub(keep_tail) || run <= keep_head + keep_tail + 1 {
-                        rows.push(Row { kind: "same", left: line(&al, x), right: line(&bl, y), skipped: None });
+                        rows.push(Row { kind: RowKind::Same, left: line(&al, x), right: line(&bl, y), skipped: None });
                     } else if j == keep_head {
                         let skipped = run - keep_head - keep_tail;
-                        rows.push(Row { kind: "skip", left: None, right: None, skipped: Some(skipped) });
+                        rows.push(Row { kind: RowKind::Skip, left: None, right: None, skipped: Some(skipped) });
                     }
                 }
                 i += run;
@@ -196,9 +229,9 @@ pub fn side_by_side(a: &str, b: &str, context: usize) -> Vec<Row> {
                 for j in 0..removed.len().max(added.len()) {
                     let (l, r) = (removed.get(j), added.get(j));
                     let kind = match (l, r) {
-                        (Some(_), Some(_)) => "changed",
-                        (Some(_), None) => "removed",
-                        _ => "added",
+                        (Some(_), Some(_)) => RowKind::Changed,
+                        (Some(_), None) => RowKind::Removed,
+                        _ => RowKind::Added,
                     };
                     rows.push(Row {
                         kind,
@@ -264,8 +297,9 @@ mod tests {
         let a: String = (1..=20).map(|i| format!("{i}\n")).collect();
         let b = a.replace("10\n", "ten\n");
         let rows = side_by_side(&a, &b, 2);
-        let kinds: Vec<&str> = rows.iter().map(|r| r.kind).collect();
-        assert_eq!(kinds, ["skip", "same", "same", "changed", "same", "same", "skip"]);
+        let kinds: Vec<RowKind> = rows.iter().map(|r| r.kind).collect();
+        use RowKind::*;
+        assert_eq!(kinds, [Skip, Same, Same, Changed, Same, Same, Skip]);
         assert_eq!(rows[3].left, Some((10, "10".into())));
         assert_eq!(rows[3].right, Some((10, "ten".into())));
         assert_eq!(rows[0].skipped, Some(7));

@@ -121,14 +121,6 @@ impl Store {
         Store::Redis(Arc::new(RedisStore::new(cluster)))
     }
 
-    /// `local` or `redis`.
-    pub fn kind(&self) -> &'static str {
-        match self {
-            Store::Local(_) => "local",
-            Store::Redis(_) => "redis",
-        }
-    }
-
     /// The draft; none before the first change.
     pub async fn draft(&self) -> Result<Option<Draft>, StoreError> {
         match self {

@@ -3,9 +3,10 @@
 //! file, the copy kept on disk for a restart while the store is away, and its report to the store.
 
 use crate::error::NodeError;
+use gatehouse_admin::bodies::{ControlStatus, StoreKind};
 use gatehouse_config::Config;
 use gatehouse_control::{document, now_secs, ApplyError, Health, NodeReport, Revision, Store};
-use serde_json::{json, Value};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -265,14 +266,17 @@ impl Follower {
     }
 
     /// The part of `/status` about revisions.
-    pub fn status(&self) -> Value {
-        json!({
-            "node": self.id,
-            "labels": self.labels,
-            "store": self.store.as_ref().map(Store::kind),
-            "revision": self.running.as_ref().map(|r| r.number),
-            "target": self.target,
-            "last_error": self.failed,
-        })
+    pub fn status(&self) -> ControlStatus {
+        ControlStatus {
+            node: self.id.clone(),
+            labels: self.labels.clone(),
+            store: self.store.as_ref().map(|s| match s {
+                Store::Local(_) => StoreKind::Local,
+                Store::Redis(_) => StoreKind::Redis,
+            }),
+            revision: self.running.as_ref().map(|r| r.number),
+            target: self.target,
+            last_error: self.failed.clone(),
+        }
     }
 }

@@ -507,14 +507,14 @@ impl Control {
     fn update_status(&self) {
         let admin = self.admin_addr;
         if let Ok(mut s) = self.status.lock() {
-            *s = json!({
-                "version": env!("CARGO_PKG_VERSION"),
-                "pid": std::process::id(),
-                "generation": self.generation,
-                "workers": self.workers.workers.len(),
-                "listeners": self.listeners.addrs(),
-                "admin": admin,
-                "control": self.follower.status(),
+            *s = json!(gatehouse_admin::bodies::NodeStatus {
+                version: env!("CARGO_PKG_VERSION"),
+                pid: std::process::id(),
+                generation: self.generation,
+                workers: self.workers.workers.len(),
+                listeners: self.listeners.addrs(),
+                admin,
+                control: self.follower.status(),
             });
         }
     }

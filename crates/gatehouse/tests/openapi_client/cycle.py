@@ -22,16 +22,16 @@ from gatehouse_api.api.default import (
     stage_revision,
 )
 from gatehouse_api.models import (
-    CreateRevisionBody,
     Diff,
     Draft,
     DraftWritten,
+    NewRevision,
     PutEntryBody,
     PutEntrySection,
     ReleaseChange,
     ReleaseHistory,
     RevisionMeta,
-    StageRevisionBody,
+    StageTo,
 )
 
 
@@ -47,7 +47,7 @@ def main():
     seen = {}
     draft = expect(get_draft.sync(client=client), Draft, "get draft")
     seen["draft_version"] = draft.version
-    first = expect(create_revision.sync(client=client, body=CreateRevisionBody(message="baseline")), RevisionMeta, "revision 1")
+    first = expect(create_revision.sync(client=client, body=NewRevision(message="baseline")), RevisionMeta, "revision 1")
     seen["first"] = first.number
     written = expect(
         put_entry.sync(
@@ -61,11 +61,11 @@ def main():
         "put upstreams.u",
     )
     seen["written_version"] = written.version
-    second = expect(create_revision.sync(client=client, body=CreateRevisionBody(message="to the new target")), RevisionMeta, "revision 2")
+    second = expect(create_revision.sync(client=client, body=NewRevision(message="to the new target")), RevisionMeta, "revision 2")
     seen["second"] = second.number
     diff = expect(diff_revisions.sync(first.number, str(second.number), client=client), Diff, "diff")
     seen["diff_has_target"] = f"+    - {target}" in diff.unified
-    staged = expect(stage_revision.sync(second.number, client=client, body=StageRevisionBody(label="canary")), ReleaseChange, "stage")
+    staged = expect(stage_revision.sync(second.number, client=client, body=StageTo(label="canary")), ReleaseChange, "stage")
     seen["staged"] = staged.to_dict()
     released = expect(release_revision.sync(second.number, client=client), ReleaseChange, "release")
     seen["released"] = released.to_dict()
