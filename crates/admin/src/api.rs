@@ -200,7 +200,10 @@ impl Call {
     /// The body as a `T` reads it: 400 when it is not JSON, 422 when it is JSON but not a `T`
     /// (a field missing, of another type, or unknown).
     pub fn body<T: serde::de::DeserializeOwned>(&self) -> Result<T, ApiError> {
-        serde_json::from_value(self.json()?).map_err(|e| ApiError::invalid(vec![field("body", e.to_string())]))
+        serde_json::from_value(self.json()?).map_err(|e| ApiError {
+            message: format!("the body is not what this operation takes: {e}"),
+            ..ApiError::invalid(vec![field("body", e.to_string())])
+        })
     }
 }
 

@@ -132,6 +132,21 @@ fn drafts_become_revisions_that_release_roll_back_and_survive_a_restart() {
     assert_eq!(s, 422, "{e}");
     let paths: Vec<&str> = e["errors"].as_array().expect("errors").iter().filter_map(|x| x["path"].as_str()).collect();
     assert!(paths.iter().any(|p| p.starts_with("upstreams.bad")), "{e}");
+    // Bodies are read as the document types them: an unknown field, a section that is none, a
+    // target moved by its PUT, a body that is not JSON.
+    for (method, path, body, field) in [
+        ("POST", "/draft/upstreams/u2/targets", json!({ "address": "127.0.0.1:9", "wieght": 3 }), "wieght"),
+        ("PUT", "/draft", json!({ "upstreams": {}, "sitez": {} }), "sitez"),
+        ("POST", "/revisions", json!({ "message": "why", "author": "me" }), "author"),
+    ] {
+        let (s, e) = api.call(method, path, Some(1), body);
+        assert_eq!((s, e["errors"][0]["path"].as_str()), (422, Some("body")), "{path}: {e}");
+        assert!(e["detail"].as_str().is_some_and(|d| d.contains(&format!("unknown field `{field}`"))), "{e}");
+    }
+    let moved = format!("/draft/upstreams/u2/targets/{}", b.addr());
+    let (s, e) = api.call("PUT", &moved, Some(1), json!({ "address": "127.0.0.1:9", "weight": 2 }));
+    assert_eq!((s, e["errors"][0]["path"].as_str()), (422, Some("address")), "{e}");
+    assert_eq!(api.raw("POST", "/draft/upstreams/u2/targets", Some(1), "{address").status, 400);
     assert_eq!(api.version(), 1);
 
     let (s, _) = api.call("POST", "/draft/sites/main/routes", Some(1), json!({ "path": "/b", "upstream": "u2" }));
