@@ -454,7 +454,7 @@ pub type Entries = BTreeMap<String, serde_json::Map<String, serde_json::Value>>;
 #[serde(deny_unknown_fields)]
 pub struct NewRevision {
     /// Why; not blank.
-    #[schema(min_length = 1, max_length = 1000, pattern = r"\S")]
+    #[schema(min_length = 1, max_length = 1000, pattern = r"\S", example = "route /shop to the new pool")]
     pub message: String,
 }
 
@@ -463,7 +463,12 @@ pub struct NewRevision {
 #[serde(deny_unknown_fields)]
 pub struct StageTo {
     /// The node label whose nodes run the revision.
-    #[schema(min_length = 1, max_length = 128, pattern = r"^[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*$")]
+    #[schema(
+        min_length = 1,
+        max_length = 128,
+        pattern = r"^[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*$",
+        example = "canary"
+    )]
     pub label: String,
 }
 
@@ -494,7 +499,7 @@ pub struct CertificateUpload {
 #[serde(deny_unknown_fields)]
 pub struct NewTarget {
     /// `ip:port` or `name:port`.
-    #[schema(min_length = 1)]
+    #[schema(min_length = 1, example = "127.0.0.1:9001")]
     pub address: String,
     /// Relative weight.
     #[serde(default, skip_serializing_if = "Option::is_none")]
