@@ -468,6 +468,9 @@ fn check_route<'c>(
     if r.stream_timeout.is_some_and(|d| d.0.is_zero()) {
         err(format!("{rp}.stream_timeout"), "must be more than 0 (leave it out for none)".into());
     }
+    if let Some(cors) = &r.cors {
+        cors.check(rp, err);
+    }
     if let Some(rw) = &r.rewrite {
         if !rw.starts_with('/') {
             err(format!("{rp}.rewrite"), "must start with `/`".into());

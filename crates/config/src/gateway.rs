@@ -60,6 +60,10 @@ pub struct Service {
     /// Header rewrites for every caller, applied before the plan's.
     #[serde(default)]
     pub headers: HeaderRewrite,
+    /// Which other origins' pages may read its answers (CORS); preflights answered before any
+    /// credential, ACL or rate limit is judged.
+    #[serde(default)]
+    pub cors: Option<crate::Cors>,
 }
 
 /// A plan (SLA): plugins applied to the apps granted it, after the service's own.

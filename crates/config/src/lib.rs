@@ -6,6 +6,7 @@
 mod acme;
 mod compile;
 mod control;
+mod cors;
 mod error;
 mod gateway;
 mod hsts;
@@ -24,6 +25,7 @@ mod validate_gateway;
 pub use acme::{Acme, Challenge as AcmeChallenge, Dns01, Eab, OnDemand, Rate as OnDemandRate, Rfc2136, TsigAlgorithm};
 pub use compile::{compile, compile_all, compile_value, ConfigError, ConfigErrors, PREFERRED_CIPHER_SUITES};
 pub use control::*;
+pub use cors::{origin_error, Cors};
 pub use error::ValueError;
 pub use gateway::*;
 pub use hsts::Hsts;

@@ -18,6 +18,9 @@ pub(crate) fn validate(c: &Config, unread: &crate::schema::Unread, err: &mut imp
         check_service_auth(&p, s, err);
         let authenticated = !s.auth.0.is_empty();
         plugins(c, &p, &s.acl, &s.rate_limits, &s.headers, authenticated, err);
+        if let Some(cors) = &s.cors {
+            cors.check(&p, err);
+        }
     }
     for (name, plan) in &c.plans {
         let p = format!("plans.{name}");

@@ -17,6 +17,8 @@ mod control;
 mod control_cluster;
 #[path = "e2e/control_contract.rs"]
 mod control_contract;
+#[path = "e2e/cors.rs"]
+mod cors;
 #[path = "e2e/dashboard.rs"]
 mod dashboard;
 #[path = "e2e/dns.rs"]

@@ -13,6 +13,7 @@
 
 pub mod acl;
 pub mod app_key;
+pub mod cors;
 mod denial;
 mod error;
 mod gateway;

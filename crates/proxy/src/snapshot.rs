@@ -52,6 +52,13 @@ pub enum SnapshotError {
     Via,
     /// `forwarding.request_id` does not compile.
     RequestId(RequestIdError),
+    /// A `cors` policy does not compile.
+    Cors {
+        /// Where: `sites.web.routes[0]`, `services.api`.
+        place: String,
+        /// Why.
+        reason: String,
+    },
 }
 
 impl std::fmt::Display for SnapshotError {
@@ -65,6 +72,7 @@ impl std::fmt::Display for SnapshotError {
             SnapshotError::UpstreamTls { upstream, source } => write!(f, "upstreams.{upstream}.{source}"),
             SnapshotError::Via => f.write_str("forwarding.via: not a valid header value"),
             SnapshotError::RequestId(e) => e.fmt(f),
+            SnapshotError::Cors { place, reason } => write!(f, "{place}.cors: {reason}"),
         }
     }
 }
@@ -120,6 +128,20 @@ pub struct RouteEntry {
     pub service: Option<Arc<ServiceGate>>,
     /// Whether the normalized path is forwarded (`false`: the client's, as sent).
     pub normalize_path: bool,
+    /// Its CORS policy: preflights answered, answers given `Access-Control-*` headers.
+    pub cors: Option<Arc<gatehouse_plugins::cors::Policy>>,
+}
+
+/// The compiled `cors` of the route or service at `place`, if it has one.
+fn cors_policy(
+    cors: Option<&gatehouse_config::Cors>,
+    place: impl FnOnce() -> String,
+) -> Result<Option<Arc<gatehouse_plugins::cors::Policy>>, SnapshotError> {
+    match cors.map(gatehouse_plugins::cors::Policy::new) {
+        None => Ok(None),
+        Some(Ok(p)) => Ok(Some(Arc::new(p))),
+        Some(Err(reason)) => Err(SnapshotError::Cors { place: place(), reason }),
+    }
 }
 
 /// Route counters by route id, so a reload that keeps a route keeps its counts.
@@ -290,7 +312,7 @@ impl<'a> RouteTable<'a> {
         for (site_name, site) in &config.sites {
             let site_id: Arc<str> = site_name.as_str().into();
             let mut entries = Vec::new();
-            for r in &site.routes {
+            for (i, r) in site.routes.iter().enumerate() {
                 let id = format!("{site_name}:{}", r.path);
                 let rewrite = match (&r.rewrite, r.strip_prefix) {
                     (Some(to), _) => Rewrite::Prefix(to.clone()),
@@ -312,6 +334,7 @@ impl<'a> RouteTable<'a> {
                     client_auth: site.client_auth.as_ref().map(|c| c.required),
                     service: None,
                     normalize_path: r.normalize_path.unwrap_or(site.normalize_path),
+                    cors: cors_policy(r.cors.as_ref(), || format!("sites.{site_name}.routes[{i}]"))?,
                 });
                 self.routes.push(entry.clone());
                 entries.push((r.path.clone(), entry));
@@ -338,6 +361,7 @@ impl<'a> RouteTable<'a> {
         };
         let id = format!("service:{name}");
         let stats = self.route_stats.get(&id);
+        let cors = cors_policy(svc.cors.as_ref(), || format!("services.{name}"))?;
         let entry = |site: Option<(&str, &Site)>| {
             Arc::new(RouteEntry {
                 id: id.as_str().into(),
@@ -354,6 +378,7 @@ impl<'a> RouteTable<'a> {
                 client_auth: site.and_then(|(_, s)| s.client_auth.as_ref().map(|c| c.required)),
                 service: Some(gate.clone()),
                 normalize_path: svc.normalize_path,
+                cors: cors.clone(),
             })
         };
         let mut sites: Vec<&'a str> = Vec::new();

@@ -180,15 +180,23 @@ function quantile(q, counts, bounds) {
 
 // ---- Draft sections --------------------------------------------------------------------------
 
+// What a service applies, in a few words: its credentials, ACL, limits and CORS origins.
+const policies = e => [
+  [].concat(e.auth || []).filter(a => a !== "none").join(" or "),
+  e.acl ? "ACL" : "",
+  (e.rate_limits || []).length ? (e.rate_limits.length + " rate limit(s)") : "",
+  e.cors ? "CORS: " + (e.cors.origins || []).join(", ") : "",
+].filter(Boolean).join("; ");
+
 const columns = {
-  sites: e => [(e.hosts || []).join(", "), (e.routes || []).map(r => r.path + " → " + r.upstream).join("\n")],
+  sites: e => [(e.hosts || []).join(", "), (e.routes || []).map(r => r.path + " → " + r.upstream + (r.cors ? " (CORS)" : "")).join("\n")],
   upstreams: e => [e.balance || "random", (e.targets || []).map(t => typeof t === "string" ? t : t.address + (t.weight ? " ×" + t.weight : "")).join("\n")],
-  services: e => [e.prefix || e.path || "", e.upstream || ""],
+  services: e => [e.prefix || e.path || "", e.upstream || "", policies(e)],
   apps: e => [Object.entries(e.grants || {}).map(([s, p]) => s + (p ? " (" + p + ")" : "")).join(", "), e.key_sha256 ? "key set" : ""],
   plans: e => [(e.rate_limits || []).length + " rate limit(s)", e.acl ? "ACL" : ""],
 };
 const headings = {
-  sites: ["Hosts", "Routes"], upstreams: ["Balance", "Targets"], services: ["Prefix", "Upstream"],
+  sites: ["Hosts", "Routes"], upstreams: ["Balance", "Targets"], services: ["Prefix", "Upstream", "Policies"],
   apps: ["Grants", "Key"], plans: ["Rate limits", "ACL"],
 };
 

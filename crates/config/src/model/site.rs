@@ -73,6 +73,9 @@ pub struct Route {
     /// `normalize_path` when absent.
     #[serde(default)]
     pub normalize_path: Option<bool>,
+    /// Which other origins' pages may read its answers (CORS); preflights answered here.
+    #[serde(default)]
+    pub cors: Option<crate::Cors>,
 }
 
 /// Host header policy.

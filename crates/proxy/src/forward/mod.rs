@@ -114,6 +114,13 @@ where
         outcome.route = Some(route.clone());
         let (mut parts, body) = req.into_parts();
         let mut admission = admit::route_checks(route, &mut parts, conn)?;
+        if let Some(cors) = &route.cors {
+            // A preflight is answered here: before any credential, ACL or rate limit.
+            if let Some(headers) = cors.preflight(&parts.method, &parts.headers) {
+                return Ok(preflight_answer(headers));
+            }
+            outcome.cors = Some(parts.headers.get(header::ORIGIN).cloned());
+        }
         if let Some(svc) = &route.service {
             admit::service(svc, snap, &mut parts, conn, &mut admission.cut, outcome).await?;
         }
@@ -178,10 +185,22 @@ fn respond(
         true => outcome.route.as_ref().and_then(|r| r.hsts.as_ref()).or(conn.hsts.as_ref()),
         false => None,
     };
-    if rewrite.is_none() && echo.is_none() && conn.alt_svc.is_none() && hsts.is_none() {
+    let cors = match (&outcome.route, outcome.cors.take()) {
+        (Some(route), Some(origin)) => route.cors.as_ref().map(|p| (p, origin)),
+        _ => None,
+    };
+    if rewrite.is_none() && echo.is_none() && conn.alt_svc.is_none() && hsts.is_none() && cors.is_none() {
         return resp;
     }
     let (mut parts, mut body) = resp.into_parts();
+    if let Some((policy, _)) = &cors {
+        // Whether the backend answered with a CORS policy of its own: read from its lines too.
+        if !policy.replaces() {
+            if let Some(raw) = body.take_raw_head() {
+                raw.into_map(&mut parts.headers);
+            }
+        }
+    }
     let mut headers = ResponseHeaders { map: &mut parts.headers, raw: body.raw_head_mut() };
     if let Some((svc, a)) = rewrite {
         svc.rewrite_response(a, &mut headers);
@@ -195,6 +214,10 @@ fn respond(
     if let Some(hsts) = hsts {
         // The gateway's policy for the host, in place of any the endpoint sent.
         headers.insert(&header::STRICT_TRANSPORT_SECURITY, hsts.clone());
+    }
+    if let Some((policy, origin)) = cors {
+        let own = !policy.replaces() && headers.map.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN);
+        policy.answer(origin.as_ref(), &mut headers, own);
     }
     Response::from_parts(parts, body)
 }
@@ -259,6 +282,9 @@ pub(crate) struct Outcome {
     judge: Option<Judge>,
     /// The request's trace, when `tracing` is on (boxed: off, it costs a word).
     pub(crate) trace: Option<Box<crate::trace::TraceRecord>>,
+    /// On a route with a CORS policy, the request's `Origin` (none: not a cross-origin
+    /// request), for the answer's `Access-Control-*` headers.
+    cors: Option<Option<HeaderValue>>,
 }
 
 impl Outcome {
@@ -277,8 +303,19 @@ impl Outcome {
             due_ms: None,
             judge: None,
             trace: None,
+            cors: None,
         }
     }
+}
+
+/// The gateway's answer to a preflight: 204 with the policy's headers (a refused preflight has
+/// no `Access-Control-Allow-*` header).
+#[cold]
+fn preflight_answer(headers: http::HeaderMap) -> Response<ResponseBody> {
+    let mut resp = Response::new(ResponseBody::empty());
+    *resp.status_mut() = http::StatusCode::NO_CONTENT;
+    *resp.headers_mut() = headers;
+    resp
 }
 
 /// Who answered a gRPC call, to be judged by its status.
