@@ -15,6 +15,8 @@
 #   header-key the same with the key in X-APP-KEY
 #   cluster-limit  app key and a plan whose limit is cluster-wide: one Lua script per request in a
 #              redis-server (the Redis client's cost on the request path; Redis's own not counted)
+#   cors       service /s6 with a CORS policy (two origins, one exposed header), each request
+#              from an allowed origin (`Origin: https://shop.example.net`): compare with `service`
 #
 # Kernel time is not counted (about 60 % of Gatehouse's CPU per request on loopback), so a
 # difference here is an upper bound of the difference in throughput.
@@ -76,6 +78,7 @@ services:
     $ACL
     headers: { request: { set: { x-gateway: gatehouse } }, response: { remove: [x-powered-by] } }
   s5: { path: /s5, upstream: backend, auth: app_key }
+  s6: { path: /s6, upstream: backend, cors: { origins: ["https://app.example.com", "https://*.example.net"], expose_headers: [x-request-id] } }
 apps:
   bench: { key: $KEY, grants: { s1: ~, s2: ~, s3: gold, s4: gold, s5: cgold } }
 plans:
@@ -97,8 +100,8 @@ done
 
 declare -A URL=([bare]=/test.html [service]=/s0/test.html [app-key]="/s1/~$KEY/test.html"
 	[acl]="/s2/~$KEY/test.html" [limit]="/s3/~$KEY/test.html" [headers]="/s4/~$KEY/test.html"
-	[header-key]=/s4/test.html [cluster-limit]="/s5/~$KEY/test.html")
-ROWS=(bare service app-key acl limit headers header-key cluster-limit)
+	[header-key]=/s4/test.html [cluster-limit]="/s5/~$KEY/test.html" [cors]=/s6/test.html)
+ROWS=(bare service app-key acl limit headers header-key cluster-limit cors)
 for warm in bare headers cluster-limit; do ab -k -n 1000 -c 10 "$base${URL[$warm]}" >/dev/null 2>&1; done
 echo "| row | instructions per request | vs bare |"
 echo "|---|---:|---:|"
@@ -113,6 +116,7 @@ first=
 for row in "${ROWS[@]}"; do
 	args=()
 	[[ $row == header-key ]] && args=(-H "X-APP-KEY: $KEY")
+	[[ $row == cors ]] && args=(-H "Origin: https://shop.example.net")
 	callgrind_count gatehouse "$row" "$N" ab_2xx "$row" -k -n "$N" -c 10 "${args[@]}" "$base${URL[$row]}"
 	per=$REPLY
 	first=${first:-$per}

@@ -75,6 +75,45 @@ impl RawHead {
         found
     }
 
+    /// Stops every line named one of `names` from being forwarded: the lines read once, and only
+    /// when the name filter says one of them may be there.
+    pub fn remove_all(&mut self, names: &[&HeaderName]) {
+        // The names that may be here, as bytes, once (at most eight; a longer list is read in
+        // parts).
+        if names.len() > 8 {
+            names.chunks(8).for_each(|part| self.remove_all(part));
+            return;
+        }
+        let mut wanted: [&[u8]; 8] = [&[]; 8];
+        let mut n = 0;
+        for name in names {
+            let name = name.as_str().as_bytes();
+            if self.names & name_bit(name) != 0 {
+                wanted[n] = name;
+                n += 1;
+            }
+        }
+        if n == 0 {
+            return;
+        }
+        let wanted = &wanted[..n];
+        // A line is `name:` and its value (the parser allows no space before the colon): each
+        // name is compared where it would end, without splitting the line.
+        for (i, line) in lines(&self.lines).enumerate() {
+            let Some(&name) =
+                wanted.iter().find(|w| line.get(w.len()) == Some(&b':') && line[..w.len()].eq_ignore_ascii_case(w))
+            else {
+                continue;
+            };
+            self.skipped |= 1 << i;
+            if name == b"date" {
+                self.date = false;
+            } else if name == b"content-length" {
+                self.length = false;
+            }
+        }
+    }
+
     /// Appends the lines still to be forwarded to `w`.
     pub fn write(&self, w: &mut Vec<u8>) {
         if self.skipped == 0 {
@@ -121,8 +160,27 @@ impl RawHead {
 }
 
 /// The lines of `block`, each with its CRLF.
-fn lines(block: &[u8]) -> impl Iterator<Item = &[u8]> {
-    block.split_inclusive(|&b| b == b'\n')
+fn lines(block: &[u8]) -> Lines<'_> {
+    Lines(block)
+}
+
+/// The lines of a block, each with its `\n`, found by `memchr` (a vector compare per 16 or 32
+/// bytes, where a byte-by-byte split spent about four instructions a byte).
+struct Lines<'a>(&'a [u8]);
+
+impl<'a> Iterator for Lines<'a> {
+    type Item = &'a [u8];
+
+    #[inline]
+    fn next(&mut self) -> Option<&'a [u8]> {
+        if self.0.is_empty() {
+            return None;
+        }
+        let end = memchr::memchr(b'\n', self.0).map_or(self.0.len(), |i| i + 1);
+        let (line, rest) = self.0.split_at(end);
+        self.0 = rest;
+        Some(line)
+    }
 }
 
 /// A `name: value\r\n` line's name and value, the value without surrounding whitespace.
@@ -242,6 +300,21 @@ mod tests {
         h.write(&mut w);
         assert_eq!(w, b"Server: nginx\r\nContent-Length: 5\r\n");
         assert_eq!(h.get("content-length"), Some(&b"5"[..]));
+    }
+
+    #[test]
+    fn lines_are_removed_by_any_of_their_names() {
+        let mut h = head(b"Access-Control-Allow-Origin: *\r\nX-A: 1\r\nDate: Mon\r\naccess-control-max-age: 5\r\n");
+        h.remove_all(&[&header::ACCESS_CONTROL_ALLOW_ORIGIN, &header::ACCESS_CONTROL_MAX_AGE, &header::DATE]);
+        let mut w = Vec::new();
+        h.write(&mut w);
+        assert_eq!(w, b"X-A: 1\r\n");
+        assert!(!h.has_date());
+        // None of the names: nothing read, nothing removed.
+        h.remove_all(&[&header::ACCESS_CONTROL_EXPOSE_HEADERS]);
+        let mut again = Vec::new();
+        h.write(&mut again);
+        assert_eq!(again, w);
     }
 
     #[test]

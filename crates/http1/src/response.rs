@@ -209,17 +209,21 @@ struct Said {
     chunked_last: bool,
     /// There is a `Date`.
     date: bool,
-    /// The names present, as [`crate::raw_head::name_bit`] files them.
+    /// The names of the lines that may be forwarded, as [`crate::raw_head::name_bit`] files them.
     names: u64,
 }
 
 impl Said {
     fn add(&mut self, i: usize, name: &[u8], value: &[u8]) {
         let bit = if i < MAX_LINES { 1u64 << i } else { 0 };
-        self.names |= crate::raw_head::name_bit(name);
+        // Only the names of lines that may be forwarded: hop-by-hop lines never are, and their
+        // bits would only make edits read the lines for nothing.
         match role(name) {
-            Role::EndToEnd => {}
-            Role::Date => self.date = true,
+            Role::EndToEnd => self.names |= crate::raw_head::name_bit(name),
+            Role::Date => {
+                self.date = true;
+                self.names |= crate::raw_head::name_bit(name);
+            }
             Role::Connection => {
                 self.connection.scan(value);
                 self.hop |= bit;
@@ -233,6 +237,7 @@ impl Said {
                 }
             }
             Role::ContentLength => {
+                self.names |= crate::raw_head::name_bit(name);
                 self.lengths |= bit;
                 let n = decimal(value);
                 match self.length {

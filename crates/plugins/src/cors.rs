@@ -11,25 +11,33 @@ static REQUEST_PRIVATE_NETWORK: HeaderName = HeaderName::from_static("access-con
 /// `Access-Control-Allow-Private-Network`.
 static ALLOW_PRIVATE_NETWORK: HeaderName = HeaderName::from_static("access-control-allow-private-network");
 
-/// The headers a policy sets, which it takes off the backend's answers when it replaces them.
-const POLICY_HEADERS: [&HeaderName; 6] = [
+/// The headers a policy answers with, which it takes off the backend's answers when it replaces
+/// them.
+const POLICY_HEADERS: [&HeaderName; 7] = [
     &header::ACCESS_CONTROL_ALLOW_ORIGIN,
     &header::ACCESS_CONTROL_ALLOW_CREDENTIALS,
     &header::ACCESS_CONTROL_EXPOSE_HEADERS,
     &header::ACCESS_CONTROL_ALLOW_METHODS,
     &header::ACCESS_CONTROL_ALLOW_HEADERS,
     &header::ACCESS_CONTROL_MAX_AGE,
+    &ALLOW_PRIVATE_NETWORK,
 ];
+
+/// Whether `o` is `lower` (lowercase) but for the case of ASCII letters: the bytes compared
+/// first, as a browser sends an origin lowercase.
+fn eq_lower(o: &[u8], lower: &[u8]) -> bool {
+    o == lower || o.eq_ignore_ascii_case(lower)
+}
 
 /// One allowed origin.
 #[derive(Debug)]
 enum Origin {
     /// `scheme://host[:port]`, lowercase.
     Exact(String),
-    /// `scheme://*.domain[:port]`: a scheme, `.domain`, and the port as written.
-    Subdomains { scheme: String, suffix: String, port: Option<String> },
+    /// `scheme://*.domain[:port]`: `scheme://`, `.domain`, and `:port` when one is written.
+    Subdomains { scheme: String, suffix: String, port: String },
     /// A regular expression the whole origin matches.
-    Pattern(regex::Regex),
+    Pattern(regex::bytes::Regex),
 }
 
 impl Origin {
@@ -38,41 +46,41 @@ impl Origin {
             return Err(e);
         }
         if let Some(re) = o.strip_prefix('~') {
-            return regex::Regex::new(&format!("^(?:{re})$")).map(Origin::Pattern).map_err(|e| e.to_string());
+            return regex::bytes::Regex::new(&format!("^(?:{re})$")).map(Origin::Pattern).map_err(|e| e.to_string());
         }
         let lower = o.to_ascii_lowercase();
         let Some((scheme, rest)) = lower.split_once("://") else { return Err(format!("`{o}` is not an origin")) };
         match rest.strip_prefix('*') {
             Some(domain) => {
-                let (suffix, port) = match domain.rsplit_once(':') {
-                    Some((d, p)) => (d.to_string(), Some(p.to_string())),
-                    None => (domain.to_string(), None),
+                let (suffix, port) = match domain.rfind(':') {
+                    Some(i) => (&domain[..i], &domain[i..]),
+                    None => (domain, ""),
                 };
-                Ok(Origin::Subdomains { scheme: scheme.to_string(), suffix, port })
+                Ok(Origin::Subdomains { scheme: format!("{scheme}://"), suffix: suffix.into(), port: port.into() })
             }
             None => Ok(Origin::Exact(lower)),
         }
     }
 
-    fn matches(&self, origin: &str) -> bool {
+    /// Whether `o`, an `Origin` header's bytes, is this origin.
+    fn matches(&self, o: &[u8]) -> bool {
         match self {
-            Origin::Exact(o) => o.eq_ignore_ascii_case(origin),
-            Origin::Pattern(re) => re.is_match(origin),
+            Origin::Exact(origin) => eq_lower(o, origin.as_bytes()),
+            Origin::Pattern(re) => re.is_match(o),
             Origin::Subdomains { scheme, suffix, port } => {
-                let Some((s, rest)) = origin.split_once("://") else { return false };
-                let (host, p) = match rest.rsplit_once(':') {
-                    Some((h, p)) if !rest.starts_with('[') => (h, Some(p)),
-                    _ => (rest, None),
-                };
-                let labels = host.len().checked_sub(suffix.len()).map(|n| &host[..n]);
-                s.eq_ignore_ascii_case(scheme)
-                    && p == port.as_deref()
-                    && host.len() > suffix.len()
-                    && host.is_char_boundary(host.len() - suffix.len())
-                    && host[host.len() - suffix.len()..].eq_ignore_ascii_case(suffix)
-                    && labels.is_some_and(|l| {
-                        !l.starts_with('.') && l.bytes().all(|b| b.is_ascii_alphanumeric() || b"-.".contains(&b))
-                    })
+                // `scheme://` + one or more labels + `.domain` + `:port`.
+                let (s, p) = (scheme.len(), port.len());
+                if o.len() <= s + suffix.len() + p
+                    || !eq_lower(&o[..s], scheme.as_bytes())
+                    || !eq_lower(&o[o.len() - p..], port.as_bytes())
+                {
+                    return false;
+                }
+                let host = &o[s..o.len() - p];
+                let (labels, domain) = host.split_at(host.len() - suffix.len());
+                eq_lower(domain, suffix.as_bytes())
+                    && labels.first() != Some(&b'.')
+                    && labels.iter().all(|&b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.')
             }
         }
     }
@@ -127,10 +135,9 @@ impl Policy {
 
     /// Whether pages of `origin` may read answers.
     pub fn allows(&self, origin: &HeaderValue) -> bool {
-        let Ok(origin) = origin.to_str() else { return false };
         match &self.origins {
             None => true,
-            Some(list) => list.iter().any(|o| o.matches(origin)),
+            Some(list) => list.iter().any(|o| o.matches(origin.as_bytes())),
         }
     }
 
@@ -229,20 +236,23 @@ impl Policy {
             out.append(&header::VARY, HeaderValue::from_static("Origin"));
         }
         if self.replace {
-            for name in POLICY_HEADERS {
-                out.remove(name);
-            }
-            out.remove(&ALLOW_PRIVATE_NETWORK);
+            out.remove_all(&POLICY_HEADERS);
         } else if backend_own {
             return;
         }
         let Some(origin) = origin.filter(|o| self.allows(o)) else { return };
-        out.insert(&header::ACCESS_CONTROL_ALLOW_ORIGIN, self.allow_origin(origin));
+        // Added beside nothing: the policy's names are off the answer (`override`), or the
+        // backend set no `Access-Control-Allow-Origin`, and then its others are replaced.
+        let mut set = |name: &HeaderName, value: HeaderValue| match self.replace {
+            true => out.append(name, value),
+            false => out.insert(name, value),
+        };
+        set(&header::ACCESS_CONTROL_ALLOW_ORIGIN, self.allow_origin(origin));
         if self.credentials {
-            out.insert(&header::ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true"));
+            set(&header::ACCESS_CONTROL_ALLOW_CREDENTIALS, HeaderValue::from_static("true"));
         }
         if let Some(e) = &self.expose {
-            out.insert(&header::ACCESS_CONTROL_EXPOSE_HEADERS, e.clone());
+            set(&header::ACCESS_CONTROL_EXPOSE_HEADERS, e.clone());
         }
     }
 }
@@ -263,7 +273,7 @@ mod tests {
     #[test]
     fn origins_match_exactly_by_subdomain_or_by_expression() {
         let p = policy(
-            "origins: [\"https://app.example.com\", \"https://*.example.net\", \"http://*.dev.test:8080\", \"~https://[a-z]+\\\\.example\\\\.org\"]",
+            "origins: [\"https://app.example.com\", \"https://*.example.net\", \"http://*.dev.test:8080\", \"~https://[a-z]+\\\\.example\\\\.org\", \"~(?i)https://\\\\w+\\\\.example\\\\.com\"]",
         );
         for (origin, allowed) in [
             ("https://app.example.com", true),
@@ -282,10 +292,12 @@ mod tests {
             ("https://shop.example.org", true),
             ("https://shop.example.org.evil.test", false),
             ("https://sh0p.example.org", false),
+            ("https://SHOP.example.org", false),
             ("null", false),
         ] {
             assert_eq!(p.allows(&v(origin)), allowed, "{origin}");
         }
+        assert!(p.allows(&v("HTTPS://Caps.EXAMPLE.com")), "(?i) and \\w");
         assert!(policy("origins: [\"*\"]").allows(&v("https://anything.test")));
     }
 

@@ -14,6 +14,8 @@ pub trait EditHeaders {
     fn insert(&mut self, name: &HeaderName, value: HeaderValue);
     /// Adds `value` after any values of `name`.
     fn append(&mut self, name: &HeaderName, value: HeaderValue);
+    /// Removes every value of each of `names`.
+    fn remove_all(&mut self, names: &[&HeaderName]);
 }
 
 impl EditHeaders for HeaderMap {
@@ -27,6 +29,14 @@ impl EditHeaders for HeaderMap {
 
     fn append(&mut self, name: &HeaderName, value: HeaderValue) {
         HeaderMap::append(self, name, value);
+    }
+
+    fn remove_all(&mut self, names: &[&HeaderName]) {
+        // Most maps here hold a few headers: each is looked for in `names`, not each name in the map.
+        let found: Vec<HeaderName> = self.keys().filter(|k| names.contains(k)).cloned().collect();
+        for name in found {
+            HeaderMap::remove(self, name);
+        }
     }
 }
 

@@ -138,6 +138,13 @@ impl EditHeaders for ResponseHeaders<'_> {
     fn append(&mut self, name: &HeaderName, value: HeaderValue) {
         self.map.append(name, value);
     }
+
+    fn remove_all(&mut self, names: &[&HeaderName]) {
+        if let Some(raw) = self.raw.as_deref_mut() {
+            raw.remove_all(names);
+        }
+        self.map.remove_all(names);
+    }
 }
 
 /// Whether the client asks to switch protocols (`Connection: upgrade` with `Upgrade`).
