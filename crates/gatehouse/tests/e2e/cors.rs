@@ -119,6 +119,21 @@ fn browsers_follow_the_cors_policy() {
     let plain = http_get(addr, "api.test", "/creds/y", &[]);
     assert_eq!(plain.header("vary"), Some("Origin"), "{plain:?}");
     assert_eq!(plain.header("access-control-allow-origin"), None, "the backend's `*` is replaced: {plain:?}");
+    // The same over HTTP/2 (h2c): the preflight answered, an answer given the policy.
+    let url = format!("http://{addr}/creds/h2");
+    let h2 = |extra: &[&str]| {
+        let mut args = vec!["--http2-prior-knowledge", url.as_str(), "-H", "Host: api.test", "-H"];
+        let origin_header = format!("Origin: {origin}");
+        args.push(&origin_header);
+        args.extend_from_slice(extra);
+        gatehouse_testkit::curl(&args)
+    };
+    let pre2 = h2(&["-X", "OPTIONS", "-H", "Access-Control-Request-Method: PUT"]);
+    assert_eq!((pre2.status, pre2.version.as_str()), (204, "HTTP/2"), "{pre2:?}");
+    assert_eq!(pre2.header("access-control-allow-origin"), Some(origin.as_str()));
+    let get2 = h2(&[]);
+    assert_eq!((get2.status, get2.header("access-control-allow-origin")), (200, Some(origin.as_str())), "{get2:?}");
+    assert_eq!(get2.header("access-control-expose-headers"), Some("x-backend"));
     // An OPTIONS that is no preflight goes to the backend.
     let options = http_request(addr, "OPTIONS", "api.test", "/creds/z", &[], b"").expect("OPTIONS");
     assert_eq!(options.status, 200);
