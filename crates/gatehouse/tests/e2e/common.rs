@@ -15,6 +15,19 @@ pub const SETTLE: Duration = Duration::from_secs(5);
 pub const APPLY_WAIT: Duration = Duration::from_secs(30);
 
 /// Starts the gateway binary built for this test run.
+/// The directory of the browser tests (`tests/console`: Playwright's scripts and its
+/// `node_modules`), when Debian's Chromium and `npm ci` there make them runnable; `None` skips
+/// `test` and says so, unless `CI` is set.
+pub fn browser_tests(test: &str) -> Option<std::path::PathBuf> {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console");
+    if here.join("node_modules/playwright-core").exists() && std::path::Path::new("/usr/bin/chromium").exists() {
+        return Some(here);
+    }
+    assert!(std::env::var_os("CI").is_none(), "{test} needs chromium and `npm ci` in tests/console");
+    eprintln!("{test}: skipped; install chromium and run `npm ci --prefix {}`", here.display());
+    None
+}
+
 pub fn start(yaml: &str) -> Gateway {
     Gateway::start_with(env!("CARGO_BIN_EXE_gatehouse"), yaml)
 }

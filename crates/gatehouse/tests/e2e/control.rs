@@ -410,15 +410,7 @@ fn the_admin_cli_takes_host_port_finds_the_quick_start_token_and_names_a_wrong_o
 /// installs both; elsewhere the test says it was skipped, unless `CI` is set.
 #[test]
 fn the_console_works_in_a_real_browser() {
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console");
-    if !here.join("node_modules/playwright-core").exists() || !std::path::Path::new("/usr/bin/chromium").exists() {
-        assert!(std::env::var_os("CI").is_none(), "the console test needs chromium and `npm ci` in tests/console");
-        eprintln!(
-            "the_console_works_in_a_real_browser: skipped; install chromium and run `npm ci --prefix {}`",
-            here.display()
-        );
-        return;
-    }
+    let Some(here) = crate::common::browser_tests("the_console_works_in_a_real_browser") else { return };
     let (a, b) = (Backend::start("a"), Backend::start("b"));
     let (dir, store) = (TempDir::new(), TempDir::new());
     // An ACME name beside the uploaded certificate, issued by Pebble through tls-alpn-01 on a TLS

@@ -47,15 +47,7 @@ apps:
 
 #[test]
 fn browsers_follow_the_cors_policy() {
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/console");
-    if !here.join("node_modules/playwright-core").exists() || !std::path::Path::new("/usr/bin/chromium").exists() {
-        assert!(std::env::var_os("CI").is_none(), "the CORS test needs chromium and `npm ci` in tests/console");
-        eprintln!(
-            "browsers_follow_the_cors_policy: skipped; install chromium and run `npm ci --prefix {}`",
-            here.display()
-        );
-        return;
-    }
+    let Some(here) = crate::common::browser_tests("browsers_follow_the_cors_policy") else { return };
     let (page, api) = (Backend::start("page"), Backend::start("api"));
     page.set_body("<!doctype html><title>page</title>");
     page.add_response_header("content-type", "text/html");
