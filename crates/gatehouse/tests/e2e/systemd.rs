@@ -121,10 +121,14 @@ fn serves_on_sockets_passed_by_systemd_socket_activation() {
         "workers: 2\nadmin: {{bind: \"{admin}\"}}\nlisteners:\n  web: {{bind: \"127.0.0.1:0\"}}\nupstreams:\n  u: {{targets: {}}}\nsites:\n  s: {{hosts: [\"*\"], routes: [{{path: /, upstream: u}}]}}\n",
         targets(&[&b])
     );
-    // The first request, made once systemd-socket-activate listens and before the gateway runs.
+    // The first request, made once systemd-socket-activate listens and before the gateway runs;
+    // it waits as long as the gateway is given to get ready (on a loaded machine the wrapper may
+    // take more than a few seconds to listen, and without this connection it never starts the
+    // gateway).
     let early = std::thread::spawn(move || {
-        let mut conn = gatehouse_testkit::wait_until(SETTLE, || std::net::TcpStream::connect(web).ok())
-            .expect("systemd-socket-activate listens");
+        let mut conn =
+            gatehouse_testkit::wait_until(Duration::from_secs(30), || std::net::TcpStream::connect(web).ok())
+                .expect("systemd-socket-activate listens");
         use std::io::{Read, Write};
         conn.write_all(b"GET /early HTTP/1.1\r\nHost: a.test\r\nConnection: close\r\n\r\n").expect("send");
         conn.set_read_timeout(Some(Duration::from_secs(30))).expect("timeout");
