@@ -13,7 +13,8 @@ const REFUSED: &str =
     "not a file the admin API may read: name a regular file of at most 1 MiB under admin.file_roots, or give the PEM inline";
 
 /// Every file a published document names, with where: `apps.a.jwt_keys[0].public_key`,
-/// `upstreams.u.tls.ca` (and `cert`, `key`), `sites.s.client_auth.ca`.
+/// `upstreams.u.tls.ca` (and `cert`, `key`), `sites.s.client_auth.ca`,
+/// `services.s.jwt.jwks.ca` (or `jwt[1].jwks.ca`).
 fn files(doc: &Value) -> Vec<(String, &str)> {
     let mut out = Vec::new();
     let entries = |section: &str| doc.get(section).and_then(Value::as_object).into_iter().flatten();
@@ -34,6 +35,19 @@ fn files(doc: &Value) -> Vec<(String, &str)> {
     for (name, s) in entries("sites") {
         if let Some(p) = s.get("client_auth").and_then(|c| c.get("ca")).and_then(Value::as_str) {
             out.push((format!("sites.{name}.client_auth.ca"), p));
+        }
+    }
+    for (name, s) in entries("services") {
+        // `jwt` is one issuer's settings or a list of them.
+        let issuers: Vec<(String, &Value)> = match s.get("jwt") {
+            Some(Value::Array(list)) => list.iter().enumerate().map(|(i, j)| (format!("jwt[{i}]"), j)).collect(),
+            Some(one) => vec![("jwt".to_string(), one)],
+            None => Vec::new(),
+        };
+        for (at, j) in issuers {
+            if let Some(p) = j.get("jwks").and_then(|k| k.get("ca")).and_then(Value::as_str) {
+                out.push((format!("services.{name}.{at}.jwks.ca"), p));
+            }
         }
     }
     out

@@ -527,6 +527,41 @@ fn render_upstream_tls(out: &mut String, snap: &Snapshot) {
 }
 
 /// Admit-stage counters by service.
+/// The key sets of OpenID providers: fetches by result, keys in use, whether an old set is
+/// serving because the provider fails.
+fn render_key_sets(out: &mut String, sources: &[std::sync::Arc<gatehouse_jwks::KeySource>]) {
+    help(out, "gatehouse_jwks_fetches_total", "counter", "Key set fetches from OpenID providers, by result.");
+    for s in sources {
+        let p = esc(&s.label);
+        let _ =
+            writeln!(out, "gatehouse_jwks_fetches_total{{provider=\"{p}\",result=\"ok\"}} {}", s.stats.fetched.get());
+        let _ = writeln!(
+            out,
+            "gatehouse_jwks_fetches_total{{provider=\"{p}\",result=\"failed\"}} {}",
+            s.stats.failed.get()
+        );
+    }
+    help(
+        out,
+        "gatehouse_jwks_unknown_kid_fetches_total",
+        "counter",
+        "Key set fetches asked for by a token naming a key the set did not have.",
+    );
+    for s in sources {
+        let n = s.stats.unknown_kid_fetches.get();
+        let _ = writeln!(out, "gatehouse_jwks_unknown_kid_fetches_total{{provider=\"{}\"}} {n}", esc(&s.label));
+    }
+    help(out, "gatehouse_jwks_keys", "gauge", "Usable keys in the key set in use.");
+    for s in sources {
+        let _ = writeln!(out, "gatehouse_jwks_keys{{provider=\"{}\"}} {}", esc(&s.label), s.stats.keys.load(Relaxed));
+    }
+    help(out, "gatehouse_jwks_stale", "gauge", "1 when the last fetch failed and an older key set is in use.");
+    for s in sources {
+        let stale = u8::from(s.stats.stale.load(Relaxed));
+        let _ = writeln!(out, "gatehouse_jwks_stale{{provider=\"{}\"}} {stale}", esc(&s.label));
+    }
+}
+
 fn render_gateway(out: &mut String, gw: &gatehouse_plugins::Gateway) {
     help(out, "gatehouse_gateway_admitted_total", "counter", "Requests a service admitted.");
     for (name, s) in &gw.services {
@@ -540,6 +575,7 @@ fn render_gateway(out: &mut String, gw: &gatehouse_plugins::Gateway) {
                 writeln!(out, "gatehouse_gateway_denied_total{{service=\"{}\",reason=\"{reason}\"}} {n}", esc(name));
         }
     }
+    render_key_sets(out, &gw.key_sources);
     help(
         out,
         "gatehouse_gateway_limiter_errors_total",

@@ -44,9 +44,9 @@ pub struct Service {
     /// Where the app key is looked for.
     #[serde(default)]
     pub app_key: AppKeySources,
-    /// JWT checks for `auth: jwt`.
+    /// JWT checks for `auth: jwt`: one issuer's settings, or a list of issuers.
     #[serde(default)]
-    pub jwt: JwtSettings,
+    pub jwt: JwtIssuers,
     /// Header that carries the caller's app id to the backend (`""`: none). Whatever the client
     /// sent under this name is removed first.
     #[serde(default = "app_id_header")]
@@ -141,11 +141,42 @@ impl Default for AppKeySources {
     }
 }
 
-/// JWT validation rules of a service.
+/// The JWT issuers a service accepts tokens from; a token goes to the first whose `issuer` is its
+/// `iss` (an entry without `issuer` takes any, so it comes last).
+#[derive(Clone, Debug, PartialEq)]
+pub struct JwtIssuers(pub Vec<JwtSettings>);
+
+impl Default for JwtIssuers {
+    fn default() -> Self {
+        JwtIssuers(vec![JwtSettings::default()])
+    }
+}
+
+impl<'de> Deserialize<'de> for JwtIssuers {
+    /// One mapping, or a sequence of them; serde's errors name the field at fault either way.
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> de::Visitor<'de> for V {
+            type Value = JwtIssuers;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("JWT settings, or a list of them (one per issuer)")
+            }
+            fn visit_map<A: de::MapAccess<'de>>(self, map: A) -> Result<JwtIssuers, A::Error> {
+                Ok(JwtIssuers(vec![JwtSettings::deserialize(de::value::MapAccessDeserializer::new(map))?]))
+            }
+            fn visit_seq<A: de::SeqAccess<'de>>(self, seq: A) -> Result<JwtIssuers, A::Error> {
+                Ok(JwtIssuers(Vec::deserialize(de::value::SeqAccessDeserializer::new(seq))?))
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// JWT validation rules for one issuer of a service.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct JwtSettings {
-    /// Required `iss`.
+    /// Required `iss`; with several issuers, the one this entry is for.
     pub issuer: Option<String>,
     /// Required `aud` (one of the token's audiences).
     pub audience: Option<String>,
@@ -153,8 +184,25 @@ pub struct JwtSettings {
     pub leeway: Duration,
     /// Refuse tokens without `exp`.
     pub require_exp: bool,
-    /// Claim naming the app when the token has no `kid`.
-    pub app_claim: String,
+    /// Claim naming the app: for apps' own keys, when the token has no `kid` (default `sub`);
+    /// for a key set, a token whose claim names an app gets that app's grant and plan (no
+    /// default: callers are not apps).
+    pub app_claim: Option<String>,
+    /// Find the key set at `{issuer}/.well-known/openid-configuration` (OpenID Connect
+    /// Discovery).
+    pub discovery: bool,
+    /// The key set's URL, instead of discovery.
+    pub jwks_uri: Option<String>,
+    /// How the key set is fetched and kept.
+    pub jwks: JwksSettings,
+    /// Claims sent to the backend as headers: claim name → header name. The client's own
+    /// headers of those names are always removed.
+    pub forward_claims: BTreeMap<String, String>,
+    /// Remove the `Authorization` header before forwarding (the backend sees the claims it is
+    /// given, not the token).
+    pub strip_token: bool,
+    /// Plan for callers whose token names no app (key set only).
+    pub plan: Option<String>,
 }
 
 impl Default for JwtSettings {
@@ -164,7 +212,47 @@ impl Default for JwtSettings {
             audience: None,
             leeway: Duration::secs(30),
             require_exp: true,
-            app_claim: "sub".into(),
+            app_claim: None,
+            discovery: false,
+            jwks_uri: None,
+            jwks: JwksSettings::default(),
+            forward_claims: BTreeMap::new(),
+            strip_token: false,
+            plan: None,
+        }
+    }
+}
+
+impl JwtSettings {
+    /// Whether the keys come from a key set (discovery or `jwks_uri`) rather than from apps.
+    pub fn uses_key_set(&self) -> bool {
+        self.discovery || self.jwks_uri.is_some()
+    }
+}
+
+/// How a key set is fetched and kept.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct JwksSettings {
+    /// Longest a fetched set is used before it is fetched again (sooner when the provider's
+    /// `Cache-Control: max-age` says so).
+    pub refresh: Duration,
+    /// Shortest time between two fetches: bounds both a short `max-age` and the refetches that
+    /// tokens with unknown key ids trigger.
+    pub min_refetch: Duration,
+    /// Longest a fetch (discovery and key set) may take.
+    pub timeout: Duration,
+    /// PEM file of the CAs that sign the provider's certificate; absent: the system's roots.
+    pub ca: Option<PathBuf>,
+}
+
+impl Default for JwksSettings {
+    fn default() -> Self {
+        JwksSettings {
+            refresh: Duration::secs(600),
+            min_refetch: Duration::secs(30),
+            timeout: Duration::secs(5),
+            ca: None,
         }
     }
 }
@@ -354,12 +442,13 @@ pub struct JwtKey {
     /// Key id matched against the token's `kid`; unique across apps.
     #[serde(default)]
     pub kid: Option<String>,
-    /// `HS256`, `RS256` or `ES256`.
+    /// `HS256`, `HS384`, `HS512`, `RS256`, `RS384`, `RS512`, `PS256`, `PS384`, `PS512`, `ES256`,
+    /// `ES384`, `ES512` or `EdDSA`.
     pub alg: String,
-    /// The HMAC secret, for HS256.
+    /// The HMAC secret, for `HS*`.
     #[serde(default)]
     pub secret: Option<String>,
-    /// PEM public key file, for RS256 and ES256.
+    /// PEM public key file (or certificate), for the other algorithms.
     #[serde(default)]
     pub public_key: Option<PathBuf>,
 }

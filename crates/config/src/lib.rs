@@ -39,7 +39,7 @@ pub use schema::{name_error, valid_name};
 pub use tracing::{Export as TracingExport, Otlp, OtlpProtocol, Sampler, Tracing};
 pub use units::{ByteSize, Duration};
 pub use upstream::*;
-pub use validate_gateway::{check_app_key, JWT_ALGORITHMS};
+pub use validate_gateway::{check_app_key, check_fetch_url, JWT_ALGORITHMS};
 
 /// The quick-start configuration used by `gatehouse run` without a file.
 pub const QUICKSTART: &str = include_str!("quickstart.yaml");

@@ -65,6 +65,11 @@ impl Config {
                 a_opt(&mut k.public_key, &mut file);
             }
         }
+        for s in self.services.values_mut() {
+            for j in &mut s.jwt.0 {
+                a_opt(&mut j.jwks.ca, &mut file);
+            }
+        }
         let tls = &mut self.tls;
         for c in &mut tls.certificates {
             file(&mut c.cert);

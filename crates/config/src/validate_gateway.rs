@@ -9,13 +9,16 @@ use crate::upstream::is_token;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 /// Algorithms a JWT key may name.
-pub const JWT_ALGORITHMS: &[&str] = &["HS256", "RS256", "ES256"];
+pub const JWT_ALGORITHMS: &[&str] = &[
+    "HS256", "HS384", "HS512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384", "ES512", "EdDSA",
+];
 
 pub(crate) fn validate(c: &Config, unread: &crate::schema::Unread, err: &mut impl FnMut(String, String)) {
     for (name, s) in &c.services {
         let p = format!("services.{name}");
         check_service_route(c, unread, &p, s, err);
         check_service_auth(&p, s, err);
+        check_jwt_issuers(c, unread, &p, s, err);
         let authenticated = !s.auth.0.is_empty();
         plugins(c, &p, &s.acl, &s.rate_limits, &s.headers, authenticated, err);
         if let Some(cors) = &s.cors {
@@ -77,12 +80,151 @@ fn check_service_auth(p: &str, s: &Service, err: &mut impl FnMut(String, String)
             err(format!("{p}.app_key.query"), "a parameter name of letters, digits, `-`, `.`, `_`, `~`".into());
         }
     }
-    if methods.contains(&AuthMethod::Jwt) && s.jwt.app_claim.is_empty() {
-        err(format!("{p}.jwt.app_claim"), "must name a claim".into());
-    }
     if !s.app_id_header.is_empty() && !is_token(&s.app_id_header) {
         err(format!("{p}.app_id_header"), "not a header name".into());
     }
+}
+
+/// A service's JWT issuers: each gets its keys from apps or from one key set, names a plan that
+/// exists, forwards claims under header names; an issuer appears once, and an entry for any
+/// issuer comes last.
+fn check_jwt_issuers(
+    c: &Config,
+    unread: &crate::schema::Unread,
+    p: &str,
+    s: &Service,
+    err: &mut impl FnMut(String, String),
+) {
+    let entries = &s.jwt.0;
+    let uses_jwt = s.auth.0.contains(&AuthMethod::Jwt);
+    if entries.is_empty() {
+        err(format!("{p}.jwt"), "an empty list: give at least one issuer".into());
+    }
+    if !uses_jwt && *entries != crate::JwtIssuers::default().0 {
+        err(format!("{p}.jwt"), "`auth` does not list `jwt`: these settings would not be used".into());
+    }
+    let mut issuers = HashMap::new();
+    for (i, j) in entries.iter().enumerate() {
+        let jp = if entries.len() == 1 { format!("{p}.jwt") } else { format!("{p}.jwt[{i}]") };
+        match &j.issuer {
+            Some(iss) if iss.is_empty() => err(format!("{jp}.issuer"), "must not be empty".into()),
+            Some(iss) => {
+                if let Some(first) = issuers.insert(iss.as_str(), i) {
+                    err(format!("{jp}.issuer"), format!("`{iss}` is already the issuer of entry {first}"));
+                }
+            }
+            None if i + 1 < entries.len() => {
+                err(format!("{jp}.issuer"), "an entry without `issuer` takes every token: it must come last".into())
+            }
+            None => {}
+        }
+        if j.app_claim.as_deref() == Some("") {
+            err(format!("{jp}.app_claim"), "must name a claim".into());
+        }
+        if j.discovery && j.jwks_uri.is_some() {
+            err(jp.clone(), "set one of `discovery` and `jwks_uri`".into());
+        }
+        if j.discovery {
+            match &j.issuer {
+                None => err(
+                    format!("{jp}.discovery"),
+                    "needs `issuer`: discovery reads {issuer}/.well-known/openid-configuration".into(),
+                ),
+                Some(iss) => {
+                    if let Err(e) = check_fetch_url(iss) {
+                        err(format!("{jp}.issuer"), e);
+                    }
+                }
+            }
+        }
+        if let Some(uri) = &j.jwks_uri {
+            if let Err(e) = check_fetch_url(uri) {
+                err(format!("{jp}.jwks_uri"), e);
+            }
+        }
+        let k = &j.jwks;
+        if k.refresh.0 < std::time::Duration::from_secs(1) {
+            err(format!("{jp}.jwks.refresh"), "at least 1s".into());
+        }
+        if k.min_refetch.0 > k.refresh.0 {
+            err(format!("{jp}.jwks.min_refetch"), "longer than `refresh`".into());
+        }
+        if k.timeout.0.is_zero() {
+            err(format!("{jp}.jwks.timeout"), "must be above zero".into());
+        }
+        if !j.uses_key_set() {
+            if j.plan.is_some() {
+                err(
+                    format!("{jp}.plan"),
+                    "only for a key set (`discovery` or `jwks_uri`): apps' tokens get their grant's plan".into(),
+                );
+            }
+            if *k != crate::JwksSettings::default() {
+                err(format!("{jp}.jwks"), "only with `discovery` or `jwks_uri`".into());
+            }
+        }
+        if let Some(plan) = &j.plan {
+            if !c.plans.contains_key(plan) && !unread.has("plans", plan) {
+                err(format!("{jp}.plan"), format!("unknown plan `{plan}`"));
+            }
+        }
+        let mut headers = HashMap::new();
+        for (claim, header) in &j.forward_claims {
+            let hp = format!("{jp}.forward_claims.{claim}");
+            if claim.is_empty() {
+                err(hp.clone(), "must name a claim".into());
+            }
+            let lower = header.to_ascii_lowercase();
+            if !is_token(header) {
+                err(hp, format!("`{header}` is not a header name"));
+            } else if FORBIDDEN_CLAIM_HEADERS.contains(&lower.as_str()) {
+                err(hp, format!("`{header}` cannot carry a claim"));
+            } else if let Some(other) = headers.insert(lower, claim) {
+                err(hp, format!("`{header}` already carries claim `{other}`"));
+            }
+        }
+    }
+}
+
+/// Headers whose meaning the gateway or HTTP owns; a claim never rides in them.
+const FORBIDDEN_CLAIM_HEADERS: &[&str] = &[
+    "host",
+    "authorization",
+    "content-length",
+    "content-type",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "upgrade",
+    "te",
+    "trailer",
+    "proxy-authorization",
+    "cookie",
+    "forwarded",
+    "x-forwarded-for",
+    "x-forwarded-host",
+    "x-forwarded-proto",
+    "traceparent",
+    "tracestate",
+];
+
+/// A URL the gateway fetches keys from: `https://`, or `http://` to a loopback address (a key
+/// set fetched in the clear could be replaced on the way). Also applied to the `jwks_uri` a
+/// discovery document names.
+pub fn check_fetch_url(url: &str) -> Result<http::Uri, String> {
+    let uri: http::Uri = url.parse().map_err(|_| format!("`{url}` is not a URL"))?;
+    let host = uri.host().ok_or_else(|| format!("`{url}` has no host"))?;
+    match uri.scheme_str() {
+        Some("https") => Ok(uri),
+        Some("http") if is_loopback(host) => Ok(uri),
+        Some("http") => Err(format!("`{url}`: keys are fetched over https (http only to a loopback address)")),
+        _ => Err(format!("`{url}` is not an http(s) URL")),
+    }
+}
+
+fn is_loopback(host: &str) -> bool {
+    let bare = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost") || bare.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback())
 }
 
 /// Every app's credentials and grants. No two apps share a key or a JWT key id.
@@ -166,8 +308,10 @@ fn check_jwt_key<'c>(
         err(format!("{kp}.alg"), format!("`{}` is not one of {}", k.alg, JWT_ALGORITHMS.join(", ")));
     }
     match (k.alg.as_str(), &k.secret, &k.public_key) {
-        ("HS256", Some(s), None) if !s.is_empty() => {}
-        ("HS256", _, _) => err(kp.to_string(), "HS256 needs a non-empty `secret` and no `public_key`".into()),
+        ("HS256" | "HS384" | "HS512", Some(s), None) if !s.is_empty() => {}
+        ("HS256" | "HS384" | "HS512", _, _) => {
+            err(kp.to_string(), format!("{} needs a non-empty `secret` and no `public_key`", k.alg))
+        }
         (_, None, Some(_)) => {}
         _ => err(kp.to_string(), format!("{} needs `public_key` (a PEM file) and no `secret`", k.alg)),
     }
@@ -424,5 +568,60 @@ plans:
         ] {
             assert!(paths.contains(&expected), "missing {expected} in {errs:#?}");
         }
+    }
+
+    #[test]
+    fn jwt_issuers_are_checked_each_with_every_error_named() {
+        let text = format!(
+            "{BASE}{}",
+            r#"
+plans: { free: {} }
+services:
+  one:
+    path: /one
+    upstream: api
+    auth: jwt
+    jwt: { issuer: "https://id.example.com", discovery: true, app_claim: azp, forward_claims: { sub: x-user }, strip_token: true, plan: free }
+  many:
+    path: /many
+    upstream: api
+    auth: jwt
+    jwt:
+      - { discovery: true }
+      - { issuer: "http://id.example.com", discovery: true, jwks_uri: "https://x/certs" }
+      - { issuer: "https://a", jwks_uri: "http://10.0.0.1/certs", jwks: { min_refetch: 20m, timeout: 0s }, plan: gold }
+      - { issuer: "https://a", forward_claims: { sub: Authorization, scope: "bad header", email: x-u, name: X-U }, app_claim: "" }
+      - { issuer: "https://b", plan: free, jwks: { refresh: 5m } }
+  unused:
+    path: /unused
+    upstream: api
+    jwt: { issuer: "https://id.example.com", discovery: true }
+"#
+        );
+        let errs = compile(&text).expect_err("invalid").0;
+        let found: Vec<(&str, &str)> = errs.iter().map(|e| (e.path.as_str(), e.message.as_str())).collect();
+        let paths: Vec<&str> = found.iter().map(|(p, _)| *p).collect();
+        for expected in [
+            "services.many.jwt[0].issuer",
+            "services.many.jwt[0].discovery",
+            "services.many.jwt[1]",
+            "services.many.jwt[1].issuer",
+            "services.many.jwt[2].jwks_uri",
+            "services.many.jwt[2].jwks.min_refetch",
+            "services.many.jwt[2].jwks.timeout",
+            "services.many.jwt[2].plan",
+            "services.many.jwt[3].issuer",
+            "services.many.jwt[3].app_claim",
+            "services.many.jwt[3].forward_claims.sub",
+            "services.many.jwt[3].forward_claims.scope",
+            "services.many.jwt[3].forward_claims.name",
+            "services.many.jwt[4].plan",
+            "services.many.jwt[4].jwks",
+            "services.unused.jwt",
+        ] {
+            assert!(paths.contains(&expected), "missing {expected} in {found:#?}");
+        }
+        assert!(!paths.iter().any(|p| p.starts_with("services.one")), "{found:#?}");
+        assert!(found.iter().any(|(p, m)| *p == "services.many.jwt[1].issuer" && m.contains("https")), "{found:#?}");
     }
 }

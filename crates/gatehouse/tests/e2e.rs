@@ -57,6 +57,8 @@ mod limits;
 mod logs;
 #[path = "e2e/metrics.rs"]
 mod metrics;
+#[path = "e2e/oidc.rs"]
+mod oidc;
 #[path = "e2e/paths.rs"]
 mod paths;
 #[path = "e2e/pool.rs"]

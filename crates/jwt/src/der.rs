@@ -4,7 +4,10 @@
 //! sure nothing trails the structure (aws-lc's SPKI parser would ignore trailing bytes).
 
 use x509_parser::der_parser::asn1_rs::Tag;
-use x509_parser::oid_registry::{OID_EC_P256, OID_KEY_TYPE_EC_PUBLIC_KEY, OID_PKCS1_RSAENCRYPTION};
+use x509_parser::oid_registry::{
+    OID_EC_P256, OID_KEY_TYPE_EC_PUBLIC_KEY, OID_NIST_EC_P384, OID_NIST_EC_P521, OID_PKCS1_RSAENCRYPTION,
+    OID_SIG_ED25519,
+};
 use x509_parser::prelude::{FromDer, SubjectPublicKeyInfo, X509Certificate};
 use x509_parser::public_key::RSAPublicKey;
 
@@ -17,6 +20,12 @@ pub(crate) enum KeyType {
     Rsa,
     /// `id-ecPublicKey` on the named curve P-256.
     P256,
+    /// `id-ecPublicKey` on P-384.
+    P384,
+    /// `id-ecPublicKey` on P-521.
+    P521,
+    /// `id-Ed25519` (RFC 8410), without parameters.
+    Ed25519,
     /// Any other algorithm or curve.
     Other,
 }
@@ -34,10 +43,15 @@ pub(crate) fn spki_key_type(spki: &[u8]) -> Result<KeyType, KeyError> {
             Some(p) if p.tag() == Tag::Null && p.data.is_empty() => KeyType::Rsa,
             Some(_) => KeyType::Other,
         }
-    } else if algorithm.algorithm == OID_KEY_TYPE_EC_PUBLIC_KEY
-        && params.is_some_and(|p| p.as_oid().is_ok_and(|curve| curve == OID_EC_P256))
-    {
-        KeyType::P256
+    } else if algorithm.algorithm == OID_KEY_TYPE_EC_PUBLIC_KEY {
+        match params.and_then(|p| p.as_oid().ok()) {
+            Some(curve) if curve == OID_EC_P256 => KeyType::P256,
+            Some(curve) if curve == OID_NIST_EC_P384 => KeyType::P384,
+            Some(curve) if curve == OID_NIST_EC_P521 => KeyType::P521,
+            _ => KeyType::Other,
+        }
+    } else if algorithm.algorithm == OID_SIG_ED25519 && params.is_none() {
+        KeyType::Ed25519
     } else {
         KeyType::Other
     })
@@ -47,6 +61,21 @@ pub(crate) fn spki_key_type(spki: &[u8]) -> Result<KeyType, KeyError> {
 pub(crate) fn check_pkcs1_public_key(der: &[u8]) -> Result<(), KeyError> {
     let (rest, _key) = RSAPublicKey::from_der(der).map_err(|_| KeyError::BadDer("not a PKCS#1 RSAPublicKey"))?;
     nothing_trails(rest)
+}
+
+/// The modulus and public exponent of a PKCS#1 `RSAPublicKey`, big-endian, as a JWK carries them.
+pub(crate) fn rsa_components(der: &[u8]) -> Result<(&[u8], &[u8]), KeyError> {
+    let (rest, key) = RSAPublicKey::from_der(der).map_err(|_| KeyError::BadDer("not a PKCS#1 RSAPublicKey"))?;
+    nothing_trails(rest)?;
+    Ok((strip_leading_zeros(key.modulus), strip_leading_zeros(key.exponent)))
+}
+
+/// A big-endian integer without its leading zero bytes.
+pub(crate) fn strip_leading_zeros(mut bytes: &[u8]) -> &[u8] {
+    while let [0, rest @ ..] = bytes {
+        bytes = rest;
+    }
+    bytes
 }
 
 /// The `subjectPublicKeyInfo` of the X.509 certificate (RFC 5280 §4.1) that `cert` must be exactly, as its whole DER
@@ -85,7 +114,8 @@ mod tests {
     #[test]
     fn spki_names_the_key_type() {
         assert_eq!(spki_key_type(&spki(EC, P256)), Ok(KeyType::P256));
-        assert_eq!(spki_key_type(&spki(EC, P384)), Ok(KeyType::Other));
+        assert_eq!(spki_key_type(&spki(EC, P384)), Ok(KeyType::P384));
+        assert_eq!(spki_key_type(&spki(EC, &[0x06, 0x03, 0x2b, 0x65, 0x70])), Ok(KeyType::Other));
         assert_eq!(spki_key_type(&spki(EC, &[])), Ok(KeyType::Other));
         assert_eq!(spki_key_type(&spki(RSA, &[0x05, 0x00])), Ok(KeyType::Rsa));
         assert_eq!(spki_key_type(&spki(RSA, &[])), Ok(KeyType::Rsa));

@@ -11,7 +11,7 @@ use std::fmt;
 pub enum JwtError {
     /// The token is not a well-formed compact JWS with JSON header and claims; the reason names the rule broken.
     Malformed(&'static str),
-    /// The header's `alg` is `none` or an algorithm other than HS256, RS256 and ES256.
+    /// The header's `alg` is `none` or not a JWS algorithm the gateway knows.
     UnsupportedAlgorithm,
     /// The header's `alg` is not the algorithm of the key the token was checked against.
     AlgorithmMismatch,
@@ -75,6 +75,16 @@ pub enum KeyError {
     NotRsa,
     /// The key is not an EC key on curve P-256 (ES256).
     NotP256,
+    /// The key is not on the algorithm's curve (P-256, P-384, P-521 or Ed25519).
+    WrongCurve {
+        /// The algorithm whose curve was expected.
+        alg: crate::Algorithm,
+    },
+    /// The key material is of another kind than the algorithm needs (a secret for `RS256`, a curve point for `HS256`).
+    NotForAlgorithm {
+        /// The algorithm asked for.
+        alg: crate::Algorithm,
+    },
     /// The RSA modulus is outside 2048..=8192 bits.
     RsaKeySize {
         /// The modulus length found.
@@ -93,7 +103,7 @@ impl fmt::Display for KeyError {
         match self {
             Self::EmptySecret => f.write_str("HMAC secret is empty"),
             Self::SecretIsPem => f.write_str("HMAC secret is a PEM document, not a shared secret"),
-            Self::HmacHasNoPem => f.write_str("HS256 keys are shared secrets, not PEM"),
+            Self::HmacHasNoPem => f.write_str("HS256, HS384 and HS512 keys are shared secrets, not PEM"),
             Self::NoPemBlock { expected, found: None } => write!(f, "PEM has no {expected} block"),
             Self::NoPemBlock { expected, found: Some(label) } => {
                 write!(f, "PEM has no {expected} block (found {label})")
@@ -103,6 +113,8 @@ impl fmt::Display for KeyError {
             Self::BadDer(reason) => write!(f, "malformed key: {reason}"),
             Self::NotRsa => f.write_str("not an RSA key"),
             Self::NotP256 => f.write_str("not a P-256 key"),
+            Self::WrongCurve { alg } => write!(f, "not a key on the curve of {alg}"),
+            Self::NotForAlgorithm { alg } => write!(f, "this kind of key cannot verify {alg}"),
             Self::RsaKeySize { bits } => write!(f, "RSA key is {bits} bits; 2048 to 8192 required"),
             Self::Rejected(reason) => write!(f, "key rejected: {reason}"),
             Self::NoPublicKey => f.write_str("HMAC keys have no public key"),

@@ -1,7 +1,9 @@
-//! Admit stage JWT check: parse a compact JWS, verify HS256/RS256/ES256 with aws-lc-rs, check exp/nbf/iss/aud. No I/O.
+//! Admit stage JWT check: parse a compact JWS, verify it (HS*, RS*, PS*, ES256/384/512, EdDSA) with aws-lc-rs, check
+//! exp/nbf/iss/aud; read the key sets identity providers publish ([`jwk`]). No I/O.
 //!
 //! ```text
-//! config load:  VerifyKey::hmac / VerifyKey::from_pem ─► VerifyKey (one algorithm, parsed once)
+//! config load:  VerifyKey::secret / VerifyKey::from_pem ─► VerifyKey (one algorithm, parsed once)
+//! key set:      jwk::KeySet::parse(JWKS document)       ─► VerifyKeys by kid
 //! per request:  decode(token) ─► Token (unverified) ─► kid() picks a key ─► verify(&key) ─► claims().validate(now, &v)
 //! ```
 //!
@@ -45,6 +47,7 @@ mod claims;
 mod der;
 mod error;
 mod json;
+pub mod jwk;
 mod key;
 mod pem;
 pub mod sign;
@@ -53,7 +56,7 @@ mod token;
 #[cfg(test)]
 mod tests;
 
-pub use algorithm::Algorithm;
+pub use algorithm::{Algorithm, Family};
 pub use claims::{Claims, Validation};
 pub use error::{JwtError, KeyError};
 pub use key::VerifyKey;

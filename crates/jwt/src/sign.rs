@@ -8,12 +8,17 @@ use std::fmt;
 use aws_lc_rs::encoding::AsDer;
 use aws_lc_rs::rand::SystemRandom;
 use aws_lc_rs::rsa::KeySize;
-use aws_lc_rs::signature::{EcdsaKeyPair, KeyPair as _, RsaKeyPair, ECDSA_P256_SHA256_FIXED_SIGNING, RSA_PKCS1_SHA256};
+use aws_lc_rs::signature::{
+    EcdsaKeyPair, EcdsaSigningAlgorithm, Ed25519KeyPair, KeyPair as _, RsaEncoding, RsaKeyPair,
+    ECDSA_P256_SHA256_FIXED_SIGNING, ECDSA_P384_SHA384_FIXED_SIGNING, ECDSA_P521_SHA512_FIXED_SIGNING,
+    RSA_PKCS1_SHA256, RSA_PKCS1_SHA384, RSA_PKCS1_SHA512, RSA_PSS_SHA256, RSA_PSS_SHA384, RSA_PSS_SHA512,
+};
 use aws_lc_rs::{hmac, rand};
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine as _;
-use serde_json::Value;
+use serde_json::{json, Value};
 
+use crate::algorithm::Family;
 use crate::{pem, Algorithm, KeyError};
 
 /// A private key, or a shared secret, that signs tokens of one algorithm.
@@ -22,27 +27,51 @@ pub enum SigningKey {
     Hmac(Vec<u8>),
     /// RS256 (PKCS#1 v1.5 padding, SHA-256).
     Rsa(RsaKeyPair),
-    /// ES256; the key pair must have been built for `ECDSA_P256_SHA256_FIXED_SIGNING` (JWS wants `r || s`).
+    /// ES256, ES384 or ES512, by the curve the key pair was built for (`ECDSA_P256_SHA256_FIXED_SIGNING`,
+    /// `ECDSA_P384_SHA384_FIXED_SIGNING`, `ECDSA_P521_SHA512_FIXED_SIGNING`: JWS wants `r || s`).
     Ecdsa(EcdsaKeyPair),
+    /// HS256, HS384 or HS512 with this secret.
+    Secret(Algorithm, Vec<u8>),
+    /// Any `RS*` or `PS*` algorithm.
+    RsaWith(Algorithm, RsaKeyPair),
+    /// EdDSA on Ed25519.
+    Ed25519(Ed25519KeyPair),
+}
+
+/// The fixed-size ECDSA signing algorithm of each `ES*`.
+fn ecdsa_signing(alg: Algorithm) -> Option<&'static EcdsaSigningAlgorithm> {
+    match alg {
+        Algorithm::Es256 => Some(&ECDSA_P256_SHA256_FIXED_SIGNING),
+        Algorithm::Es384 => Some(&ECDSA_P384_SHA384_FIXED_SIGNING),
+        Algorithm::Es512 => Some(&ECDSA_P521_SHA512_FIXED_SIGNING),
+        _ => None,
+    }
 }
 
 impl SigningKey {
-    /// The algorithm of the signatures this key makes.
+    /// The algorithm of the signatures this key makes (`None` for an ECDSA key pair built for DER signatures, which
+    /// JWS cannot carry).
     pub fn algorithm(&self) -> Algorithm {
         match self {
             Self::Hmac(_) => Algorithm::Hs256,
             Self::Rsa(_) => Algorithm::Rs256,
-            Self::Ecdsa(_) => Algorithm::Es256,
+            Self::Ecdsa(key) => [Algorithm::Es384, Algorithm::Es512]
+                .into_iter()
+                .find(|a| ecdsa_signing(*a).is_some_and(|s| key.algorithm() == s))
+                .unwrap_or(Algorithm::Es256),
+            Self::Secret(alg, _) | Self::RsaWith(alg, _) => *alg,
+            Self::Ed25519(_) => Algorithm::EdDsa,
         }
     }
 
-    /// An RS256 or ES256 private key from PEM: the first `PRIVATE KEY` (PKCS#8) block, or `RSA PRIVATE KEY`
-    /// (PKCS#1) for RS256, or `EC PRIVATE KEY` (SEC 1) for ES256. Encrypted keys are refused.
+    /// A private key for `alg` from PEM: the first `PRIVATE KEY` (PKCS#8) block, or `RSA PRIVATE KEY` (PKCS#1) for
+    /// `RS*` and `PS*`, or `EC PRIVATE KEY` (SEC 1) for `ES*`. Encrypted keys are refused.
     pub fn from_pem(alg: Algorithm, pem: &[u8]) -> Result<Self, KeyError> {
-        let (expected, labels): (&str, &[&str]) = match alg {
-            Algorithm::Hs256 => return Err(KeyError::HmacHasNoPem),
-            Algorithm::Rs256 => ("PRIVATE KEY or RSA PRIVATE KEY", &["PRIVATE KEY", "RSA PRIVATE KEY"]),
-            Algorithm::Es256 => ("PRIVATE KEY or EC PRIVATE KEY", &["PRIVATE KEY", "EC PRIVATE KEY"]),
+        let (expected, labels): (&str, &[&str]) = match alg.family() {
+            Family::Hmac => return Err(KeyError::HmacHasNoPem),
+            Family::Rsa => ("PRIVATE KEY or RSA PRIVATE KEY", &["PRIVATE KEY", "RSA PRIVATE KEY"]),
+            Family::Ec => ("PRIVATE KEY or EC PRIVATE KEY", &["PRIVATE KEY", "EC PRIVATE KEY"]),
+            Family::Ed25519 => ("PRIVATE KEY", &["PRIVATE KEY"]),
         };
         let blocks = pem::parse(pem)?;
         let Some(block) = blocks.iter().find(|b| labels.contains(&b.label.as_str())) else {
@@ -51,26 +80,40 @@ impl SigningKey {
             }
             return Err(KeyError::NoPemBlock { expected, found: blocks.first().map(|b| b.label.clone()) });
         };
-        Ok(match (alg, block.label.as_str()) {
-            (Algorithm::Rs256, "PRIVATE KEY") => Self::Rsa(RsaKeyPair::from_pkcs8(&block.der)?),
-            (Algorithm::Rs256, _) => Self::Rsa(RsaKeyPair::from_der(&block.der)?),
+        let rsa = |key| match alg {
+            Algorithm::Rs256 => Self::Rsa(key),
+            _ => Self::RsaWith(alg, key),
+        };
+        Ok(match (alg.family(), block.label.as_str()) {
+            (Family::Rsa, "PRIVATE KEY") => rsa(RsaKeyPair::from_pkcs8(&block.der)?),
+            (Family::Rsa, _) => rsa(RsaKeyPair::from_der(&block.der)?),
+            (Family::Ed25519, _) => Self::Ed25519(Ed25519KeyPair::from_pkcs8_maybe_unchecked(&block.der)?),
             // Takes PKCS#8 and SEC 1 alike, and refuses other curves.
-            _ => Self::Ecdsa(EcdsaKeyPair::from_private_key_der(&ECDSA_P256_SHA256_FIXED_SIGNING, &block.der)?),
+            _ => Self::Ecdsa(EcdsaKeyPair::from_private_key_der(
+                ecdsa_signing(alg).ok_or(KeyError::NotForAlgorithm { alg })?,
+                &block.der,
+            )?),
         })
     }
 
-    /// A fresh RS256 (2048-bit) or ES256 key and its public key as a `PUBLIC KEY` PEM block, which
-    /// [`VerifyKey::from_pem`](crate::VerifyKey::from_pem) reads. HS256 has no public key, so it is
-    /// [`KeyError::NoPublicKey`]: use [`SigningKey::generate_hmac`] or [`SigningKey::Hmac`].
+    /// A fresh key for `alg` (RSA keys of 2048 bits) and its public key as a `PUBLIC KEY` PEM block, which
+    /// [`VerifyKey::from_pem`](crate::VerifyKey::from_pem) reads. `HS*` have no public key, so they are
+    /// [`KeyError::NoPublicKey`]: use [`SigningKey::generate_hmac`] or [`SigningKey::Secret`].
     pub fn generate(alg: Algorithm) -> Result<(Self, String), KeyError> {
-        let key = match alg {
-            Algorithm::Hs256 => return Err(KeyError::NoPublicKey),
-            Algorithm::Rs256 => {
-                Self::Rsa(RsaKeyPair::generate(KeySize::Rsa2048).map_err(|_| crypto("key generation"))?)
+        let failed = |_| crypto("key generation");
+        let key = match alg.family() {
+            Family::Hmac => return Err(KeyError::NoPublicKey),
+            Family::Rsa => {
+                let key = RsaKeyPair::generate(KeySize::Rsa2048).map_err(failed)?;
+                match alg {
+                    Algorithm::Rs256 => Self::Rsa(key),
+                    _ => Self::RsaWith(alg, key),
+                }
             }
-            Algorithm::Es256 => Self::Ecdsa(
-                EcdsaKeyPair::generate(&ECDSA_P256_SHA256_FIXED_SIGNING).map_err(|_| crypto("key generation"))?,
+            Family::Ec => Self::Ecdsa(
+                EcdsaKeyPair::generate(ecdsa_signing(alg).ok_or(KeyError::NotForAlgorithm { alg })?).map_err(failed)?,
             ),
+            Family::Ed25519 => Self::Ed25519(Ed25519KeyPair::generate().map_err(failed)?),
         };
         let public = key.public_key_pem()?;
         Ok((key, public))
@@ -85,29 +128,73 @@ impl SigningKey {
     /// The public key as a `PUBLIC KEY` (SubjectPublicKeyInfo) PEM block; [`KeyError::NoPublicKey`] for HMAC.
     pub fn public_key_pem(&self) -> Result<String, KeyError> {
         let spki = match self {
-            Self::Hmac(_) => return Err(KeyError::NoPublicKey),
-            Self::Rsa(key) => key.public_key().as_der(),
+            Self::Hmac(_) | Self::Secret(..) => return Err(KeyError::NoPublicKey),
+            Self::Rsa(key) | Self::RsaWith(_, key) => key.public_key().as_der(),
             Self::Ecdsa(key) => key.public_key().as_der(),
+            Self::Ed25519(key) => key.public_key().as_der(),
         };
         Ok(pem::encode("PUBLIC KEY", spki.map_err(|_| crypto("public key encoding"))?.as_ref()))
+    }
+
+    /// The public key as a JWK (RFC 7517) with `kid`, `alg` and `use: sig`, as an OpenID provider publishes it;
+    /// [`KeyError::NoPublicKey`] for HMAC.
+    pub fn public_jwk(&self, kid: &str) -> Result<Value, KeyError> {
+        let b64 = |bytes: &[u8]| URL_SAFE_NO_PAD.encode(bytes);
+        let alg = self.algorithm().as_str();
+        Ok(match self {
+            Self::Hmac(_) | Self::Secret(..) => return Err(KeyError::NoPublicKey),
+            Self::Rsa(key) | Self::RsaWith(_, key) => {
+                let (n, e) = crate::der::rsa_components(key.public_key().as_ref())?;
+                json!({"kty": "RSA", "kid": kid, "alg": alg, "use": "sig", "n": b64(n), "e": b64(e)})
+            }
+            Self::Ecdsa(key) => {
+                let point = key.public_key().as_ref();
+                let (x, y) = point.get(1..).map(|xy| xy.split_at(xy.len() / 2)).ok_or(crypto("public key"))?;
+                let crv = match self.algorithm() {
+                    Algorithm::Es384 => "P-384",
+                    Algorithm::Es512 => "P-521",
+                    _ => "P-256",
+                };
+                json!({"kty": "EC", "kid": kid, "alg": alg, "use": "sig", "crv": crv, "x": b64(x), "y": b64(y)})
+            }
+            Self::Ed25519(key) => {
+                json!({"kty": "OKP", "kid": kid, "alg": alg, "use": "sig", "crv": "Ed25519", "x": b64(key.public_key().as_ref())})
+            }
+        })
     }
 
     fn sign(&self, message: &[u8]) -> Result<Vec<u8>, KeyError> {
         match self {
             Self::Hmac(secret) => Ok(hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, secret), message).as_ref().to_vec()),
-            Self::Rsa(key) => {
+            Self::Secret(alg, secret) => {
+                let hash = match alg {
+                    Algorithm::Hs384 => hmac::HMAC_SHA384,
+                    Algorithm::Hs512 => hmac::HMAC_SHA512,
+                    _ => hmac::HMAC_SHA256,
+                };
+                Ok(hmac::sign(&hmac::Key::new(hash, secret), message).as_ref().to_vec())
+            }
+            Self::Rsa(key) | Self::RsaWith(_, key) => {
+                let padding: &'static dyn RsaEncoding = match self.algorithm() {
+                    Algorithm::Rs384 => &RSA_PKCS1_SHA384,
+                    Algorithm::Rs512 => &RSA_PKCS1_SHA512,
+                    Algorithm::Ps256 => &RSA_PSS_SHA256,
+                    Algorithm::Ps384 => &RSA_PSS_SHA384,
+                    Algorithm::Ps512 => &RSA_PSS_SHA512,
+                    _ => &RSA_PKCS1_SHA256,
+                };
                 let mut signature = vec![0; key.public_modulus_len()];
-                key.sign(&RSA_PKCS1_SHA256, &SystemRandom::new(), message, &mut signature)
-                    .map_err(|_| crypto("RSA signing"))?;
+                key.sign(padding, &SystemRandom::new(), message, &mut signature).map_err(|_| crypto("RSA signing"))?;
                 Ok(signature)
             }
             Self::Ecdsa(key) => {
-                if key.algorithm() != &ECDSA_P256_SHA256_FIXED_SIGNING {
+                if ecdsa_signing(self.algorithm()).is_none_or(|s| key.algorithm() != s) {
                     return Err(KeyError::NotP256);
                 }
                 let signature = key.sign(&SystemRandom::new(), message).map_err(|_| crypto("ECDSA signing"))?;
                 Ok(signature.as_ref().to_vec())
             }
+            Self::Ed25519(key) => Ok(key.sign(message).as_ref().to_vec()),
         }
     }
 }

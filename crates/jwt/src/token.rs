@@ -30,7 +30,7 @@ pub struct Token<'a> {
 /// Refuses, as [`JwtError::Malformed`]: tokens over [`MAX_TOKEN_LEN`], anything but three segments, padding or
 /// characters outside the base64url alphabet, a header or payload that is not one JSON object with distinct member
 /// names, a `crit` header, a `typ` other than `JWT` or `at+jwt`, a non-string `kid`, wrongly typed registered claims. Refuses
-/// `alg: none` and every algorithm but HS256, RS256 and ES256 as [`JwtError::UnsupportedAlgorithm`].
+/// `alg: none` and every name that is not an [`Algorithm`] as [`JwtError::UnsupportedAlgorithm`].
 pub fn decode(token: &str) -> Result<Token<'_>, JwtError> {
     if token.len() > MAX_TOKEN_LEN {
         return Err(JwtError::Malformed("too long"));

@@ -246,7 +246,7 @@ impl Sink {
         *request.uri_mut() = self.url.clone();
         *request.headers_mut() = self.headers.clone();
         let exchange = async {
-            let response = self.client.request(request).await.map_err(|e| error_chain(&e))?;
+            let response = self.client.request(request).await.map_err(|e| gatehouse_telemetry::error_chain(&e))?;
             let (parts, body) = response.into_parts();
             let collected =
                 http_body_util::Limited::new(body, MAX_ANSWER).collect().await.map_err(|e| e.to_string())?;
@@ -288,18 +288,6 @@ fn grpc_outcome(
         )),
         None => Err("the collector's answer has no grpc-status".into()),
     }
-}
-
-/// An error with its causes (hyper's own says little: "client error (Connect)").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 /// Exports until told to stop (then what is queued goes out) or every sender is gone. It waits

@@ -41,6 +41,8 @@ pub enum Denial {
     LimiterUnavailable,
     /// The target could not be rebuilt without the key (400).
     BadTarget,
+    /// The token's provider has never given its key set, so no token of it can be verified (503).
+    KeysUnavailable,
 }
 
 impl Denial {
@@ -50,14 +52,14 @@ impl Denial {
             Denial::MissingCredentials { .. } | Denial::InvalidCredentials { .. } => StatusCode::UNAUTHORIZED,
             Denial::AddressRefused { .. } | Denial::NotGranted { .. } | Denial::AclDenied => StatusCode::FORBIDDEN,
             Denial::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Denial::LimiterUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Denial::LimiterUnavailable | Denial::KeysUnavailable => StatusCode::SERVICE_UNAVAILABLE,
             Denial::BadTarget => StatusCode::BAD_REQUEST,
         }
     }
 
     /// What refused the request, for traces: `missing_credentials`, `invalid_credentials`,
     /// `address_refused`, `not_granted`, `acl_denied`, `rate_limited`, `limiter_unavailable`,
-    /// `bad_target`.
+    /// `bad_target`, `keys_unavailable`.
     pub fn label(&self) -> &'static str {
         match self {
             Denial::MissingCredentials { .. } => "missing_credentials",
@@ -68,6 +70,7 @@ impl Denial {
             Denial::RateLimited { .. } => "rate_limited",
             Denial::LimiterUnavailable => "limiter_unavailable",
             Denial::BadTarget => "bad_target",
+            Denial::KeysUnavailable => "keys_unavailable",
         }
     }
 
@@ -81,7 +84,7 @@ impl Denial {
             Denial::NotGranted { .. } => ("forbidden", "no access to this service"),
             Denial::AclDenied => ("forbidden", "not allowed"),
             Denial::RateLimited { .. } => ("rate_limited", "too many requests"),
-            Denial::LimiterUnavailable => ("unavailable", "try again later"),
+            Denial::LimiterUnavailable | Denial::KeysUnavailable => ("unavailable", "try again later"),
             Denial::BadTarget => ("bad_request", "invalid request target"),
         }
     }

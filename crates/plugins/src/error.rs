@@ -92,6 +92,18 @@ pub enum GatewayError {
         /// The limit's index in `rate_limits`.
         limit: usize,
     },
+    /// A JWT issuer's key-set CA file cannot be read or holds no certificate.
+    JwksCa {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// A JWT issuer's plan does not exist.
+    UnknownJwtPlan {
+        /// The plan it names.
+        plan: String,
+    },
     /// A header name that is not a token.
     NotAHeaderName {
         /// The name as written.
@@ -158,7 +170,10 @@ impl fmt::Display for GatewayError {
                 )
             }
             GatewayError::KeyMaterial { app, key } => {
-                write!(f, "apps.{app}.jwt_keys[{key}]: HS256 takes a `secret`, RS256 and ES256 a `public_key`")
+                write!(
+                    f,
+                    "apps.{app}.jwt_keys[{key}]: HS256, HS384 and HS512 take a `secret`, the others a `public_key`"
+                )
             }
             GatewayError::JwtKey { app, key, source } => write!(f, "apps.{app}.jwt_keys[{key}]: {source}"),
             GatewayError::AppIdNotHeaderValue { app } => write!(f, "apps.{app}: id is not a header value"),
@@ -168,6 +183,10 @@ impl fmt::Display for GatewayError {
                 write!(f, "rate_limits[{limit}]: `cluster` needs Redis")
             }
             GatewayError::NotAHeaderName { name } => write!(f, "`{name}` is not a header name"),
+            GatewayError::JwksCa { path, reason } => {
+                write!(f, "jwt.jwks.ca: {}: {reason}", gatehouse_files::shown(path))
+            }
+            GatewayError::UnknownJwtPlan { plan } => write!(f, "jwt.plan: unknown plan `{plan}`"),
             GatewayError::InvalidHeaderValue { name } => write!(f, "invalid value for `{name}`"),
             GatewayError::Headers { direction, source } => write!(f, "headers.{direction}: {source}"),
             GatewayError::ServiceNameNotHeaderValue => f.write_str("service name is not a header value"),

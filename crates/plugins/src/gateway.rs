@@ -6,13 +6,14 @@ use crate::error::GatewayError;
 use crate::headers::Ops;
 use crate::rate_limit::gcra::Gcra;
 use crate::rate_limit::Limiter;
-use crate::service::ServiceGate;
+use crate::service::{IssuerCheck, IssuerKeys, ServiceGate};
 use crate::Registry;
 use aws_lc_rs::constant_time::verify_slices_are_equal;
 use aws_lc_rs::digest::{digest, SHA256};
 use gatehouse_config::{Acl, Config, HeaderRewrite, IpNet, LimitScope, RateLimit};
-use gatehouse_jwt::{Algorithm, VerifyKey};
-use http::HeaderValue;
+use gatehouse_jwt::Validation;
+use gatehouse_jwt::{Algorithm, Family, VerifyKey};
+use http::{HeaderName, HeaderValue};
 use std::collections::{BTreeMap, HashMap};
 use std::hash::{BuildHasher, BuildHasherDefault, Hasher, RandomState};
 use std::net::IpAddr;
@@ -29,6 +30,8 @@ pub struct Gateway {
     pub(crate) by_kid: HashMap<String, (Arc<AppEntry>, VerifyKey)>,
     /// Services by name.
     pub services: BTreeMap<String, Arc<ServiceGate>>,
+    /// The key sets of OpenID providers the services trust, once each.
+    pub key_sources: Vec<Arc<gatehouse_jwks::KeySource>>,
 }
 
 /// A compiled app.
@@ -257,11 +260,73 @@ impl Gateway {
             let in_service = |e| GatewayError::Service { service: name.clone(), source: Box::new(e) };
             let plugins = plugin_set(registry, &format!("service.{name}"), &s.acl, &s.rate_limits, &s.headers)
                 .map_err(in_service)?;
-            let gate = ServiceGate::new(name, i, s, plugins, registry.stats(name)).map_err(in_service)?;
+            let issuers = issuer_checks(registry, s, &plans, &mut gw.key_sources).map_err(in_service)?;
+            let gate = ServiceGate::new(name, i, s, plugins, registry.stats(name), issuers).map_err(in_service)?;
             gw.services.insert(name.clone(), Arc::new(gate));
         }
         Ok(gw)
     }
+}
+
+/// How a service checks the tokens of each of its issuers (none unless it accepts JWTs). Key sets
+/// come from the registry, so a reload keeps the ones already fetched.
+fn issuer_checks(
+    registry: &Registry,
+    s: &gatehouse_config::Service,
+    plans: &HashMap<&str, Arc<PlanGate>>,
+    sources: &mut Vec<Arc<gatehouse_jwks::KeySource>>,
+) -> Result<Vec<IssuerCheck>, GatewayError> {
+    if !s.auth.0.contains(&gatehouse_config::AuthMethod::Jwt) {
+        return Ok(Vec::new());
+    }
+    s.jwt
+        .0
+        .iter()
+        .map(|j| {
+            let keys = match j.uses_key_set() {
+                true => {
+                    let source = registry.key_source(j)?;
+                    if !sources.iter().any(|s| Arc::ptr_eq(s, &source)) {
+                        sources.push(source.clone());
+                    }
+                    IssuerKeys::Set(source)
+                }
+                false => IssuerKeys::Apps,
+            };
+            let forward = j
+                .forward_claims
+                .iter()
+                .map(|(claim, header)| {
+                    HeaderName::from_bytes(header.as_bytes())
+                        .map(|h| (claim.clone(), h))
+                        .map_err(|_| GatewayError::NotAHeaderName { name: header.clone() })
+                })
+                .collect::<Result<_, _>>()?;
+            let plan = match &j.plan {
+                Some(name) => Some(
+                    plans
+                        .get(name.as_str())
+                        .cloned()
+                        .ok_or_else(|| GatewayError::UnknownJwtPlan { plan: name.clone() })?,
+                ),
+                None => None,
+            };
+            Ok(IssuerCheck {
+                issuer: j.issuer.clone(),
+                validation: Validation {
+                    leeway_secs: j.leeway.0.as_secs(),
+                    issuer: j.issuer.clone(),
+                    audience: j.audience.clone(),
+                    require_exp: j.require_exp,
+                },
+                app_claim: j.app_claim.clone(),
+                keys,
+                forward,
+                strip_token: j.strip_token,
+                plan,
+            })
+        })
+        .collect()
 }
 
 /// The keys that verify app `id`'s JWTs: those without a `kid` (its `secret` first), and those
@@ -283,8 +348,8 @@ fn verify_keys(id: &str, app: &gatehouse_config::App) -> Result<AppKeys, Vec<Gat
             continue;
         };
         let key = match (alg, &k.secret, &k.public_key) {
-            (Algorithm::Hs256, Some(s), None) => VerifyKey::hmac(s.as_bytes()),
-            (Algorithm::Rs256 | Algorithm::Es256, None, Some(path)) => match gatehouse_files::read(path) {
+            (alg, Some(s), None) if alg.family() == Family::Hmac => VerifyKey::secret(alg, s.as_bytes()),
+            (alg, None, Some(path)) if alg.family() != Family::Hmac => match gatehouse_files::read(path) {
                 Ok(pem) => VerifyKey::from_pem(alg, &pem),
                 Err(source) => {
                     errors.push(GatewayError::ReadPublicKey { app: app_id(), key: i, path: path.clone(), source });

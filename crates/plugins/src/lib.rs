@@ -38,6 +38,10 @@ use std::sync::{Arc, Mutex, Weak};
 #[derive(Debug, Default)]
 pub struct Registry {
     redis: Option<Arc<gatehouse_cluster::Cluster>>,
+    /// Where key-set refresher tasks run (the runtime the registry was made on).
+    runtime: Option<tokio::runtime::Handle>,
+    /// OpenID providers' key sets, by everything that decides how they are fetched.
+    key_sources: Mutex<HashMap<String, Weak<gatehouse_jwks::KeySource>>>,
     /// For `gatehouse check`: cluster limits are compiled as local ones, never served.
     offline: bool,
     tables: Mutex<HashMap<String, Weak<LocalTable>>>,
@@ -45,9 +49,10 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// A registry; the cluster's Redis, when there is one, serves `scope: cluster` limits.
+    /// A registry; the cluster's Redis, when there is one, serves `scope: cluster` limits. Made on
+    /// a Tokio runtime, it runs the key-set refreshers there.
     pub fn new(redis: Option<Arc<gatehouse_cluster::Cluster>>) -> Self {
-        Registry { redis, ..Registry::default() }
+        Registry { redis, runtime: tokio::runtime::Handle::try_current().ok(), ..Registry::default() }
     }
 
     /// A registry for checking a configuration without serving it (no Redis needed).
@@ -61,9 +66,60 @@ impl Registry {
         shared(&self.tables, id, || LocalTable::new(keys))
     }
 
+    /// The key set of a JWT issuer, shared by every service and configuration that fetches it the
+    /// same way (a changed CA file makes a new one). Offline, it is made but never fetched.
+    fn key_source(&self, j: &gatehouse_config::JwtSettings) -> Result<Arc<gatehouse_jwks::KeySource>, GatewayError> {
+        use gatehouse_jwks::{KeySource, Settings, Source};
+        use std::hash::{BuildHasher as _, BuildHasherDefault, DefaultHasher};
+        let source = match (&j.jwks_uri, &j.issuer) {
+            (Some(uri), _) => Source::Uri(uri.clone()),
+            (None, Some(issuer)) => Source::Discovery { issuer: issuer.clone() },
+            (None, None) => return Err(GatewayError::JwksCa { path: "".into(), reason: "no key set source".into() }),
+        };
+        let k = &j.jwks;
+        let ca = match &k.ca {
+            Some(path) => {
+                let pem = gatehouse_files::read(path)
+                    .map_err(|e| GatewayError::JwksCa { path: path.clone(), reason: e.to_string() })?;
+                Some((path.clone(), pem))
+            }
+            None => None,
+        };
+        let ca_hash = ca.as_ref().map(|(_, pem)| BuildHasherDefault::<DefaultHasher>::default().hash_one(pem));
+        let id = format!("{source:?} {:?} {:?} {:?} {ca_hash:?}", k.refresh.0, k.min_refetch.0, k.timeout.0);
+        let mut map = self.key_sources.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, w| w.strong_count() > 0);
+        if let Some(existing) = map.get(&id).and_then(Weak::upgrade) {
+            return Ok(existing);
+        }
+        let roots = match ca {
+            Some((path, pem)) => Some(read_roots(&pem).map_err(|reason| GatewayError::JwksCa { path, reason })?),
+            None => None,
+        };
+        let settings =
+            Settings { source, refresh: k.refresh.0, min_refetch: k.min_refetch.0, timeout: k.timeout.0, roots };
+        let runtime = if self.offline { None } else { self.runtime.as_ref() };
+        let made = KeySource::start(settings, runtime);
+        map.insert(id, Arc::downgrade(&made));
+        Ok(made)
+    }
+
     /// The counters of service `name`.
     fn stats(&self, name: &str) -> Arc<ServiceStats> {
         shared(&self.stats, name, ServiceStats::default)
+    }
+}
+
+/// The CA certificates of a PEM file.
+fn read_roots(pem: &[u8]) -> Result<rustls::RootCertStore, String> {
+    use rustls::pki_types::{pem::PemObject as _, CertificateDer};
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        roots.add(cert.map_err(|e| e.to_string())?).map_err(|e| e.to_string())?;
+    }
+    match roots.is_empty() {
+        true => Err("holds no certificate".into()),
+        false => Ok(roots),
     }
 }
 

@@ -40,10 +40,44 @@ pub struct ServiceGate {
     pub stats: Arc<ServiceStats>,
 }
 
+/// How tokens of one issuer are checked.
+#[derive(Debug)]
+pub(crate) struct IssuerCheck {
+    /// The `iss` this entry is for; `None`: any.
+    pub(crate) issuer: Option<String>,
+    pub(crate) validation: Validation,
+    /// Claim naming the app.
+    pub(crate) app_claim: Option<String>,
+    pub(crate) keys: IssuerKeys,
+    /// Claims sent upstream: claim name, header.
+    pub(crate) forward: Box<[(String, HeaderName)]>,
+    pub(crate) strip_token: bool,
+    /// Plan of callers the token names no app for (key sets only).
+    pub(crate) plan: Option<Arc<PlanGate>>,
+}
+
+/// Where an issuer's verification keys come from.
+#[derive(Debug)]
+pub(crate) enum IssuerKeys {
+    /// The apps' own keys (`secret`, `jwt_keys`).
+    Apps,
+    /// A provider's key set.
+    Set(Arc<gatehouse_jwks::KeySource>),
+}
+
 #[derive(Debug)]
 struct JwtCheck {
-    validation: Validation,
-    app_claim: String,
+    issuers: Box<[IssuerCheck]>,
+    /// Every header some issuer forwards a claim in: removed from every request first.
+    claim_headers: Box<[HeaderName]>,
+}
+
+/// Who a verified token says is calling.
+struct Caller {
+    app: Option<Arc<AppEntry>>,
+    /// The JWT issuer entry that admitted the token; `None` for an app key.
+    issuer: Option<usize>,
+    claims: Vec<(HeaderName, HeaderValue)>,
 }
 
 /// What the Admit stage learned about an admitted request.
@@ -56,6 +90,10 @@ pub struct Admitted {
     /// The tightest rate limit's quota, for the `RateLimit-*` headers, and its limit as a
     /// header value.
     pub quota: Option<(Quota, HeaderValue)>,
+    /// Claims of a verified token, as the headers the backend gets them in.
+    pub claims: Vec<(HeaderName, HeaderValue)>,
+    /// Remove the token before forwarding.
+    pub strip_token: bool,
 }
 
 impl ServiceGate {
@@ -65,17 +103,16 @@ impl ServiceGate {
         s: &Service,
         plugins: PluginSet,
         stats: Arc<ServiceStats>,
+        issuers: Vec<IssuerCheck>,
     ) -> Result<Self, GatewayError> {
         let methods = &s.auth.0;
         let app_key = methods.contains(&AuthMethod::AppKey).then(|| Sources::new(&s.app_key)).transpose()?;
-        let jwt = methods.contains(&AuthMethod::Jwt).then(|| JwtCheck {
-            validation: Validation {
-                leeway_secs: s.jwt.leeway.0.as_secs(),
-                issuer: s.jwt.issuer.clone(),
-                audience: s.jwt.audience.clone(),
-                require_exp: s.jwt.require_exp,
-            },
-            app_claim: s.jwt.app_claim.clone(),
+        let jwt = methods.contains(&AuthMethod::Jwt).then(|| {
+            let mut claim_headers: Vec<HeaderName> =
+                issuers.iter().flat_map(|i| i.forward.iter().map(|(_, h)| h.clone())).collect();
+            claim_headers.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            claim_headers.dedup();
+            JwtCheck { issuers: issuers.into(), claim_headers: claim_headers.into() }
         });
         let scheme = if jwt.is_some() { "Bearer" } else { "AppKey" };
         let challenge = HeaderValue::try_from(format!("{scheme} realm=\"{name}\""))
@@ -125,17 +162,26 @@ impl ServiceGate {
     ) -> Result<Admitted, Denial> {
         let mut admitted = Admitted::default();
         if self.app_key.is_some() || self.jwt.is_some() {
-            let app = self.authenticate(gw, parts, cut)?;
-            if !app.allows_ip(client_ip) {
-                self.stats.address_refused.inc();
-                return Err(Denial::AddressRefused { app: app.id.clone() });
+            let caller = self.authenticate(gw, parts, cut).await?;
+            let issuer = caller.issuer.and_then(|i| self.jwt.as_ref()?.issuers.get(i));
+            match caller.app {
+                Some(app) => {
+                    if !app.allows_ip(client_ip) {
+                        self.stats.address_refused.inc();
+                        return Err(Denial::AddressRefused { app: app.id.clone() });
+                    }
+                    let Some(plan) = app.grant(self.index) else {
+                        self.stats.not_granted.inc();
+                        return Err(Denial::NotGranted { app: app.id.clone() });
+                    };
+                    admitted.plan = plan.cloned();
+                    admitted.app = Some(app);
+                }
+                // A provider's token that names no app: the issuer's plan.
+                None => admitted.plan = issuer.and_then(|i| i.plan.clone()),
             }
-            let Some(plan) = app.grant(self.index) else {
-                self.stats.not_granted.inc();
-                return Err(Denial::NotGranted { app: app.id.clone() });
-            };
-            admitted.plan = plan.cloned();
-            admitted.app = Some(app);
+            admitted.strip_token = issuer.is_some_and(|i| i.strip_token);
+            admitted.claims = caller.claims;
         }
         // The path below the prefix, without the key segment (which sits right after it).
         let below = cut.as_ref().map_or(self.base_len, |c| c.end);
@@ -186,14 +232,15 @@ impl ServiceGate {
         Ok(admitted)
     }
 
-    /// Finds the calling app from an app key, else a bearer JWT.
-    fn authenticate(&self, gw: &Gateway, parts: &mut Parts, cut: &mut PathCut) -> Result<Arc<AppEntry>, Denial> {
+    /// Finds the caller from an app key, else a bearer JWT.
+    async fn authenticate(&self, gw: &Gateway, parts: &mut Parts, cut: &mut PathCut) -> Result<Caller, Denial> {
         if let Some(sources) = &self.app_key {
             let (key, path_cut) =
                 sources.take(&mut parts.uri, &mut parts.headers, self.base_len).map_err(|_| Denial::BadTarget)?;
             *cut = path_cut;
             if let Some(key) = key {
-                return gw.app_by_key(key.as_bytes()).cloned().ok_or_else(|| self.invalid("unknown app key"));
+                let app = gw.app_by_key(key.as_bytes()).cloned().ok_or_else(|| self.invalid("unknown app key"))?;
+                return Ok(Caller { app: Some(app), issuer: None, claims: Vec::new() });
             }
         }
         if let Some(check) = &self.jwt {
@@ -202,33 +249,70 @@ impl ServiceGate {
                 scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
             });
             if let Some(token) = bearer {
-                return self.verify_jwt(gw, check, token);
+                return self.verify_jwt(gw, check, token).await;
             }
         }
         self.stats.missing_credentials.inc();
         Err(Denial::MissingCredentials { challenge: self.challenge.clone() })
     }
 
-    fn verify_jwt(&self, gw: &Gateway, check: &JwtCheck, token: &str) -> Result<Arc<AppEntry>, Denial> {
+    async fn verify_jwt(&self, gw: &Gateway, check: &JwtCheck, token: &str) -> Result<Caller, Denial> {
         let t = gatehouse_jwt::decode(token).map_err(|_| self.invalid("malformed token"))?;
-        let app = match t.kid() {
+        // The unverified `iss` only picks the entry; that entry's keys and its issuer check decide.
+        let iss = t.claims().iss.as_deref();
+        let (index, issuer) = check
+            .issuers
+            .iter()
+            .enumerate()
+            .find(|(_, i)| i.issuer.is_none() || i.issuer.as_deref() == iss)
+            .ok_or_else(|| self.invalid("unknown issuer"))?;
+        let app = match &issuer.keys {
+            IssuerKeys::Apps => Some(self.app_signed(gw, issuer, &t)?),
+            IssuerKeys::Set(source) => {
+                let Some(set) = source.keys(t.kid()).await else {
+                    self.stats.keys_unavailable.inc();
+                    return Err(Denial::KeysUnavailable);
+                };
+                if !set.find(t.kid(), t.algorithm()).any(|k| t.verify(k).is_ok()) {
+                    return Err(self.invalid("bad signature, algorithm or key id"));
+                }
+                let named = issuer.app_claim.as_deref().and_then(|c| t.claims().get_str(c));
+                named.and_then(|id| gw.by_id.get(id)).cloned()
+            }
+        };
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        t.claims().validate(now, &issuer.validation).map_err(|e| self.invalid(claim_reason(&e)))?;
+        let claims = issuer
+            .forward
+            .iter()
+            .filter_map(|(claim, header)| Some((header.clone(), claim_value(t.claims().raw().get(claim)?)?)))
+            .collect();
+        Ok(Caller { app, issuer: Some(index), claims })
+    }
+
+    /// The app whose own key signed `t`: by `kid`, else the app its `app_claim` (default `sub`) names.
+    fn app_signed(
+        &self,
+        gw: &Gateway,
+        issuer: &IssuerCheck,
+        t: &gatehouse_jwt::Token<'_>,
+    ) -> Result<Arc<AppEntry>, Denial> {
+        Ok(match t.kid() {
             Some(kid) => {
                 let (app, key) = gw.by_kid.get(kid).ok_or_else(|| self.invalid("unknown kid"))?;
                 t.verify(key).map_err(|_| self.invalid("bad signature or algorithm"))?;
                 app.clone()
             }
             None => {
-                let id = t.claims().get_str(&check.app_claim).ok_or_else(|| self.invalid("no app claim"))?;
+                let claim = issuer.app_claim.as_deref().unwrap_or("sub");
+                let id = t.claims().get_str(claim).ok_or_else(|| self.invalid("no app claim"))?;
                 let app = gw.by_id.get(id).ok_or_else(|| self.invalid("unknown app in token"))?;
                 if !app.jwt_keys.iter().any(|k| k.algorithm() == t.algorithm() && t.verify(k).is_ok()) {
                     return Err(self.invalid("bad signature or algorithm"));
                 }
                 app.clone()
             }
-        };
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        t.claims().validate(now, &check.validation).map_err(|e| self.invalid(claim_reason(&e)))?;
-        Ok(app)
+        })
     }
 
     fn invalid(&self, reason: &'static str) -> Denial {
@@ -240,6 +324,18 @@ impl ServiceGate {
     /// Request headers for the backend: the app id (whatever the client sent under that name
     /// removed), then the service's and the plan's rewrites.
     pub fn rewrite_request(&self, a: &Admitted, headers: &mut HeaderMap) {
+        if let Some(jwt) = &self.jwt {
+            // Whatever the client sent under a claim's header never reaches the backend.
+            for name in jwt.claim_headers.iter() {
+                headers.remove(name);
+            }
+            for (name, value) in &a.claims {
+                headers.insert(name.clone(), value.clone());
+            }
+            if a.strip_token {
+                headers.remove(header::AUTHORIZATION);
+            }
+        }
         if let Some(name) = &self.app_id_header {
             // `insert` replaces whatever the client sent under the name.
             match &a.app {
@@ -281,6 +377,28 @@ static SMALL_NUMBERS: LazyLock<Box<[HeaderValue]>> = LazyLock::new(|| {
 
 fn number(n: u64) -> HeaderValue {
     usize::try_from(n).ok().and_then(|i| SMALL_NUMBERS.get(i)).cloned().unwrap_or_else(|| n.into())
+}
+
+/// A claim as a header value: a string as it is, a number or boolean as JSON writes it, an
+/// array of those joined by `,` (an HTTP list), anything else as compact JSON; `None` when the
+/// result cannot be a header value (control characters).
+fn claim_value(v: &serde_json::Value) -> Option<HeaderValue> {
+    use serde_json::Value;
+    let scalar = |v: &Value| match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Number(_) | Value::Bool(_) => Some(v.to_string()),
+        _ => None,
+    };
+    let text = match v {
+        Value::Null => return None,
+        Value::Array(items) => match items.iter().map(scalar).collect::<Option<Vec<_>>>() {
+            Some(parts) => parts.join(","),
+            None => v.to_string(),
+        },
+        Value::Object(_) => v.to_string(),
+        _ => scalar(v)?,
+    };
+    HeaderValue::try_from(text).ok()
 }
 
 fn claim_reason(e: &gatehouse_jwt::JwtError) -> &'static str {

@@ -21,6 +21,8 @@ pub struct ServiceStats {
     pub rate_limited: Counter,
     /// 503: a cluster limit failing closed could not reach Redis.
     pub limiter_unavailable: Counter,
+    /// 503: the token's provider has never given its key set.
+    pub keys_unavailable: Counter,
     /// Cluster rate-limit decisions Redis could not make (admitted or refused per `on_redis_error`).
     pub limiter_errors: Counter,
     /// When a limiter error was last logged.
@@ -29,7 +31,7 @@ pub struct ServiceStats {
 
 impl ServiceStats {
     /// Refusals by reason, for `gatehouse_gateway_denied_total{reason=…}`.
-    pub fn denials(&self) -> [(&'static str, u64); 7] {
+    pub fn denials(&self) -> [(&'static str, u64); 8] {
         [
             ("missing_credentials", self.missing_credentials.get()),
             ("invalid_credentials", self.invalid_credentials.get()),
@@ -38,6 +40,7 @@ impl ServiceStats {
             ("acl", self.acl_denied.get()),
             ("rate_limited", self.rate_limited.get()),
             ("limiter_unavailable", self.limiter_unavailable.get()),
+            ("keys_unavailable", self.keys_unavailable.get()),
         ]
     }
 }

@@ -108,7 +108,7 @@ impl ProxyError {
                     (Code::PermissionDenied, d.public().1)
                 }
                 Denial::RateLimited { .. } => (Code::ResourceExhausted, d.public().1),
-                Denial::LimiterUnavailable => (Code::Unavailable, d.public().1),
+                Denial::LimiterUnavailable | Denial::KeysUnavailable => (Code::Unavailable, d.public().1),
                 Denial::BadTarget => (Code::Internal, d.public().1),
             },
             ProxyError::NoRoute => (Code::Unimplemented, "no route"),

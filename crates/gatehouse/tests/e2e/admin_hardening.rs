@@ -46,6 +46,14 @@ fn a_draft_reads_no_file_outside_the_roots_and_says_nothing_of_what_exists() {
         assert_eq!(errors[0]["path"], "apps.a2.jwt_keys[0].public_key", "{body}");
         messages.push(errors[0]["message"].as_str().expect("message").to_string());
     }
+    // A key set's CA file is held to the same rule, in a list of issuers too.
+    let service = json!({ "path": "/idp", "upstream": "u", "auth": "jwt", "jwt": [
+        { "issuer": "https://id.example.com", "discovery": true, "jwks": { "ca": "/etc/shadow" } }
+    ]});
+    let (status, body) = api.call("PUT", "/draft/services/idp", Some(api.version()), service);
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["errors"][0]["path"], "services.idp.jwt[0].jwks.ca", "{body}");
+    messages.push(body["errors"][0]["message"].as_str().expect("message").to_string());
     assert!(messages.windows(2).all(|w| w[0] == w[1]), "the refusals differ: {messages:?}");
     assert!(started.elapsed() < Duration::from_secs(10), "refusals took {:?}", started.elapsed());
     let r = http_request(gw.admin(), "GET", "127.0.0.1", "/healthz", &[], b"").expect("healthz");

@@ -21,12 +21,12 @@ fn alg_none_is_refused_with_or_without_a_signature() {
 #[test]
 fn other_algorithms_are_refused() {
     for alg in [
-        json!("HS384"),
-        json!("HS512"),
-        json!("RS512"),
-        json!("PS256"),
-        json!("ES384"),
-        json!("EdDSA"),
+        json!("ES256K"),
+        json!("RSA-OAEP"),
+        json!("A128GCM"),
+        json!("HS1"),
+        json!("Ed25519"),
+        json!("EDDSA"),
         json!("hs256"),
         json!(""),
     ] {

@@ -1,6 +1,7 @@
 //! End-to-end tests of the crate: real keys, real signatures, tokens forged the ways attackers forge them.
 
 mod attacks;
+mod families;
 mod garbage;
 mod keys;
 mod parsing;
