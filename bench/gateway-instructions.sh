@@ -17,6 +17,10 @@
 #              redis-server (the Redis client's cost on the request path; Redis's own not counted)
 #   cors       service /s6 with a CORS policy (two origins, one exposed header), each request
 #              from an allowed origin (`Origin: https://shop.example.net`): compare with `service`
+#   jwt-key    service /s7, auth jwt, an RS256 token verified with the app's configured key (by kid)
+#   jwt-jwks   service /s8, auth jwt, the same token's twin from an OpenID provider: verified with
+#              the key set fetched from a jwks_uri (the backend serves it), the app named by `azp`.
+#              Same key, same algorithm: compare with `jwt-key`
 #
 # Kernel time is not counted (about 60 % of Gatehouse's CPU per request on loopback), so a
 # difference here is an upper bound of the difference in throughput.
@@ -40,7 +44,7 @@ die() {
 }
 N=${N:-2000}
 KEEP_WORKDIR=${KEEP_WORKDIR:-0}
-need_commands valgrind callgrind_control callgrind_annotate nginx ab curl bc redis-server redis-cli
+need_commands valgrind callgrind_control callgrind_annotate nginx ab curl bc redis-server redis-cli openssl python3
 check_integers N
 gatehouse_binary
 HAPROXY_MAXCONN=0
@@ -61,6 +65,25 @@ if [[ $TRACING != off ]]; then
 fi
 head -c 48 /dev/urandom | base64 >"$WORK/cluster.key"
 KEY=BENCHKEY123
+# One RS256 key: configured for app `bench` (kid bench-rs), and published as a key set (kid
+# idp-rs) for the provider `bench-idp`. Two tokens, signed by openssl.
+openssl genpkey -algorithm RSA -pkeyopt rsa_keygen_bits:2048 -out "$WORK/jwt.key" 2>/dev/null
+openssl pkey -in "$WORK/jwt.key" -pubout -out "$WORK/jwt.pub"
+# make_token KID ISS: a compact RS256 token for app `bench`, audience api, a day to live
+make_token() {
+	local input
+	input=$(python3 -c 'import base64, json, sys, time
+b = lambda d: base64.urlsafe_b64encode(json.dumps(d, separators=(",", ":")).encode()).rstrip(b"=").decode()
+print(b({"alg": "RS256", "kid": sys.argv[1]}) + "." + b({"iss": sys.argv[2], "sub": "bench", "azp": "bench", "aud": "api", "exp": int(time.time()) + 86400}))' "$1" "$2")
+	printf '%s.%s' "$input" "$(printf '%s' "$input" | openssl dgst -sha256 -sign "$WORK/jwt.key" -binary | base64 -w0 | tr '+/' '-_' | tr -d '=')"
+}
+TOKEN_KEY=$(make_token bench-rs bench)
+TOKEN_JWKS=$(make_token idp-rs bench-idp)
+python3 -c 'import base64, json, sys
+b = lambda n: base64.urlsafe_b64encode(n.to_bytes((n.bit_length() + 7) // 8, "big")).rstrip(b"=").decode()
+n = int(sys.argv[1].split("=")[1], 16)
+print(json.dumps({"keys": [{"kty": "RSA", "kid": "idp-rs", "alg": "RS256", "use": "sig", "n": b(n), "e": b(65537)}]}))' \
+	"$(openssl rsa -in "$WORK/jwt.key" -noout -modulus 2>/dev/null)" >"$WORK/www/jwks.json"
 ACL='acl: { allow: [{ methods: [GET, HEAD], paths: ["/**"] }] }'
 cat >"$WORK/gatehouse.yaml" <<EOF
 workers: 1
@@ -79,8 +102,17 @@ services:
     headers: { request: { set: { x-gateway: gatehouse } }, response: { remove: [x-powered-by] } }
   s5: { path: /s5, upstream: backend, auth: app_key }
   s6: { path: /s6, upstream: backend, cors: { origins: ["https://app.example.com", "https://*.example.net"], expose_headers: [x-request-id] } }
+  s7: { path: /s7, upstream: backend, auth: jwt, jwt: { issuer: bench, audience: api } }
+  s8:
+    path: /s8
+    upstream: backend
+    auth: jwt
+    jwt: { issuer: bench-idp, audience: api, jwks_uri: "http://127.0.0.1:$P_BACKEND/jwks.json", app_claim: azp }
 apps:
-  bench: { key: $KEY, grants: { s1: ~, s2: ~, s3: gold, s4: gold, s5: cgold } }
+  bench:
+    key: $KEY
+    jwt_keys: [{ kid: bench-rs, alg: RS256, public_key: "$WORK/jwt.pub" }]
+    grants: { s1: ~, s2: ~, s3: gold, s4: gold, s5: cgold, s7: ~, s8: ~ }
 plans:
   gold: { rate_limits: [{ limit: 1000000, interval: 1s }] }
   cgold: { rate_limits: [{ limit: 1000000, interval: 1s, scope: cluster }] }
@@ -97,11 +129,17 @@ for ((i = 0; i < 300; i++)); do
 	sleep 0.2
 done
 [[ $(http_probe "$base/s4/~$KEY/test.html") == "200 75" ]] || die "the gateway service does not answer 200"
+# jwt_probe PATH TOKEN: the status of one request with the token
+jwt_probe() { curl -s --noproxy '*' -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $2" "$base$1"; }
+[[ $(jwt_probe /s7/test.html "$TOKEN_KEY") == 200 ]] || die "the configured-key JWT service does not answer 200"
+# The first request waits for the key set's first fetch.
+[[ $(jwt_probe /s8/test.html "$TOKEN_JWKS") == 200 ]] || die "the key-set JWT service does not answer 200"
 
 declare -A URL=([bare]=/test.html [service]=/s0/test.html [app-key]="/s1/~$KEY/test.html"
 	[acl]="/s2/~$KEY/test.html" [limit]="/s3/~$KEY/test.html" [headers]="/s4/~$KEY/test.html"
-	[header-key]=/s4/test.html [cluster-limit]="/s5/~$KEY/test.html" [cors]=/s6/test.html)
-ROWS=(bare service app-key acl limit headers header-key cluster-limit cors)
+	[header-key]=/s4/test.html [cluster-limit]="/s5/~$KEY/test.html" [cors]=/s6/test.html
+	[jwt-key]=/s7/test.html [jwt-jwks]=/s8/test.html)
+ROWS=(bare service app-key acl limit headers header-key cluster-limit cors jwt-key jwt-jwks)
 for warm in bare headers cluster-limit; do ab -k -n 1000 -c 10 "$base${URL[$warm]}" >/dev/null 2>&1; done
 echo "| row | instructions per request | vs bare |"
 echo "|---|---:|---:|"
@@ -117,6 +155,8 @@ for row in "${ROWS[@]}"; do
 	args=()
 	[[ $row == header-key ]] && args=(-H "X-APP-KEY: $KEY")
 	[[ $row == cors ]] && args=(-H "Origin: https://shop.example.net")
+	[[ $row == jwt-key ]] && args=(-H "Authorization: Bearer $TOKEN_KEY")
+	[[ $row == jwt-jwks ]] && args=(-H "Authorization: Bearer $TOKEN_JWKS")
 	callgrind_count gatehouse "$row" "$N" ab_2xx "$row" -k -n "$N" -c 10 "${args[@]}" "$base${URL[$row]}"
 	per=$REPLY
 	first=${first:-$per}

@@ -27,7 +27,7 @@ pub use error::GatewayError;
 pub use gateway::{parse_sha256_hex, AppEntry, Gateway, PlanGate};
 pub use headers::EditHeaders;
 pub use rate_limit::Quota;
-pub use service::{quota_headers, Admitted, ServiceGate};
+pub use service::{quota_headers, Admitted, ServiceGate, TokenUpstream};
 pub use stats::ServiceStats;
 
 use rate_limit::local::LocalTable;
