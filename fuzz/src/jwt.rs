@@ -2,6 +2,10 @@
 //! refuse every algorithm the key does not have. The seed corpus holds tokens of each algorithm
 //! signed with the keys below (they verify), OpenSSL-made tokens, and broken ones (alg none,
 //! padding, standard alphabet, crit, duplicate members, wrong segment counts).
+//!
+//! Input that starts with `{` is a key set an OpenID provider serves instead (its seeds: `jwks-*`):
+//! reading it must not panic, and every key it yields verifies only its own algorithm, of the
+//! family its JWK type allows.
 
 use std::sync::OnceLock;
 
@@ -21,8 +25,12 @@ fn keys() -> &'static [VerifyKey] {
     })
 }
 
-/// Decodes `data` as a token, verifies it with every key and validates its claims.
+/// Decodes `data` as a token, verifies it with every key and validates its claims; or reads it as
+/// a key set.
 pub fn check(data: &[u8]) {
+    if data.first() == Some(&b'{') {
+        return key_set(data);
+    }
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
@@ -42,5 +50,21 @@ pub fn check(data: &[u8]) {
         let v = Validation { leeway_secs, issuer: Some("https://idp.example".into()), ..Validation::default() };
         let _ = token.claims().validate(i64::from(u32::MAX), &v);
         let _ = token.claims().validate(i64::MIN, &v);
+    }
+}
+
+/// A JWK Set: read without panicking; what `find` gives is of the algorithm asked for, and never a
+/// shared secret (sets carry public keys only).
+fn key_set(data: &[u8]) {
+    use gatehouse_jwt::{jwk::KeySet, Family};
+    let Ok(set) = KeySet::parse(data) else {
+        return;
+    };
+    let _ = (set.len(), set.is_empty(), set.skipped(), format!("{set:?}"));
+    for alg in Algorithm::ALL {
+        for key in set.find(None, alg) {
+            assert_eq!(key.algorithm(), alg);
+            assert_ne!(alg.family(), Family::Hmac, "a key set gave a shared secret");
+        }
     }
 }

@@ -180,9 +180,16 @@ function quantile(q, counts, bounds) {
 
 // ---- Draft sections --------------------------------------------------------------------------
 
-// What a service applies, in a few words: its credentials, ACL, limits and CORS origins.
+// The issuers a service takes JWTs from, and where their keys come from.
+const issuers = e => [].concat(e.jwt || []).map(j =>
+  (j.issuer || "any issuer") + (j.discovery ? " (discovery)" : j.jwks_uri ? " (" + j.jwks_uri + ")" : " (apps' keys)")
+).join(", ");
+
+// What a service applies, in a few words: its credentials, JWT issuers, ACL, limits and CORS
+// origins.
 const policies = e => [
   [].concat(e.auth || []).filter(a => a !== "none").join(" or "),
+  [].concat(e.auth || []).includes("jwt") && e.jwt ? "JWT from " + issuers(e) : "",
   e.acl ? "ACL" : "",
   (e.rate_limits || []).length ? (e.rate_limits.length + " rate limit(s)") : "",
   e.cors ? "CORS: " + (e.cors.origins || []).join(", ") : "",

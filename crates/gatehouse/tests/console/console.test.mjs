@@ -90,6 +90,23 @@ try {
   await flash("Saved sites api");
   await page.locator('tr[data-name="api"]', { hasText: "api.test" }).waitFor();
 
+  step("services show their JWT issuers");
+  // A service put into the draft through the API, as an operator's script would.
+  const auth = { authorization: "Bearer " + token };
+  const draft = await fetch(url + "/api/v1/draft", { headers: auth });
+  const put = await fetch(url + "/api/v1/draft/services/idp", {
+    method: "PUT",
+    headers: { ...auth, "if-match": draft.headers.get("etag"), "content-type": "application/json" },
+    body: JSON.stringify({ path: "/idp", upstream: "u", auth: "jwt", jwt: [
+      { issuer: "http://127.0.0.1:1", discovery: true, audience: "api" },
+      { issuer: "billing" },
+    ] }),
+  });
+  if (put.status !== 200) fail("PUT /draft/services/idp: " + put.status + " " + await put.text());
+  await page.click('a[href="#/services"]');
+  await page.locator('#services-table tr[data-name="idp"]',
+    { hasText: "JWT from http://127.0.0.1:1 (discovery), billing (apps' keys)" }).waitFor();
+
   step("revision, release, node follows");
   await page.click('a[href="#/revisions"]');
   await page.locator("#diff tr.added, #diff tr.changed").first().waitFor();
