@@ -526,20 +526,25 @@ fn render_upstream_tls(out: &mut String, snap: &Snapshot) {
     }
 }
 
-/// Admit-stage counters by service.
-/// The key sets of OpenID providers: fetches by result, keys in use, whether an old set is
-/// serving because the provider fails.
+/// The key sets of OpenID providers, one series per provider: fetches by result, keys in use,
+/// whether an older set is serving because the provider fails. Two services fetching the same
+/// provider differently (another `refresh`) have two sources; their series are added up.
 fn render_key_sets(out: &mut String, sources: &[std::sync::Arc<gatehouse_jwks::KeySource>]) {
-    help(out, "gatehouse_jwks_fetches_total", "counter", "Key set fetches from OpenID providers, by result.");
+    // provider → (ok, failed, unknown-kid fetches, keys, stale)
+    let mut by: std::collections::BTreeMap<&str, (u64, u64, u64, u64, bool)> = std::collections::BTreeMap::new();
     for s in sources {
-        let p = esc(&s.label);
-        let _ =
-            writeln!(out, "gatehouse_jwks_fetches_total{{provider=\"{p}\",result=\"ok\"}} {}", s.stats.fetched.get());
-        let _ = writeln!(
-            out,
-            "gatehouse_jwks_fetches_total{{provider=\"{p}\",result=\"failed\"}} {}",
-            s.stats.failed.get()
-        );
+        let e = by.entry(s.label.as_str()).or_default();
+        e.0 += s.stats.fetched.get();
+        e.1 += s.stats.failed.get();
+        e.2 += s.stats.unknown_kid_fetches.get();
+        e.3 = e.3.max(s.stats.keys.load(Relaxed));
+        e.4 |= s.stats.stale.load(Relaxed);
+    }
+    help(out, "gatehouse_jwks_fetches_total", "counter", "Key set fetches from OpenID providers, by result.");
+    for (p, (ok, failed, ..)) in &by {
+        let p = esc(p);
+        let _ = writeln!(out, "gatehouse_jwks_fetches_total{{provider=\"{p}\",result=\"ok\"}} {ok}");
+        let _ = writeln!(out, "gatehouse_jwks_fetches_total{{provider=\"{p}\",result=\"failed\"}} {failed}");
     }
     help(
         out,
@@ -547,21 +552,20 @@ fn render_key_sets(out: &mut String, sources: &[std::sync::Arc<gatehouse_jwks::K
         "counter",
         "Key set fetches asked for by a token naming a key the set did not have.",
     );
-    for s in sources {
-        let n = s.stats.unknown_kid_fetches.get();
-        let _ = writeln!(out, "gatehouse_jwks_unknown_kid_fetches_total{{provider=\"{}\"}} {n}", esc(&s.label));
+    for (p, (_, _, n, ..)) in &by {
+        let _ = writeln!(out, "gatehouse_jwks_unknown_kid_fetches_total{{provider=\"{}\"}} {n}", esc(p));
     }
     help(out, "gatehouse_jwks_keys", "gauge", "Usable keys in the key set in use.");
-    for s in sources {
-        let _ = writeln!(out, "gatehouse_jwks_keys{{provider=\"{}\"}} {}", esc(&s.label), s.stats.keys.load(Relaxed));
+    for (p, (_, _, _, keys, _)) in &by {
+        let _ = writeln!(out, "gatehouse_jwks_keys{{provider=\"{}\"}} {keys}", esc(p));
     }
     help(out, "gatehouse_jwks_stale", "gauge", "1 when the last fetch failed and an older key set is in use.");
-    for s in sources {
-        let stale = u8::from(s.stats.stale.load(Relaxed));
-        let _ = writeln!(out, "gatehouse_jwks_stale{{provider=\"{}\"}} {stale}", esc(&s.label));
+    for (p, (.., stale)) in &by {
+        let _ = writeln!(out, "gatehouse_jwks_stale{{provider=\"{}\"}} {}", esc(p), u8::from(*stale));
     }
 }
 
+/// Admit-stage counters by service.
 fn render_gateway(out: &mut String, gw: &gatehouse_plugins::Gateway) {
     help(out, "gatehouse_gateway_admitted_total", "counter", "Requests a service admitted.");
     for (name, s) in &gw.services {

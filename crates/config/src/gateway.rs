@@ -433,6 +433,10 @@ pub struct App {
     /// Services the app may call, each with its plan (`~` for none).
     #[serde(default)]
     pub grants: BTreeMap<String, Option<String>>,
+    /// OpenID issuers whose tokens may name this app (through a service's `jwt.app_claim`); a
+    /// token of another issuer naming it is taken as naming no app.
+    #[serde(default)]
+    pub issuers: Vec<String>,
 }
 
 /// A JWT verification key.

@@ -143,14 +143,30 @@ fn check_jwt_issuers(
             }
         }
         let k = &j.jwks;
-        if k.refresh.0 < std::time::Duration::from_secs(1) {
+        let second = std::time::Duration::from_secs(1);
+        if k.refresh.0 < second {
             err(format!("{jp}.jwks.refresh"), "at least 1s".into());
         }
-        if k.min_refetch.0 > k.refresh.0 {
+        if k.min_refetch.0 < second {
+            // Tokens with made-up key ids would otherwise make the gateway fetch without pause.
+            err(format!("{jp}.jwks.min_refetch"), "at least 1s".into());
+        } else if k.min_refetch.0 > k.refresh.0 {
             err(format!("{jp}.jwks.min_refetch"), "longer than `refresh`".into());
         }
-        if k.timeout.0.is_zero() {
-            err(format!("{jp}.jwks.timeout"), "must be above zero".into());
+        if k.timeout.0.is_zero() || k.timeout.0 > std::time::Duration::from_secs(60) {
+            err(format!("{jp}.jwks.timeout"), "from above zero to 60s: a request may wait this long".into());
+        }
+        if j.uses_key_set() {
+            // A provider signs for many clients (and, for some, many tenants): say which are yours.
+            if j.issuer.is_none() && !j.discovery {
+                err(format!("{jp}.issuer"), "required with `jwks_uri`: a key set signs for its issuer only".into());
+            }
+            if j.audience.is_none() {
+                err(
+                    format!("{jp}.audience"),
+                    "required with a key set: the provider signs tokens for other clients too".into(),
+                );
+            }
         }
         if !j.uses_key_set() {
             if j.plan.is_some() {
@@ -177,7 +193,8 @@ fn check_jwt_issuers(
             let lower = header.to_ascii_lowercase();
             if !is_token(header) {
                 err(hp, format!("`{header}` is not a header name"));
-            } else if FORBIDDEN_CLAIM_HEADERS.contains(&lower.as_str()) {
+            } else if FORBIDDEN_CLAIM_HEADERS.contains(&lower.as_str()) || lower.eq_ignore_ascii_case(&s.app_id_header)
+            {
                 err(hp, format!("`{header}` cannot carry a claim"));
             } else if let Some(other) = headers.insert(lower, claim) {
                 err(hp, format!("`{header}` already carries claim `{other}`"));
@@ -206,6 +223,11 @@ const FORBIDDEN_CLAIM_HEADERS: &[&str] = &[
     "x-forwarded-proto",
     "traceparent",
     "tracestate",
+    "via",
+    "x-real-ip",
+    "x-request-id",
+    "expect",
+    "grpc-timeout",
 ];
 
 /// A URL the gateway fetches keys from: `https://`, or `http://` to a loopback address (a key
@@ -286,9 +308,15 @@ fn check_app_credentials(p: &str, app: &App, err: &mut impl FnMut(String, String
         || app.key_sha256.is_some()
         || app.key_hmac.is_some()
         || app.secret.is_some()
-        || !app.jwt_keys.is_empty();
+        || !app.jwt_keys.is_empty()
+        || !app.issuers.is_empty();
     if !has_credentials {
-        err(p.to_string(), "no credentials: set key, key_sha256, key_hmac, secret or jwt_keys".into());
+        err(p.to_string(), "no credentials: set key, key_sha256, key_hmac, secret, jwt_keys or issuers".into());
+    }
+    for (i, iss) in app.issuers.iter().enumerate() {
+        if iss.is_empty() {
+            err(format!("{p}.issuers[{i}]"), "must not be empty".into());
+        }
     }
     if app.secret.as_deref() == Some("") {
         err(format!("{p}.secret"), "must not be empty".into());
@@ -581,7 +609,7 @@ services:
     path: /one
     upstream: api
     auth: jwt
-    jwt: { issuer: "https://id.example.com", discovery: true, app_claim: azp, forward_claims: { sub: x-user }, strip_token: true, plan: free }
+    jwt: { issuer: "https://id.example.com", audience: api, discovery: true, app_claim: azp, forward_claims: { sub: x-user }, strip_token: true, plan: free }
   many:
     path: /many
     upstream: api
@@ -590,6 +618,7 @@ services:
       - { discovery: true }
       - { issuer: "http://id.example.com", discovery: true, jwks_uri: "https://x/certs" }
       - { issuer: "https://a", jwks_uri: "http://10.0.0.1/certs", jwks: { min_refetch: 20m, timeout: 0s }, plan: gold }
+      - { jwks_uri: "https://c/certs", audience: api, jwks: { min_refetch: 0s, timeout: 2m } }
       - { issuer: "https://a", forward_claims: { sub: Authorization, scope: "bad header", email: x-u, name: X-U }, app_claim: "" }
       - { issuer: "https://b", plan: free, jwks: { refresh: 5m } }
   unused:
@@ -604,19 +633,24 @@ services:
         for expected in [
             "services.many.jwt[0].issuer",
             "services.many.jwt[0].discovery",
+            "services.many.jwt[0].audience",
             "services.many.jwt[1]",
             "services.many.jwt[1].issuer",
             "services.many.jwt[2].jwks_uri",
             "services.many.jwt[2].jwks.min_refetch",
             "services.many.jwt[2].jwks.timeout",
             "services.many.jwt[2].plan",
+            "services.many.jwt[2].audience",
             "services.many.jwt[3].issuer",
-            "services.many.jwt[3].app_claim",
-            "services.many.jwt[3].forward_claims.sub",
-            "services.many.jwt[3].forward_claims.scope",
-            "services.many.jwt[3].forward_claims.name",
-            "services.many.jwt[4].plan",
-            "services.many.jwt[4].jwks",
+            "services.many.jwt[3].jwks.min_refetch",
+            "services.many.jwt[3].jwks.timeout",
+            "services.many.jwt[4].issuer",
+            "services.many.jwt[4].app_claim",
+            "services.many.jwt[4].forward_claims.sub",
+            "services.many.jwt[4].forward_claims.scope",
+            "services.many.jwt[4].forward_claims.name",
+            "services.many.jwt[5].plan",
+            "services.many.jwt[5].jwks",
             "services.unused.jwt",
         ] {
             assert!(paths.contains(&expected), "missing {expected} in {found:#?}");

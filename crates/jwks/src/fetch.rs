@@ -104,7 +104,12 @@ async fn discover(client: &Client, issuer: &str, timeout: Duration) -> Result<Ur
         None => return Err(FetchError::Discovery("no issuer")),
     }
     let jwks_uri = doc.get("jwks_uri").and_then(Value::as_str).ok_or(FetchError::Discovery("no jwks_uri"))?;
-    check_url(jwks_uri).map_err(FetchError::Url)
+    let uri = check_url(jwks_uri).map_err(FetchError::Url)?;
+    // An https issuer's document must not send the gateway to a cleartext (loopback) address.
+    if issuer.starts_with("https://") && uri.scheme_str() != Some("https") {
+        return Err(FetchError::Discovery("an https issuer names an http jwks_uri"));
+    }
+    Ok(uri)
 }
 
 async fn get(

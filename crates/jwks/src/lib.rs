@@ -93,7 +93,11 @@ pub struct KeySource {
 impl KeySource {
     /// A source for `settings`; with a runtime, its refresher task starts there and fetches at once. Without one
     /// (`gatehouse check`), it never fetches.
-    pub fn start(settings: Settings, runtime: Option<&tokio::runtime::Handle>) -> Arc<Self> {
+    ///
+    /// `seed` is a set to serve until the first fetch succeeds: the set of the source this one
+    /// replaces (a reload that changed how the same provider is fetched), so that a provider down
+    /// at that moment costs no token.
+    pub fn start(settings: Settings, runtime: Option<&tokio::runtime::Handle>, seed: Option<Arc<KeySet>>) -> Arc<Self> {
         let label = match &settings.source {
             Source::Discovery { issuer } => issuer.clone(),
             Source::Uri(uri) => uri.clone(),
@@ -101,7 +105,7 @@ impl KeySource {
         let source = Arc::new(KeySource {
             settings,
             label,
-            current: ArcSwapOption::empty(),
+            current: ArcSwapOption::new(seed),
             wake: Arc::new(Notify::new()),
             done: watch::channel(0).0,
             // The task's first act is a fetch: requests arriving before it runs wait for that one.
@@ -134,11 +138,12 @@ impl KeySource {
             return set;
         }
         let mut done = self.done.subscribe();
-        if !self.demand(set.is_some()) {
-            return set;
+        if self.demand(set.is_some()) {
+            // Discovery and the key set, each bounded by `timeout`.
+            let bound = self.settings.timeout.saturating_mul(2).saturating_add(Duration::from_millis(100));
+            let _ = tokio::time::timeout(bound, done.changed()).await;
         }
-        // Discovery and the key set, each bounded by `timeout`.
-        let _ = tokio::time::timeout(self.settings.timeout * 2 + Duration::from_millis(100), done.changed()).await;
+        // A fetch may have ended since the first look.
         self.current.load_full()
     }
 

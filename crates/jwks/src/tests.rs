@@ -48,6 +48,7 @@ fn jwks(kids: &[&str]) -> String {
 }
 
 fn settings(url: &str, min_refetch: Duration) -> Settings {
+    // `min_refetch` under 1s is refused by the configuration; here it lets a test fetch on demand.
     Settings {
         source: Source::Uri(url.into()),
         refresh: Duration::from_secs(600),
@@ -61,7 +62,8 @@ fn settings(url: &str, min_refetch: Duration) -> Settings {
 async fn first_fetch_is_awaited_then_unknown_kids_refetch_at_most_once_per_min_refetch() {
     let p = provider().await;
     *p.body.lock().expect("lock") = jwks(&["a"]);
-    let source = KeySource::start(settings(&p.url, Duration::from_secs(600)), Some(&tokio::runtime::Handle::current()));
+    let source =
+        KeySource::start(settings(&p.url, Duration::from_secs(600)), Some(&tokio::runtime::Handle::current()), None);
     let set = source.keys(Some("a")).await.expect("the first fetch is awaited");
     assert!(set.has_kid("a"));
     assert_eq!(p.hits.load(Relaxed), 1);
@@ -84,7 +86,7 @@ async fn first_fetch_is_awaited_then_unknown_kids_refetch_at_most_once_per_min_r
 async fn a_failing_provider_leaves_the_last_good_set_in_use() {
     let p = provider().await;
     *p.body.lock().expect("lock") = jwks(&["a"]);
-    let source = KeySource::start(settings(&p.url, Duration::ZERO), Some(&tokio::runtime::Handle::current()));
+    let source = KeySource::start(settings(&p.url, Duration::ZERO), Some(&tokio::runtime::Handle::current()), None);
     assert!(source.keys(Some("a")).await.is_some());
 
     p.body.lock().expect("lock").clear();
@@ -105,25 +107,32 @@ async fn a_failing_provider_leaves_the_last_good_set_in_use() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provider_never_reached_gives_no_set_and_the_task_stops_with_its_source() {
     let p = provider().await;
-    let source = KeySource::start(settings(&p.url, Duration::from_secs(600)), Some(&tokio::runtime::Handle::current()));
+    let source =
+        KeySource::start(settings(&p.url, Duration::from_secs(600)), Some(&tokio::runtime::Handle::current()), None);
     assert!(source.keys(None).await.is_none());
     assert_eq!(source.stats.failed.get(), 1);
     // Within min_refetch no request waits for another fetch.
     assert!(source.keys(None).await.is_none());
     assert_eq!(p.hits.load(Relaxed), 1);
 
-    let weak = Arc::downgrade(&source);
+    // Dropped, the source's task ends (its Drop wakes it): the runtime is back to the provider's
+    // own task.
+    let metrics = tokio::runtime::Handle::current().metrics();
     drop(source);
-    assert!(weak.upgrade().is_none());
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while metrics.num_alive_tasks() > 1 && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(metrics.num_alive_tasks(), 1, "the refresher outlived its source");
     *p.body.lock().expect("lock") = jwks(&["a"]);
-    // Nothing fetches any more: a new source's first fetch is the only new request.
-    let again = KeySource::start(settings(&p.url, Duration::from_secs(600)), Some(&tokio::runtime::Handle::current()));
+    let again =
+        KeySource::start(settings(&p.url, Duration::from_secs(600)), Some(&tokio::runtime::Handle::current()), None);
     assert!(again.keys(Some("a")).await.is_some());
     assert_eq!(p.hits.load(Relaxed), 2);
 }
 
 #[test]
 fn without_a_runtime_nothing_is_fetched() {
-    let source = KeySource::start(settings("http://127.0.0.1:1/jwks", Duration::ZERO), None);
+    let source = KeySource::start(settings("http://127.0.0.1:1/jwks", Duration::ZERO), None, None);
     assert!(source.current().is_none());
 }

@@ -90,12 +90,13 @@ impl KeySet {
         Ok(out)
     }
 
-    /// The keys that may verify a token with this `kid` and `alg`: those with that `kid` when the token names one,
-    /// every key of the algorithm when it does not.
+    /// The keys that may verify a token with this `kid` and `alg`: those with that `kid` when the token names one
+    /// (and keys published without a `kid`, which RFC 7517 lets match any), every key of the algorithm when it does
+    /// not.
     pub fn find<'a>(&'a self, kid: Option<&'a str>, alg: Algorithm) -> impl Iterator<Item = &'a VerifyKey> + 'a {
         self.keys
             .iter()
-            .filter(move |(k, key)| key.algorithm() == alg && (kid.is_none() || k.as_deref() == kid))
+            .filter(move |(k, key)| key.algorithm() == alg && (kid.is_none() || k.is_none() || k.as_deref() == kid))
             .map(|(_, key)| key)
     }
 
@@ -180,7 +181,17 @@ fn keys_of(jwk: &Map<String, Value>) -> Result<Vec<VerifyKey>, &'static str> {
             if alg.is_some_and(|a| a != curve_alg) {
                 return Err("alg does not fit the key");
             }
-            let point = [&[4u8][..], &bytes("x")?, &bytes("y")?].concat();
+            let (x, y) = (bytes("x")?, bytes("y")?);
+            // Each coordinate at the curve's full size (RFC 7518 §6.2.1.2), not only their sum.
+            let size = match curve_alg {
+                Algorithm::Es256 => 32,
+                Algorithm::Es384 => 48,
+                _ => 66,
+            };
+            if x.len() != size || y.len() != size {
+                return Err("EC point refused");
+            }
+            let point = [&[4u8][..], &x, &y].concat();
             Ok(vec![VerifyKey::from_point(curve_alg, &point).map_err(|_| "EC point refused")?])
         }
         "OKP" => {

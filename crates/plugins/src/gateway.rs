@@ -48,12 +48,19 @@ pub struct AppEntry {
     grants: Box<[Option<Option<Arc<PlanGate>>>]>,
     /// JWT keys without a `kid` (the app's `secret` among them).
     pub(crate) jwt_keys: Box<[VerifyKey]>,
+    /// OpenID issuers whose tokens may name the app.
+    issuers: Box<[String]>,
 }
 
 impl AppEntry {
     /// Whether the app may call from `ip`.
     pub fn allows_ip(&self, ip: IpAddr) -> bool {
         self.allow_ips.is_empty() || self.allow_ips.iter().any(|n| n.contains(ip))
+    }
+
+    /// Whether tokens of the OpenID provider `issuer` may name this app.
+    pub fn trusts_issuer(&self, issuer: &str) -> bool {
+        self.issuers.iter().any(|i| i == issuer)
     }
 
     /// The grant for service number `index`: `None` when not granted, else its plan.
@@ -230,6 +237,7 @@ impl Gateway {
                 allow_ips: app.allow_ips.clone().into(),
                 grants: grants.into(),
                 jwt_keys: unnamed.into(),
+                issuers: app.issuers.clone().into(),
             });
             let clash = match (&app.key, &app.key_sha256, &app.key_hmac) {
                 (Some(k), _, _) => gw.keys.add_plain(k.as_bytes(), &entry),

@@ -27,7 +27,7 @@ pub use error::GatewayError;
 pub use gateway::{parse_sha256_hex, AppEntry, Gateway, PlanGate};
 pub use headers::EditHeaders;
 pub use rate_limit::Quota;
-pub use service::{quota_headers, Admitted, ServiceGate, TokenUpstream};
+pub use service::{quota_headers, Admitted, ServiceGate};
 pub use stats::ServiceStats;
 
 use rate_limit::local::LocalTable;
@@ -92,6 +92,10 @@ impl Registry {
         if let Some(existing) = map.get(&id).and_then(Weak::upgrade) {
             return Ok(existing);
         }
+        // The same provider fetched another way (a reload changed `refresh`, say): its set serves
+        // until the new source's first fetch.
+        let prefix = format!("{source:?} ");
+        let seed = map.iter().filter(|(k, _)| k.starts_with(&prefix)).find_map(|(_, w)| w.upgrade()?.current());
         let roots = match ca {
             Some((path, pem)) => Some(read_roots(&pem).map_err(|reason| GatewayError::JwksCa { path, reason })?),
             None => None,
@@ -99,7 +103,7 @@ impl Registry {
         let settings =
             Settings { source, refresh: k.refresh.0, min_refetch: k.min_refetch.0, timeout: k.timeout.0, roots };
         let runtime = if self.offline { None } else { self.runtime.as_ref() };
-        let made = KeySource::start(settings, runtime);
+        let made = KeySource::start(settings, runtime, seed);
         map.insert(id, Arc::downgrade(&made));
         Ok(made)
     }

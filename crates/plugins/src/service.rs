@@ -72,31 +72,56 @@ struct JwtCheck {
     issuers: Box<[IssuerCheck]>,
     /// Every header some issuer forwards a claim in: removed from every request first.
     claim_headers: Box<[HeaderName]>,
+    /// Some issuer strips its tokens: then a bearer token that was not verified (the request
+    /// came with an app key) is not forwarded either.
+    strip_any: bool,
+}
+
+impl JwtCheck {
+    /// The request as the rate limits and the backend see it: the client's own claim headers
+    /// gone, a verified token's claims in their place, the token removed when its issuer says.
+    fn upstream(&self, headers: &mut HeaderMap, verified: Option<(Vec<(HeaderName, HeaderValue)>, bool)>) {
+        for name in self.claim_headers.iter() {
+            headers.remove(name);
+        }
+        let strip = match verified {
+            Some((claims, strip)) => {
+                for (name, value) in claims {
+                    headers.insert(name, value);
+                }
+                strip
+            }
+            None => self.strip_any && headers.get(header::AUTHORIZATION).is_some_and(|v| bearer(v).is_some()),
+        };
+        if strip {
+            headers.remove(header::AUTHORIZATION);
+        }
+    }
+}
+
+/// The token of an `Authorization: Bearer TOKEN` value.
+fn bearer(v: &HeaderValue) -> Option<&str> {
+    let (scheme, token) = v.to_str().ok()?.split_once(' ')?;
+    scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
 }
 
 /// What the credentials sent come to: an app, or a token still to verify.
-enum Found<'p> {
+enum Found<'s, 'p> {
     App(Arc<AppEntry>),
-    Token(&'p JwtCheck, &'p str),
+    Token(&'s JwtCheck, &'p str),
 }
 
 /// Who a verified token says is calling, and what it sends upstream.
 struct Verified {
-    /// The app it names (its keys signed it, or its `app_claim` names it).
+    /// The app it names (its keys signed it, or its `app_claim` names an app that trusts the
+    /// issuer).
     app: Option<Arc<AppEntry>>,
     /// The issuer's plan, for a token that names no app.
     plan: Option<Arc<PlanGate>>,
-    /// Claims as headers, and whether to remove the token; `None` when neither applies.
-    upstream: Option<Box<TokenUpstream>>,
-}
-
-/// What a verified token changes in the request sent upstream.
-#[derive(Debug, Default)]
-pub struct TokenUpstream {
     /// Claims, as the headers the backend gets them in.
-    pub claims: Vec<(HeaderName, HeaderValue)>,
+    claims: Vec<(HeaderName, HeaderValue)>,
     /// Remove the token before forwarding.
-    pub strip_token: bool,
+    strip_token: bool,
 }
 
 /// What the Admit stage learned about an admitted request.
@@ -109,9 +134,6 @@ pub struct Admitted {
     /// The tightest rate limit's quota, for the `RateLimit-*` headers, and its limit as a
     /// header value.
     pub quota: Option<(Quota, HeaderValue)>,
-    /// What a verified token changes upstream (claims as headers, the token removed); boxed, as
-    /// most requests have none.
-    pub token: Option<Box<TokenUpstream>>,
 }
 
 impl ServiceGate {
@@ -130,7 +152,8 @@ impl ServiceGate {
                 issuers.iter().flat_map(|i| i.forward.iter().map(|(_, h)| h.clone())).collect();
             claim_headers.sort_by(|a, b| a.as_str().cmp(b.as_str()));
             claim_headers.dedup();
-            JwtCheck { issuers: issuers.into(), claim_headers: claim_headers.into() }
+            let strip_any = issuers.iter().any(|i| i.strip_token);
+            JwtCheck { issuers: issuers.into(), claim_headers: claim_headers.into(), strip_any }
         });
         let scheme = if jwt.is_some() { "Bearer" } else { "AppKey" };
         let challenge = HeaderValue::try_from(format!("{scheme} realm=\"{name}\""))
@@ -181,10 +204,15 @@ impl ServiceGate {
         let mut admitted = Admitted::default();
         if self.app_key.is_some() || self.jwt.is_some() {
             let (app, plan) = match self.authenticate(gw, parts, cut)? {
-                Found::App(app) => (Some(app), None),
+                Found::App(app) => {
+                    if let Some(jwt) = &self.jwt {
+                        jwt.upstream(&mut parts.headers, None);
+                    }
+                    (Some(app), None)
+                }
                 Found::Token(check, token) => {
                     let v = self.verify_jwt(gw, check, token).await?;
-                    admitted.token = v.upstream;
+                    check.upstream(&mut parts.headers, Some((v.claims, v.strip_token)));
                     (v.app, v.plan)
                 }
             };
@@ -255,7 +283,12 @@ impl ServiceGate {
     }
 
     /// Finds the caller from an app key, else the bearer JWT to verify.
-    fn authenticate<'p>(&'p self, gw: &Gateway, parts: &'p mut Parts, cut: &mut PathCut) -> Result<Found<'p>, Denial> {
+    fn authenticate<'s, 'p>(
+        &'s self,
+        gw: &Gateway,
+        parts: &'p mut Parts,
+        cut: &mut PathCut,
+    ) -> Result<Found<'s, 'p>, Denial> {
         if let Some(sources) = &self.app_key {
             let (key, path_cut) =
                 sources.take(&mut parts.uri, &mut parts.headers, self.base_len).map_err(|_| Denial::BadTarget)?;
@@ -266,11 +299,7 @@ impl ServiceGate {
             }
         }
         if let Some(check) = &self.jwt {
-            let bearer = parts.headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()).and_then(|v| {
-                let (scheme, token) = v.split_once(' ')?;
-                scheme.eq_ignore_ascii_case("bearer").then(|| token.trim())
-            });
-            if let Some(token) = bearer {
+            if let Some(token) = parts.headers.get(header::AUTHORIZATION).and_then(bearer) {
                 return Ok(Found::Token(check, token));
             }
         }
@@ -299,6 +328,10 @@ impl ServiceGate {
             .iter()
             .find(|i| i.issuer.is_none() || i.issuer.as_deref() == iss)
             .ok_or_else(|| self.invalid("unknown issuer"))?;
+        // The claims first: a token that is expired or for another audience never makes the
+        // gateway fetch keys. (The signature is checked below all the same.)
+        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
+        t.claims().validate(now, &issuer.validation).map_err(|e| self.invalid(claim_reason(&e)))?;
         let app = match &issuer.keys {
             IssuerKeys::Apps => Some(self.app_signed(gw, issuer, &t)?),
             IssuerKeys::Set(source) => {
@@ -309,20 +342,18 @@ impl ServiceGate {
                 if !set.find(t.kid(), t.algorithm()).any(|k| t.verify(k).is_ok()) {
                     return Err(self.invalid("bad signature, algorithm or key id"));
                 }
+                // Only an app that trusts this issuer can be named by its tokens.
                 let named = issuer.app_claim.as_deref().and_then(|c| t.claims().get_str(c));
-                named.and_then(|id| gw.by_id.get(id)).cloned()
+                let app = named.and_then(|id| gw.by_id.get(id));
+                app.filter(|a| issuer.issuer.as_deref().is_some_and(|iss| a.trusts_issuer(iss))).cloned()
             }
         };
-        let now = SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_secs() as i64);
-        t.claims().validate(now, &issuer.validation).map_err(|e| self.invalid(claim_reason(&e)))?;
         let claims: Vec<_> = issuer
             .forward
             .iter()
             .filter_map(|(claim, header)| Some((header.clone(), claim_value(t.claims().raw().get(claim)?)?)))
             .collect();
-        let upstream = (!claims.is_empty() || issuer.strip_token)
-            .then(|| Box::new(TokenUpstream { claims, strip_token: issuer.strip_token }));
-        Ok(Verified { app, plan: issuer.plan.clone(), upstream })
+        Ok(Verified { app, plan: issuer.plan.clone(), claims, strip_token: issuer.strip_token })
     }
 
     /// The app whose own key signed `t`: by `kid`, else the app its `app_claim` (default `sub`) names.
@@ -359,20 +390,6 @@ impl ServiceGate {
     /// Request headers for the backend: the app id (whatever the client sent under that name
     /// removed), then the service's and the plan's rewrites.
     pub fn rewrite_request(&self, a: &Admitted, headers: &mut HeaderMap) {
-        if let Some(jwt) = &self.jwt {
-            // Whatever the client sent under a claim's header never reaches the backend.
-            for name in jwt.claim_headers.iter() {
-                headers.remove(name);
-            }
-            if let Some(token) = &a.token {
-                for (name, value) in &token.claims {
-                    headers.insert(name.clone(), value.clone());
-                }
-                if token.strip_token {
-                    headers.remove(header::AUTHORIZATION);
-                }
-            }
-        }
         if let Some(name) = &self.app_id_header {
             // `insert` replaces whatever the client sent under the name.
             match &a.app {
@@ -417,21 +434,26 @@ fn number(n: u64) -> HeaderValue {
 }
 
 /// A claim as a header value: a string as it is, a number or boolean as JSON writes it, an
-/// array of those joined by `,` (an HTTP list), anything else as compact JSON; `None` when the
-/// result cannot be a header value (control characters).
+/// array of those joined by `,` (an HTTP list), an object as compact JSON. `None` (nothing sent)
+/// when the result could be read otherwise than it was meant: control characters, whitespace
+/// around a value (backends trim it: `" admin"` would become `admin`), an array element holding a
+/// `,` or a `"` (`["a,admin"]` would read as two).
 fn claim_value(v: &serde_json::Value) -> Option<HeaderValue> {
     use serde_json::Value;
+    let plain = |s: &str| !s.is_empty() && s.trim() == s;
     let scalar = |v: &Value| match v {
-        Value::String(s) => Some(s.clone()),
+        Value::String(s) if plain(s) => Some(s.clone()),
         Value::Number(_) | Value::Bool(_) => Some(v.to_string()),
         _ => None,
     };
     let text = match v {
-        Value::Null => return None,
-        Value::Array(items) => match items.iter().map(scalar).collect::<Option<Vec<_>>>() {
-            Some(parts) => parts.join(","),
-            None => v.to_string(),
-        },
+        Value::Array(items) if !items.is_empty() => {
+            let parts = items.iter().map(scalar).collect::<Option<Vec<_>>>()?;
+            if parts.iter().any(|p| p.contains([',', '"'])) {
+                return None;
+            }
+            parts.join(",")
+        }
         Value::Object(_) => v.to_string(),
         _ => scalar(v)?,
     };

@@ -128,7 +128,7 @@ services:
   api:
     path: /api
     upstream: u
-    auth: jwt
+    auth: [app_key, jwt]
     jwt:
       issuer: "{issuer}"
       audience: api
@@ -139,8 +139,9 @@ services:
       strip_token: true
       plan: anonymous
 apps:
-  shop: {{ key: "shop-key-0123456789abcdef", grants: {{ api: gold }} }}
-  outsider: {{ key: "outsider-key-0123456789abcdef" }}
+  shop: {{ key: "shop-key-0123456789abcdef", issuers: ["{issuer}"], grants: {{ api: gold }} }}
+  partner: {{ key: "partner-key-0123456789abcdef", grants: {{ api: gold }} }}
+  outsider: {{ issuers: ["{issuer}"] }}
 "#,
         backend = backend.addr(),
     )
@@ -183,6 +184,20 @@ fn every_algorithm_of_a_real_provider_verifies_and_bad_tokens_never_pass() {
     assert_eq!((last.header("x-app-id"), last.header("x-plan")), (None, Some("anonymous")));
     let outsider = idp.token(&kids[6], json!({"azp": "outsider"}));
     assert_eq!(call(&gw, "/api/a", &outsider, &[]).status, 403);
+    // An app that does not trust this issuer cannot be named by its tokens: such a token names no
+    // app (the issuer's plan), and gets none of the app's grant or plan.
+    let posing = idp.token(&kids[6], json!({"azp": "partner"}));
+    assert_eq!(call(&gw, "/api/a", &posing, &[]).status, 200);
+    let last = backend.requests().pop().expect("forwarded");
+    assert_eq!((last.header("x-app-id"), last.header("x-plan")), (None, Some("anonymous")));
+    // With an app key, claim headers and a bearer token the client made up never pass either.
+    let r = call(&gw, "/api/a", "made.up.token", &[("x-app-key", "shop-key-0123456789abcdef"), ("x-user-id", "admin")]);
+    assert_eq!(r.status, 200, "{r:?}");
+    let last = backend.requests().pop().expect("forwarded");
+    assert_eq!(
+        (last.header("x-app-id"), last.header("x-user-id"), last.header("authorization")),
+        (Some("shop"), None, None)
+    );
 
     let forwarded = backend.requests().len();
     let good = idp.token(&kids[0], json!({}));
@@ -241,8 +256,9 @@ fn rotation_is_followed_and_a_stopped_provider_costs_nothing_while_keys_are_cach
     let mut idp = Provider::start(None);
     let first = idp.keys(&["ES256"]).remove(0);
     let backend = Backend::start("b");
-    // min_refetch 0s: every unknown kid may fetch, so the provider's failure is seen below.
-    let yaml = gateway(&backend, &idp.issuer, None, "min_refetch: 0s");
+    // min_refetch 1s (the least): an unknown kid may fetch again a second later, so the
+    // provider's failure is seen below.
+    let yaml = gateway(&backend, &idp.issuer, None, "min_refetch: 1s");
     let mut gw = start(&yaml);
 
     // Rotation as providers do it: a new key, used at once, the old one withdrawn. Every request
@@ -275,7 +291,14 @@ fn rotation_is_followed_and_a_stopped_provider_costs_nothing_while_keys_are_cach
     let token = idp.token(&second, json!({}));
     let stray = idp.token(&first, json!({}));
     idp.ask(json!({"cmd": "stop"}));
-    assert_eq!(call(&gw, "/api/a", &stray, &[]).status, 401);
+    // Tokens naming the withdrawn key: refused, and once min_refetch has passed since the last
+    // fetch one of them asks the stopped provider again, which fails.
+    let failed = format!("{},result=\"failed\"}}", series("gatehouse_jwks_fetches_total"));
+    let seen = gatehouse_testkit::wait_until(std::time::Duration::from_secs(10), || {
+        assert_eq!(call(&gw, "/api/a", &stray, &[]).status, 401);
+        (metric_value(&gw.metrics(), &failed) >= Some(1.0)).then_some(())
+    });
+    assert!(seen.is_some(), "no failed fetch counted\n{}", gw.metrics());
     assert_eq!(call(&gw, "/api/a", &token, &[]).status, 200);
     gw.write_config(&yaml.replace("workers: 2", "workers: 2\nshutdown_grace: 9s"));
     assert_eq!(gw.reload()["event"], "reloaded");
