@@ -471,3 +471,33 @@ fn claim_reason(e: &gatehouse_jwt::JwtError) -> &'static str {
         _ => "invalid claims",
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::claim_value;
+    use serde_json::json;
+
+    #[test]
+    fn claims_become_header_values_only_when_they_read_one_way() {
+        let v = |j: serde_json::Value| claim_value(&j).map(|h| h.to_str().expect("text").to_string());
+        assert_eq!(v(json!("user-7")), Some("user-7".into()));
+        assert_eq!(v(json!("read write")), Some("read write".into()));
+        assert_eq!(v(json!(42)), Some("42".into()));
+        assert_eq!(v(json!(true)), Some("true".into()));
+        assert_eq!(v(json!(["a", "b", 3])), Some("a,b,3".into()));
+        assert_eq!(v(json!({"role": "x"})), Some(r#"{"role":"x"}"#.into()));
+        for ambiguous in [
+            json!(" admin"),
+            json!("admin\t"),
+            json!(""),
+            json!("a\r\nx-admin: 1"),
+            json!(["a,admin"]),
+            json!(["a\"b"]),
+            json!(["a", {"b": 1}]),
+            json!([]),
+            json!(null),
+        ] {
+            assert_eq!(v(ambiguous.clone()), None, "{ambiguous}");
+        }
+    }
+}

@@ -177,6 +177,15 @@ fn every_algorithm_of_a_real_provider_verifies_and_bad_tokens_never_pass() {
     }
     assert_eq!(idp.jwks_hits(), 1, "one fetch serves every key");
 
+    // Over HTTP/2 (h2c) as over HTTP/1.1.
+    let token = idp.token(&kids[9], json!({"azp": "shop"}));
+    let url = format!("http://{}/api/h2", gw.addr("http"));
+    let auth = format!("authorization: Bearer {token}");
+    let r = gatehouse_testkit::curl(&["--http2-prior-knowledge", "-H", "host: api.test", "-H", &auth, &url]);
+    assert_eq!((r.status, r.version.as_str()), (200, "HTTP/2"), "{r:?}");
+    let last = backend.requests().pop().expect("forwarded");
+    assert_eq!((last.header("x-user-id"), last.header("authorization")), (Some("user-7"), None));
+
     // A token naming no app gets the issuer's plan; one naming an app without a grant is refused.
     let anonymous = idp.token(&kids[6], json!({}));
     assert_eq!(call(&gw, "/api/a", &anonymous, &[]).status, 200);
@@ -336,6 +345,18 @@ fn a_provider_never_reached_is_a_503_and_a_bad_key_set_url_is_refused_by_check()
         Some(1.0)
     );
     assert!(gw.stderr().contains("key set fetch failed"), "{}", gw.stderr());
+
+    // A discovery document naming another issuer than the one configured is not followed
+    // (OpenID Connect Discovery §4.3): the provider answers, yet its tokens cannot be verified.
+    let mut idp = Provider::start(None);
+    let kid = idp.keys(&["ES256"]).remove(0);
+    let other = format!("http://localhost:{}", idp.port);
+    let token = idp.token_with(json!({"cmd": "token", "kid": kid, "iss": other, "claims": {"aud": "api"}}));
+    let gw = start(&gateway(&backend, &other, None, ""));
+    assert_eq!(call(&gw, "/api/a", &token, &[]).status, 503);
+    assert_eq!(idp.ask(json!({"cmd": "hits"}))["jwks"], 0, "the key set was fetched");
+    assert!(gw.stderr().contains("discovery document names issuer"), "{}", gw.stderr());
+    assert!(backend.requests().is_empty());
 
     // Keys over plain http from anywhere but loopback are refused before anything runs.
     let yaml = gateway(&backend, &format!("http://10.0.0.1:{port}"), None, "");
