@@ -14,7 +14,7 @@ const REFUSED: &str =
 
 /// Every file a published document names, with where: `apps.a.jwt_keys[0].public_key`,
 /// `upstreams.u.tls.ca` (and `cert`, `key`), `sites.s.client_auth.ca`,
-/// `services.s.jwt.jwks.ca` (or `jwt[1].jwks.ca`).
+/// `services.s.jwt.jwks.ca` (or `jwt[1].jwks.ca`), `services.s.external.ca`.
 fn files(doc: &Value) -> Vec<(String, &str)> {
     let mut out = Vec::new();
     let entries = |section: &str| doc.get(section).and_then(Value::as_object).into_iter().flatten();
@@ -48,6 +48,9 @@ fn files(doc: &Value) -> Vec<(String, &str)> {
             if let Some(p) = j.get("jwks").and_then(|k| k.get("ca")).and_then(Value::as_str) {
                 out.push((format!("services.{name}.{at}.jwks.ca"), p));
             }
+        }
+        if let Some(p) = s.get("external").and_then(|e| e.get("ca")).and_then(Value::as_str) {
+            out.push((format!("services.{name}.external.ca"), p));
         }
     }
     out

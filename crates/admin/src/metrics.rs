@@ -582,6 +582,16 @@ fn render_gateway(out: &mut String, gw: &gatehouse_plugins::Gateway) {
     render_key_sets(out, &gw.key_sources);
     help(
         out,
+        "gatehouse_gateway_external_cached_total",
+        "counter",
+        "Requests admitted on a kept answer of the authorization service, without asking it.",
+    );
+    for (name, s) in &gw.services {
+        let n = s.stats.external_cached.get();
+        let _ = writeln!(out, "gatehouse_gateway_external_cached_total{{service=\"{}\"}} {n}", esc(name));
+    }
+    help(
+        out,
         "gatehouse_gateway_limiter_errors_total",
         "counter",
         "Cluster rate-limit decisions Redis could not make (then admitted or refused per on_redis_error).",

@@ -47,6 +47,9 @@ pub struct Service {
     /// JWT checks for `auth: jwt`: one issuer's settings, or a list of issuers.
     #[serde(default)]
     pub jwt: JwtIssuers,
+    /// The authorization service asked for `auth: external`.
+    #[serde(default)]
+    pub external: Option<External>,
     /// Header that carries the caller's app id to the backend (`""`: none). Whatever the client
     /// sent under this name is removed first.
     #[serde(default = "app_id_header")]
@@ -93,6 +96,8 @@ pub enum AuthMethod {
     AppKey,
     /// A bearer JWT signed with one of the app's keys.
     Jwt,
+    /// The answer of an authorization service (`external`).
+    External,
 }
 
 impl<'de> Deserialize<'de> for Auth {
@@ -113,7 +118,12 @@ impl<'de> Deserialize<'de> for Auth {
             let m = match n.as_str() {
                 "app_key" => AuthMethod::AppKey,
                 "jwt" => AuthMethod::Jwt,
-                other => return Err(de::Error::custom(format!("unknown auth `{other}`: use none, app_key or jwt"))),
+                "external" => AuthMethod::External,
+                other => {
+                    return Err(de::Error::custom(format!(
+                        "unknown auth `{other}`: use none, app_key, jwt or external"
+                    )))
+                }
             };
             if !out.contains(&m) {
                 out.push(m);
@@ -228,6 +238,65 @@ impl JwtSettings {
     pub fn uses_key_set(&self) -> bool {
         self.discovery || self.jwks_uri.is_some()
     }
+}
+
+/// An authorization service (nginx `auth_request`, Traefik `forwardAuth`, Envoy `ext_authz`):
+/// asked about each request, its 2xx admits it, any other answer goes back to the client.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct External {
+    /// The service's URL (`http://` or `https://`); asked with `GET`.
+    pub url: String,
+    /// Longest the service may take to answer.
+    #[serde(default = "two_seconds")]
+    pub timeout: Duration,
+    /// Request headers sent to the service (as well as `X-Forwarded-Method`, `-Uri`, `-Host` and
+    /// `-For`).
+    #[serde(default = "external_forward")]
+    pub forward_headers: Vec<String>,
+    /// Headers of the service's 2xx answer added to the request sent upstream; the client's own
+    /// headers of those names are always removed.
+    #[serde(default)]
+    pub copy_response_headers: Vec<String>,
+    /// Keep 2xx answers for a while, by method, target and these request headers.
+    #[serde(default)]
+    pub cache: Option<ExternalCache>,
+    /// Admit requests when the service cannot be asked (down, timed out): say so explicitly.
+    #[serde(default)]
+    pub fail_open: bool,
+    /// PEM file of the CAs of an `https://` service's certificate; absent: the system's roots.
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
+}
+
+/// How long an authorization service's 2xx answers are kept.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExternalCache {
+    /// How long an answer is used.
+    pub ttl: Duration,
+    /// Request headers that, with the method and target, say whose answer it is.
+    #[serde(default = "external_cache_key")]
+    pub key: Vec<String>,
+    /// Most answers kept.
+    #[serde(default = "external_cache_entries")]
+    pub max_entries: usize,
+}
+
+fn two_seconds() -> Duration {
+    Duration::secs(2)
+}
+
+fn external_forward() -> Vec<String> {
+    vec!["authorization".into(), "cookie".into()]
+}
+
+fn external_cache_key() -> Vec<String> {
+    vec!["authorization".into(), "cookie".into()]
+}
+
+fn external_cache_entries() -> usize {
+    10_000
 }
 
 /// How a key set is fetched and kept.

@@ -69,6 +69,9 @@ impl Config {
             for j in &mut s.jwt.0 {
                 a_opt(&mut j.jwks.ca, &mut file);
             }
+            if let Some(e) = &mut s.external {
+                a_opt(&mut e.ca, &mut file);
+            }
         }
         let tls = &mut self.tls;
         for c in &mut tls.certificates {

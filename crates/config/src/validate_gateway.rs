@@ -19,6 +19,7 @@ pub(crate) fn validate(c: &Config, unread: &crate::schema::Unread, err: &mut imp
         check_service_route(c, unread, &p, s, err);
         check_service_auth(&p, s, err);
         check_jwt_issuers(c, unread, &p, s, err);
+        check_external(&p, s, err);
         let authenticated = !s.auth.0.is_empty();
         plugins(c, &p, &s.acl, &s.rate_limits, &s.headers, authenticated, err);
         if let Some(cors) = &s.cors {
@@ -198,6 +199,60 @@ fn check_jwt_issuers(
                 err(hp, format!("`{header}` cannot carry a claim"));
             } else if let Some(other) = headers.insert(lower, claim) {
                 err(hp, format!("`{header}` already carries claim `{other}`"));
+            }
+        }
+    }
+}
+
+/// A service's authorization service: set exactly when `auth` lists `external`, a URL, header
+/// names, bounds.
+fn check_external(p: &str, s: &Service, err: &mut impl FnMut(String, String)) {
+    let listed = s.auth.0.contains(&AuthMethod::External);
+    let Some(e) = &s.external else {
+        if listed {
+            err(format!("{p}.external"), "`auth` lists `external`: say which service to ask".into());
+        }
+        return;
+    };
+    let ep = format!("{p}.external");
+    if !listed {
+        err(ep.clone(), "`auth` does not list `external`: this would not be used".into());
+    }
+    match e.url.parse::<http::Uri>() {
+        Ok(u) if matches!(u.scheme_str(), Some("http" | "https")) && u.host().is_some() => {
+            if e.ca.is_some() && u.scheme_str() != Some("https") {
+                err(format!("{ep}.ca"), "only an https:// service uses a CA".into());
+            }
+        }
+        _ => err(format!("{ep}.url"), format!("`{}` is not an http:// or https:// URL with a host", e.url)),
+    }
+    if e.timeout.0.is_zero() || e.timeout.0 > std::time::Duration::from_secs(60) {
+        err(format!("{ep}.timeout"), "from above zero to 60s: every request waits for it".into());
+    }
+    for (i, h) in e.forward_headers.iter().enumerate() {
+        if !is_token(h) {
+            err(format!("{ep}.forward_headers[{i}]"), format!("`{h}` is not a header name"));
+        }
+    }
+    for (i, h) in e.copy_response_headers.iter().enumerate() {
+        if !is_token(h) {
+            err(format!("{ep}.copy_response_headers[{i}]"), format!("`{h}` is not a header name"));
+        } else if FORBIDDEN_CLAIM_HEADERS.contains(&h.to_ascii_lowercase().as_str())
+            && !h.eq_ignore_ascii_case("authorization")
+        {
+            err(format!("{ep}.copy_response_headers[{i}]"), format!("`{h}` is the gateway's or HTTP's own"));
+        }
+    }
+    if let Some(c) = &e.cache {
+        if c.ttl.0 < std::time::Duration::from_secs(1) {
+            err(format!("{ep}.cache.ttl"), "at least 1s".into());
+        }
+        if c.max_entries == 0 {
+            err(format!("{ep}.cache.max_entries"), "at least 1".into());
+        }
+        for (i, h) in c.key.iter().enumerate() {
+            if !is_token(h) {
+                err(format!("{ep}.cache.key[{i}]"), format!("`{h}` is not a header name"));
             }
         }
     }
@@ -657,5 +712,51 @@ services:
         }
         assert!(!paths.iter().any(|p| p.starts_with("services.one")), "{found:#?}");
         assert!(found.iter().any(|(p, m)| *p == "services.many.jwt[1].issuer" && m.contains("https")), "{found:#?}");
+    }
+
+    #[test]
+    fn an_external_authorization_service_is_checked() {
+        let text = format!(
+            "{BASE}{}",
+            r#"
+services:
+  good: { path: /good, upstream: api, auth: external, external: { url: "http://127.0.0.1:4180/auth", cache: { ttl: 30s } } }
+  bad:
+    path: /bad
+    upstream: api
+    auth: [app_key, external]
+    external:
+      url: "ftp://x"
+      timeout: 0s
+      forward_headers: ["bad header"]
+      copy_response_headers: [content-length, x-user]
+      cache: { ttl: 10ms, max_entries: 0, key: ["no good"] }
+  missing: { path: /missing, upstream: api, auth: external }
+  unused: { path: /unused, upstream: api, external: { url: "http://127.0.0.1:1/" } }
+  https_ca: { path: /ca, upstream: api, auth: external, external: { url: "http://a/", ca: ca.pem } }
+"#
+        );
+        let errs = compile(&text).expect_err("invalid").0;
+        let paths: Vec<&str> = errs.iter().map(|e| e.path.as_str()).collect();
+        for expected in [
+            "services.bad.external.url",
+            "services.bad.external.timeout",
+            "services.bad.external.forward_headers[0]",
+            "services.bad.external.copy_response_headers[0]",
+            "services.bad.external.cache.ttl",
+            "services.bad.external.cache.max_entries",
+            "services.bad.external.cache.key[0]",
+            "services.missing.external",
+            "services.unused.external",
+            "services.https_ca.external.ca",
+        ] {
+            assert!(paths.contains(&expected), "missing {expected} in {errs:#?}");
+        }
+        assert!(
+            !paths
+                .iter()
+                .any(|p| p.starts_with("services.good") || *p == "services.bad.external.copy_response_headers[1]"),
+            "{errs:#?}"
+        );
     }
 }

@@ -29,6 +29,8 @@ mod dos;
 mod drain;
 #[path = "e2e/errors.rs"]
 mod errors;
+#[path = "e2e/external_auth.rs"]
+mod external_auth;
 #[path = "e2e/faults.rs"]
 mod faults;
 #[path = "e2e/forwarding.rs"]

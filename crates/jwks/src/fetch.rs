@@ -15,7 +15,9 @@ use crate::{Settings, Source};
 /// The largest document read from a provider (Google's key set is under 2 KiB, Entra's under 10).
 const MAX_DOCUMENT: usize = 512 * 1024;
 
-pub(crate) type Client = hyper_util::client::legacy::Client<
+/// The admit stage's outbound HTTP client: hyper's pooled client, HTTP/1.1 or HTTP/2 by ALPN,
+/// verified rustls.
+pub type Client = hyper_util::client::legacy::Client<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
     Empty<Bytes>,
 >;
@@ -58,7 +60,7 @@ pub fn check_url(url: &str) -> Result<Uri, String> {
 }
 
 /// A client on the current runtime: HTTP/1.1 or HTTP/2 by ALPN, verified TLS with `roots` or the system's.
-pub(crate) fn client(roots: Option<rustls::RootCertStore>) -> Result<Client, String> {
+pub fn client(roots: Option<rustls::RootCertStore>) -> Result<Client, String> {
     let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
     let builder = hyper_rustls::HttpsConnectorBuilder::new();
     let builder = match roots {
@@ -118,26 +120,74 @@ async fn get(
     accept: &'static str,
     timeout: Duration,
 ) -> Result<(Bytes, Option<Duration>), FetchError> {
-    let request = Request::get(uri)
-        .header(ACCEPT, HeaderValue::from_static(accept))
-        .header(USER_AGENT, HeaderValue::from_static(concat!("gatehouse/", env!("CARGO_PKG_VERSION"))))
-        .body(Empty::new())
-        .map_err(|e| FetchError::Request(e.to_string()))?;
+    let mut headers = http::HeaderMap::new();
+    headers.insert(ACCEPT, HeaderValue::from_static(accept));
+    let answer = call(client, uri, headers, timeout, MAX_DOCUMENT).await.map_err(|e| match e {
+        CallError::TimedOut => FetchError::TimedOut,
+        CallError::Request(e) => FetchError::Request(e),
+        CallError::Body(e) => FetchError::Body(e),
+    })?;
+    if answer.status != StatusCode::OK {
+        return Err(FetchError::Status(answer.status));
+    }
+    let max_age = answer.headers.get_all(CACHE_CONTROL).iter().find_map(max_age);
+    Ok((answer.body, max_age))
+}
+
+/// What a service the gateway calls answered: status, headers, and the body (bounded).
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The status.
+    pub status: StatusCode,
+    /// The headers.
+    pub headers: http::HeaderMap,
+    /// The body, whole.
+    pub body: Bytes,
+}
+
+/// Why a call got no answer.
+#[derive(Debug)]
+pub enum CallError {
+    /// Nothing within the timeout.
+    TimedOut,
+    /// The request could not be made or sent (connect, TLS, protocol); the causes, on one line.
+    Request(String),
+    /// The body failed or was longer than allowed.
+    Body(String),
+}
+
+impl fmt::Display for CallError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::TimedOut => f.write_str("no answer within the timeout"),
+            Self::Request(e) => write!(f, "request failed: {e}"),
+            Self::Body(e) => write!(f, "body: {e}"),
+        }
+    }
+}
+
+/// `GET uri` with `headers` (and Gatehouse's `User-Agent`), the answer read whole up to
+/// `max_body` bytes, all within `timeout`.
+pub async fn call(
+    client: &Client,
+    uri: Uri,
+    headers: http::HeaderMap,
+    timeout: Duration,
+    max_body: usize,
+) -> Result<Answer, CallError> {
+    let mut request = Request::get(uri).body(Empty::new()).map_err(|e| CallError::Request(e.to_string()))?;
+    *request.headers_mut() = headers;
+    request
+        .headers_mut()
+        .insert(USER_AGENT, HeaderValue::from_static(concat!("gatehouse/", env!("CARGO_PKG_VERSION"))));
     let exchange = async {
         let response =
-            client.request(request).await.map_err(|e| FetchError::Request(gatehouse_telemetry::error_chain(&e)))?;
-        if response.status() != StatusCode::OK {
-            return Err(FetchError::Status(response.status()));
-        }
-        let max_age = response.headers().get_all(CACHE_CONTROL).iter().find_map(max_age);
-        let body = Limited::new(response.into_body(), MAX_DOCUMENT)
-            .collect()
-            .await
-            .map_err(|e| FetchError::Body(e.to_string()))?
-            .to_bytes();
-        Ok((body, max_age))
+            client.request(request).await.map_err(|e| CallError::Request(gatehouse_telemetry::error_chain(&e)))?;
+        let (head, body) = response.into_parts();
+        let body = Limited::new(body, max_body).collect().await.map_err(|e| CallError::Body(e.to_string()))?.to_bytes();
+        Ok(Answer { status: head.status, headers: head.headers, body })
     };
-    tokio::time::timeout(timeout, exchange).await.map_err(|_| FetchError::TimedOut)?
+    tokio::time::timeout(timeout, exchange).await.map_err(|_| CallError::TimedOut)?
 }
 
 /// `max-age=N` of a `Cache-Control` value; `no-cache` and `no-store` count as zero (then `min_refetch` applies).

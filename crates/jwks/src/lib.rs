@@ -28,6 +28,12 @@ use tokio::sync::{watch, Notify};
 
 pub use fetch::check_url;
 
+/// Calls from the admit stage to other services (external authorization), on the same client as
+/// the key sets.
+pub mod callout {
+    pub use crate::fetch::{call, client, Answer, CallError, Client};
+}
+
 /// Where the key set is found.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum Source {

@@ -1,6 +1,7 @@
 //! Why the Admit stage refused a request, as facts; the proxy turns them into responses.
 
-use http::{HeaderValue, StatusCode};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, StatusCode};
 use std::sync::Arc;
 
 /// A refusal.
@@ -43,6 +44,21 @@ pub enum Denial {
     BadTarget,
     /// The token's provider has never given its key set, so no token of it can be verified (503).
     KeysUnavailable,
+    /// The authorization service said no: its answer goes back to the client as it came.
+    External(Box<ExternalAnswer>),
+    /// The authorization service could not be asked (503).
+    ExternalUnavailable,
+}
+
+/// An authorization service's answer other than 2xx.
+#[derive(Debug, Clone)]
+pub struct ExternalAnswer {
+    /// Its status.
+    pub status: StatusCode,
+    /// Its headers (the hop-by-hop ones are not passed on).
+    pub headers: HeaderMap,
+    /// Its body.
+    pub body: Bytes,
 }
 
 impl Denial {
@@ -52,14 +68,17 @@ impl Denial {
             Denial::MissingCredentials { .. } | Denial::InvalidCredentials { .. } => StatusCode::UNAUTHORIZED,
             Denial::AddressRefused { .. } | Denial::NotGranted { .. } | Denial::AclDenied => StatusCode::FORBIDDEN,
             Denial::RateLimited { .. } => StatusCode::TOO_MANY_REQUESTS,
-            Denial::LimiterUnavailable | Denial::KeysUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+            Denial::LimiterUnavailable | Denial::KeysUnavailable | Denial::ExternalUnavailable => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
+            Denial::External(a) => a.status,
             Denial::BadTarget => StatusCode::BAD_REQUEST,
         }
     }
 
     /// What refused the request, for traces: `missing_credentials`, `invalid_credentials`,
     /// `address_refused`, `not_granted`, `acl_denied`, `rate_limited`, `limiter_unavailable`,
-    /// `bad_target`, `keys_unavailable`.
+    /// `bad_target`, `keys_unavailable`, `external_refused`, `external_unavailable`.
     pub fn label(&self) -> &'static str {
         match self {
             Denial::MissingCredentials { .. } => "missing_credentials",
@@ -71,6 +90,8 @@ impl Denial {
             Denial::LimiterUnavailable => "limiter_unavailable",
             Denial::BadTarget => "bad_target",
             Denial::KeysUnavailable => "keys_unavailable",
+            Denial::External(_) => "external_refused",
+            Denial::ExternalUnavailable => "external_unavailable",
         }
     }
 
@@ -84,7 +105,10 @@ impl Denial {
             Denial::NotGranted { .. } => ("forbidden", "no access to this service"),
             Denial::AclDenied => ("forbidden", "not allowed"),
             Denial::RateLimited { .. } => ("rate_limited", "too many requests"),
-            Denial::LimiterUnavailable | Denial::KeysUnavailable => ("unavailable", "try again later"),
+            Denial::LimiterUnavailable | Denial::KeysUnavailable | Denial::ExternalUnavailable => {
+                ("unavailable", "try again later")
+            }
+            Denial::External(_) => ("refused", "refused by the authorization service"),
             Denial::BadTarget => ("bad_request", "invalid request target"),
         }
     }

@@ -99,6 +99,11 @@ pub enum GatewayError {
         /// Why.
         reason: String,
     },
+    /// A service's `external` cannot be compiled (a URL, a header name, its CA file).
+    External {
+        /// Why.
+        reason: String,
+    },
     /// A JWT issuer's plan does not exist.
     UnknownJwtPlan {
         /// The plan it names.
@@ -186,6 +191,7 @@ impl fmt::Display for GatewayError {
             GatewayError::JwksCa { path, reason } => {
                 write!(f, "jwt.jwks.ca: {}: {reason}", gatehouse_files::shown(path))
             }
+            GatewayError::External { reason } => write!(f, "external: {reason}"),
             GatewayError::UnknownJwtPlan { plan } => write!(f, "jwt.plan: unknown plan `{plan}`"),
             GatewayError::InvalidHeaderValue { name } => write!(f, "invalid value for `{name}`"),
             GatewayError::Headers { direction, source } => write!(f, "headers.{direction}: {source}"),

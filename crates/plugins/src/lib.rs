@@ -16,13 +16,14 @@ pub mod app_key;
 pub mod cors;
 mod denial;
 mod error;
+mod external;
 mod gateway;
 pub mod headers;
 pub mod rate_limit;
 mod service;
 mod stats;
 
-pub use denial::Denial;
+pub use denial::{Denial, ExternalAnswer};
 pub use error::GatewayError;
 pub use gateway::{parse_sha256_hex, AppEntry, Gateway, PlanGate};
 pub use headers::EditHeaders;
@@ -115,7 +116,7 @@ impl Registry {
 }
 
 /// The CA certificates of a PEM file.
-fn read_roots(pem: &[u8]) -> Result<rustls::RootCertStore, String> {
+pub(crate) fn read_roots(pem: &[u8]) -> Result<rustls::RootCertStore, String> {
     use rustls::pki_types::{pem::PemObject as _, CertificateDer};
     let mut roots = rustls::RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(pem) {

@@ -34,6 +34,7 @@ pub struct ServiceGate {
     base_len: usize,
     app_key: Option<Sources>,
     jwt: Option<JwtCheck>,
+    external: Option<crate::external::ExternalCheck>,
     app_id_header: Option<HeaderName>,
     challenge: HeaderValue,
     invalid_challenge: HeaderValue,
@@ -109,6 +110,8 @@ fn bearer(v: &HeaderValue) -> Option<&str> {
 enum Found<'s, 'p> {
     App(Arc<AppEntry>),
     Token(&'s JwtCheck, &'p str),
+    /// No app key or token: the authorization service decides.
+    External(&'s crate::external::ExternalCheck),
 }
 
 /// Who a verified token says is calling, and what it sends upstream.
@@ -155,6 +158,10 @@ impl ServiceGate {
             let strip_any = issuers.iter().any(|i| i.strip_token);
             JwtCheck { issuers: issuers.into(), claim_headers: claim_headers.into(), strip_any }
         });
+        let external = match (methods.contains(&AuthMethod::External), &s.external) {
+            (true, Some(e)) => Some(crate::external::ExternalCheck::new(e)?),
+            _ => None,
+        };
         let scheme = if jwt.is_some() { "Bearer" } else { "AppKey" };
         let challenge = HeaderValue::try_from(format!("{scheme} realm=\"{name}\""))
             .map_err(|_| GatewayError::ServiceNameNotHeaderValue)?;
@@ -177,6 +184,7 @@ impl ServiceGate {
             base_len: trimmed.len(),
             app_key,
             jwt,
+            external,
             app_id_header,
             challenge,
             invalid_challenge,
@@ -202,7 +210,7 @@ impl ServiceGate {
         cut: &mut PathCut,
     ) -> Result<Admitted, Denial> {
         let mut admitted = Admitted::default();
-        if self.app_key.is_some() || self.jwt.is_some() {
+        if self.app_key.is_some() || self.jwt.is_some() || self.external.is_some() {
             let (app, plan) = match self.authenticate(gw, parts, cut)? {
                 Found::App(app) => {
                     if let Some(jwt) = &self.jwt {
@@ -214,6 +222,13 @@ impl ServiceGate {
                     let v = self.verify_jwt(gw, check, token).await?;
                     check.upstream(&mut parts.headers, Some((v.claims, v.strip_token)));
                     (v.app, v.plan)
+                }
+                Found::External(ext) => {
+                    if let Some(jwt) = &self.jwt {
+                        jwt.upstream(&mut parts.headers, None);
+                    }
+                    self.ask_external(ext, parts, client_ip).await?;
+                    (None, None)
                 }
             };
             match app {
@@ -303,8 +318,21 @@ impl ServiceGate {
                 return Ok(Found::Token(check, token));
             }
         }
+        if let Some(ext) = &self.external {
+            return Ok(Found::External(ext));
+        }
         self.stats.missing_credentials.inc();
         Err(Denial::MissingCredentials { challenge: self.challenge.clone() })
+    }
+
+    /// Asks the authorization service; boxed and type-erased as [`Self::verify_jwt`] is.
+    fn ask_external<'a>(
+        &'a self,
+        ext: &'a crate::external::ExternalCheck,
+        parts: &'a mut Parts,
+        client_ip: IpAddr,
+    ) -> Pin<Box<dyn Future<Output = Result<(), Denial>> + Send + 'a>> {
+        Box::pin(ext.ask(parts, client_ip, &self.stats))
     }
 
     /// Verifies a bearer token. Boxed and type-erased, so that neither the future nor its code

@@ -23,6 +23,12 @@ pub struct ServiceStats {
     pub limiter_unavailable: Counter,
     /// 503: the token's provider has never given its key set.
     pub keys_unavailable: Counter,
+    /// The authorization service answered other than 2xx (passed on to the client).
+    pub external_refused: Counter,
+    /// The authorization service could not be asked (503, or admitted with `fail_open`).
+    pub external_unavailable: Counter,
+    /// Requests admitted on a kept 2xx of the authorization service, without asking it.
+    pub external_cached: Counter,
     /// Cluster rate-limit decisions Redis could not make (admitted or refused per `on_redis_error`).
     pub limiter_errors: Counter,
     /// When a limiter error was last logged.
@@ -31,7 +37,7 @@ pub struct ServiceStats {
 
 impl ServiceStats {
     /// Refusals by reason, for `gatehouse_gateway_denied_total{reason=…}`.
-    pub fn denials(&self) -> [(&'static str, u64); 8] {
+    pub fn denials(&self) -> [(&'static str, u64); 10] {
         [
             ("missing_credentials", self.missing_credentials.get()),
             ("invalid_credentials", self.invalid_credentials.get()),
@@ -41,6 +47,8 @@ impl ServiceStats {
             ("rate_limited", self.rate_limited.get()),
             ("limiter_unavailable", self.limiter_unavailable.get()),
             ("keys_unavailable", self.keys_unavailable.get()),
+            ("external_refused", self.external_refused.get()),
+            ("external_unavailable", self.external_unavailable.get()),
         ]
     }
 }

@@ -108,7 +108,15 @@ impl ProxyError {
                     (Code::PermissionDenied, d.public().1)
                 }
                 Denial::RateLimited { .. } => (Code::ResourceExhausted, d.public().1),
-                Denial::LimiterUnavailable | Denial::KeysUnavailable => (Code::Unavailable, d.public().1),
+                Denial::LimiterUnavailable | Denial::KeysUnavailable | Denial::ExternalUnavailable => {
+                    (Code::Unavailable, d.public().1)
+                }
+                Denial::External(a) => match a.status.as_u16() {
+                    401 => (Code::Unauthenticated, d.public().1),
+                    403 => (Code::PermissionDenied, d.public().1),
+                    429 => (Code::ResourceExhausted, d.public().1),
+                    _ => (Code::Unavailable, d.public().1),
+                },
                 Denial::BadTarget => (Code::Internal, d.public().1),
             },
             ProxyError::NoRoute => (Code::Unimplemented, "no route"),
@@ -213,8 +221,29 @@ fn simple(status: StatusCode, close: bool) -> Response<ResponseBody> {
     resp
 }
 
-/// A refusal by a service: a short JSON body, the challenge of a 401, the wait of a 429.
+/// A refusal by a service: a short JSON body, the challenge of a 401, the wait of a 429; or the
+/// authorization service's own answer, as it came (its hop-by-hop headers and framing aside).
 fn denied(status: StatusCode, d: Denial) -> Response<ResponseBody> {
+    if let Denial::External(a) = d {
+        let a = *a;
+        let mut resp = Response::new(ResponseBody::full(a.body));
+        *resp.status_mut() = a.status;
+        let mut headers = a.headers;
+        for name in [
+            header::CONNECTION,
+            header::TRANSFER_ENCODING,
+            header::CONTENT_LENGTH,
+            header::TE,
+            header::TRAILER,
+            header::UPGRADE,
+            header::PROXY_AUTHENTICATE,
+        ] {
+            headers.remove(name);
+        }
+        headers.remove("keep-alive");
+        *resp.headers_mut() = headers;
+        return resp;
+    }
     let (code, message) = d.public();
     let body = format!("{{\"error\":\"{code}\",\"message\":\"{message}\"}}\n");
     let mut resp = Response::new(ResponseBody::full(body.into()));

@@ -190,6 +190,7 @@ const issuers = e => [].concat(e.jwt || []).map(j =>
 const policies = e => [
   [].concat(e.auth || []).filter(a => a !== "none").join(" or "),
   [].concat(e.auth || []).includes("jwt") && e.jwt ? "JWT from " + issuers(e) : "",
+  e.external ? "asks " + e.external.url + (e.external.fail_open ? " (fail open)" : "") : "",
   e.acl ? "ACL" : "",
   (e.rate_limits || []).length ? (e.rate_limits.length + " rate limit(s)") : "",
   e.cors ? "CORS: " + (e.cors.origins || []).join(", ") : "",

@@ -6,7 +6,7 @@
 //! CI installs the package (`npm ci` in `tests/oidc`); elsewhere the tests say they were skipped,
 //! unless `CI` is set.
 
-use crate::common::start;
+use crate::common::{head, start};
 use crate::tls::Pki;
 use gatehouse_testkit::{http_get, metric_value, Backend, Gateway};
 use serde_json::{json, Value};
@@ -115,11 +115,7 @@ fn call(gw: &Gateway, path: &str, token: &str, extra: &[(&str, &str)]) -> gateho
 fn gateway(backend: &Backend, issuer: &str, ca: Option<&Path>, jwks: &str) -> String {
     let ca = ca.map(|c| format!("ca: \"{}\", ", c.display())).unwrap_or_default();
     format!(
-        r#"workers: 2
-admin: {{bind: "127.0.0.1:0"}}
-listeners:
-  http: {{bind: "127.0.0.1:0"}}
-upstreams:
+        r#"{head}upstreams:
   u: {{ targets: ["{backend}"] }}
 plans:
   anonymous: {{ headers: {{ request: {{ set: {{ x-plan: anonymous }} }} }} }}
@@ -143,6 +139,7 @@ apps:
   partner: {{ key: "partner-key-0123456789abcdef", grants: {{ api: gold }} }}
   outsider: {{ issuers: ["{issuer}"] }}
 "#,
+        head = head(""),
         backend = backend.addr(),
     )
 }
@@ -309,7 +306,7 @@ fn rotation_is_followed_and_a_stopped_provider_costs_nothing_while_keys_are_cach
     });
     assert!(seen.is_some(), "no failed fetch counted\n{}", gw.metrics());
     assert_eq!(call(&gw, "/api/a", &token, &[]).status, 200);
-    gw.write_config(&yaml.replace("workers: 2", "workers: 2\nshutdown_grace: 9s"));
+    gw.write_config(&yaml.replace("shutdown_grace: 10s", "shutdown_grace: 9s"));
     assert_eq!(gw.reload()["event"], "reloaded");
     for _ in 0..3 {
         assert_eq!(call(&gw, "/api/a", &token, &[]).status, 200);
