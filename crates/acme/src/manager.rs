@@ -356,7 +356,10 @@ impl Manager {
         match self.stored(&name).await {
             Ok(Some(_)) => return true,
             Ok(None) => {}
-            Err(_) => return false,
+            Err(e) => {
+                tracing::warn!(name, error = %e, "on-demand certificate not ordered");
+                return false;
+            }
         }
         // A handshake at start may come before the account is read or made.
         let mut account = self.account.subscribe();

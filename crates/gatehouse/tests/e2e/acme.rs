@@ -579,10 +579,15 @@ fn acme_on_demand_across_a_cluster_orders_once_and_shares_the_rate() {
     assert_eq!(pebble.orders(), 1, "one order for 90 handshakes on three nodes\n{}", logs());
     assert!(serves(&nodes[1], "two.odc.example.com", &root), "{}", logs());
     assert_eq!(pebble.orders(), 2);
-    // Node 3 has placed no order of its own; the cluster has placed two.
-    assert_eq!(handshake_alert(&nodes[2], "three.odc.example.com"), Some(UNRECOGNIZED_NAME));
+    // Node 3 has placed no order of its own; the cluster has placed two. A handshake refused
+    // for another reason (the store not read within the 300 ms command timeout of a loaded
+    // machine) is logged as such, and the name is asked for again.
+    let over_rate = wait_until(ISSUED, || {
+        assert_eq!(handshake_alert(&nodes[2], "three.odc.example.com"), Some(UNRECOGNIZED_NAME));
+        nodes[2].stderr().contains("over tls.acme.on_demand.rate").then_some(())
+    });
+    assert!(over_rate.is_some(), "{}", nodes[2].stderr());
     assert_eq!(pebble.orders(), 2, "over the cluster's rate, no order\n{}", logs());
-    assert!(nodes[2].stderr().contains("over tls.acme.on_demand.rate"), "{}", nodes[2].stderr());
     for gw in &nodes {
         for name in ["one.odc.example.com", "two.odc.example.com"] {
             assert!(serves(gw, name, &root), "{name} not served by every node");
