@@ -455,7 +455,7 @@ start_backend() {
 http {
 $(nginx_temp_paths "$WORK/backend")
     access_log off;
-    types { text/html html; }
+    types { text/html html; application/json json; }
     default_type application/octet-stream;
     sendfile on;
     tcp_nopush on;

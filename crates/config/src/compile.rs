@@ -419,6 +419,9 @@ fn validate_sites(c: &Config, unread: &schema::Unread, err: &mut impl FnMut(Stri
         if let Some(hsts) = &site.hsts {
             hsts.check(&p, err);
         }
+        if let Some(compression) = &site.compression {
+            compression.check(&p, err);
+        }
         let mut paths = HashSet::new();
         for (i, r) in site.routes.iter().enumerate() {
             check_route(c, unread, &format!("{p}.routes[{i}]"), r, &mut paths, err);
@@ -470,6 +473,9 @@ fn check_route<'c>(
     }
     if let Some(cors) = &r.cors {
         cors.check(rp, err);
+    }
+    if let Some(compression) = &r.compression {
+        compression.check(rp, err);
     }
     if let Some(rw) = &r.rewrite {
         if !rw.starts_with('/') {

@@ -67,6 +67,9 @@ pub struct Service {
     /// credential, ACL or rate limit is judged.
     #[serde(default)]
     pub cors: Option<crate::Cors>,
+    /// Answers compressed for clients that accept it (in place of the sites' `compression`).
+    #[serde(default)]
+    pub compression: Option<crate::Compression>,
 }
 
 /// A plan (SLA): plugins applied to the apps granted it, after the service's own.

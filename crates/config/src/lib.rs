@@ -5,6 +5,7 @@
 
 mod acme;
 mod compile;
+mod compression;
 mod control;
 mod cors;
 mod error;
@@ -24,6 +25,7 @@ mod validate_gateway;
 
 pub use acme::{Acme, Challenge as AcmeChallenge, Dns01, Eab, OnDemand, Rate as OnDemandRate, Rfc2136, TsigAlgorithm};
 pub use compile::{compile, compile_all, compile_value, ConfigError, ConfigErrors, PREFERRED_CIPHER_SUITES};
+pub use compression::{media_type_error, Coding, Compression, Levels, DEFAULT_TYPES};
 pub use control::*;
 pub use cors::{origin_error, Cors};
 pub use error::ValueError;
@@ -43,3 +45,19 @@ pub use validate_gateway::{check_app_key, check_fetch_url, JWT_ALGORITHMS};
 
 /// The quick-start configuration used by `gatehouse run` without a file.
 pub const QUICKSTART: &str = include_str!("quickstart.yaml");
+
+/// What the unit tests of validation share: a configuration's errors.
+#[cfg(test)]
+pub(crate) mod test_support {
+    /// A listener and upstream `u`, for the sections a test adds.
+    pub(crate) const HEAD: &str =
+        "listeners: {http: {bind: \"127.0.0.1:0\"}}\nupstreams: {u: {targets: [\"127.0.0.1:1\"]}}\n";
+
+    /// The errors of [`HEAD`] followed by `yaml`, one per line (none: it compiles).
+    pub(crate) fn errors(yaml: &str) -> Vec<String> {
+        match crate::compile(&format!("{HEAD}{yaml}")) {
+            Ok(_) => Vec::new(),
+            Err(e) => e.0.iter().map(ToString::to_string).collect(),
+        }
+    }
+}

@@ -25,6 +25,9 @@ pub(crate) fn validate(c: &Config, unread: &crate::schema::Unread, err: &mut imp
         if let Some(cors) = &s.cors {
             cors.check(&p, err);
         }
+        if let Some(compression) = &s.compression {
+            compression.check(&p, err);
+        }
     }
     for (name, plan) in &c.plans {
         let p = format!("plans.{name}");

@@ -11,6 +11,8 @@ mod balance;
 mod cli;
 #[path = "e2e/common.rs"]
 mod common;
+#[path = "e2e/compression.rs"]
+mod compression;
 #[path = "e2e/control.rs"]
 mod control;
 #[path = "e2e/control_cluster.rs"]

@@ -29,6 +29,15 @@ enum Kind {
     Upstream(UpstreamBody),
     /// A gRPC call's answer, or one with a deadline.
     Call(Box<Call>),
+    /// An answer sent compressed.
+    Encoded(Box<Encoded>),
+}
+
+/// An answer (as the endpoint made it) and its compression.
+#[derive(Debug)]
+struct Encoded {
+    inner: ResponseBody,
+    encoder: crate::compress::Encoder,
 }
 
 /// An upstream body that ends in a gRPC status when it fails or its time is up, or is cut off at
@@ -172,7 +181,7 @@ impl ResponseBody {
         match &mut self.kind {
             Kind::Upstream(body) => body.take_upgrade(),
             Kind::Call(call) => call.body.as_mut()?.take_upgrade(),
-            Kind::Full(_) => None,
+            Kind::Full(_) | Kind::Encoded(_) => None,
         }
     }
 
@@ -181,6 +190,7 @@ impl ResponseBody {
         match &mut self.kind {
             Kind::Upstream(body) => body.raw_head_mut(),
             Kind::Call(call) => call.body.as_mut()?.raw_head_mut(),
+            Kind::Encoded(e) => e.inner.raw_head_mut(),
             Kind::Full(_) => None,
         }
     }
@@ -190,7 +200,18 @@ impl ResponseBody {
         match &mut self.kind {
             Kind::Upstream(body) => body.take_raw_head(),
             Kind::Call(call) => call.body.as_mut()?.take_raw_head(),
+            Kind::Encoded(e) => e.inner.take_raw_head(),
             Kind::Full(_) => None,
+        }
+    }
+
+    /// Sends the body compressed by `encoder` (an endpoint's: the gateway's own are left as
+    /// they are).
+    pub(crate) fn encode(&mut self, encoder: crate::compress::Encoder) {
+        if let Kind::Upstream(_) | Kind::Call(_) = self.kind {
+            let kind = std::mem::replace(&mut self.kind, Kind::Full(None));
+            let inner = ResponseBody { kind, sent: 0, record: None };
+            self.kind = Kind::Encoded(Box::new(Encoded { inner, encoder }));
         }
     }
 
@@ -285,6 +306,7 @@ impl Body for ResponseBody {
                 Poll::Pending => Poll::Pending,
             },
             Kind::Call(call) => call.poll(cx),
+            Kind::Encoded(e) => e.poll(cx),
         };
         if let (Kind::Call(call), Poll::Ready(Some(Ok(frame)))) = (&mut this.kind, &polled) {
             if let Some(trailers) = frame.trailers_ref() {
@@ -319,6 +341,7 @@ impl Body for ResponseBody {
             Kind::Call(call) => {
                 call.body.as_ref().is_none_or(|b| b.is_end_stream()) && call.web.as_ref().is_none_or(|w| w.idle())
             }
+            Kind::Encoded(e) => e.encoder.finished && e.encoder.trailers.is_none(),
         }
     }
 
@@ -329,6 +352,8 @@ impl Body for ResponseBody {
             // A gRPC-Web answer's length changes on the way.
             Kind::Call(call) if call.web.is_some() => SizeHint::default(),
             Kind::Call(call) => call.body.as_ref().map_or_else(SizeHint::default, |b| b.size_hint()),
+            // A compressed answer's length is known once it has been sent.
+            Kind::Encoded(_) => SizeHint::default(),
         }
     }
 }
@@ -355,6 +380,47 @@ fn to_web(web: &mut crate::grpc_web::Encoder, polled: Polled, cx: &mut Context<'
         },
         Poll::Ready(None) => Poll::Ready(web.finish().map(|b| Ok(Frame::data(b)))),
         other => other,
+    }
+}
+
+impl Encoded {
+    /// The next frame of a compressed answer: the endpoint's data as the encoder gives it out,
+    /// what it holds written out when the endpoint pauses (an event stream's event is not held
+    /// back) and when it ends, then any trailers. Not inlined into `poll_frame`: answers that
+    /// are not compressed keep its size.
+    #[inline(never)]
+    fn poll(&mut self, cx: &mut Context<'_>) -> Polled {
+        loop {
+            let encoder = &mut self.encoder;
+            if encoder.finished {
+                return Poll::Ready(encoder.trailers.take().map(|t| Ok(Frame::trailers(t))));
+            }
+            let out = match Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                    // The last data (its length reached) ends the stream at once: no flush
+                    // between it and the end.
+                    Ok(data) if self.inner.is_end_stream() => encoder.encode_last(&data),
+                    Ok(data) => encoder.encode(&data),
+                    Err(frame) => {
+                        encoder.trailers = frame.into_trailers().ok();
+                        encoder.finish()
+                    }
+                },
+                Poll::Ready(None) => encoder.finish(),
+                Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e))),
+                Poll::Pending if encoder.unflushed => encoder.flush(),
+                Poll::Pending => return Poll::Pending,
+            };
+            match out {
+                Ok(bytes) if bytes.is_empty() => {}
+                Ok(bytes) => return Poll::Ready(Some(Ok(Frame::data(bytes)))),
+                Err(e) => {
+                    tracing::warn!(error = %e, "compressing an answer failed");
+                    encoder.finished = true;
+                    return Poll::Ready(Some(Err(Box::new(e))));
+                }
+            }
+        }
     }
 }
 

@@ -14,6 +14,7 @@
 
 pub mod acme;
 mod body;
+pub mod compress;
 pub mod error;
 mod forward;
 pub mod grpc;

@@ -130,6 +130,8 @@ pub struct RouteEntry {
     pub normalize_path: bool,
     /// Its CORS policy: preflights answered, answers given `Access-Control-*` headers.
     pub cors: Option<Arc<gatehouse_plugins::cors::Policy>>,
+    /// Its compression (its own, else its site's): endpoints' answers compressed.
+    pub compression: Option<Arc<crate::compress::Policy>>,
 }
 
 /// The compiled `cors` of the route or service at `place`, if it has one.
@@ -142,6 +144,11 @@ fn cors_policy(
         Some(Ok(p)) => Ok(Some(Arc::new(p))),
         Some(Err(reason)) => Err(SnapshotError::Cors { place: place(), reason }),
     }
+}
+
+/// The compiled `compression`; `None` when it is turned off.
+fn compression_policy(c: &gatehouse_config::Compression) -> Option<Arc<crate::compress::Policy>> {
+    crate::compress::Policy::new(c).map(Arc::new)
 }
 
 /// Route counters by route id, so a reload that keeps a route keeps its counts.
@@ -312,6 +319,7 @@ impl<'a> RouteTable<'a> {
         for (site_name, site) in &config.sites {
             let site_id: Arc<str> = site_name.as_str().into();
             let mut entries = Vec::new();
+            let site_compression = site.compression.as_ref().and_then(compression_policy);
             for (i, r) in site.routes.iter().enumerate() {
                 let id = format!("{site_name}:{}", r.path);
                 let rewrite = match (&r.rewrite, r.strip_prefix) {
@@ -335,6 +343,7 @@ impl<'a> RouteTable<'a> {
                     service: None,
                     normalize_path: r.normalize_path.unwrap_or(site.normalize_path),
                     cors: cors_policy(r.cors.as_ref(), || format!("sites.{site_name}.routes[{i}]"))?,
+                    compression: r.compression.as_ref().map_or_else(|| site_compression.clone(), compression_policy),
                 });
                 self.routes.push(entry.clone());
                 entries.push((r.path.clone(), entry));
@@ -362,6 +371,8 @@ impl<'a> RouteTable<'a> {
         let id = format!("service:{name}");
         let stats = self.route_stats.get(&id);
         let cors = cors_policy(svc.cors.as_ref(), || format!("services.{name}"))?;
+        // `Some(None)`: the service turns compression off on every site.
+        let compression = svc.compression.as_ref().map(compression_policy);
         let entry = |site: Option<(&str, &Site)>| {
             Arc::new(RouteEntry {
                 id: id.as_str().into(),
@@ -379,6 +390,10 @@ impl<'a> RouteTable<'a> {
                 service: Some(gate.clone()),
                 normalize_path: svc.normalize_path,
                 cors: cors.clone(),
+                compression: match &compression {
+                    Some(own) => own.clone(),
+                    None => site.and_then(|(_, s)| s.compression.as_ref()).and_then(compression_policy),
+                },
             })
         };
         let mut sites: Vec<&'a str> = Vec::new();

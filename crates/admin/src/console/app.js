@@ -194,10 +194,17 @@ const policies = e => [
   e.acl ? "ACL" : "",
   (e.rate_limits || []).length ? (e.rate_limits.length + " rate limit(s)") : "",
   e.cors ? "CORS: " + (e.cors.origins || []).join(", ") : "",
+  compressed(e.compression),
 ].filter(Boolean).join("; ");
 
+// A `compression` setting in a few words: the codings, or off.
+const compressed = c => !c ? "" : c.enabled === false
+  ? (c.decompress_requests ? "decodes requests" : "no compression")
+  : "compresses: " + (c.algorithms || ["zstd", "br", "gzip"]).join(", ") + (c.decompress_requests ? "; decodes requests" : "");
+
 const columns = {
-  sites: e => [(e.hosts || []).join(", "), (e.routes || []).map(r => r.path + " → " + r.upstream + (r.cors ? " (CORS)" : "")).join("\n")],
+  sites: e => [(e.hosts || []).join(", ") + (e.compression ? "\n" + compressed(e.compression) : ""),
+    (e.routes || []).map(r => r.path + " → " + r.upstream + (r.cors ? " (CORS)" : "") + (r.compression ? " (" + compressed(r.compression) + ")" : "")).join("\n")],
   upstreams: e => [e.balance || "random", (e.targets || []).map(t => typeof t === "string" ? t : t.address + (t.weight ? " ×" + t.weight : "")).join("\n")],
   services: e => [e.prefix || e.path || "", e.upstream || "", policies(e)],
   apps: e => [Object.entries(e.grants || {}).map(([s, p]) => s + (p ? " (" + p + ")" : "")).join(", "), e.key_sha256 ? "key set" : ""],

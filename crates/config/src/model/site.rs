@@ -30,6 +30,10 @@ pub struct Site {
     /// path as sent, unless the route says otherwise).
     #[serde(default = "defaults::yes")]
     pub normalize_path: bool,
+    /// Answers compressed for clients that accept it, on every route and service of the site
+    /// that has no `compression` of its own.
+    #[serde(default)]
+    pub compression: Option<crate::Compression>,
 }
 
 /// Client-certificate verification for a site.
@@ -76,6 +80,9 @@ pub struct Route {
     /// Which other origins' pages may read its answers (CORS); preflights answered here.
     #[serde(default)]
     pub cors: Option<crate::Cors>,
+    /// Answers compressed for clients that accept it (in place of the site's `compression`).
+    #[serde(default)]
+    pub compression: Option<crate::Compression>,
 }
 
 /// Host header policy.

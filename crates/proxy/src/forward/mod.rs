@@ -11,7 +11,8 @@
 //! attempt   lease (pooled or new), send, head awaited within the deadline     attempt.rs
 //! retry     judged: answer, or another endpoint when the failure allows it    attempt.rs
 //! respond   failure → ProxyError's response; gRPC(-Web) answer bound;       (this file)
-//!           service's response rewrite, request id echoed, Alt-Svc
+//!           service's response rewrite, request id echoed, Alt-Svc, HSTS,
+//!           CORS, compression
 //! record    route counters, access log record handed to the body              (this file)
 //! ```
 //!
@@ -121,6 +122,9 @@ where
             }
             outcome.cors = Some(parts.headers.get(header::ORIGIN).cloned());
         }
+        if let (Some(policy), false) = (&route.compression, outcome.grpc) {
+            outcome.compress = policy.negotiate(&parts.method, parts.version, &parts.headers);
+        }
         if let Some(svc) = &route.service {
             admit::service(svc, snap, &mut parts, conn, &mut admission.cut, outcome).await?;
         }
@@ -189,7 +193,17 @@ fn respond(
         (Some(route), Some(origin)) => route.cors.as_ref().map(|p| (p, origin)),
         _ => None,
     };
-    if rewrite.is_none() && echo.is_none() && conn.alt_svc.is_none() && hsts.is_none() && cors.is_none() {
+    let compress = match (&outcome.route, outcome.compress.take()) {
+        (Some(route), Some(choice)) if answered => route.compression.as_ref().map(|p| (p, choice)),
+        _ => None,
+    };
+    if rewrite.is_none()
+        && echo.is_none()
+        && conn.alt_svc.is_none()
+        && hsts.is_none()
+        && cors.is_none()
+        && compress.is_none()
+    {
         return resp;
     }
     let (mut parts, mut body) = resp.into_parts();
@@ -219,7 +233,30 @@ fn respond(
         let own = !policy.replaces() && headers.map.contains_key(header::ACCESS_CONTROL_ALLOW_ORIGIN);
         policy.answer(origin.as_ref(), &mut headers, own);
     }
+    if let Some((policy, choice)) = compress {
+        compress_answer(policy, choice, &mut parts, &mut body);
+    }
     Response::from_parts(parts, body)
+}
+
+/// The route's compression applied to an endpoint's answer (the gateway's own are short): its
+/// head read whole, then given `Vary` and, when compressed, the encoder.
+#[inline(never)] // only on routes that compress
+fn compress_answer(
+    policy: &crate::compress::Policy,
+    choice: crate::compress::Choice,
+    parts: &mut http::response::Parts,
+    body: &mut ResponseBody,
+) {
+    if body.full_bytes().is_some() {
+        return;
+    }
+    if let Some(raw) = body.take_raw_head() {
+        raw.into_map(&mut parts.headers);
+    }
+    if let Some(encoder) = policy.apply(parts.status, &mut parts.headers, choice) {
+        body.encode(encoder);
+    }
 }
 
 /// Record phase: the route's counters (status class, latency, a gRPC status in the head), and the
@@ -285,6 +322,8 @@ pub(crate) struct Outcome {
     /// On a route with a CORS policy, the request's `Origin` (none: not a cross-origin
     /// request), for the answer's `Access-Control-*` headers.
     cors: Option<Option<HeaderValue>>,
+    /// On a route that compresses, what the request allows.
+    compress: Option<crate::compress::Choice>,
 }
 
 impl Outcome {
@@ -304,6 +343,7 @@ impl Outcome {
             judge: None,
             trace: None,
             cors: None,
+            compress: None,
         }
     }
 }

@@ -76,9 +76,19 @@ where
     // A gRPC stream may pause as long as the call lasts: what bounds a silent client is the
     // upstream's wait for the answer, counted from the request's last part.
     let idle = if outcome.grpc { std::time::Duration::MAX } else { conn.body_timeout };
-    let body = match outcome.web {
-        Some(web) if web.text_in => {
+    let decode = match &route.compression {
+        Some(c) if c.decompress_requests && !body.is_end_stream() => crate::compress::request_coding(&parts.headers),
+        _ => None,
+    };
+    let body = match (outcome.web, decode) {
+        (Some(web), _) if web.text_in => {
             RequestBody::streaming(crate::grpc_web::TextBody::new(Box::pin(body)), route.max_body, idle)
+        }
+        (_, Some(coding)) => {
+            // The endpoint gets the decoded body, chunked; `max_body` bounds it decoded.
+            parts.headers.remove(header::CONTENT_ENCODING);
+            parts.headers.remove(header::CONTENT_LENGTH);
+            RequestBody::streaming(crate::compress::Decoded::new(body, coding), route.max_body, idle)
         }
         _ => RequestBody::streaming(body, route.max_body, idle),
     }
