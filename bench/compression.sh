@@ -209,7 +209,7 @@ results_csv "$CSV" compression-latest.csv
 bytes_kv=()
 for r in "${ROW_LIST[@]}"; do bytes_kv+=("$r=${BYTES[$r]}"); done
 "$PYTHON" - "$CSV" "$REPS" "$DURATION" "$CONNS" "$(git_source)" "$(nginx -v 2>&1 | sed 's/^nginx version: //')" \
-	"$([[ -x $CADDY_BIN ]] && "$CADDY_BIN" version | awk '{ print $1 }')" "${bytes_kv[@]}" >"$WORK/section.md" <<'PY'
+	"$([[ -x $CADDY_BIN ]] && "$CADDY_BIN" build-info | awk '$1 == "mod" && $2 ~ /caddyserver\/caddy/ { print $3 }')" "${bytes_kv[@]}" >"$WORK/section.md" <<'PY'
 import csv, statistics, sys
 path, reps, duration, conns, source, nginx, caddy, *sizes = sys.argv[1:]
 size = dict(s.split("=", 1) for s in sizes)
@@ -230,8 +230,9 @@ print("## Compression (bench/compression.sh)\n")
 print(f"bench/compression.sh: a 50,000-byte JSON answer from a backend nginx, through each proxy on one "
       f"pinned core; wrk -t1 -c{conns} for {duration} s with the row's `Accept-Encoding`, {reps} rounds, "
       f"rows rotated; ratios taken per round, then the median. nginx {nginx}: `gzip on; gzip_comp_level 6` (zlib). "
-      f"Caddy {caddy or 'not run'}: `encode gzip 6`. Gatehouse: gzip 6 (zlib-rs), brotli 4, zstd 3; "
-      f"`identity` is the same route without compression. Source: git {source}.\n")
+      f"Caddy {caddy or 'not run'}: `encode gzip 6` (klauspost/compress), GOMAXPROCS=1. Gatehouse: gzip 6 "
+      f"(libdeflate: the answer's length is known and under 64 KiB), brotli 4, zstd 3; `identity` is the same "
+      f"route without compression. Source: git {source}.\n")
 print("| row | bytes per answer | req per proxy CPU-s, median (range) | / nginx gzip-6, median (range) |")
 print("|---|---:|---|---|")
 for t in order:
