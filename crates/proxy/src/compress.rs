@@ -162,7 +162,13 @@ impl Policy {
     /// known to be under `min_size`.
     fn eligible(&self, status: StatusCode, headers: &HeaderMap) -> bool {
         if status.is_informational()
-            || matches!(status, StatusCode::NO_CONTENT | StatusCode::PARTIAL_CONTENT | StatusCode::NOT_MODIFIED)
+            || matches!(
+                status,
+                StatusCode::NO_CONTENT
+                    | StatusCode::RESET_CONTENT
+                    | StatusCode::PARTIAL_CONTENT
+                    | StatusCode::NOT_MODIFIED
+            )
         {
             return false;
         }
@@ -463,8 +469,13 @@ pub(crate) struct Decoded<B> {
     pending: Bytes,
     /// The coded stream's end was read (data after it starts another member).
     ended: bool,
+    /// The decoder holds output the last step did not give out (it stopped at
+    /// [`DECODED_PER_POLL`]).
+    draining: bool,
     /// The client's body has ended.
     done: bool,
+    /// The client's trailers, sent after the decoded body's end.
+    trailers: Option<HeaderMap>,
 }
 
 /// A request body that is not what its `Content-Encoding` says.
@@ -500,7 +511,11 @@ impl<B> Decoded<B> {
         let codec: Box<dyn DecodeV2 + Send + Sync> = match coding {
             Coding::Gzip => Box::new(compression_codecs::GzipDecoder::new()),
             Coding::Brotli => Box::new(compression_codecs::BrotliDecoder::new()),
-            Coding::Zstd => Box::new(compression_codecs::ZstdDecoder::new()),
+            // At most the 8 MiB window RFC 9659 §3 lets an HTTP zstd encoder use (libzstd would
+            // take 128 MiB: a few header bytes would make it set that much aside).
+            Coding::Zstd => Box::new(compression_codecs::ZstdDecoder::new_with_params(&[
+                compression_codecs::zstd::params::DParameter::window_log_max(23),
+            ])),
         };
         Decoded {
             inner: Box::pin(inner),
@@ -508,7 +523,9 @@ impl<B> Decoded<B> {
             scratch: vec![0; SCRATCH].into_boxed_slice(),
             pending: Bytes::new(),
             ended: false,
+            draining: false,
             done: false,
+            trailers: None,
         }
     }
 
@@ -535,11 +552,15 @@ impl<B> Decoded<B> {
         let used = input.written_len();
         self.pending = self.pending.slice(used..);
         if self.pending.is_empty() {
-            loop {
+            // What the decoder holds (a brotli copy may be 16 MiB from a few bytes), given out
+            // within the same bound.
+            self.draining = true;
+            while out.len() < DECODED_PER_POLL {
                 let mut w = WriteBuffer::new_initialized(&mut self.scratch);
                 let flushed = self.codec.flush(&mut w).map_err(bad)?;
                 out.extend_from_slice(w.written());
                 if flushed {
+                    self.draining = false;
                     break;
                 }
             }
@@ -581,7 +602,7 @@ where
         use std::task::Poll;
         let this = &mut *self;
         loop {
-            if !this.pending.is_empty() {
+            if !this.pending.is_empty() || this.draining {
                 match this.decode() {
                     Ok(out) if out.is_empty() => continue,
                     Ok(out) => return Poll::Ready(Some(Ok(http_body::Frame::data(out)))),
@@ -589,12 +610,21 @@ where
                 }
             }
             if this.done {
-                return Poll::Ready(None);
+                return Poll::Ready(this.trailers.take().map(|t| Ok(http_body::Frame::trailers(t))));
             }
             match this.inner.as_mut().poll_frame(cx) {
                 Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
                     Ok(data) => this.pending = data,
-                    Err(frame) => return Poll::Ready(Some(Ok(frame))),
+                    // The body's end: its coding must have ended too, before the trailers go.
+                    Err(frame) => {
+                        this.trailers = frame.into_trailers().ok();
+                        this.done = true;
+                        match this.finish() {
+                            Ok(out) if out.is_empty() => continue,
+                            Ok(out) => return Poll::Ready(Some(Ok(http_body::Frame::data(out)))),
+                            Err(e) => return Poll::Ready(Some(Err(Box::new(e)))),
+                        }
+                    }
                 },
                 Poll::Ready(Some(Err(e))) => return Poll::Ready(Some(Err(e.into()))),
                 Poll::Ready(None) => {
@@ -611,7 +641,7 @@ where
     }
 
     fn is_end_stream(&self) -> bool {
-        self.done && self.pending.is_empty()
+        self.done && self.pending.is_empty() && !self.draining && self.trailers.is_none()
     }
 }
 
@@ -691,6 +721,7 @@ mod tests {
             (StatusCode::PARTIAL_CONTENT, &[("content-type", "text/plain")], false),
             (ok, &[("content-type", "text/plain"), ("content-range", "bytes 0-9/100")], false),
             (StatusCode::NO_CONTENT, &[("content-type", "text/plain")], false),
+            (StatusCode::RESET_CONTENT, &[("content-type", "text/plain")], false),
             (StatusCode::NOT_MODIFIED, &[("content-type", "text/plain")], false),
             (StatusCode::NOT_FOUND, &[("content-type", "text/html")], true),
         ];
@@ -836,8 +867,8 @@ mod tests {
         })
     }
 
-    /// A body of data frames.
-    struct Chunks(std::collections::VecDeque<Bytes>);
+    /// A body of data frames, then maybe trailers.
+    struct Chunks(std::collections::VecDeque<Bytes>, Option<HeaderMap>);
 
     impl http_body::Body for Chunks {
         type Data = Bytes;
@@ -847,8 +878,48 @@ mod tests {
             mut self: std::pin::Pin<&mut Self>,
             _: &mut std::task::Context<'_>,
         ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
-            std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(http_body::Frame::data(b))))
+            let frame = match self.0.pop_front() {
+                Some(b) => Some(http_body::Frame::data(b)),
+                None => self.1.take().map(http_body::Frame::trailers),
+            };
+            std::task::Poll::Ready(frame.map(Ok))
         }
+    }
+
+    /// Bodies that end in trailers are judged whole before the trailers go; a brotli bomb is
+    /// given out in bounded pieces too.
+    #[test]
+    fn trailers_and_brotli_bombs() {
+        let text: Vec<u8> = (0..20_000u32).flat_map(|i| format!("{i},").into_bytes()).collect();
+        let coded = encoded(Coding::Gzip, &text);
+        let mut t = HeaderMap::new();
+        t.insert("x-sum", HeaderValue::from_static("1"));
+        let whole = Chunks([Bytes::from(coded.clone())].into(), Some(t.clone()));
+        let got = drain(Decoded::new(whole, Coding::Gzip)).expect("decodes");
+        assert_eq!(got.concat(), text);
+        // Cut short, then trailers: the error comes before the trailers (a sender that stops at
+        // trailers, as the HTTP/2 upstream's does, must not take the body as whole).
+        let cut = Chunks([Bytes::copy_from_slice(&coded[..coded.len() / 2])].into(), Some(t));
+        let rt = tokio::runtime::Builder::new_current_thread().build().expect("runtime");
+        let first_end = rt.block_on(async {
+            use http_body_util::BodyExt;
+            let mut body = Decoded::new(cut, Coding::Gzip);
+            while let Some(f) = body.frame().await {
+                match f {
+                    Err(_) => return "error",
+                    Ok(f) if f.is_trailers() => return "trailers",
+                    Ok(_) => {}
+                }
+            }
+            "end"
+        });
+        assert_eq!(first_end, "error");
+        let zeros = vec![0u8; 10_000_000];
+        let bomb = encoded(Coding::Brotli, &zeros);
+        assert!(bomb.len() < 20_000, "{}", bomb.len());
+        let got = drain(Decoded::new(http_body_util::Full::new(Bytes::from(bomb)), Coding::Brotli)).expect("decodes");
+        assert!(got.iter().all(|f| f.len() <= DECODED_PER_POLL + SCRATCH), "{:?}", got.iter().map(Bytes::len).max());
+        assert_eq!(got.iter().map(Bytes::len).sum::<usize>(), zeros.len());
     }
 
     #[test]
@@ -857,7 +928,7 @@ mod tests {
         for coding in [Coding::Gzip, Coding::Brotli, Coding::Zstd] {
             let coded = encoded(coding, &text);
             // Sent in 1000-byte frames.
-            let body = Chunks(coded.chunks(1000).map(Bytes::copy_from_slice).collect());
+            let body = Chunks(coded.chunks(1000).map(Bytes::copy_from_slice).collect(), None);
             let got = drain(Decoded::new(body, coding)).expect("decodes");
             assert_eq!(got.concat(), text, "{coding:?}");
             // Cut short: an error, not a shorter body passed as whole.

@@ -254,6 +254,11 @@ fn compress_answer(
     if let Some(raw) = body.take_raw_head() {
         raw.into_map(&mut parts.headers);
     }
+    // An answer already at its end (an HTTP/2 head that ends the stream) is sent as it is.
+    let choice = match http_body::Body::is_end_stream(body) {
+        true => crate::compress::Choice::Vary(None),
+        false => choice,
+    };
     if let Some(encoder) = policy.apply(parts.status, &mut parts.headers, choice) {
         body.encode(encoder);
     }
