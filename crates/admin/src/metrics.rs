@@ -408,9 +408,50 @@ fn render_routes(out: &mut String, snap: &Snapshot) {
             }
         }
     }
+    render_splits(out, snap);
     help(out, "gatehouse_request_duration_seconds", "histogram", "Time from request head to response head, by route.");
     for r in &snap.routes {
         r.stats.latency.render(out, "gatehouse_request_duration_seconds", &format!("route=\"{}\"", esc(&r.id)));
+    }
+}
+
+/// Requests sent to each upstream of a route's split, and copies sent to its mirror.
+fn render_splits(out: &mut String, snap: &Snapshot) {
+    help(out, "gatehouse_split_requests_total", "counter", "Requests sent to each upstream of a route's split.");
+    for r in snap.routes.iter() {
+        for (upstream, t) in r.split.iter().flat_map(|s| s.tallies()) {
+            let (route, upstream) = (esc(&r.id), esc(upstream));
+            let _ = writeln!(
+                out,
+                "gatehouse_split_requests_total{{route=\"{route}\",upstream=\"{upstream}\"}} {}",
+                t.requests.get()
+            );
+        }
+    }
+    help(out, "gatehouse_mirror_requests_total", "counter", "Requests of a route copied to its mirror, by result.");
+    for r in snap.routes.iter() {
+        let Some((upstream, t)) = r.mirror.as_ref().map(|m| m.tally()) else { continue };
+        let (route, upstream) = (esc(&r.id), esc(upstream));
+        for (result, c) in
+            [("answered", &t.requests), ("failed", &t.failed), ("skipped", &t.skipped), ("incomplete", &t.incomplete)]
+        {
+            let _ = writeln!(
+                out,
+                "gatehouse_mirror_requests_total{{route=\"{route}\",upstream=\"{upstream}\",result=\"{result}\"}} {}",
+                c.get()
+            );
+        }
+    }
+    help(out, "gatehouse_mirror_request_bytes_total", "counter", "Request body bytes copied to a route's mirror.");
+    for r in snap.routes.iter() {
+        let Some((upstream, t)) = r.mirror.as_ref().map(|m| m.tally()) else { continue };
+        let _ = writeln!(
+            out,
+            "gatehouse_mirror_request_bytes_total{{route=\"{}\",upstream=\"{}\"}} {}",
+            esc(&r.id),
+            esc(upstream),
+            t.bytes.get()
+        );
     }
 }
 

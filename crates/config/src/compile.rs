@@ -465,9 +465,8 @@ fn check_route<'c>(
     if !paths.insert(r.path.as_str()) {
         err(format!("{rp}.path"), format!("`{}` is routed twice in this site", r.path));
     }
-    if !c.upstreams.contains_key(&r.upstream) && !unread.has("upstreams", &r.upstream) {
-        err(format!("{rp}.upstream"), format!("unknown upstream `{}`", r.upstream));
-    }
+    let known = |name: &str| c.upstreams.contains_key(name) || unread.has("upstreams", name);
+    crate::split::check_destination(rp, &r.upstream, r.sticky.as_ref(), r.mirror.as_ref(), known, err);
     if r.stream_timeout.is_some_and(|d| d.0.is_zero()) {
         err(format!("{rp}.stream_timeout"), "must be more than 0 (leave it out for none)".into());
     }

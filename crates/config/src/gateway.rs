@@ -20,8 +20,14 @@ pub struct Service {
     pub hosts: Vec<String>,
     /// Path prefix, e.g. `/mws`; matched on whole segments (`/mws` and `/mws/…`, not `/mwsx`).
     pub path: String,
-    /// Upstream name.
-    pub upstream: String,
+    /// Upstream name, or a weighted list of upstreams (a split), as for routes.
+    pub upstream: crate::Destination,
+    /// How a client is kept on the upstream of a split it got, as for routes.
+    #[serde(default)]
+    pub sticky: Option<crate::Sticky>,
+    /// A copy of its requests sent to another upstream, as for routes.
+    #[serde(default)]
+    pub mirror: Option<crate::Mirror>,
     /// Remove the prefix before forwarding.
     #[serde(default = "yes")]
     pub strip_prefix: bool,

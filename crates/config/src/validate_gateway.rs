@@ -51,9 +51,8 @@ fn check_service_route(
     } else if s.path.contains("/~") || s.path.contains(['?', '#', '*']) {
         err(format!("{p}.path"), "a plain path prefix: no `/~`, `?`, `#` or `*`".into());
     }
-    if !c.upstreams.contains_key(&s.upstream) && !unread.has("upstreams", &s.upstream) {
-        err(format!("{p}.upstream"), format!("unknown upstream `{}`", s.upstream));
-    }
+    let known = |name: &str| c.upstreams.contains_key(name) || unread.has("upstreams", name);
+    crate::split::check_destination(p, &s.upstream, s.sticky.as_ref(), s.mirror.as_ref(), known, err);
     if s.stream_timeout.is_some_and(|d| d.0.is_zero()) {
         err(format!("{p}.stream_timeout"), "must be more than 0 (leave it out for none)".into());
     }

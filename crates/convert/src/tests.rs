@@ -273,7 +273,7 @@ fn sample_converts_to_a_config_that_compiles() {
     assert_eq!(names, ["test_lb_conn", "test_lb_hash", "test_lb_load", "test_lb_random", "test_mws", "test_upstream"]);
     assert_eq!(config.listeners["http"].bind, "0.0.0.0:8888".parse().expect("addr"));
     let mws = &config.services["test_mws"];
-    assert_eq!((mws.path.as_str(), mws.upstream.as_str(), mws.strip_prefix), ("/mws", "test_mws", true));
+    assert_eq!((mws.path.as_str(), mws.upstream.first(), mws.strip_prefix), ("/mws", "test_mws", true));
     assert_eq!(config.services["test_upstream"].jwt.0[0].leeway, Duration::secs(0));
     assert_eq!(config.upstreams["test_lb_hash"].balance, Balance::ConsistentHash);
     assert_eq!(config.upstreams["test_lb_hash"].hash_key, Some(HashKey::Header("x-lb-hash".into())));

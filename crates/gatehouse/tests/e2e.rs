@@ -79,6 +79,8 @@ mod request_id;
 mod send_proxy_protocol;
 #[path = "e2e/smuggling.rs"]
 mod smuggling;
+#[path = "e2e/split.rs"]
+mod split;
 #[path = "e2e/systemd.rs"]
 mod systemd;
 #[path = "e2e/tls.rs"]

@@ -20,9 +20,11 @@ mod forward;
 pub mod grpc;
 mod grpc_web;
 mod headers;
+mod mirror;
 mod path;
 pub mod request_id;
 mod snapshot;
+mod split;
 mod trace;
 pub mod websocket;
 

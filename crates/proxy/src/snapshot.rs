@@ -104,8 +104,12 @@ pub struct RouteEntry {
     pub id: Arc<str>,
     /// Length of the matched prefix.
     pub prefix_len: usize,
-    /// Where requests go.
+    /// Where requests go (with a split: the first upstream of the list).
     pub upstream: Arc<Upstream>,
+    /// A weighted choice among several upstreams, made per request in place of `upstream`.
+    pub split: Option<Arc<crate::split::Split>>,
+    /// A copy of the requests sent to another upstream.
+    pub mirror: Option<Arc<crate::mirror::Mirror>>,
     /// Path rewrite.
     pub rewrite: Rewrite,
     /// Host header policy.
@@ -313,6 +317,29 @@ impl<'a> RouteTable<'a> {
         self.upstreams.get(name).cloned().ok_or_else(|| SnapshotError::UnknownUpstream { name: name.to_string() })
     }
 
+    /// The compiled split of `dest` and `mirror` of a route or service at `path`.
+    #[allow(clippy::type_complexity)]
+    fn split_and_mirror(
+        &self,
+        dest: &gatehouse_config::Destination,
+        sticky: Option<&gatehouse_config::Sticky>,
+        mirror: Option<&gatehouse_config::Mirror>,
+        path: &str,
+        host: &HostHeader,
+        stats: &RouteStats,
+    ) -> Result<(Option<Arc<crate::split::Split>>, Option<Arc<crate::mirror::Mirror>>), SnapshotError> {
+        for name in dest.names() {
+            self.upstream(name)?;
+        }
+        let split =
+            crate::split::Split::new(dest, sticky, path, stats, |n| self.upstreams.get(n).cloned()).map(Arc::new);
+        let mirror = match mirror {
+            Some(m) => Some(Arc::new(crate::mirror::Mirror::new(m, self.upstream(&m.upstream)?, host, stats))),
+            None => None,
+        };
+        Ok((split, mirror))
+    }
+
     /// The routes of every site.
     fn add_sites(&mut self) -> Result<(), SnapshotError> {
         let config = self.config;
@@ -322,16 +349,27 @@ impl<'a> RouteTable<'a> {
             let site_compression = site.compression.as_ref().and_then(compression_policy);
             for (i, r) in site.routes.iter().enumerate() {
                 let id = format!("{site_name}:{}", r.path);
+                let stats = self.route_stats.get(&id);
+                let (split, mirror) = self.split_and_mirror(
+                    &r.upstream,
+                    r.sticky.as_ref(),
+                    r.mirror.as_ref(),
+                    &r.path,
+                    &r.host_header,
+                    &stats,
+                )?;
                 let rewrite = match (&r.rewrite, r.strip_prefix) {
                     (Some(to), _) => Rewrite::Prefix(to.clone()),
                     (None, true) => Rewrite::Prefix(String::new()),
                     (None, false) => Rewrite::Keep,
                 };
                 let entry = Arc::new(RouteEntry {
-                    stats: self.route_stats.get(&id),
+                    stats,
                     id: id.into(),
                     prefix_len: r.path.len(),
-                    upstream: self.upstream(&r.upstream)?,
+                    upstream: self.upstream(r.upstream.first())?,
+                    split,
+                    mirror,
                     rewrite,
                     host_header: r.host_header.clone(),
                     max_body: r.max_body.0,
@@ -363,13 +401,21 @@ impl<'a> RouteTable<'a> {
         site_of: &HashMap<String, &'a str>,
     ) -> Result<(), SnapshotError> {
         let config = self.config;
-        let upstream = self.upstream(&svc.upstream)?;
+        let upstream = self.upstream(svc.upstream.first())?;
         let path = match svc.path.trim_end_matches('/') {
             "" => "/",
             p => p,
         };
         let id = format!("service:{name}");
         let stats = self.route_stats.get(&id);
+        let (split, mirror) = self.split_and_mirror(
+            &svc.upstream,
+            svc.sticky.as_ref(),
+            svc.mirror.as_ref(),
+            path,
+            &svc.host_header,
+            &stats,
+        )?;
         let cors = cors_policy(svc.cors.as_ref(), || format!("services.{name}"))?;
         // `Some(None)`: the service turns compression off on every site.
         let compression = svc.compression.as_ref().map(compression_policy);
@@ -378,6 +424,8 @@ impl<'a> RouteTable<'a> {
                 id: id.as_str().into(),
                 prefix_len: path.len(),
                 upstream: upstream.clone(),
+                split: split.clone(),
+                mirror: mirror.clone(),
                 rewrite: if svc.strip_prefix { Rewrite::Prefix(String::new()) } else { Rewrite::Keep },
                 host_header: svc.host_header.clone(),
                 max_body: svc.max_body.0,

@@ -15,7 +15,9 @@ mod time;
 pub use accept::AcceptBackoff;
 pub use ip_text::{ip_text, IP_TEXT_MAX};
 pub use log_every::LogEvery;
-pub use metrics::{Counter, Gauge, H2Offence, Histogram, ProcessStats, ProxyRefusal, RouteStats, LATENCY_BUCKETS};
+pub use metrics::{
+    Counter, Gauge, H2Offence, Histogram, ProcessStats, ProxyRefusal, RouteStats, Tally, LATENCY_BUCKETS,
+};
 pub use time::{clf_time, http_date, iso_date, rfc3339_time};
 
 /// An error and its causes on one line, for a log (hyper's own says little: "client error

@@ -104,6 +104,24 @@ pub struct RouteStats {
     pub latency: Histogram,
     /// gRPC calls by the `grpc-status` they ended with (the index; over 16 counts as 2, UNKNOWN).
     pub grpc: [Counter; 17],
+    /// The counters of each upstream of a split and of the mirror, by `split:NAME` or
+    /// `mirror:NAME` (kept, like the route's, across reloads that keep the route).
+    tallies: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<Tally>>>,
+}
+
+/// What a route sent to one upstream of its split, or to its mirror.
+#[derive(Debug, Default)]
+pub struct Tally {
+    /// Requests sent there: drawn or matched for a split; copies answered for a mirror.
+    pub requests: Counter,
+    /// Copies that got no answer (no endpoint, connection, timeout).
+    pub failed: Counter,
+    /// Requests not copied because `max_in_flight` copies were under way.
+    pub skipped: Counter,
+    /// Requests not copied because their body was longer than `max_body`, or never ended.
+    pub incomplete: Counter,
+    /// Request body bytes copied.
+    pub bytes: Counter,
 }
 
 impl RouteStats {
@@ -117,6 +135,12 @@ impl RouteStats {
     /// Records the status a gRPC call ended with.
     pub fn record_grpc(&self, code: u8) {
         self.grpc[if code > 16 { 2 } else { usize::from(code) }].inc();
+    }
+
+    /// The counters kept under `key` (`split:NAME`, `mirror:NAME`), made on first use.
+    pub fn tally(&self, key: &str) -> std::sync::Arc<Tally> {
+        let mut map = self.tallies.lock().unwrap_or_else(|p| p.into_inner());
+        map.entry(key.to_string()).or_default().clone()
     }
 }
 

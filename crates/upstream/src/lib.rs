@@ -22,7 +22,7 @@ mod response;
 mod sessions;
 mod tls;
 
-pub use balance::{Balancer, SelectKey};
+pub use balance::{cookie, Balancer, SelectKey};
 pub use body::{BodyTimeout, BodyTooLarge, BoxError, RequestBody};
 pub use breaker::{Breaker, BreakerSettings, BreakerState};
 pub use endpoint::{Endpoint, EndpointState, EndpointStats};
@@ -32,6 +32,7 @@ pub use io::{TimedIo, UpstreamIo};
 pub use members::{Answer, Answers, Members, Query, ServiceRecord};
 pub use pool::{Lease, SendFailure};
 pub use proxy_header::Origin;
+pub use random::stable_hash;
 pub use registry::{Registry, Transport};
 pub use response::{UpstreamBody, UpstreamBodyError};
 pub use tls::{TlsClient, TlsFailure, TlsSetupError, TlsStats};

@@ -202,11 +202,32 @@ const compressed = c => !c ? "" : c.enabled === false
   ? (c.decompress_requests ? "decodes requests" : "no compression")
   : "compresses: " + (c.algorithms || ["zstd", "br", "gzip"]).join(", ") + (c.decompress_requests ? "; decodes requests" : "");
 
+// Where a route or service sends requests: an upstream, or a split with its weights, overrides,
+// stickiness and mirror, in a few words.
+const destination = e => {
+  const list = Array.isArray(e.upstream)
+    ? e.upstream.map(w => w.upstream + " ×" + (w.weight ?? 1) + (w.match ? " (" + overrides(w.match) + ")" : "")).join(", ")
+    : e.upstream || "";
+  const sticky = e.sticky ? "; sticky by " + (e.sticky.cookie ? "cookie " + e.sticky.cookie : e.sticky.hash) : "";
+  const mirror = e.mirror ? "; mirrored to " + e.mirror.upstream + " (" + (e.mirror.percent ?? 100) + " %)" : "";
+  return list + sticky + mirror;
+};
+const overrides = m => Object.entries(m.header || {}).map(([k, v]) => k + ": " + v)
+  .concat(Object.entries(m.cookie || {}).map(([k, v]) => "cookie " + k + "=" + v)).join(", ");
+
+// A route's upstream in the routes field: a name, or `v1:90,v2:10` for a split.
+const upstreamText = u => Array.isArray(u) ? u.map(w => w.upstream + ":" + (w.weight ?? 1)).join(",") : u;
+const upstreamValue = (text, old) => !/[,:]/.test(text) ? text : text.split(",").filter(Boolean).map(part => {
+  const [upstream, weight] = part.split(":");
+  const before = Array.isArray(old) ? old.find(w => w.upstream === upstream) : null;
+  return Object.assign({}, before || {}, { upstream, weight: Number(weight ?? 1) });
+});
+
 const columns = {
   sites: e => [(e.hosts || []).join(", ") + (e.compression ? "\n" + compressed(e.compression) : ""),
-    (e.routes || []).map(r => r.path + " → " + r.upstream + (r.cors ? " (CORS)" : "") + (r.compression ? " (" + compressed(r.compression) + ")" : "")).join("\n")],
+    (e.routes || []).map(r => r.path + " → " + destination(r) + (r.cors ? " (CORS)" : "") + (r.compression ? " (" + compressed(r.compression) + ")" : "")).join("\n")],
   upstreams: e => [e.balance || "random", (e.targets || []).map(t => typeof t === "string" ? t : t.address + (t.weight ? " ×" + t.weight : "")).join("\n")],
-  services: e => [e.prefix || e.path || "", e.upstream || "", policies(e)],
+  services: e => [e.prefix || e.path || "", destination(e), policies(e)],
   apps: e => [Object.entries(e.grants || {}).map(([s, p]) => s + (p ? " (" + p + ")" : "")).join(", "), e.key_sha256 ? "key set" : ""],
   plans: e => [(e.rate_limits || []).length + " rate limit(s)", e.acl ? "ACL" : ""],
 };
@@ -265,13 +286,13 @@ function editor(section, name, entry) {
   if (section === "sites") {
     const hosts = h("input", { id: "site-hosts", value: (current.hosts || []).join(", "), size: 40, oninput: sync });
     const routes = h("textarea", { id: "site-routes", oninput: sync, class: "short" },
-      (current.routes || []).map(r => r.path + " " + r.upstream + (r.strip_prefix ? " strip" : "")).join("\n"));
-    fields.append(h("label", {}, "Hosts (comma separated)", hosts), h("label", {}, "Routes, one per line: PATH UPSTREAM [strip]", routes));
+      (current.routes || []).map(r => r.path + " " + upstreamText(r.upstream) + (r.strip_prefix ? " strip" : "")).join("\n"));
+    fields.append(h("label", {}, "Hosts (comma separated)", hosts), h("label", {}, "Routes, one per line: PATH UPSTREAM [strip] (a split: v1:90,v2:10)", routes));
     formValues = () => ({
       hosts: hosts.value.split(",").map(s => s.trim()).filter(Boolean),
       routes: routes.value.split("\n").map(l => l.trim().split(/\s+/)).filter(p => p.length >= 2 && p[0]).map(([path, upstream, strip]) => {
         const old = (current.routes || []).find(r => r.path === path) || {};
-        return Object.assign({}, old, { path, upstream }, strip === "strip" ? { strip_prefix: true } : {});
+        return Object.assign({}, old, { path, upstream: upstreamValue(upstream, old.upstream) }, strip === "strip" ? { strip_prefix: true } : {});
       }),
     });
   } else if (section === "upstreams") {

@@ -55,8 +55,14 @@ pub struct ClientAuth {
 pub struct Route {
     /// Path prefix, starting with `/`.
     pub path: String,
-    /// Upstream name.
-    pub upstream: String,
+    /// Upstream name, or a weighted list of upstreams (a split).
+    pub upstream: crate::Destination,
+    /// How a client is kept on the upstream of a split it got.
+    #[serde(default)]
+    pub sticky: Option<crate::Sticky>,
+    /// A copy of its requests sent to another upstream, the answer discarded.
+    #[serde(default)]
+    pub mirror: Option<crate::Mirror>,
     /// Remove the prefix before forwarding (a path that becomes empty is sent as `/`).
     #[serde(default)]
     pub strip_prefix: bool,

@@ -90,6 +90,23 @@ try {
   await flash("Saved sites api");
   await page.locator('tr[data-name="api"]', { hasText: "api.test" }).waitFor();
 
+  step("a route split between two upstreams");
+  await page.click('a[href="#/upstreams"]');
+  await page.click('button:has-text("New upstream")');
+  await page.fill("#entry-name", "canary");
+  await page.fill("#upstream-targets", `${target} 1`);
+  await page.click('#entry-form button[type="submit"]');
+  await flash("Saved upstreams canary");
+  await page.click('a[href="#/sites"]');
+  await page.click('tr[data-name="api"] button:has-text("Edit")');
+  await page.fill("#site-routes", "/ u:90,canary:10");
+  await page.click('#entry-form button[type="submit"]');
+  await flash("Saved sites api");
+  await page.locator('tr[data-name="api"]', { hasText: "/ → u ×90, canary ×10" }).waitFor();
+  await page.click('tr[data-name="api"] button:has-text("Edit")');
+  if (await page.inputValue("#site-routes") !== "/ u:90,canary:10") fail("the split is not shown as written");
+  await page.click('#entry-form button:has-text("Cancel")');
+
   step("services show their JWT issuers");
   // A service put into the draft through the API, as an operator's script would.
   const auth = { authorization: "Bearer " + token };

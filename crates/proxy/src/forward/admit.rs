@@ -11,7 +11,7 @@ use crate::snapshot::{RouteEntry, Snapshot};
 use crate::{ClientCert, ConnInfo};
 use gatehouse_plugins::app_key::PathCut;
 use gatehouse_plugins::ServiceGate;
-use gatehouse_upstream::Protocol;
+use gatehouse_upstream::{Protocol, Upstream};
 use http::request::Parts;
 use http::{header, Method, Version};
 
@@ -30,15 +30,16 @@ pub(super) struct Admission<'c> {
 #[inline(always)] // one caller, on every request
 pub(super) fn route_checks<'c>(
     route: &RouteEntry,
+    upstream: &Upstream,
     parts: &mut Parts,
     conn: &'c ConnInfo,
 ) -> Result<Admission<'c>, ProxyError> {
     let client_cert = gate(route, parts, conn)?;
     let upgrade = match parts.version {
-        Version::HTTP_2 => h2_upgrade(parts, route.upstream.settings.protocol)?,
+        Version::HTTP_2 => h2_upgrade(parts, upstream.settings.protocol)?,
         // No extended CONNECT (RFC 9220) over HTTP/3 yet: a CONNECT is refused below.
         Version::HTTP_3 => false,
-        _ => route.upstream.settings.protocol != Protocol::Http2 && wants_upgrade(&parts.headers),
+        _ => upstream.settings.protocol != Protocol::Http2 && wants_upgrade(&parts.headers),
     };
     if upgrade && parts.version == Version::HTTP_2 {
         parts.method = Method::GET;

@@ -29,12 +29,12 @@ pub(super) fn attempts<'a>(
     shared: &'a Shared,
     snap: &'a Snapshot,
     route: &'a Arc<RouteEntry>,
+    upstream: &'a Arc<Upstream>,
     conn: &'a ConnInfo,
     prepared: &'a mut Prepared,
     outcome: &'a mut Outcome,
 ) -> impl std::future::Future<Output = Result<Response<ResponseBody>, ProxyError>> + Send + 'a {
     async move {
-        let upstream = &route.upstream;
         let settings = &upstream.settings;
         let Prepared { request: pending, template, replayable, upgrade, h2_downstream, key_uri, due_ms } = prepared;
         let (replayable, upgrade, h2_downstream, due_ms) = (*replayable, *upgrade, *h2_downstream, *due_ms);
@@ -105,7 +105,7 @@ pub(super) fn attempts<'a>(
                 Ok(resp) => {
                     // Judge the answer.
                     let retry_status = attempt + 1 < attempts && template.is_some();
-                    if judge(route, &members, idx, &resp, outcome, sent_at, retry_status) {
+                    if judge(upstream, &members, idx, &resp, outcome, sent_at, retry_status) {
                         fallback = Some(respond(resp, false, h2_downstream));
                         continue;
                     }
@@ -170,7 +170,7 @@ fn within_deadline<T>(
 /// status, and `may_retry`) rather than the answer given to the client.
 #[inline(always)]
 fn judge(
-    route: &RouteEntry,
+    upstream: &Arc<Upstream>,
     members: &gatehouse_upstream::Members,
     idx: usize,
     resp: &Response<UpstreamBody>,
@@ -178,7 +178,6 @@ fn judge(
     sent_at: Option<Instant>,
     may_retry: bool,
 ) -> bool {
-    let upstream: &Arc<Upstream> = &route.upstream;
     let settings = &upstream.settings;
     let ep = &members.endpoints[idx].state;
     let status = resp.status().as_u16();

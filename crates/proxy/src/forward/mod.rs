@@ -3,16 +3,17 @@
 //!
 //! ```text
 //! validate  id, path normalized once, log captured, gRPC or gRPC-Web told   (this file)
-//! route     host checked, router lookup                                      route.rs
+//! route     host checked, router lookup; a split's upstream chosen             route.rs
 //! admit     HTTPS, client certificate, body limit, switch; service: keys,    admit.rs
 //!           JWT, addresses, grants, ACL, rate limits
-//! rewrite   target, headers, Host, deadline, body bounds, replay template     rewrite.rs
+//! rewrite   target, headers, Host, deadline, body bounds, replay template,    rewrite.rs
+//!           the mirror's copy
 //! select    an endpoint not tried yet                                         attempt.rs
 //! attempt   lease (pooled or new), send, head awaited within the deadline     attempt.rs
 //! retry     judged: answer, or another endpoint when the failure allows it    attempt.rs
 //! respond   failure → ProxyError's response; gRPC(-Web) answer bound;       (this file)
-//!           service's response rewrite, request id echoed, Alt-Svc, HSTS,
-//!           CORS, compression
+//!           service's response rewrite, sticky cookie, request id echoed,
+//!           Alt-Svc, HSTS, CORS, compression
 //! record    route counters, access log record handed to the body              (this file)
 //! ```
 //!
@@ -114,7 +115,15 @@ where
         let route = route::route(snap, &mut req, path, outcome)?;
         outcome.route = Some(route.clone());
         let (mut parts, body) = req.into_parts();
-        let mut admission = admit::route_checks(route, &mut parts, conn)?;
+        let upstream = match &route.split {
+            None => &route.upstream,
+            Some(split) => {
+                let choice = split.choose(&parts.headers, &parts.uri, conn.peer.ip(), conn.tls);
+                outcome.set_cookie = choice.set_cookie;
+                choice.upstream
+            }
+        };
+        let mut admission = admit::route_checks(route, upstream, &mut parts, conn)?;
         if let Some(cors) = &route.cors {
             // A preflight is answered here: before any credential, ACL or rate limit.
             if let Some(headers) = cors.preflight(&parts.method, &parts.headers) {
@@ -129,8 +138,8 @@ where
             admit::service(svc, snap, &mut parts, conn, &mut admission.cut, outcome).await?;
         }
         let target = rewrite::target(route, &parts, &admission)?;
-        let mut prepared = rewrite::rewrite(snap, route, conn, (parts, body), admission, target, outcome);
-        attempt::attempts(shared, snap, route, conn, &mut prepared, outcome).await
+        let mut prepared = rewrite::rewrite(snap, (route, upstream), conn, (parts, body), admission, target, outcome);
+        attempt::attempts(shared, snap, route, upstream, conn, &mut prepared, outcome).await
     }
 }
 
@@ -197,7 +206,9 @@ fn respond(
         (Some(route), Some(choice)) if answered => route.compression.as_ref().map(|p| (p, choice)),
         _ => None,
     };
+    let set_cookie = outcome.set_cookie.take().filter(|_| answered);
     if rewrite.is_none()
+        && set_cookie.is_none()
         && echo.is_none()
         && conn.alt_svc.is_none()
         && hsts.is_none()
@@ -218,6 +229,10 @@ fn respond(
     let mut headers = ResponseHeaders { map: &mut parts.headers, raw: body.raw_head_mut() };
     if let Some((svc, a)) = rewrite {
         svc.rewrite_response(a, &mut headers);
+    }
+    if let Some(cookie) = set_cookie {
+        // The split's sticky cookie, beside any the endpoint set.
+        headers.append(&header::SET_COOKIE, cookie);
     }
     if let Some((ids, id)) = echo {
         ids.echo(&mut headers, id);
@@ -329,6 +344,9 @@ pub(crate) struct Outcome {
     cors: Option<Option<HeaderValue>>,
     /// On a route that compresses, what the request allows.
     compress: Option<crate::compress::Choice>,
+    /// On a route that splits with a sticky cookie, the cookie that keeps the client on the
+    /// upstream it got (the request did not carry it).
+    set_cookie: Option<HeaderValue>,
 }
 
 impl Outcome {
@@ -349,6 +367,7 @@ impl Outcome {
             trace: None,
             cors: None,
             compress: None,
+            set_cookie: None,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! Rewrite phase: the request as the endpoint gets it (target, headers, `Host`), its deadline,
-//! its body bounded, and what a retry and the balancer need kept of it.
+//! its body bounded, and what a retry and the balancer need kept of it; the mirror's copy.
 
 use super::admit::Admission;
 use super::Outcome;
@@ -10,7 +10,7 @@ use crate::{ClientCert, ConnInfo};
 use bytes::Bytes;
 use gatehouse_config::HostHeader;
 use gatehouse_plugins::Admitted;
-use gatehouse_upstream::{Protocol, RequestBody};
+use gatehouse_upstream::{Protocol, RequestBody, Upstream};
 use http::header::{self, HeaderValue};
 use http::request::Parts;
 use http::{Method, Request, Version};
@@ -38,13 +38,13 @@ pub(super) struct Prepared {
 /// A request's head kept to send it again.
 pub(super) type Template = (Method, http::Uri, http::HeaderMap);
 
-/// Rewrites the admitted request for the endpoint: `target` (see [`target`]), hop-by-hop headers gone, forwarding and client-certificate headers added, the
+/// Rewrites the admitted request for the endpoint of `upstream` (the route's, or the one its split chose): `target` (see [`target`]), hop-by-hop headers gone, forwarding and client-certificate headers added, the
 /// service's request rewrite, `Host`; its deadline (`stream_timeout`, `grpc-timeout`) and its
 /// body bounded by `max_body` and the body read timeout.
 #[inline(always)] // one caller; its result is built in the caller's state, not copied there
 pub(super) fn rewrite<B>(
     snap: &Snapshot,
-    route: &RouteEntry,
+    (route, upstream): (&RouteEntry, &Upstream),
     conn: &ConnInfo,
     (mut parts, body): (Parts, B),
     admission: Admission<'_>,
@@ -55,7 +55,6 @@ where
     B: Body<Data = Bytes> + Send + 'static,
     B::Error: Into<gatehouse_upstream::BoxError>,
 {
-    let upstream = &route.upstream;
     let h2_downstream = matches!(parts.version, Version::HTTP_2 | Version::HTTP_3);
     let Admission { client_cert, upgrade, .. } = admission;
     let key_uri = if upstream.balancer_needs_uri() {
@@ -93,8 +92,17 @@ where
         _ => RequestBody::streaming(body, route.max_body, idle),
     }
     .until(due_ms);
+    let body = match &route.mirror {
+        Some(mirror) if !upgrade => crate::mirror::copy(
+            mirror,
+            &parts,
+            body,
+            gatehouse_upstream::Origin { client: conn.peer, local: conn.local },
+        ),
+        _ => body,
+    };
     let replayable = idempotent(&parts.method) && body.is_empty() && !upgrade;
-    let template = template(&parts, route, replayable);
+    let template = template(&parts, upstream, replayable);
     let request = Some(Request::from_parts(parts, body));
     Prepared { request, template, replayable, upgrade, h2_downstream, key_uri, due_ms }
 }
@@ -121,8 +129,8 @@ fn deadline(route: &RouteEntry, headers: &http::HeaderMap, grpc: bool) -> Option
 /// failed attempt: an HTTP/1.1 attempt that fails hands back the request it sent (see
 /// `SendFailure::request`), while HTTP/2 consumes it, and a retried status answer needs it anew.
 #[inline]
-fn template(parts: &Parts, route: &RouteEntry, replayable: bool) -> Option<Template> {
-    let settings = &route.upstream.settings;
+fn template(parts: &Parts, upstream: &Upstream, replayable: bool) -> Option<Template> {
+    let settings = &upstream.settings;
     (replayable
         && settings.retries > 0
         && (settings.protocol != Protocol::Http1 || !settings.retry_on_status.is_empty()))

@@ -217,7 +217,8 @@ fn hash_key(what: &HashKey, key: &SelectKey<'_>) -> Option<u64> {
     })
 }
 
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a [u8]> {
+/// The value of cookie `name` in the request's `Cookie` headers, if it has one.
+pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a [u8]> {
     headers.get_all(http::header::COOKIE).iter().flat_map(|v| v.as_bytes().split(|&b| b == b';')).find_map(|pair| {
         let pair = pair.trim_ascii();
         let eq = pair.iter().position(|&b| b == b'=')?;
