@@ -21,6 +21,11 @@
 #   jwt-jwks   service /s8, auth jwt, the same token's twin from an OpenID provider: verified with
 #              the key set fetched from a jwks_uri (the backend serves it), the app named by `azp`.
 #              Same key, same algorithm: compare with `jwt-key`
+#   split      service /s9 whose upstream is a 90/10 split between two upstreams (both the
+#              backend): compare with `service`
+#   mirror     service /s10 with 10 % of its requests copied to a mirror (the backend again): the
+#              copies' cost is counted (the task that sends them runs on the worker); the extra
+#              requests the backend gets are printed after the table
 #
 # Kernel time is not counted (about 60 % of Gatehouse's CPU per request on loopback), so a
 # difference here is an upper bound of the difference in throughput.
@@ -32,6 +37,8 @@
 # Usage: bench/gateway-instructions.sh            (needs valgrind, nginx, ab; ~2 minutes)
 #   N [2000]  requests per row
 #   TRACING [off]  a sampling ratio (0.01, 1) to run with traces on
+#   SPLIT_ROWS [auto]  0 leaves out the split and mirror rows (and their services, so that a
+#              build with them and one without route the same configuration)
 set -Eeuo pipefail
 
 # shellcheck source=SCRIPTDIR/lib/common.sh
@@ -53,9 +60,10 @@ make_workdir gatehouse-instructions
 mkdir -p "$WORK/www"
 write_www "$WORK/www"
 start_backend 0
-free_ports 3
+free_ports 4
 P_GATEHOUSE=${REPLY_PORTS[0]}
 P_REDIS=${REPLY_PORTS[1]}
+P_ADMIN=${REPLY_PORTS[3]}
 start_redis redis none "$P_REDIS"
 TRACING=${TRACING:-off}
 TRACING_YAML=
@@ -85,10 +93,22 @@ n = int(sys.argv[1].split("=")[1], 16)
 print(json.dumps({"keys": [{"kty": "RSA", "kid": "idp-rs", "alg": "RS256", "use": "sig", "n": b(n), "e": b(65537)}]}))' \
 	"$(openssl rsa -in "$WORK/jwt.key" -noout -modulus 2>/dev/null)" >"$WORK/www/jwks.json"
 ACL='acl: { allow: [{ methods: [GET, HEAD], paths: ["/**"] }] }'
+# The split and mirror rows, for a build that has them (an older one, measured for comparison,
+# runs the other rows).
+SPLIT_SERVICES='  s9: { path: /s9, upstream: [{ upstream: backend, weight: 90 }, { upstream: canary, weight: 10 }] }
+  s10: { path: /s10, upstream: backend, mirror: { upstream: canary, percent: 10 } }'
+printf 'listeners: {h: {bind: "127.0.0.1:0"}}\nupstreams: {u: {targets: ["127.0.0.1:1"]}}\nsites: {s: {hosts: ["*"], routes: [{path: /, upstream: [{upstream: u}], mirror: {upstream: u}}]}}\n' >"$WORK/probe.yaml"
+if [[ ${SPLIT_ROWS:-auto} == 0 ]]; then
+	SPLIT_SERVICES=
+elif ! "$GATEHOUSE_BIN" check "$WORK/probe.yaml" >/dev/null 2>&1; then
+	log "this build has no traffic split or mirror: those rows are left out"
+	SPLIT_SERVICES=
+fi
 cat >"$WORK/gatehouse.yaml" <<EOF
 workers: 1
+admin: { bind: "127.0.0.1:$P_ADMIN", public: [/metrics] }
 listeners: { http: { bind: "127.0.0.1:$P_GATEHOUSE" } }
-$(gatehouse_upstream 256)
+$(gatehouse_upstream 256 "" "" "  canary: { targets: [\"127.0.0.1:$P_BACKEND\"], keepalive: { max_idle: 256, idle_timeout: 60s }, retries: 0 }")
 services:
   s0: { path: /s0, upstream: backend }
   s1: { path: /s1, upstream: backend, auth: app_key }
@@ -108,6 +128,7 @@ services:
     upstream: backend
     auth: jwt
     jwt: { issuer: bench-idp, audience: api, jwks_uri: "http://127.0.0.1:$P_BACKEND/jwks.json", app_claim: azp }
+$SPLIT_SERVICES
 apps:
   bench:
     key: $KEY
@@ -138,8 +159,9 @@ jwt_probe() { curl -s --noproxy '*' -o /dev/null -w '%{http_code}' -H "Authoriza
 declare -A URL=([bare]=/test.html [service]=/s0/test.html [app-key]="/s1/~$KEY/test.html"
 	[acl]="/s2/~$KEY/test.html" [limit]="/s3/~$KEY/test.html" [headers]="/s4/~$KEY/test.html"
 	[header-key]=/s4/test.html [cluster-limit]="/s5/~$KEY/test.html" [cors]=/s6/test.html
-	[jwt-key]=/s7/test.html [jwt-jwks]=/s8/test.html)
+	[jwt-key]=/s7/test.html [jwt-jwks]=/s8/test.html [split]=/s9/test.html [mirror]=/s10/test.html)
 ROWS=(bare service app-key acl limit headers header-key cluster-limit cors jwt-key jwt-jwks)
+[[ -n $SPLIT_SERVICES ]] && ROWS+=(split mirror)
 for warm in bare headers cluster-limit; do ab -k -n 1000 -c 10 "$base${URL[$warm]}" >/dev/null 2>&1; done
 echo "| row | instructions per request | vs bare |"
 echo "|---|---:|---:|"
@@ -162,3 +184,9 @@ for row in "${ROWS[@]}"; do
 	first=${first:-$per}
 	printf '| %s | %d | %+.1f %% |\n' "$row" "$per" "$(echo "($per - $first) * 100 / $first" | bc -l)"
 done
+if [[ " ${ROWS[*]} " == *" mirror "* ]]; then
+	# The mirror's share of upstream traffic, from the gateway's own counters.
+	metrics=$(curl -s --noproxy '*' "http://127.0.0.1:$P_ADMIN/metrics" || true)
+	copies=$(awk '/^gatehouse_mirror_requests_total\{route="service:s10".*result="answered"/ {print $2}' <<<"$metrics")
+	log "mirror row: ${copies:-?} copies answered by the mirror for the row's $N requests (and its warm-up)"
+fi

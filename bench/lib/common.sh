@@ -345,17 +345,17 @@ ${4:-    http-reuse always
 EOF
 }
 
-# gatehouse_upstream MAX_IDLE [TARGET] [UPSTREAM_LINES] -> YAML: every request to the backend
-# (TARGET, default 127.0.0.1:P_BACKEND), keep-alive; UPSTREAM_LINES (e.g. `    tls: {...}`) are
-# added to the upstream.
+# gatehouse_upstream MAX_IDLE [TARGET] [UPSTREAM_LINES] [OTHER_UPSTREAMS] -> YAML: every request to
+# the backend (TARGET, default 127.0.0.1:P_BACKEND), keep-alive; UPSTREAM_LINES (e.g.
+# `    tls: {...}`) are added to the upstream, OTHER_UPSTREAMS (`  name: {...}` lines) after it.
 gatehouse_upstream() {
-	local more=${3:+$'\n'$3}
+	local more=${3:+$'\n'$3} others=${4:+$'\n'$4}
 	cat <<EOF
 upstreams:
   backend:
     targets: ["${2:-127.0.0.1:$P_BACKEND}"]
     keepalive: { max_idle: $1, idle_timeout: 60s }
-    retries: 0$more
+    retries: 0$more$others
 sites:
   all:
     hosts: ["*"]

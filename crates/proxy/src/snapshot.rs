@@ -295,6 +295,8 @@ struct RouteTable<'a> {
     routes: Vec<Arc<RouteEntry>>,
     by_site: BTreeMap<&'a str, Vec<(String, Arc<RouteEntry>)>>,
     by_host: BTreeMap<String, Vec<(String, Arc<RouteEntry>)>>,
+    /// Each site's compiled `compression`, for its routes and the services placed on it.
+    site_compression: HashMap<&'a str, Option<Arc<crate::compress::Policy>>>,
 }
 
 impl<'a> RouteTable<'a> {
@@ -310,6 +312,7 @@ impl<'a> RouteTable<'a> {
             routes: Vec::new(),
             by_site: BTreeMap::new(),
             by_host: BTreeMap::new(),
+            site_compression: HashMap::new(),
         }
     }
 
@@ -347,6 +350,7 @@ impl<'a> RouteTable<'a> {
             let site_id: Arc<str> = site_name.as_str().into();
             let mut entries = Vec::new();
             let site_compression = site.compression.as_ref().and_then(compression_policy);
+            self.site_compression.insert(site_name, site_compression.clone());
             for (i, r) in site.routes.iter().enumerate() {
                 let id = format!("{site_name}:{}", r.path);
                 let stats = self.route_stats.get(&id);
@@ -440,7 +444,7 @@ impl<'a> RouteTable<'a> {
                 cors: cors.clone(),
                 compression: match &compression {
                     Some(own) => own.clone(),
-                    None => site.and_then(|(_, s)| s.compression.as_ref()).and_then(compression_policy),
+                    None => site.and_then(|(n, _)| self.site_compression.get(n).cloned().flatten()),
                 },
             })
         };

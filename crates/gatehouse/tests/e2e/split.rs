@@ -115,6 +115,11 @@ fn overrides_always_win_and_a_sticky_cookie_keeps_the_client() {
         *seen.entry(r.header("x-backend").unwrap_or("?").to_string()).or_insert(0) += 1;
     }
     assert!(seen.len() == 2 && seen.values().all(|n| (18..=22).contains(n)), "{seen:?}");
+    // Over HTTP/2 as well: the cookie set in the answer's head.
+    for r in gatehouse_testkit::h2c_get_each(addr, HOST, &["/", "/"]) {
+        assert_eq!(r.status, 200, "{r:?}");
+        assert!(r.header("set-cookie").is_some_and(|c| c.starts_with("gh_split=")), "{r:?}");
+    }
     // A match-only upstream (weight 0) gets its cookie's requests and nothing else.
     for _ in 0..20 {
         assert_eq!(http_get(addr, HOST, "/beta/x", &[]).header("x-backend"), Some("v1"));
