@@ -65,11 +65,11 @@ enum Stickiness {
     Hash(HashKey),
 }
 
-/// What a split chose for a request: the upstream, and the cookie that keeps the client on it
-/// (sticky by cookie, when the request did not carry it).
+/// What a split chose for a request: the upstream, and, sticky by cookie when the request did
+/// not carry it, the member whose cookie the answer sets ([`Split::set_cookie`]).
 pub struct Choice<'s> {
     pub upstream: &'s Arc<Upstream>,
-    pub set_cookie: Option<HeaderValue>,
+    pub set_cookie: Option<u32>,
 }
 
 impl Split {
@@ -141,7 +141,7 @@ impl Split {
     /// The upstream for a request with these headers from `client_ip` (`uri`: its target, for
     /// a hash on it).
     #[inline(never)] // only on routes that split
-    pub fn choose(&self, headers: &HeaderMap, uri: &http::Uri, client_ip: IpAddr, tls: bool) -> Choice<'_> {
+    pub fn choose(&self, headers: &HeaderMap, uri: &http::Uri, client_ip: IpAddr) -> Choice<'_> {
         for (i, conditions) in self.overrides.iter() {
             if conditions.met(headers) {
                 return self.chosen(*i, None);
@@ -162,14 +162,17 @@ impl Split {
         let point = point.unwrap_or_else(|| self.scale(self.drawn.fetch_add(1, Relaxed).wrapping_mul(GOLDEN)));
         // The first share that ends beyond the point (a weight of 0 has none).
         let i = self.members.iter().position(|m| point < m.upper).unwrap_or(0);
-        let set_cookie = self.members[i].set_cookie.as_ref().map(|(plain, secure)| match tls {
-            true => secure.clone(),
-            false => plain.clone(),
-        });
+        let set_cookie = self.members[i].set_cookie.is_some().then_some(i as u32);
         self.chosen(i, set_cookie)
     }
 
-    fn chosen(&self, i: usize, set_cookie: Option<HeaderValue>) -> Choice<'_> {
+    /// The `Set-Cookie` that keeps a client on member `i` (`Secure` over TLS).
+    pub fn set_cookie(&self, i: u32, tls: bool) -> Option<HeaderValue> {
+        let (plain, secure) = self.members.get(i as usize)?.set_cookie.as_ref()?;
+        Some(if tls { secure.clone() } else { plain.clone() })
+    }
+
+    fn chosen(&self, i: usize, set_cookie: Option<u32>) -> Choice<'_> {
         let m = &self.members[i];
         m.tally.requests.inc();
         Choice { upstream: &m.upstream, set_cookie }
@@ -240,7 +243,7 @@ mod tests {
         let uri = http::Uri::from_static("/app");
         let mut out = BTreeMap::new();
         for _ in 0..n {
-            *out.entry(s.choose(h, &uri, IP, false).upstream.name.to_string()).or_default() += 1;
+            *out.entry(s.choose(h, &uri, IP).upstream.name.to_string()).or_default() += 1;
         }
         out
     }
@@ -278,10 +281,10 @@ mod tests {
         // A matched request is not given the sticky cookie; a sticky cookie naming v2 does not
         // reach it (weight 0) without the match.
         let uri = http::Uri::from_static("/app");
-        assert!(s.choose(&both, &uri, IP, false).set_cookie.is_none());
+        assert!(s.choose(&both, &uri, IP).set_cookie.is_none());
         let tag = format!("{:016x}", gatehouse_upstream::stable_hash(b"v2"));
         let sticky_v2 = headers(&[("cookie", &format!("gh={tag}"))]);
-        assert_eq!(&*s.choose(&sticky_v2, &uri, IP, false).upstream.name, "v1");
+        assert_eq!(&*s.choose(&sticky_v2, &uri, IP).upstream.name, "v1");
     }
 
     #[test]
@@ -291,20 +294,22 @@ mod tests {
         );
         let uri = http::Uri::from_static("/app/x");
         for _ in 0..20 {
-            let first = s.choose(&HeaderMap::new(), &uri, IP, true);
-            let cookie = first.set_cookie.expect("set on a draw").to_str().expect("text").to_string();
+            let first = s.choose(&HeaderMap::new(), &uri, IP);
+            let member = first.set_cookie.expect("set on a draw");
+            let cookie = s.set_cookie(member, true).expect("a cookie").to_str().expect("text").to_string();
             assert!(cookie.ends_with("; Path=/app; Max-Age=3600; HttpOnly; SameSite=Lax; Secure"), "{cookie}");
             let pair = cookie.split(";").next().unwrap_or_default().to_string();
             let again = headers(&[("cookie", &pair)]);
             for _ in 0..5 {
-                let next = s.choose(&again, &uri, IP, true);
+                let next = s.choose(&again, &uri, IP);
                 assert_eq!(next.upstream.name, first.upstream.name);
                 assert!(next.set_cookie.is_none());
             }
         }
         // A cookie naming no upstream of the split: drawn again, and told anew.
         let stale = headers(&[("cookie", "gh=0123456789abcdef")]);
-        assert!(s.choose(&stale, &uri, IP, false).set_cookie.is_some_and(|c| !c.as_bytes().ends_with(b"; Secure")));
+        let member = s.choose(&stale, &uri, IP).set_cookie.expect("told anew");
+        assert!(s.set_cookie(member, false).is_some_and(|c| !c.as_bytes().ends_with(b"; Secure")));
     }
 
     #[test]
@@ -316,9 +321,9 @@ mod tests {
         let mut v2 = 0;
         for user in 0..2000 {
             let h = headers(&[("x-user", &format!("user-{user}"))]);
-            let first = s.choose(&h, &uri, IP, false).upstream.name.clone();
-            assert_eq!(s.choose(&h, &uri, IP, false).upstream.name, first);
-            assert!(s.choose(&h, &uri, IP, false).set_cookie.is_none());
+            let first = s.choose(&h, &uri, IP).upstream.name.clone();
+            assert_eq!(s.choose(&h, &uri, IP).upstream.name, first);
+            assert!(s.choose(&h, &uri, IP).set_cookie.is_none());
             v2 += usize::from(&*first == "v2");
         }
         assert!((300..=500).contains(&v2), "{v2} of 2000 keys on v2");

@@ -118,7 +118,7 @@ where
         let upstream = match &route.split {
             None => &route.upstream,
             Some(split) => {
-                let choice = split.choose(&parts.headers, &parts.uri, conn.peer.ip(), conn.tls);
+                let choice = split.choose(&parts.headers, &parts.uri, conn.peer.ip());
                 outcome.set_cookie = choice.set_cookie;
                 choice.upstream
             }
@@ -127,6 +127,8 @@ where
         if let Some(cors) = &route.cors {
             // A preflight is answered here: before any credential, ACL or rate limit.
             if let Some(headers) = cors.preflight(&parts.method, &parts.headers) {
+                // Not an answer of the upstream chosen: no sticky cookie names it.
+                outcome.set_cookie = None;
                 return Ok(preflight_answer(headers));
             }
             outcome.cors = Some(parts.headers.get(header::ORIGIN).cloned());
@@ -206,7 +208,10 @@ fn respond(
         (Some(route), Some(choice)) if answered => route.compression.as_ref().map(|p| (p, choice)),
         _ => None,
     };
-    let set_cookie = outcome.set_cookie.take().filter(|_| answered);
+    let set_cookie = match outcome.set_cookie.take() {
+        Some(member) if answered => sticky_cookie(outcome.route.as_deref(), member, conn.tls),
+        _ => None,
+    };
     if rewrite.is_none()
         && set_cookie.is_none()
         && echo.is_none()
@@ -252,6 +257,12 @@ fn respond(
         compress_answer(policy, choice, &mut parts, &mut body);
     }
     Response::from_parts(parts, body)
+}
+
+/// The `Set-Cookie` that keeps a client on the upstream its route's split chose for it.
+#[cold]
+fn sticky_cookie(route: Option<&RouteEntry>, member: u32, tls: bool) -> Option<HeaderValue> {
+    route?.split.as_ref()?.set_cookie(member, tls)
 }
 
 /// The route's compression applied to an endpoint's answer (the gateway's own are short): its
@@ -344,9 +355,9 @@ pub(crate) struct Outcome {
     cors: Option<Option<HeaderValue>>,
     /// On a route that compresses, what the request allows.
     compress: Option<crate::compress::Choice>,
-    /// On a route that splits with a sticky cookie, the cookie that keeps the client on the
-    /// upstream it got (the request did not carry it).
-    set_cookie: Option<HeaderValue>,
+    /// On a route that splits with a sticky cookie, the member of the split whose cookie keeps
+    /// the client on the upstream it got (the request did not carry it).
+    set_cookie: Option<u32>,
 }
 
 impl Outcome {

@@ -79,7 +79,7 @@ where
         Some(c) if c.decompress_requests && !body.is_end_stream() => crate::compress::request_coding(&parts.headers),
         _ => None,
     };
-    let body = match (outcome.web, decode) {
+    let mut body = match (outcome.web, decode) {
         (Some(web), _) if web.text_in => {
             RequestBody::streaming(crate::grpc_web::TextBody::new(Box::pin(body)), route.max_body, idle)
         }
@@ -92,15 +92,10 @@ where
         _ => RequestBody::streaming(body, route.max_body, idle),
     }
     .until(due_ms);
-    let body = match &route.mirror {
-        Some(mirror) if !upgrade => crate::mirror::copy(
-            mirror,
-            &parts,
-            body,
-            gatehouse_upstream::Origin { client: conn.peer, local: conn.local },
-        ),
-        _ => body,
-    };
+    if let (Some(mirror), false) = (&route.mirror, upgrade) {
+        let origin = gatehouse_upstream::Origin { client: conn.peer, local: conn.local };
+        body = crate::mirror::copy(mirror, &parts, body, origin);
+    }
     let replayable = idempotent(&parts.method) && body.is_empty() && !upgrade;
     let template = template(&parts, upstream, replayable);
     let request = Some(Request::from_parts(parts, body));
