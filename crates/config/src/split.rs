@@ -176,6 +176,10 @@ impl Sticky {
             (None, Some(_)) if self.max_age.is_some() => err(format!("{p}.max_age"), "only with `cookie`".into()),
             _ => {}
         }
+        if self.max_age.is_some_and(|d| d.0 < std::time::Duration::from_secs(1)) {
+            // `Max-Age` counts whole seconds; 0 deletes the cookie.
+            err(format!("{p}.max_age"), "at least 1s (leave it out for a session cookie)".into());
+        }
     }
 }
 
@@ -195,7 +199,8 @@ pub struct Mirror {
     /// Longest a copy may take, from its body complete to the end of its answer.
     #[serde(default = "default_timeout")]
     pub timeout: Duration,
-    /// Most copies under way at once per worker; beyond it requests are not mirrored.
+    /// Most copies under way at once on the node (sent and not yet answered); beyond it
+    /// requests are not mirrored.
     #[serde(default = "default_in_flight")]
     pub max_in_flight: u32,
 }
@@ -284,7 +289,7 @@ mod tests {
     fn every_mistake_is_named_with_its_place() {
         let e = route(
             "upstream: [{upstream: u, weight: 0}, {upstream: u, weight: 2000000}, {upstream: w, match: {}}], \
-             sticky: {cookie: \"a b\", hash: client_ip}, mirror: {upstream: x, percent: 101, timeout: 0s, max_in_flight: 0}",
+             sticky: {cookie: \"a b\", hash: client_ip, max_age: 500ms}, mirror: {upstream: x, percent: 101, timeout: 0s, max_in_flight: 0}",
         );
         let text = e.join("\n");
         for want in [
@@ -293,6 +298,7 @@ mod tests {
             "routes[0].upstream[2].upstream: unknown upstream `w`",
             "routes[0].upstream[2].match: name at least one header or cookie",
             "routes[0].sticky: give either `cookie` or `hash`",
+            "routes[0].sticky.max_age: at least 1s",
             "routes[0].mirror.upstream: unknown upstream `x`",
             "routes[0].mirror.percent: from 0 to 100",
             "routes[0].mirror.timeout: must be more than 0",

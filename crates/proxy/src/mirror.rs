@@ -17,11 +17,13 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
-use tokio::sync::oneshot;
 
-/// 2⁶⁴ divided by the golden ratio: the step of the sequence that picks the share copied
-/// (as the split's draw, `crate::split`).
-const GOLDEN: u64 = 0x9E37_79B9_7F4A_7C15;
+/// 2⁶⁴ times the fractional part of √2: the step of the sequence that picks the share copied.
+/// Not the split's step (the golden ratio's, `crate::split`): the two counters of a route that
+/// splits and mirrors advance together, and with one step the copies would all come from the
+/// first upstream of the split; 1, φ and √2 being independent over the rationals, the two
+/// sequences are equidistributed together.
+const SQRT2: u64 = 0x6A09_E667_F3BC_C908;
 
 /// A compiled `mirror`.
 #[derive(Debug)]
@@ -68,40 +70,51 @@ impl Mirror {
     fn chosen(&self) -> bool {
         match self.below {
             None => true,
-            Some(below) => self.seen.fetch_add(1, Relaxed).wrapping_mul(GOLDEN) < below,
+            Some(below) => self.seen.fetch_add(1, Relaxed).wrapping_mul(SQRT2) < below,
         }
     }
 }
 
 /// The request's body, copied for `mirror` when this request is one it copies: the copy is
-/// sent from a task of its own with the head in `parts` (as the route's upstream gets it),
-/// at once for a request without a body, else once the body has passed whole.
+/// sent from a task of its own with the head in `parts` (as the route's upstream gets it), at
+/// once for a request without a body, else once the body has passed whole.
 #[inline(never)] // only on routes that mirror
 pub fn copy(mirror: &Arc<Mirror>, parts: &Parts, body: RequestBody, origin: Origin) -> RequestBody {
     if !mirror.chosen() {
         return body;
     }
-    if mirror.in_flight.fetch_add(1, Relaxed) >= mirror.max_in_flight {
-        mirror.in_flight.fetch_sub(1, Relaxed);
-        mirror.tally.skipped.inc();
-        return body;
-    }
-    let slot = Slot(mirror.clone());
-    let head = (parts.method.clone(), parts.uri.clone(), parts.headers.clone());
+    let copy = Pending {
+        mirror: mirror.clone(),
+        head: (parts.method.clone(), parts.uri.clone(), parts.headers.clone()),
+        origin,
+    };
     if body.is_empty() {
-        tokio::spawn(send(slot, head, Bytes::new(), origin));
+        copy.start(Bytes::new());
         return body;
     }
-    let (tx, rx) = oneshot::channel();
-    tokio::spawn(async move {
-        match rx.await {
-            Ok(bytes) => send(slot, head, bytes, origin).await,
-            // Longer than `max_body`, failed, or never read to its end.
-            Err(_) => slot.0.tally.incomplete.inc(),
-        }
-    });
-    let tee = Tee { inner: body, copy: BytesMut::new(), limit: mirror.max_body, done: Some(tx) };
+    let tee = Tee { inner: body, copy: BytesMut::new(), limit: mirror.max_body, pending: Some(copy) };
     RequestBody::streaming(tee, u64::MAX, Duration::MAX)
+}
+
+/// A copy waiting for its body.
+struct Pending {
+    mirror: Arc<Mirror>,
+    head: (Method, Uri, HeaderMap),
+    origin: Origin,
+}
+
+impl Pending {
+    /// Sends the copy with `body` from a task of its own, if fewer than `max_in_flight` copies
+    /// are under way; else counts it skipped.
+    fn start(self, body: Bytes) {
+        let m = &self.mirror;
+        if m.in_flight.fetch_add(1, Relaxed) >= m.max_in_flight {
+            m.in_flight.fetch_sub(1, Relaxed);
+            m.tally.skipped.inc();
+            return;
+        }
+        tokio::spawn(send(Slot(self.mirror), self.head, body, self.origin));
+    }
 }
 
 /// A copy's place among those under way, given back when it ends however it ends.
@@ -117,9 +130,9 @@ impl Drop for Slot {
 async fn send(slot: Slot, (method, uri, headers): (Method, Uri, HeaderMap), body: Bytes, origin: Origin) {
     let m = &slot.0;
     let len = body.len() as u64;
-    match tokio::time::timeout(m.timeout, exchange(m, method, uri, headers, body, origin)).await {
-        Ok(true) => m.tally.requests.inc(),
-        _ => m.tally.failed.inc(),
+    match exchange(m, method, uri, headers, body, origin).await {
+        true => m.tally.requests.inc(),
+        false => m.tally.failed.inc(),
     }
     m.tally.bytes.add(len);
 }
@@ -149,36 +162,39 @@ async fn exchange(m: &Mirror, method: Method, uri: Uri, mut headers: HeaderMap, 
         headers.remove(header::TRANSFER_ENCODING);
         headers.insert(header::CONTENT_LENGTH, HeaderValue::from(body.len()));
     }
-    let lease = match Lease::pooled(&ep, settings, false, origin) {
-        Some(lease) => lease,
-        None => match Lease::open(&ep, settings, false, origin).await {
-            Ok(lease) => lease,
-            Err(_) => {
-                upstream.record_failure(&members, idx);
-                return false;
-            }
-        },
+    let body = match body.is_empty() {
+        true => RequestBody::empty(),
+        false => RequestBody::streaming(Whole(Some(body)), u64::MAX, Duration::MAX),
     };
-    let mut request = Request::new(RequestBody::streaming(Whole(Some(body)), u64::MAX, Duration::MAX));
+    let mut request = Request::new(body);
     *request.method_mut() = method;
     *request.uri_mut() = uri;
     *request.headers_mut() = headers;
-    let resp = match lease.send(request, settings.read_timeout).await {
-        Ok(resp) => resp,
-        Err(_) => {
-            upstream.record_failure(&members, idx);
-            return false;
+    let exchanged = async {
+        let lease = match Lease::pooled(&ep, settings, false, origin) {
+            Some(lease) => lease,
+            None => Lease::open(&ep, settings, false, origin).await.map_err(drop)?,
+        };
+        let resp = lease.send(request, settings.read_timeout).await.map_err(drop)?;
+        upstream.record_outcome(&members, idx, resp.status().is_server_error());
+        // Read to the end, so the connection goes back to the pool.
+        let mut body = std::pin::pin!(resp.into_body());
+        while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
+            if frame.is_err() {
+                break;
+            }
         }
+        Ok::<bool, ()>(true)
     };
-    upstream.record_outcome(&members, idx, resp.status().is_server_error());
-    // Read to the end, so the connection goes back to the pool.
-    let mut body = std::pin::pin!(resp.into_body());
-    while let Some(frame) = std::future::poll_fn(|cx| body.as_mut().poll_frame(cx)).await {
-        if frame.is_err() {
-            return true;
+    match tokio::time::timeout(m.timeout, exchanged).await {
+        Ok(Ok(answered)) => answered,
+        // Refused, broken, or silent for the mirror's `timeout`: the endpoint's failure, for its
+        // passive health.
+        Ok(Err(())) | Err(_) => {
+            upstream.record_failure(&members, idx);
+            false
         }
     }
-    true
 }
 
 /// A body in one piece.
@@ -202,13 +218,34 @@ impl Body for Whole {
 }
 
 /// The request body on its way to the route's upstream, copied up to `limit` bytes; the copy
-/// handed over when the body has ended (dropped unsent when it is longer, fails, or is left
+/// sent when the body has ended (counted `incomplete` when it is longer, fails, or is left
 /// unread).
 struct Tee {
     inner: RequestBody,
     copy: BytesMut,
     limit: u64,
-    done: Option<oneshot::Sender<Bytes>>,
+    pending: Option<Pending>,
+}
+
+impl Tee {
+    fn complete(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            pending.start(std::mem::take(&mut self.copy).freeze());
+        }
+    }
+
+    fn abandon(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            pending.mirror.tally.incomplete.inc();
+        }
+        self.copy = BytesMut::new();
+    }
+}
+
+impl Drop for Tee {
+    fn drop(&mut self) {
+        self.abandon();
+    }
 }
 
 impl Body for Tee {
@@ -220,27 +257,20 @@ impl Body for Tee {
         let polled = Pin::new(&mut this.inner).poll_frame(cx);
         match &polled {
             Poll::Ready(Some(Ok(frame))) => {
-                if let (Some(data), Some(_)) = (frame.data_ref(), &this.done) {
+                if let (Some(data), Some(_)) = (frame.data_ref(), &this.pending) {
                     if (this.copy.len() + data.len()) as u64 > this.limit {
-                        this.done = None;
-                        this.copy = BytesMut::new();
+                        this.abandon();
                     } else {
                         this.copy.extend_from_slice(data);
                     }
                 }
                 // A body of known length may not be polled past its last part.
                 if this.inner.is_end_stream() {
-                    if let Some(done) = this.done.take() {
-                        let _ = done.send(std::mem::take(&mut this.copy).freeze());
-                    }
+                    this.complete();
                 }
             }
-            Poll::Ready(None) => {
-                if let Some(done) = this.done.take() {
-                    let _ = done.send(std::mem::take(&mut this.copy).freeze());
-                }
-            }
-            Poll::Ready(Some(Err(_))) => this.done = None,
+            Poll::Ready(None) => this.complete(),
+            Poll::Ready(Some(Err(_))) => this.abandon(),
             Poll::Pending => {}
         }
         polled

@@ -320,22 +320,23 @@ impl<'a> RouteTable<'a> {
         self.upstreams.get(name).cloned().ok_or_else(|| SnapshotError::UnknownUpstream { name: name.to_string() })
     }
 
-    /// The compiled split of `dest` and `mirror` of a route or service at `path`.
+    /// The compiled split of `dest` (its sticky cookie scoped to `cookie_path`) and `mirror` of a
+    /// route or service.
     #[allow(clippy::type_complexity)]
     fn split_and_mirror(
         &self,
         dest: &gatehouse_config::Destination,
         sticky: Option<&gatehouse_config::Sticky>,
         mirror: Option<&gatehouse_config::Mirror>,
-        path: &str,
+        cookie_path: &str,
         host: &HostHeader,
         stats: &RouteStats,
     ) -> Result<(Option<Arc<crate::split::Split>>, Option<Arc<crate::mirror::Mirror>>), SnapshotError> {
         for name in dest.names() {
             self.upstream(name)?;
         }
-        let split =
-            crate::split::Split::new(dest, sticky, path, stats, |n| self.upstreams.get(n).cloned()).map(Arc::new);
+        let split = crate::split::Split::new(dest, sticky, cookie_path, stats, |n| self.upstreams.get(n).cloned())
+            .map(Arc::new);
         let mirror = match mirror {
             Some(m) => Some(Arc::new(crate::mirror::Mirror::new(m, self.upstream(&m.upstream)?, host, stats))),
             None => None,
@@ -358,7 +359,7 @@ impl<'a> RouteTable<'a> {
                     &r.upstream,
                     r.sticky.as_ref(),
                     r.mirror.as_ref(),
-                    &r.path,
+                    crate::split::cookie_path(&r.path, false),
                     &r.host_header,
                     &stats,
                 )?;
@@ -416,7 +417,7 @@ impl<'a> RouteTable<'a> {
             &svc.upstream,
             svc.sticky.as_ref(),
             svc.mirror.as_ref(),
-            path,
+            crate::split::cookie_path(path, true),
             &svc.host_header,
             &stats,
         )?;

@@ -73,12 +73,13 @@ pub struct Choice<'s> {
 }
 
 impl Split {
-    /// The split of `dest` at route prefix `path`, counted in `stats`; `None` for one upstream.
-    /// `upstream` finds a compiled upstream by name (validation made sure there is one).
+    /// The split of `dest`, its sticky cookie scoped to `cookie_path` ([`cookie_path`]),
+    /// counted in `stats`; `None` for one upstream. `upstream` finds a compiled upstream by name
+    /// (validation made sure there is one).
     pub fn new(
         dest: &Destination,
         sticky: Option<&Sticky>,
-        path: &str,
+        cookie_path: &str,
         stats: &RouteStats,
         upstream: impl Fn(&str) -> Option<Arc<Upstream>>,
     ) -> Option<Split> {
@@ -101,7 +102,7 @@ impl Split {
             total += u64::from(w.weight);
             let set_cookie = match &sticky {
                 Stickiness::Cookie(name) => {
-                    let base = format!("{name}={tag}; Path={path}{max_age}; HttpOnly; SameSite=Lax");
+                    let base = format!("{name}={tag}; Path={cookie_path}{max_age}; HttpOnly; SameSite=Lax");
                     let secure = format!("{base}; Secure");
                     HeaderValue::try_from(base).ok().zip(HeaderValue::try_from(secure).ok())
                 }
@@ -186,6 +187,22 @@ impl Split {
     /// Each upstream of the split with its counters, for the metrics.
     pub fn tallies(&self) -> impl Iterator<Item = (&str, &Tally)> {
         self.members.iter().map(|m| (&*m.upstream.name, &*m.tally))
+    }
+}
+
+/// The `Path` of a split's sticky cookie for requests under `prefix`: a service's path as it is
+/// (matched on whole segments, as a cookie's path is, RFC 6265 §5.1.4); a route's (matched as a
+/// plain string prefix: `/api` serves `/apiary` too) cut after its last `/`, so that every
+/// request the route serves sends the cookie back. A path a cookie attribute cannot hold
+/// (`;`, control characters) gives `/`.
+pub fn cookie_path(prefix: &str, whole_segments: bool) -> &str {
+    let path = match whole_segments {
+        true => prefix,
+        false => prefix.rfind('/').map_or("/", |i| &prefix[..=i]),
+    };
+    match path.bytes().all(|b| b > b' ' && b != b';' && b != 0x7f) && path.starts_with('/') {
+        true => path,
+        false => "/",
     }
 }
 
@@ -297,7 +314,7 @@ mod tests {
             let first = s.choose(&HeaderMap::new(), &uri, IP);
             let member = first.set_cookie.expect("set on a draw");
             let cookie = s.set_cookie(member, true).expect("a cookie").to_str().expect("text").to_string();
-            assert!(cookie.ends_with("; Path=/app; Max-Age=3600; HttpOnly; SameSite=Lax; Secure"), "{cookie}");
+            assert!(cookie.ends_with("; Path=/; Max-Age=3600; HttpOnly; SameSite=Lax; Secure"), "{cookie}");
             let pair = cookie.split(";").next().unwrap_or_default().to_string();
             let again = headers(&[("cookie", &pair)]);
             for _ in 0..5 {
@@ -310,6 +327,22 @@ mod tests {
         let stale = headers(&[("cookie", "gh=0123456789abcdef")]);
         let member = s.choose(&stale, &uri, IP).set_cookie.expect("told anew");
         assert!(s.set_cookie(member, false).is_some_and(|c| !c.as_bytes().ends_with(b"; Secure")));
+    }
+
+    #[test]
+    fn the_cookie_covers_every_path_its_route_serves() {
+        use super::cookie_path;
+        for (prefix, segments, want) in [
+            ("/", false, "/"),
+            ("/api", false, "/"),
+            ("/api/", false, "/api/"),
+            ("/shop/v2", false, "/shop/"),
+            ("/api", true, "/api"),
+            ("/a;b/", false, "/"),
+            ("/a b/", false, "/"),
+        ] {
+            assert_eq!(cookie_path(prefix, segments), want, "{prefix}");
+        }
     }
 
     #[test]
