@@ -9,7 +9,7 @@
 
 use gatehouse_config::{Destination, HashKey, Sticky};
 use gatehouse_telemetry::{RouteStats, Tally};
-use gatehouse_upstream::{cookie, stable_hash, Upstream};
+use gatehouse_upstream::{cookie, key_hash, stable_hash, SelectKey, Upstream};
 use http::header::{HeaderName, HeaderValue};
 use http::HeaderMap;
 use std::net::IpAddr;
@@ -158,7 +158,12 @@ impl Split {
                 }
                 None
             }
-            Stickiness::Hash(key) => key_hash(key, headers, uri, client_ip).map(|h| self.scale(h)),
+            Stickiness::Hash(what) => {
+                // A request without the header or cookie is drawn like any other, rather than
+                // all such requests sent to one upstream.
+                let uri = uri.path_and_query().map_or("/", |p| p.as_str());
+                key_hash(what, &SelectKey { client_ip, uri, headers }).map(|h| self.scale(h))
+            }
         };
         let point = point.unwrap_or_else(|| self.scale(self.drawn.fetch_add(1, Relaxed).wrapping_mul(GOLDEN)));
         // The first share that ends beyond the point (a weight of 0 has none).
@@ -203,20 +208,6 @@ pub fn cookie_path(prefix: &str, whole_segments: bool) -> &str {
     match path.bytes().all(|b| b > b' ' && b != b';' && b != 0x7f) && path.starts_with('/') {
         true => path,
         false => "/",
-    }
-}
-
-/// The hash of a request's key; `None` when the request has no such header or cookie (it is
-/// then drawn like any other, rather than all such requests sent to one upstream).
-fn key_hash(key: &HashKey, headers: &HeaderMap, uri: &http::Uri, client_ip: IpAddr) -> Option<u64> {
-    match key {
-        HashKey::ClientIp => Some(match client_ip {
-            IpAddr::V4(v4) => stable_hash(&v4.octets()),
-            IpAddr::V6(v6) => stable_hash(&v6.octets()),
-        }),
-        HashKey::Uri => Some(stable_hash(uri.path_and_query().map_or("/", |p| p.as_str()).as_bytes())),
-        HashKey::Header(name) => headers.get(name.as_str()).map(|v| stable_hash(v.as_bytes())),
-        HashKey::Cookie(name) => cookie(headers, name).map(stable_hash),
     }
 }
 

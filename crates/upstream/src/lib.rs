@@ -22,7 +22,7 @@ mod response;
 mod sessions;
 mod tls;
 
-pub use balance::{cookie, Balancer, SelectKey};
+pub use balance::{cookie, key_hash, Balancer, SelectKey};
 pub use body::{BodyTimeout, BodyTooLarge, BoxError, RequestBody};
 pub use breaker::{Breaker, BreakerSettings, BreakerState};
 pub use endpoint::{Endpoint, EndpointState, EndpointStats};

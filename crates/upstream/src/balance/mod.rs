@@ -176,7 +176,7 @@ impl Balancer {
                 scan_from(eps.len(), (h % eps.len() as u64) as usize, ok)
             }
             Balancer::ConsistentHash { ring, key: what } => {
-                let h = hash_key(what, key)?;
+                let h = key_hash(what, key).unwrap_or_else(|| stable_hash(&[]));
                 let start = ring.partition_point(|(p, _)| *p < h);
                 (0..ring.len()).map(|k| ring[(start + k) % ring.len()].1 as usize).find(|&i| ok(i))
             }
@@ -203,18 +203,19 @@ fn ip_prefix(ip: IpAddr) -> Vec<u8> {
     }
 }
 
-/// The hash of the request's key; a missing header or cookie hashes as empty, so such requests
-/// still land consistently on one endpoint.
-fn hash_key(what: &HashKey, key: &SelectKey<'_>) -> Option<u64> {
-    Some(match what {
-        HashKey::ClientIp => match key.client_ip {
+/// The hash of the request's `what`; `None` when the request has no such header or cookie (the
+/// consistent hash then hashes it as empty, so such requests still land on one endpoint; a
+/// traffic split draws them instead).
+pub fn key_hash(what: &HashKey, key: &SelectKey<'_>) -> Option<u64> {
+    match what {
+        HashKey::ClientIp => Some(match key.client_ip {
             IpAddr::V4(v4) => stable_hash(&v4.octets()),
             IpAddr::V6(v6) => stable_hash(&v6.octets()),
-        },
-        HashKey::Uri => stable_hash(key.uri.as_bytes()),
-        HashKey::Header(name) => stable_hash(key.headers.get(name.as_str()).map_or(&[][..], |v| v.as_bytes())),
-        HashKey::Cookie(name) => stable_hash(cookie(key.headers, name).unwrap_or_default()),
-    })
+        }),
+        HashKey::Uri => Some(stable_hash(key.uri.as_bytes())),
+        HashKey::Header(name) => key.headers.get(name.as_str()).map(|v| stable_hash(v.as_bytes())),
+        HashKey::Cookie(name) => cookie(key.headers, name).map(stable_hash),
+    }
 }
 
 /// The value of cookie `name` in the request's `Cookie` headers, if it has one.
