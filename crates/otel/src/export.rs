@@ -7,7 +7,7 @@
 
 use crate::batch::{Batch, Shared, SPARE_BUFFERS};
 use crate::proto::Envelope;
-use bytes::Bytes;
+use bytes::Buf;
 use gatehouse_config::{OtlpProtocol, Tracing};
 use http_body_util::BodyExt;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -195,8 +195,73 @@ fn build(settings: &Tracing, node_id: &str, ca: Option<rustls::RootCertStore>) -
 
 type Client = hyper_util::client::legacy::Client<
     hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
-    http_body_util::Full<Bytes>,
+    ExportBody,
 >;
+
+/// A part of an export's body: the envelope's head, or a worker's batch of spans, written as
+/// it is (hyper writes the parts with one vectored write, none copied into one buffer). A
+/// batch's buffer goes back to the workers when hyper is done with it.
+#[derive(Debug)]
+struct Part {
+    bytes: Vec<u8>,
+    at: usize,
+    /// Where a batch's buffer goes back to.
+    spare: Option<Arc<Shared>>,
+}
+
+impl Buf for Part {
+    fn remaining(&self) -> usize {
+        self.bytes.len() - self.at
+    }
+
+    fn chunk(&self) -> &[u8] {
+        &self.bytes[self.at..]
+    }
+
+    fn advance(&mut self, n: usize) {
+        self.at = (self.at + n).min(self.bytes.len());
+    }
+}
+
+impl Drop for Part {
+    fn drop(&mut self) {
+        if let Some(shared) = self.spare.take() {
+            give_back(&shared, std::mem::take(&mut self.bytes));
+        }
+    }
+}
+
+/// An export's body: its parts, of a length known up front (`Content-Length`, or the gRPC
+/// message's DATA frames).
+#[derive(Debug)]
+struct ExportBody {
+    parts: std::collections::VecDeque<Part>,
+    len: u64,
+}
+
+impl http_body::Body for ExportBody {
+    type Data = Part;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Part>, Self::Error>>> {
+        let part = self.parts.pop_front();
+        if let Some(p) = &part {
+            self.len -= p.remaining() as u64;
+        }
+        std::task::Poll::Ready(part.map(|p| Ok(http_body::Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.parts.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.len)
+    }
+}
 
 /// A hyper client on this thread's runtime with rustls (the CA file's roots or the system's):
 /// HTTP/1.1 or HTTP/2 by ALPN for OTLP/HTTP, HTTP/2 only for gRPC.
@@ -226,22 +291,26 @@ fn client(roots: Option<rustls::RootCertStore>, http2_only: bool) -> Result<Clie
 }
 
 impl Sink {
-    /// Sends one batch; `Err` says why the collector did not take it.
-    async fn send(&self, spans: &[&[u8]]) -> Result<(), String> {
-        let message = self.envelope.request(spans);
-        let body = match self.protocol {
-            OtlpProtocol::Http => Bytes::from(message),
-            OtlpProtocol::Grpc => {
-                // gRPC's message framing: not compressed, then the length.
-                let len = u32::try_from(message.len()).map_err(|_| "batch too large".to_string())?;
-                let mut framed = Vec::with_capacity(5 + message.len());
-                framed.push(0);
-                framed.extend_from_slice(&len.to_be_bytes());
-                framed.extend_from_slice(&message);
-                Bytes::from(framed)
-            }
-        };
-        let mut request = http::Request::new(http_body_util::Full::new(body));
+    /// Sends batches as one export; `Err` says why the collector did not take it. The batches'
+    /// buffers go back to the workers once written (or when the export is given up).
+    async fn send(&self, batches: Vec<Batch>, shared: &Arc<Shared>) -> Result<(), String> {
+        let spans_len = batches.iter().map(|b| b.bytes.len()).sum();
+        let grpc = self.protocol == OtlpProtocol::Grpc;
+        let (mut head, len) = self.envelope.head(if grpc { 5 } else { 0 }, spans_len);
+        if grpc {
+            // gRPC's message header: not compressed, then the message's length.
+            let len = u32::try_from(len).map_err(|_| "batch too large".to_string())?;
+            head[1..5].copy_from_slice(&len.to_be_bytes());
+        }
+        let mut parts = std::collections::VecDeque::with_capacity(batches.len() + 1);
+        let mut body_len = head.len() as u64;
+        parts.push_back(Part { bytes: head, at: 0, spare: None });
+        for b in batches {
+            body_len += b.bytes.len() as u64;
+            parts.push_back(Part { bytes: b.bytes, at: 0, spare: Some(shared.clone()) });
+        }
+        let body = ExportBody { parts, len: body_len };
+        let mut request = http::Request::new(body);
         *request.method_mut() = http::Method::POST;
         *request.uri_mut() = self.url.clone();
         *request.headers_mut() = self.headers.clone();
@@ -297,7 +366,7 @@ async fn run(
     sink: Sink,
     settings: &Tracing,
     mut rx: mpsc::Receiver<Batch>,
-    shared: &Shared,
+    shared: &Arc<Shared>,
     mut stop: oneshot::Receiver<()>,
     stats: &TraceStats,
 ) {
@@ -336,14 +405,12 @@ async fn run(
                 }
             }
             if !held.is_empty() {
-                let parts: Vec<&[u8]> = held.iter().map(|b| b.bytes.as_slice()).collect();
-                match sink.send(&parts).await {
+                match sink.send(held, shared).await {
                     Ok(()) => {
                         stats.exported.fetch_add(spans as u64, Relaxed);
                     }
                     Err(e) => failed(stats, spans as u64, &e),
                 }
-                give_back(shared, held);
             }
             if drained {
                 break;
@@ -352,15 +419,12 @@ async fn run(
     }
 }
 
-/// The sent batches' buffers, for the workers' next batches.
-fn give_back(shared: &Shared, held: Vec<Batch>) {
+/// A sent batch's buffer, for the workers' next batches.
+fn give_back(shared: &Shared, mut bytes: Vec<u8>) {
     if let Ok(mut spare) = shared.spare.lock() {
-        for b in held {
-            if spare.len() < SPARE_BUFFERS {
-                let mut bytes = b.bytes;
-                bytes.clear();
-                spare.push(bytes);
-            }
+        if spare.len() < SPARE_BUFFERS {
+            bytes.clear();
+            spare.push(bytes);
         }
     }
 }

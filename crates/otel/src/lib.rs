@@ -73,7 +73,7 @@ impl Ctx {
         b[35] = b'-';
         b[36..52].copy_from_slice(&hex16(span_id));
         b[52..].copy_from_slice(if self.sampled { b"-01" } else { b"-00" });
-        HeaderValue::from_bytes(&b).unwrap_or_else(|_| HeaderValue::from_static(""))
+        HeaderValue::from_maybe_shared(slab_bytes(&b)).unwrap_or_else(|_| HeaderValue::from_static(""))
     }
 
     /// Puts the trace context of span `span_id` on an upstream request, in place of any. (The
@@ -84,6 +84,31 @@ impl Ctx {
             headers.insert(TRACESTATE.clone(), state.clone());
         }
     }
+}
+
+thread_local! {
+    /// Where this thread's `traceparent` values are written, one after the other.
+    static SLAB: std::cell::RefCell<bytes::BytesMut> = std::cell::RefCell::new(bytes::BytesMut::new());
+}
+
+/// `traceparent` values one slab holds: a slab is allocated once per this many upstream
+/// attempts, instead of a value each. Kept small, since a value still held (by a request to a
+/// slow upstream) keeps its whole slab: at most this many times the values' own bytes.
+const SLAB_VALUES: usize = 16;
+
+/// `value` copied into this thread's slab, as bytes that share it (each value counted on the
+/// slab, which is freed with the last of them): a header value without an allocation of its own.
+fn slab_bytes(value: &[u8; 55]) -> bytes::Bytes {
+    SLAB.with(|s| match s.try_borrow_mut() {
+        Ok(mut slab) => {
+            if slab.capacity() - slab.len() < value.len() {
+                *slab = bytes::BytesMut::with_capacity(value.len() * SLAB_VALUES);
+            }
+            slab.extend_from_slice(value);
+            slab.split().freeze()
+        }
+        Err(_) => bytes::Bytes::copy_from_slice(value),
+    })
 }
 
 /// Each byte's two lowercase hex digits.
@@ -125,16 +150,37 @@ pub enum Kind {
 /// A sampled span being recorded: the OTLP `Span` message, written field by field as the request
 /// path learns them (one buffer, no attribute of its own allocated), and added to the thread's
 /// batch by [`Tracer::finish`]. The buffer is the thread's spare one, given back when the span
-/// is finished or dropped: recording allocates nothing once a thread has recorded a span.
+/// is finished or dropped: recording allocates nothing once a thread has recorded a span. Its
+/// attributes are written through [`Attrs`].
 #[derive(Debug)]
 pub struct Span {
-    buf: Vec<u8>,
+    attrs: Attrs,
 }
 
 impl Drop for Span {
     fn drop(&mut self) {
-        batch::give_back(std::mem::take(&mut self.buf));
+        batch::give_back(std::mem::take(&mut self.attrs.buf));
     }
+}
+
+impl std::ops::Deref for Span {
+    type Target = Attrs;
+    fn deref(&self) -> &Attrs {
+        &self.attrs
+    }
+}
+
+impl std::ops::DerefMut for Span {
+    fn deref_mut(&mut self) -> &mut Attrs {
+        &mut self.attrs
+    }
+}
+
+/// Span attributes, encoded: a span's own, or a set encoded once and added to many spans as they
+/// are ([`Attrs::encoded`]): the attributes an upstream endpoint gives each of its client spans.
+#[derive(Debug, Default)]
+pub struct Attrs {
+    buf: Vec<u8>,
 }
 
 /// Nanoseconds since the Unix epoch.
@@ -142,42 +188,7 @@ fn unix_nanos(t: SystemTime) -> u64 {
     t.duration_since(SystemTime::UNIX_EPOCH).map_or(0, |d| d.as_nanos() as u64)
 }
 
-impl Span {
-    /// Starts a span of trace `trace_id`; `parent_remote` says its parent is the client's span
-    /// (not one of the gateway's).
-    pub fn new(
-        kind: Kind,
-        trace_id: u128,
-        span_id: u64,
-        parent: Option<u64>,
-        parent_remote: bool,
-        start: SystemTime,
-    ) -> Span {
-        use proto::span::*;
-        let mut buf = batch::spare();
-        proto::bytes(&mut buf, TRACE_ID, &trace_id.to_be_bytes());
-        proto::bytes(&mut buf, SPAN_ID, &span_id.to_be_bytes());
-        let mut flags = FLAG_SAMPLED | FLAG_HAS_IS_REMOTE;
-        if let Some(p) = parent {
-            proto::bytes(&mut buf, PARENT_SPAN_ID, &p.to_be_bytes());
-            if parent_remote {
-                flags |= FLAG_IS_REMOTE;
-            }
-        }
-        proto::fixed32(&mut buf, FLAGS, flags);
-        proto::uint(&mut buf, KIND, if kind == Kind::Server { KIND_SERVER } else { KIND_CLIENT });
-        proto::fixed64(&mut buf, START, unix_nanos(start));
-        Span { buf }
-    }
-
-    /// The span's name, the concatenation of `parts` (`GET /api`).
-    pub fn name(&mut self, parts: &[&str]) {
-        proto::len_prefix(&mut self.buf, proto::span::NAME, parts.iter().map(|p| p.len()).sum());
-        for p in parts {
-            self.buf.extend_from_slice(p.as_bytes());
-        }
-    }
-
+impl Attrs {
     /// A string attribute.
     #[inline]
     pub fn str(&mut self, key: &Key, value: &str) {
@@ -203,13 +214,79 @@ impl Span {
         proto::key_value_pre(&mut self.buf, proto::span::ATTRIBUTES, key, proto::Any::Str(&text[..n]));
     }
 
+    /// Attributes encoded before (the bytes of an [`Attrs`] made for many spans).
+    #[inline]
+    pub fn encoded(&mut self, attributes: &[u8]) {
+        self.buf.extend_from_slice(attributes);
+    }
+
+    /// The encoded attributes, to be added to spans with [`Attrs::encoded`].
+    pub fn into_bytes(self) -> Box<[u8]> {
+        self.buf.into_boxed_slice()
+    }
+}
+
+impl Span {
+    /// Starts a span of trace `trace_id`; `parent_remote` says its parent is the client's span
+    /// (not one of the gateway's).
+    pub fn new(
+        kind: Kind,
+        trace_id: u128,
+        span_id: u64,
+        parent: Option<u64>,
+        parent_remote: bool,
+        start: SystemTime,
+    ) -> Span {
+        use proto::span::*;
+        // The fixed-size fields (at most 55 bytes) assembled in place, then one copy: each field
+        // written by the varint helpers was a capacity check and a call of its own.
+        let mut head = [0u8; 56];
+        let mut n = 0;
+        let mut put = |bytes: &[u8]| {
+            head[n..n + bytes.len()].copy_from_slice(bytes);
+            n += bytes.len();
+        };
+        put(&[(TRACE_ID << 3 | proto::LEN) as u8, 16]);
+        put(&trace_id.to_be_bytes());
+        put(&[(SPAN_ID << 3 | proto::LEN) as u8, 8]);
+        put(&span_id.to_be_bytes());
+        let mut flags = FLAG_SAMPLED | FLAG_HAS_IS_REMOTE;
+        if let Some(p) = parent {
+            put(&[(PARENT_SPAN_ID << 3 | proto::LEN) as u8, 8]);
+            put(&p.to_be_bytes());
+            if parent_remote {
+                flags |= FLAG_IS_REMOTE;
+            }
+        }
+        // Field 16 takes a tag of two bytes (`16 << 3 | 5` as a varint).
+        put(&[(FLAGS << 3 | proto::FIXED32) as u8 | 0x80, ((FLAGS << 3) >> 7) as u8]);
+        put(&flags.to_le_bytes());
+        let kind = if kind == Kind::Server { KIND_SERVER } else { KIND_CLIENT };
+        put(&[(KIND << 3 | proto::VARINT) as u8, kind as u8]);
+        put(&[(START << 3 | proto::FIXED64) as u8]);
+        put(&unix_nanos(start).to_le_bytes());
+        let mut buf = batch::spare();
+        buf.extend_from_slice(&head[..n]);
+        Span { attrs: Attrs { buf } }
+    }
+
+    /// The span's name, the concatenation of `parts` (`GET /api`).
+    pub fn name(&mut self, parts: &[&str]) {
+        let buf = &mut self.attrs.buf;
+        proto::len_prefix(buf, proto::span::NAME, parts.iter().map(|p| p.len()).sum());
+        for p in parts {
+            buf.extend_from_slice(p.as_bytes());
+        }
+    }
+
     /// Marks the span failed (status `ERROR`) with `message`.
     pub fn error(&mut self, message: &str) {
         use proto::span::*;
+        let buf = &mut self.attrs.buf;
         let n = proto::field_len(STATUS_MESSAGE, message.len()) + 2;
-        proto::len_prefix(&mut self.buf, STATUS, n);
-        proto::bytes(&mut self.buf, STATUS_MESSAGE, message.as_bytes());
-        proto::uint(&mut self.buf, STATUS_CODE, STATUS_ERROR);
+        proto::len_prefix(buf, STATUS, n);
+        proto::bytes(buf, STATUS_MESSAGE, message.as_bytes());
+        proto::uint(buf, STATUS_CODE, STATUS_ERROR);
     }
 }
 
@@ -301,8 +378,8 @@ impl Tracer {
     /// it holds `export.batch` spans or its first is `export.interval` old.
     #[inline]
     pub fn finish(&self, mut span: Span, end: SystemTime) {
-        proto::fixed64(&mut span.buf, proto::span::END, unix_nanos(end));
-        batch::add(&self.queue, &span.buf, self.batch, self.interval);
+        proto::fixed64(&mut span.attrs.buf, proto::span::END, unix_nanos(end));
+        batch::add(&self.queue, &span.attrs.buf, self.batch, self.interval);
     }
 
     /// Exports what is queued and stops the exporter, within `timeout` (the process stops).
@@ -360,20 +437,32 @@ mod tests {
         let mut client =
             Span::new(Kind::Client, 0x0af7651916cd43dd8448eb211c80319c, 0x3344, Some(0x1122), false, start);
         client.name(&["GET"]);
+        // Attributes encoded once, added as they are.
+        let mut once = Attrs::default();
+        once.str(&Key::new("server.address"), "backend.internal");
+        once.int(&Key::new("server.port"), 8443);
+        let once = once.into_bytes();
+        client.encoded(&once);
+        client.bool(&Key::new("tls.resumed"), false);
         // Two threads' batches: the server span in one, the client span in the other.
         let batches: Vec<Vec<u8>> = [server, client]
             .into_iter()
             .map(|mut span| {
-                proto::fixed64(&mut span.buf, proto::span::END, unix_nanos(end));
+                proto::fixed64(&mut span.attrs.buf, proto::span::END, unix_nanos(end));
                 let mut batch = Vec::new();
-                proto::bytes(&mut batch, proto::SCOPE_SPANS_SPANS, &span.buf);
+                proto::bytes(&mut batch, proto::SCOPE_SPANS_SPANS, &span.attrs.buf);
                 batch
             })
             .collect();
         let envelope =
             proto::Envelope::new(&[("service.name", "gw"), ("service.instance.id", "a")], ("gatehouse", "1.2"));
-        let batches: Vec<&[u8]> = batches.iter().map(|b| b.as_slice()).collect();
-        let decoded = ExportTraceServiceRequest::decode(envelope.request(&batches).as_slice());
+        let spans_len = batches.iter().map(|b| b.len()).sum();
+        let (mut message, len) = envelope.head(0, spans_len);
+        for b in &batches {
+            message.extend_from_slice(b);
+        }
+        assert_eq!(message.len(), len);
+        let decoded = ExportTraceServiceRequest::decode(message.as_slice());
         let request = decoded.unwrap_or_default();
         assert_eq!(request.resource_spans.len(), 1);
         let rs = &request.resource_spans[0];
@@ -402,6 +491,16 @@ mod tests {
         assert_eq!(s.status.as_ref().map(|st| (st.code, st.message.as_str())), Some((2, "503")));
         assert_eq!(c.status, None);
         assert_eq!(c.parent_span_id, 0x1122u64.to_be_bytes());
+        let client_attrs: Vec<_> =
+            c.attributes.iter().map(|kv| (kv.key.as_str(), kv.value.clone().and_then(|v| v.value))).collect();
+        assert_eq!(
+            client_attrs,
+            [
+                ("server.address", Some(V::StringValue("backend.internal".into()))),
+                ("server.port", Some(V::IntValue(8443))),
+                ("tls.resumed", Some(V::BoolValue(false))),
+            ]
+        );
     }
 
     #[test]
@@ -414,13 +513,20 @@ mod tests {
             tracestate: None,
         };
         assert_eq!(ctx.traceparent(0xb7ad6b7169203331), "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01");
-        let off = Ctx { sampled: false, ..ctx };
+        let off = Ctx { sampled: false, ..ctx.clone() };
         assert!(off.traceparent(2).to_str().unwrap_or_default().ends_with("-0000000000000002-00"));
         for _ in 0..1000 {
             let (t, s) = (ids::trace_id(), ids::span_id());
             let c = Ctx { trace_id: t, span_id: 1, parent: None, sampled: true, tracestate: None };
             assert_eq!(c.traceparent(s), format!("00-{t:032x}-{s:016x}-01").as_str());
             assert!(parse_traceparent(c.traceparent(s).as_bytes()) == Some((t, s, true)));
+        }
+        // Values held while later ones fill and replace their slab keep their bytes.
+        let held: Vec<(String, HeaderValue)> = (0..10 * SLAB_VALUES as u64 + 3)
+            .map(|s| (format!("00-0af7651916cd43dd8448eb211c80319c-{:016x}-01", s + 1), ctx.traceparent(s + 1)))
+            .collect();
+        for (want, v) in &held {
+            assert_eq!(v, want.as_str());
         }
     }
 }

@@ -8,13 +8,13 @@
 //! `opentelemetry-proto` crate's generated types.
 
 /// Wire type of varints.
-const VARINT: u32 = 0;
+pub(crate) const VARINT: u32 = 0;
 /// Wire type of 64-bit fixed numbers.
-const FIXED64: u32 = 1;
+pub(crate) const FIXED64: u32 = 1;
 /// Wire type of length-delimited fields (strings, bytes, messages).
-const LEN: u32 = 2;
+pub(crate) const LEN: u32 = 2;
 /// Wire type of 32-bit fixed numbers.
-const FIXED32: u32 = 5;
+pub(crate) const FIXED32: u32 = 5;
 
 /// Span fields (`Span` in trace.proto).
 pub(crate) mod span {
@@ -94,13 +94,6 @@ pub(crate) fn uint(buf: &mut Vec<u8>, field: u32, v: u64) {
 #[inline]
 pub(crate) fn fixed64(buf: &mut Vec<u8>, field: u32, v: u64) {
     tag(buf, field, FIXED64);
-    buf.extend_from_slice(&v.to_le_bytes());
-}
-
-/// A `fixed32` field (span flags).
-#[inline]
-pub(crate) fn fixed32(buf: &mut Vec<u8>, field: u32, v: u32) {
-    tag(buf, field, FIXED32);
     buf.extend_from_slice(&v.to_le_bytes());
 }
 
@@ -232,22 +225,22 @@ impl Envelope {
         Envelope { resource: r, scope: s }
     }
 
-    /// An `ExportTraceServiceRequest` carrying `spans`, each a run of encoded `ScopeSpans.spans`
-    /// fields (a thread's batch).
-    pub(crate) fn request(&self, spans: &[&[u8]]) -> Vec<u8> {
-        let spans_len: usize = spans.iter().map(|s| s.len()).sum();
+    /// The start of an `ExportTraceServiceRequest` whose spans are `spans_len` bytes of encoded
+    /// `ScopeSpans.spans` fields (threads' batches), which follow it as they are: the batches
+    /// are sent after it without being copied into one buffer. `prefix` bytes are left free at
+    /// the front (gRPC's message header).
+    pub(crate) fn head(&self, prefix: usize, spans_len: usize) -> (Vec<u8>, usize) {
         let scope_spans = field_len(SCOPE_SPANS_SCOPE, self.scope.len()) + spans_len;
         let resource_spans = field_len(RESOURCE_SPANS_RESOURCE, self.resource.len())
             + field_len(RESOURCE_SPANS_SCOPE_SPANS, scope_spans);
-        let mut buf = Vec::with_capacity(field_len(REQUEST_RESOURCE_SPANS, resource_spans));
+        let total = field_len(REQUEST_RESOURCE_SPANS, resource_spans);
+        let mut buf = Vec::with_capacity(prefix + total - spans_len);
+        buf.resize(prefix, 0);
         len_prefix(&mut buf, REQUEST_RESOURCE_SPANS, resource_spans);
         bytes(&mut buf, RESOURCE_SPANS_RESOURCE, &self.resource);
         len_prefix(&mut buf, RESOURCE_SPANS_SCOPE_SPANS, scope_spans);
         bytes(&mut buf, SCOPE_SPANS_SCOPE, &self.scope);
-        for s in spans {
-            buf.extend_from_slice(s);
-        }
-        buf
+        (buf, total)
     }
 }
 

@@ -136,6 +136,9 @@ pub struct RouteEntry {
     pub cors: Option<Arc<gatehouse_plugins::cors::Policy>>,
     /// Its compression (its own, else its site's): endpoints' answers compressed.
     pub compression: Option<Arc<crate::compress::Policy>>,
+    /// What its requests' server spans say of it (`http.route`, the route, the service),
+    /// encoded once on its first traced request.
+    pub trace_attributes: std::sync::OnceLock<Box<[u8]>>,
 }
 
 /// The compiled `cors` of the route or service at `place`, if it has one.
@@ -387,6 +390,7 @@ impl<'a> RouteTable<'a> {
                     normalize_path: r.normalize_path.unwrap_or(site.normalize_path),
                     cors: cors_policy(r.cors.as_ref(), || format!("sites.{site_name}.routes[{i}]"))?,
                     compression: r.compression.as_ref().map_or_else(|| site_compression.clone(), compression_policy),
+                    trace_attributes: std::sync::OnceLock::new(),
                 });
                 self.routes.push(entry.clone());
                 entries.push((r.path.clone(), entry));
@@ -447,6 +451,7 @@ impl<'a> RouteTable<'a> {
                     Some(own) => own.clone(),
                     None => site.and_then(|(n, _)| self.site_compression.get(n).cloned().flatten()),
                 },
+                trace_attributes: std::sync::OnceLock::new(),
             })
         };
         let mut sites: Vec<&'a str> = Vec::new();

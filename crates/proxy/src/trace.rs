@@ -5,8 +5,8 @@
 
 use crate::body::{LogRecord, Text};
 use crate::forward::Outcome;
-use crate::snapshot::Snapshot;
-use gatehouse_otel::{Ctx, Kind, Span, Tracer};
+use crate::snapshot::{RouteEntry, Snapshot};
+use gatehouse_otel::{Attrs, Ctx, Kind, Span, Tracer};
 use gatehouse_upstream::EndpointState;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -54,24 +54,19 @@ pub(crate) struct TraceRecord {
     pub attempt: Option<Attempt>,
     /// Where the server span goes, when the request is sampled (set by [`record`]).
     pub tracer: Option<Arc<Tracer>>,
-    /// The API service that took the request.
-    pub service: Option<Arc<str>>,
-    /// The route: `site:prefix`.
-    pub route: Option<Arc<str>>,
+    /// The route that took the request (and its API service).
+    pub route: Option<Arc<RouteEntry>>,
+    /// The client's address as text (made once per connection), when sampled.
+    client: Option<http::HeaderValue>,
 }
 
 /// The request's trace context (out of line: the request path without `tracing` keeps only the
 /// branch).
 #[inline(never)]
-pub(crate) fn begin(tracer: &Tracer, headers: &mut http::HeaderMap) -> Box<TraceRecord> {
-    Box::new(TraceRecord {
-        ctx: tracer.begin(headers),
-        denial: None,
-        attempt: None,
-        tracer: None,
-        service: None,
-        route: None,
-    })
+pub(crate) fn begin(tracer: &Tracer, headers: &mut http::HeaderMap, conn: &crate::ConnInfo) -> Box<TraceRecord> {
+    let ctx = tracer.begin(headers);
+    let client = ctx.sampled.then(|| conn.peer_ip.clone());
+    Box::new(TraceRecord { ctx, denial: None, attempt: None, tracer: None, route: None, client })
 }
 
 /// What the record phase keeps of the trace: for a sampled request, what its server span needs.
@@ -79,10 +74,8 @@ pub(crate) fn begin(tracer: &Tracer, headers: &mut http::HeaderMap) -> Box<Trace
 pub(crate) fn record(snap: &Snapshot, mut t: Box<TraceRecord>, outcome: &Outcome) -> Box<TraceRecord> {
     t.attempt = None;
     if t.ctx.sampled {
-        let route = outcome.route.as_ref();
         t.tracer = snap.tracer.clone();
-        t.service = route.and_then(|r| r.service.as_ref()).map(|s| s.name.clone());
-        t.route = route.map(|r| r.id.clone());
+        t.route = outcome.route.clone();
     } else {
         // The ids, for the access log.
         t.denial = None;
@@ -108,9 +101,16 @@ fn split_authority(a: &str) -> (&str, Option<i64>) {
         let (host, rest) = v6.split_once(']').unwrap_or((v6, ""));
         return (host, rest.strip_prefix(':').and_then(port_number));
     }
-    let b = a.as_bytes();
-    match b.iter().rposition(|&c| c == b':') {
-        Some(i) if !b[..i].contains(&b':') => (&a[..i], port_number(&a[i + 1..])),
+    // One pass: the last colon, and whether it is the only one (else an IPv6 address, no port).
+    let (mut last, mut colons) = (0, 0);
+    for (i, &c) in a.as_bytes().iter().enumerate() {
+        if c == b':' {
+            last = i;
+            colons += 1;
+        }
+    }
+    match colons {
+        1 => (&a[..last], port_number(&a[last + 1..])),
         _ => (a, None),
     }
 }
@@ -132,18 +132,41 @@ fn port_number(p: &str) -> Option<i64> {
 
 /// The path of a request target as logged (origin form, or absolute form for a proxy request).
 fn path_of(uri: &str) -> &str {
-    let path = match uri.find("://") {
-        Some(i) => uri[i + 3..].find('/').map_or("/", |j| &uri[i + 3 + j..]),
-        None => uri,
+    let b = uri.as_bytes();
+    // Origin form (nearly every request) starts with its path: no search for `://`.
+    let path = match b.first() {
+        Some(b'/') | None => uri,
+        _ => match b.windows(3).position(|w| w == b"://") {
+            Some(i) => uri[i + 3..].find('/').map_or("/", |j| &uri[i + 3 + j..]),
+            None => uri,
+        },
     };
-    path.split(['?', '#']).next().unwrap_or(path)
+    match path.as_bytes().iter().position(|&c| c == b'?' || c == b'#') {
+        Some(i) => &path[..i],
+        None => path,
+    }
+}
+
+/// What a route's server spans say of it: `http.route` (its prefix), the route's id and its API
+/// service. Encoded once per route.
+fn route_attributes(route: &RouteEntry) -> Box<[u8]> {
+    let mut a = Attrs::default();
+    if let Some((_, prefix)) = route.id.split_once(':') {
+        a.str(&key::HTTP_ROUTE, prefix);
+    }
+    a.str(&key::GATEHOUSE_ROUTE, &route.id);
+    if let Some(svc) = &route.service {
+        a.str(&key::GATEHOUSE_SERVICE, &svc.name);
+    }
+    a.into_bytes()
 }
 
 /// Sends the server span of a sampled request, once its answer ended.
 #[inline(never)]
 pub(crate) fn finish_server(r: &LogRecord, t: &TraceRecord, bytes: u64, duration: Duration) {
     let Some(tracer) = &t.tracer else { return };
-    let prefix = t.route.as_deref().and_then(|id| id.split_once(':')).map(|(_, p)| p);
+    let route = t.route.as_deref();
+    let prefix = route.and_then(|r| r.id.split_once(':')).map(|(_, p)| p);
     let mut span = Span::new(Kind::Server, t.ctx.trace_id, t.ctx.span_id, t.ctx.parent, true, r.time);
     match prefix {
         Some(p) => span.name(&[r.method(), " ", p]),
@@ -155,24 +178,21 @@ pub(crate) fn finish_server(r: &LogRecord, t: &TraceRecord, bytes: u64, duration
     span.str(&key::URL_SCHEME, if r.tls { "https" } else { "http" });
     span.int(&key::HTTP_RESPONSE_STATUS_CODE, i64::from(r.status));
     span.str(&key::NETWORK_PROTOCOL_VERSION, protocol_version(r.version));
-    span.ip(&key::CLIENT_ADDRESS, r.client);
+    match &t.client {
+        Some(text) => span.str(&key::CLIENT_ADDRESS, text.to_str().unwrap_or_default()),
+        None => span.ip(&key::CLIENT_ADDRESS, r.client),
+    }
     span.str(&key::SERVER_ADDRESS, host);
     span.int(&key::HTTP_RESPONSE_BODY_SIZE, bytes as i64);
     if let Some(p) = port {
         span.int(&key::SERVER_PORT, p);
     }
-    if let Some(p) = prefix {
-        span.str(&key::HTTP_ROUTE, p);
-    }
-    if let Some(id) = &t.route {
-        span.str(&key::GATEHOUSE_ROUTE, id);
+    if let Some(route) = route {
+        span.encoded(route.trace_attributes.get_or_init(|| route_attributes(route)));
     }
     let user_agent = r.text(Text::UserAgent);
     if !user_agent.is_empty() {
         span.str(&key::USER_AGENT_ORIGINAL, user_agent);
-    }
-    if let Some(svc) = &t.service {
-        span.str(&key::GATEHOUSE_SERVICE, svc);
     }
     if let Some(app) = &r.app {
         span.str(&key::GATEHOUSE_APP, app);
@@ -197,6 +217,23 @@ pub(crate) fn finish_server(r: &LogRecord, t: &TraceRecord, bytes: u64, duration
         span.error(&status);
     }
     tracer.finish(span, r.time + duration);
+}
+
+/// What an endpoint's client spans say of it: `server.address` and `server.port` (its authority),
+/// `network.peer.address` and `network.peer.port`, its upstream, and `url.scheme` over TLS.
+/// Encoded once per endpoint.
+fn endpoint_attributes(upstream: &str, ep: &EndpointState) -> Box<[u8]> {
+    let (host, port) = split_authority(&ep.authority);
+    let mut a = Attrs::default();
+    a.str(&key::SERVER_ADDRESS, host);
+    a.int(&key::SERVER_PORT, port.unwrap_or(i64::from(ep.addr.port())));
+    a.ip(&key::NETWORK_PEER_ADDRESS, ep.addr.ip());
+    a.int(&key::NETWORK_PEER_PORT, i64::from(ep.addr.port()));
+    a.str(&key::GATEHOUSE_UPSTREAM, upstream);
+    if ep.tls_name().is_some() {
+        a.str(&key::URL_SCHEME, "https");
+    }
+    a.into_bytes()
 }
 
 /// An upstream attempt of a sampled request: its span id, start, method and connection.
@@ -239,15 +276,10 @@ impl Attempt {
     ) {
         let answer = answer.as_ref().map(|r| r.status().as_u16()).map_err(|f| &f.error);
         let method = self.method.as_str();
-        let (host, port) = split_authority(&ep.authority);
         let mut span = Span::new(Kind::Client, ctx.trace_id, self.span_id, Some(ctx.span_id), false, self.start);
         span.name(&[method]);
         span.str(&key::HTTP_REQUEST_METHOD, method);
-        span.str(&key::SERVER_ADDRESS, host);
-        span.int(&key::SERVER_PORT, port.unwrap_or(i64::from(ep.addr.port())));
-        span.ip(&key::NETWORK_PEER_ADDRESS, ep.addr.ip());
-        span.int(&key::NETWORK_PEER_PORT, i64::from(ep.addr.port()));
-        span.str(&key::GATEHOUSE_UPSTREAM, upstream);
+        span.encoded(ep.trace_attributes.get_or_init(|| endpoint_attributes(upstream, ep)));
         if retry > 0 {
             span.int(&key::HTTP_REQUEST_RESEND_COUNT, retry as i64);
         }
@@ -256,9 +288,6 @@ impl Attempt {
             if let Some(resumed) = resumed {
                 span.bool(&key::TLS_RESUMED, resumed);
             }
-        }
-        if ep.tls_name().is_some() {
-            span.str(&key::URL_SCHEME, "https");
         }
         match answer {
             Ok(status) => {
@@ -288,6 +317,9 @@ mod tests {
         assert_eq!(path_of("/a/b?x=1"), "/a/b");
         assert_eq!(path_of("http://h:8080/p?q"), "/p");
         assert_eq!(path_of("http://h"), "/");
+        assert_eq!(path_of("/a#f"), "/a");
+        assert_eq!(path_of("*"), "*");
+        assert_eq!(path_of(""), "");
         assert_eq!(split_authority("example.com:8443"), ("example.com", Some(8443)));
         assert_eq!(split_authority("[::1]:80"), ("::1", Some(80)));
         assert_eq!(split_authority("example.com"), ("example.com", None));

@@ -80,6 +80,9 @@ pub struct EndpointState {
     pub stats: EndpointStats,
     /// Circuit breaker (stays closed when the upstream has none).
     pub breaker: Breaker,
+    /// What the endpoint's client spans say of it (its address, port, upstream), encoded once by
+    /// the tracer on its first traced request (an endpoint belongs to one upstream).
+    pub trace_attributes: std::sync::OnceLock<Box<[u8]>>,
 }
 
 /// Decay constant of the latency EWMA.
@@ -107,6 +110,7 @@ impl EndpointState {
             h2: (0..workers.max(1)).map(|_| crate::pool::H2Slot::default()).collect(),
             stats: EndpointStats::default(),
             breaker: Breaker::default(),
+            trace_attributes: std::sync::OnceLock::new(),
         }
     }
 

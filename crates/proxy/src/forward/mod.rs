@@ -58,7 +58,7 @@ where
         let start = gatehouse_clock::now();
         let snap = shared.snapshot.load_full();
         // The client's trace context, taken off the request before anything else reads it.
-        let trace = snap.tracer.as_ref().map(|t| crate::trace::begin(t, req.headers_mut()));
+        let trace = snap.tracer.as_ref().map(|t| crate::trace::begin(t, req.headers_mut(), &conn));
         let sampled = trace.as_ref().is_some_and(|t| t.ctx.sampled);
         let (path, request_id, log) = validate(&snap, &mut req, &conn, start, sampled);
         let mut outcome = Outcome::of(&mut req);
