@@ -199,7 +199,7 @@ type Client = hyper_util::client::legacy::Client<
 >;
 
 /// A part of an export's body: the envelope's head, or a worker's batch of spans, written as
-/// it is (hyper writes the parts with one vectored write, none copied into one buffer). A
+/// it is (hyper writes the parts with vectored writes, none copied into one buffer). A
 /// batch's buffer goes back to the workers when hyper is done with it.
 #[derive(Debug)]
 struct Part {
